@@ -1,0 +1,137 @@
+"""The one tree representation and its conversions.
+
+Inside the package a binary tree over N points is a preorder list of splits:
+two uint32 arrays ``parents`` and ``lefts`` of length N - 1, node i splitting
+the subset ``parents[i]`` into ``lefts[i]`` (the part holding the parent's
+lowest point) and ``parents[i] ^ lefts[i]``; the left subtree follows its
+parent immediately. scipy linkage matrices and scikit-learn ``children_``
+arrays exist only at the public boundary.
+"""
+import numpy as np
+from scipy.cluster.hierarchy import is_valid_linkage
+
+from ._trellis._hierarchical import splits_to_linkage
+
+
+def splits_from_table(best_left, n_points):
+    """Preorder splits of the tree stored as a per-subset table of left children."""
+    parents = np.empty(n_points - 1, dtype=np.uint32)
+    lefts = np.empty(n_points - 1, dtype=np.uint32)
+    stack = [(1 << n_points) - 1]
+    node = 0
+    while stack:
+        parent = stack.pop()
+        if parent & (parent - 1) == 0:
+            continue
+        left = int(best_left[parent])
+        parents[node], lefts[node] = parent, left
+        node += 1
+        stack.append(parent ^ left)
+        stack.append(left)
+    return parents, lefts
+
+
+def linkage_from_splits(potential, parents, lefts):
+    """scipy linkage matrices of trees given as preorder splits.
+
+    Each inner node costs its energy ``-log psi``, shifted per tree by the
+    most negative energy (if any) so costs are non-negative; a node's height
+    is the total cost of its subtree, so heights increase towards the root.
+
+    Parameters
+    ----------
+    potential : SplitPotential
+    parents, lefts : ndarray of shape (n_trees, N - 1) or (N - 1,)
+
+    Returns
+    -------
+    linkage : ndarray of shape (n_trees, N - 1, 4) or (N - 1, 4)
+    """
+    single = np.ndim(parents) == 1
+    parents = np.atleast_2d(parents).astype(np.uint32)
+    lefts = np.atleast_2d(lefts).astype(np.uint32)
+    costs = -potential.evaluate(parents.ravel(), lefts.ravel()).reshape(parents.shape)
+    costs -= np.minimum(costs.min(axis=1, keepdims=True), 0.0)
+    linkage = splits_to_linkage(parents, lefts, np.ascontiguousarray(costs))
+    return linkage[0] if single else linkage
+
+
+def merges_from_tree(tree, n_points):
+    """Validated (N - 1, 2) merge array from a linkage matrix or ``children_``."""
+    tree = np.asarray(tree)
+    if tree.ndim != 2 or tree.shape[0] != n_points - 1 or tree.shape[1] not in (2, 4):
+        raise ValueError(
+            f"a tree over {n_points} points is a linkage matrix of shape "
+            f"({n_points - 1}, 4) or a children_ array of shape ({n_points - 1}, 2); "
+            f"got shape {tree.shape}"
+        )
+    if tree.shape[1] == 4:
+        is_valid_linkage(np.asarray(tree, dtype=np.float64), throw=True, name="linkage")
+    merges = tree[:, :2]
+    if not np.all(np.isfinite(merges.astype(np.float64))) or np.any(merges != np.round(merges)):
+        raise ValueError("tree node ids must be integers")
+    merges = merges.astype(np.int64)
+    # Every id below n + row used exactly once: a valid children-first merge list.
+    rows = np.arange(n_points - 1)
+    if np.any(merges < 0) or np.any(merges >= n_points + rows[:, None]):
+        raise ValueError("each merge may only use leaves or earlier merges")
+    if len(np.unique(merges)) != merges.size:
+        raise ValueError("each leaf and each merge must be used exactly once")
+    return merges
+
+
+def masks_from_merges(merges, n_points):
+    """Subset mask (Python int) of every node: leaves 0..N-1 then merges."""
+    masks = [1 << i for i in range(n_points)]
+    for a, b in merges:
+        masks.append(masks[a] | masks[b])
+    return masks
+
+
+def splits_from_merges(merges, n_points):
+    """Canonical (parents, lefts) of every inner node of a merge array (any order)."""
+    masks = masks_from_merges(merges, n_points)
+    parents = np.array(masks[n_points:], dtype=np.int64)
+    lefts = np.array([masks[a] for a, _ in merges], dtype=np.int64)
+    low = parents & -parents
+    lefts = np.where(lefts & low, lefts, parents ^ lefts)
+    return parents.astype(np.uint32), lefts.astype(np.uint32)
+
+
+def labels_from_linkage(linkage, n_clusters):
+    """Flat labels from undoing the last ``n_clusters - 1`` merges of a linkage.
+
+    With the distinct heights of :func:`linkage_from_splits` these are the
+    clusters of ``fcluster(linkage, n_clusters, "maxclust")``. Labels are
+    0..n_clusters-1 in order of each cluster's first point.
+    """
+    n_points = len(linkage) + 1
+    parent = np.arange(2 * n_points - 1)
+    for row in range(n_points - n_clusters):
+        a, b = int(linkage[row, 0]), int(linkage[row, 1])
+        parent[a] = parent[b] = n_points + row
+    roots = np.arange(n_points)
+    for _ in range(n_points):
+        moved = parent[roots]
+        if np.array_equal(moved, roots):
+            break
+        roots = moved
+    _, labels = np.unique(roots, return_inverse=True)
+    # Relabel by first appearance so labels do not depend on node numbering.
+    first = {}
+    return np.array([first.setdefault(label, len(first)) for label in labels], dtype=np.int64)
+
+
+def to_newick(linkage, names=None):
+    """Newick string of a linkage matrix, leaves named by ``names`` or their index."""
+    n_points = len(linkage) + 1
+    names = [str(i) for i in range(n_points)] if names is None else [str(n) for n in names]
+    text = list(names)
+    heights = [0.0] * n_points
+    for a, b, height, _ in linkage:
+        a, b = int(a), int(b)
+        text.append(
+            f"({text[a]}:{height - heights[a]:.6g},{text[b]}:{height - heights[b]:.6g})"
+        )
+        heights.append(height)
+    return text[-1] + ";"

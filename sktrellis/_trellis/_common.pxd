@@ -1,0 +1,76 @@
+# The one typedef vocabulary and subset-bit convention of the sktrellis kernels.
+#
+# A subset of the N points is an N-bit mask: bit i set <=> point i is in the
+# subset. Masks are 32-bit because the exact trellis needs 2**N table entries
+# and memory runs out long before N = 32. The low bit of a subset ("low") is
+# the anchor of its canonical splits: a split of S is written (A, S ^ A) with
+# low(S) in A, so each unordered pair of siblings is visited exactly once.
+
+from libc.stdint cimport uint32_t, uint64_t, int64_t
+from libc.math cimport INFINITY, exp, log, log1p
+
+ctypedef uint32_t mask_t
+ctypedef double float64_t
+ctypedef int64_t intp_t
+
+cdef extern from *:
+    """
+    /* Exact tree and partition counts exceed 2**64 from N = 19 on, so they
+       are kept in 128-bit integers (exact up to N = 30). */
+    typedef unsigned __int128 sktrellis_count_t;
+    static inline int sktrellis_popcount(uint32_t x) { return __builtin_popcount(x); }
+    static inline int sktrellis_ctz(uint32_t x) { return __builtin_ctz(x); }
+    """
+    ctypedef unsigned long long count_t "sktrellis_count_t"
+    int popcount "sktrellis_popcount"(uint32_t x) noexcept nogil
+    int ctz "sktrellis_ctz"(uint32_t x) noexcept nogil
+
+
+cdef inline mask_t low_bit(mask_t s) noexcept nogil:
+    return s & (~s + 1)
+
+
+cdef inline mask_t next_submask(mask_t sub, mask_t of) noexcept nogil:
+    # Submasks of `of` in increasing order: the j-th one has the bits of j
+    # deposited at the set positions of `of` (so its rank is extract_rank).
+    return (sub - of) & of
+
+
+cdef inline mask_t deposit(mask_t rank, mask_t of) noexcept nogil:
+    """The submask of `of` whose rank in increasing order is `rank`."""
+    cdef mask_t result = 0, bit
+    while of and rank:
+        bit = low_bit(of)
+        if rank & 1:
+            result |= bit
+        rank >>= 1
+        of ^= bit
+    return result
+
+
+cdef inline mask_t extract_rank(mask_t sub, mask_t of) noexcept nogil:
+    """Rank of the submask `sub` of `of` among the submasks in increasing order."""
+    cdef mask_t result = 0, place = 1, bit
+    while of:
+        bit = low_bit(of)
+        if sub & bit:
+            result |= place
+        place <<= 1
+        of ^= bit
+    return result
+
+
+cdef inline double log_add(double a, double b) noexcept nogil:
+    """log(exp(a) + exp(b)) without overflow; -inf is the additive zero."""
+    if a < b:
+        a, b = b, a
+    if b == -INFINITY:
+        return a
+    return a + log1p(exp(b - a))
+
+
+cdef inline object count_to_int(count_t value):
+    """Exact Python int from a 128-bit count."""
+    cdef uint64_t high = <uint64_t>(value >> 64)
+    cdef uint64_t low = <uint64_t>(value & <count_t>0xFFFFFFFFFFFFFFFFULL)
+    return (int(high) << 64) | int(low)

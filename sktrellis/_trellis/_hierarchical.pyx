@@ -1,0 +1,610 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Dynamic programs of the hierarchical cluster trellis over all 2**N subsets.
+
+Everything here trusts its input: masks are valid, tables are C-contiguous
+float64 of length 2**N, levels are complete. Validation happens once in the
+Python layer (``sktrellis._exact_hierarchical``).
+
+For a subset S and a canonical split (A, B = S ^ A), low(S) in A, A != S:
+
+    log Z(S)   = logsumexp_A [log psi(S; A, B) + log Z(A) + log Z(B)]
+    log MAP(S) = max_A       [log psi(S; A, B) + log MAP(A) + log MAP(B)]
+
+with log Z({i}) = log MAP({i}) = 0. Subsets are processed by size ("levels");
+all subsets of one size are independent, which is what the OpenMP loops use.
+"""
+from cython.parallel cimport prange, threadid
+from libc.math cimport INFINITY, exp, log, log1p, sqrt, isfinite
+from libc.stdlib cimport free, malloc, realloc
+from libc.stdint cimport uint64_t
+from libc.string cimport memset
+
+import numpy as np
+
+from ._common cimport (
+    count_t, count_to_int, ctz, deposit, extract_rank, intp_t, log_add,
+    low_bit, mask_t, next_submask, popcount,
+)
+
+###############################################################################
+# Split potentials
+
+# Kinds of split potential. SEPARABLE covers every energy of the form
+#     log psi(S; A, B) = f(S) + c(|S|) * (g(A) + g(B)),
+# (Dasgupta, hierarchical correlation clustering): its inside pass runs in
+# linear space with one multiply-add per split instead of one exp.
+cdef enum:
+    SEPARABLE = 0
+    GINKGO = 1
+    TABLE = 2
+
+# A separable level is summed in linear space; if the sum of a subset falls
+# below this (its terms are then far below the level's scale), the subset is
+# redone exactly in log space.
+cdef double LINEAR_SUM_FLOOR = 1e-250
+
+
+cdef struct SplitTables:
+    int kind
+    const double* cluster_term      # SEPARABLE: f(S)
+    const double* child_term        # SEPARABLE: g(X)
+    const double* size_coef         # SEPARABLE: c(k), k = 0..N
+    const double* mass2             # GINKGO: invariant mass squared t(S)
+    const double* sqrt_mass2        # GINKGO: sqrt(t(S))
+    double lam, t_cut, log_lam, log_norm, leaf_log_norm_shift
+    const double* split_table       # TABLE: log psi of every canonical split
+    const intp_t* level_offset      # TABLE: start of each level in split_table
+    const mask_t* rank_in_level     # TABLE: rank of S among subsets of its size
+
+
+cdef inline double ginkgo_child_term(const SplitTables* t, double tau, double child_mass2) noexcept nogil:
+    # g(tau, t) of DESIGN.md section 6: a child's mass given its parent's scale.
+    if child_mass2 > 0.0:
+        if tau <= 0.0:
+            return -INFINITY
+        return t.log_lam - log(tau) - t.lam * child_mass2 / tau - t.log_norm
+    if tau <= 0.0:
+        return -INFINITY
+    return log1p(-exp(-t.lam * t.t_cut / tau)) - t.log_norm
+
+
+cdef inline double split_log_potential(const SplitTables* t, mask_t parent, mask_t left) noexcept nogil:
+    """log psi(parent; left, parent ^ left) for a canonical split (low bit in left)."""
+    cdef mask_t right = parent ^ left, low
+    cdef double t_parent, t_a, t_b, root_a, scale_b
+    cdef int size
+    if t.kind == SEPARABLE:
+        return t.cluster_term[parent] + t.size_coef[popcount(parent)] * (
+            t.child_term[left] + t.child_term[right])
+    if t.kind == GINKGO:
+        t_parent = t.mass2[parent]
+        if t_parent < t.t_cut:
+            return -INFINITY
+        if t.mass2[left] >= t.mass2[right]:
+            t_a = t.mass2[left]; t_b = t.mass2[right]; root_a = t.sqrt_mass2[left]
+        else:
+            t_a = t.mass2[right]; t_b = t.mass2[left]; root_a = t.sqrt_mass2[right]
+        scale_b = t.sqrt_mass2[parent] - root_a
+        return (ginkgo_child_term(t, t_parent, t_a)
+                + ginkgo_child_term(t, scale_b * scale_b, t_b)
+                + t.leaf_log_norm_shift)
+    size = popcount(parent)
+    low = low_bit(parent)
+    return t.split_table[t.level_offset[size]
+                         + <intp_t>t.rank_in_level[parent] * ((<intp_t>1 << (size - 1)) - 1)
+                         + extract_rank(left ^ low, parent ^ low)]
+
+
+cdef class SplitPotential:
+    """Per-subset tables from which every split potential costs O(1).
+
+    Built by the energy models (``sktrellis.energies``); use the
+    ``separable``, ``ginkgo`` and ``table`` constructors.
+    """
+    cdef readonly int n_points
+    cdef readonly int kind
+    cdef readonly object arrays       # the numpy arrays the pointers refer to
+    cdef readonly dict params
+    cdef SplitTables tables
+
+    def __init__(self, int n_points, int kind, dict arrays, dict params):
+        cdef const double[::1] view
+        cdef const intp_t[::1] offsets
+        cdef const mask_t[::1] ranks
+        self.n_points = n_points
+        self.kind = kind
+        self.arrays = arrays
+        self.params = params
+        memset(&self.tables, 0, sizeof(SplitTables))
+        self.tables.kind = kind
+        if kind == SEPARABLE:
+            view = arrays["cluster_term"]; self.tables.cluster_term = &view[0]
+            view = arrays["child_term"]; self.tables.child_term = &view[0]
+            view = arrays["size_coef"]; self.tables.size_coef = &view[0]
+        elif kind == GINKGO:
+            view = arrays["mass2"]; self.tables.mass2 = &view[0]
+            view = arrays["sqrt_mass2"]; self.tables.sqrt_mass2 = &view[0]
+            self.tables.lam = params["lam"]
+            self.tables.t_cut = params["t_cut"]
+            self.tables.log_lam = log(self.tables.lam)
+            self.tables.log_norm = log(-np.expm1(-self.tables.lam))
+            self.tables.leaf_log_norm_shift = -log(4.0 * np.pi)
+        elif kind == TABLE:
+            view = arrays["split_table"]; self.tables.split_table = &view[0]
+            offsets = arrays["level_offset"]; self.tables.level_offset = &offsets[0]
+            ranks = arrays["rank_in_level"]; self.tables.rank_in_level = &ranks[0]
+        else:
+            raise ValueError(f"unknown split potential kind {kind}")
+
+    @classmethod
+    def separable(cls, int n_points, cluster_term, child_term, size_coef):
+        """log psi(S; A, B) = cluster_term[S] + size_coef[|S|] * (child_term[A] + child_term[B])."""
+        return cls(n_points, SEPARABLE, {
+            "cluster_term": np.ascontiguousarray(cluster_term, dtype=np.float64),
+            "child_term": np.ascontiguousarray(child_term, dtype=np.float64),
+            "size_coef": np.ascontiguousarray(size_coef, dtype=np.float64)}, {})
+
+    @classmethod
+    def ginkgo(cls, int n_points, mass2, double lam, double t_cut):
+        """The Ginkgo splitting likelihood from the invariant mass squared of every subset."""
+        mass2 = np.ascontiguousarray(mass2, dtype=np.float64)
+        return cls(n_points, GINKGO, {
+            "mass2": mass2, "sqrt_mass2": np.sqrt(np.maximum(mass2, 0.0))},
+            {"lam": lam, "t_cut": t_cut})
+
+    @classmethod
+    def table(cls, int n_points, split_table, level_offset, rank_in_level):
+        """Tabulated log psi of every canonical split, stored level by level."""
+        return cls(n_points, TABLE, {
+            "split_table": split_table,
+            "level_offset": np.ascontiguousarray(level_offset, dtype=np.int64),
+            "rank_in_level": np.ascontiguousarray(rank_in_level, dtype=np.uint32)}, {})
+
+    @property
+    def is_separable(self):
+        return self.kind == SEPARABLE
+
+    def __reduce__(self):
+        return (SplitPotential, (self.n_points, self.kind, self.arrays, self.params))
+
+    def evaluate(self, parents, lefts):
+        """log psi for arrays of (parent, child) masks; either child may be given."""
+        cdef const mask_t[::1] parent_view = np.ascontiguousarray(parents, dtype=np.uint32)
+        cdef const mask_t[::1] left_view = np.ascontiguousarray(lefts, dtype=np.uint32)
+        cdef Py_ssize_t i, n = parent_view.shape[0]
+        cdef double[::1] out = np.empty(n, dtype=np.float64)
+        cdef mask_t parent, left
+        for i in range(n):
+            parent = parent_view[i]
+            left = left_view[i]
+            if not (left & low_bit(parent)):
+                left = parent ^ left
+            out[i] = split_log_potential(&self.tables, parent, left)
+        return np.asarray(out)
+
+
+###############################################################################
+# Subset orders and tabulated splits
+
+def subsets_by_size(int n_points):
+    """All 2**N masks sorted by size then value, and where each size starts."""
+    cdef Py_ssize_t n_subsets = <Py_ssize_t>1 << n_points
+    cdef mask_t[::1] order = np.empty(n_subsets, dtype=np.uint32)
+    cdef intp_t[::1] start = np.zeros(n_points + 2, dtype=np.int64)
+    cdef intp_t[::1] fill
+    cdef Py_ssize_t s
+    cdef int size
+    for s in range(n_subsets):
+        start[popcount(<mask_t>s) + 1] += 1
+    for size in range(1, n_points + 2):
+        start[size] += start[size - 1]
+    fill = np.array(start[:n_points + 1], dtype=np.int64)
+    for s in range(n_subsets):
+        size = popcount(<mask_t>s)
+        order[fill[size]] = <mask_t>s
+        fill[size] += 1
+    return np.asarray(order), np.asarray(start)
+
+
+def canonical_lefts(const mask_t[::1] parents):
+    """Every canonical left child of each parent, in the kernels' order.
+
+    All parents must have the same size k; returns an array of shape
+    (len(parents), 2**(k-1) - 1).
+    """
+    cdef Py_ssize_t i, j, n = parents.shape[0]
+    cdef int size = popcount(parents[0]) if n else 1
+    cdef Py_ssize_t n_splits = (<Py_ssize_t>1 << (size - 1)) - 1
+    cdef mask_t[:, ::1] out = np.empty((n, n_splits), dtype=np.uint32)
+    cdef mask_t parent, low, rest, sub
+    for i in range(n):
+        parent = parents[i]
+        low = low_bit(parent)
+        rest = parent ^ low
+        sub = 0
+        for j in range(n_splits):
+            out[i, j] = low | sub
+            sub = next_submask(sub, rest)
+    return np.asarray(out)
+
+
+###############################################################################
+# Inside pass
+
+def prepare_separable_level(SplitPotential potential, int size,
+                            const mask_t[::1] order, const intp_t[::1] level_start,
+                            const double[::1] log_z, const double[::1] log_map,
+                            double[::1] u_left, double[::1] u_right, double[::1] w_map,
+                            int n_threads):
+    """Per-subset factors that turn the separable inside sum into products.
+
+    With w(X) = c(size) g(X) + log Z(X) and m(a) the largest w over subsets
+    of size a, the term of split (A, B) of a parent of `size` is
+
+        exp(w(A) + w(B) - M) = u_left[A] * u_right[B],
+        u_left[X] = exp(w(X) + m(size - |X|) - M),  u_right[X] = exp(w(X) - m(|X|)),
+
+    where M = max_a m(a) + m(size - a). Both factors are <= 1, so products
+    never overflow. Returns M (the level's log scale).
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef double coef = t.size_coef[size]
+    cdef double[::1] best = np.full(size + 1, -INFINITY)
+    cdef double level_scale = -INFINITY, value
+    cdef Py_ssize_t i
+    cdef int a
+    cdef mask_t x
+    for a in range(1, size):
+        for i in range(level_start[a], level_start[a + 1]):
+            x = order[i]
+            value = coef * t.child_term[x] + log_z[x]
+            if value > best[a]:
+                best[a] = value
+    for a in range(1, size):
+        if best[a] + best[size - a] > level_scale:
+            level_scale = best[a] + best[size - a]
+    if level_scale == -INFINITY:
+        return level_scale
+    cdef Py_ssize_t first = level_start[1], stop = level_start[size]
+    for i in prange(first, stop, nogil=True, num_threads=n_threads, schedule="static"):
+        x = order[i]
+        a = popcount(x)
+        value = coef * t.child_term[x] + log_z[x]
+        if best[a] == -INFINITY or best[size - a] == -INFINITY or value == -INFINITY:
+            u_right[x] = 0.0
+            u_left[x] = 0.0
+        else:
+            u_right[x] = exp(value - best[a])
+            u_left[x] = exp(value + best[size - a] - level_scale)
+        w_map[x] = coef * t.child_term[x] + log_map[x]
+    return level_scale
+
+
+cdef inline double exact_log_sum(const SplitTables* t, mask_t parent,
+                                 const double* log_z) noexcept nogil:
+    """log Z(parent) by an online logsumexp over its canonical splits."""
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0, left
+    cdef double acc = -INFINITY, value
+    while sub != rest:
+        left = low | sub
+        value = split_log_potential(t, parent, left) + log_z[left] + log_z[parent ^ left]
+        acc = log_add(acc, value)
+        sub = next_submask(sub, rest)
+    return acc
+
+
+def inside_level(SplitPotential potential, const mask_t[::1] parents,
+                 double[::1] log_z, double[::1] log_map, mask_t[::1] best_left,
+                 counts, double level_scale,
+                 const double[::1] u_left, const double[::1] u_right, const double[::1] w_map,
+                 int n_threads):
+    """Fill log Z, log MAP and the MAP split of `parents` (all of one size >= 2).
+
+    `counts` is None, or a uint64 array of shape (2**N, 2) holding 128-bit
+    counts of trees with finite potential (generic kinds only). For the
+    separable kind, `level_scale`, `u_left`, `u_right` and `w_map` come from
+    `prepare_separable_level`.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef Py_ssize_t i, j, n = parents.shape[0]
+    cdef int size = popcount(parents[0]) if n else 0
+    cdef Py_ssize_t n_splits = (<Py_ssize_t>1 << (size - 1)) - 1 if size else 0
+    cdef count_t* count = NULL
+    cdef count_t trees
+    cdef uint64_t[:, ::1] count_view
+    cdef mask_t parent, low, rest, sub, left, right, arg
+    cdef double acc, best, value, top, psi
+    cdef double* buffer
+    cdef double[:, ::1] buffer_view
+    cdef double* z = &log_z[0]
+    cdef double* m = &log_map[0]
+    cdef bint with_counts = counts is not None
+    if n == 0:
+        return
+    if with_counts:
+        count_view = counts
+        count = <count_t*>&count_view[0, 0]
+
+    if t.kind == SEPARABLE:
+        for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+            parent = parents[i]
+            low = low_bit(parent)
+            rest = parent ^ low
+            sub = 0
+            acc = 0.0
+            best = -INFINITY
+            arg = 0
+            while sub != rest:
+                left = low | sub
+                right = parent ^ left
+                acc = acc + u_left[left] * u_right[right]
+                value = w_map[left] + w_map[right]
+                if value > best:
+                    best = value
+                    arg = left
+                sub = next_submask(sub, rest)
+            if acc > LINEAR_SUM_FLOOR and isfinite(acc):
+                z[parent] = t.cluster_term[parent] + level_scale + log(acc)
+            else:
+                z[parent] = exact_log_sum(t, parent, z)
+            m[parent] = t.cluster_term[parent] + best
+            best_left[parent] = arg
+        return
+
+    # Generic kinds: one log psi evaluation per split, kept in a per-thread
+    # row of `buffer` so the logsumexp needs a single exp per split (max first).
+    buffer_view = np.empty((n_threads, max(n_splits, 1)))
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+        buffer = &buffer_view[threadid(), 0]
+        parent = parents[i]
+        low = low_bit(parent)
+        rest = parent ^ low
+        sub = 0
+        top = -INFINITY
+        best = -INFINITY
+        arg = 0
+        trees = 0
+        for j in range(n_splits):
+            left = low | sub
+            right = parent ^ left
+            psi = split_log_potential(t, parent, left)
+            value = psi + z[left] + z[right]
+            buffer[j] = value
+            if value > top:
+                top = value
+            value = psi + m[left] + m[right]
+            if value > best:
+                best = value
+                arg = left
+            if with_counts and psi > -INFINITY:
+                trees = trees + count[left] * count[right]
+            sub = next_submask(sub, rest)
+        if top == -INFINITY:
+            z[parent] = -INFINITY
+        else:
+            acc = 0.0
+            for j in range(n_splits):
+                acc = acc + exp(buffer[j] - top)
+            z[parent] = top + log(acc)
+        m[parent] = best
+        best_left[parent] = arg
+        if with_counts:
+            count[parent] = trees
+
+
+def count_as_int(const uint64_t[:, ::1] counts, mask_t subset):
+    """The exact count of subset as a Python int."""
+    cdef const count_t* count = <const count_t*>&counts[0, 0]
+    return count_to_int(count[subset])
+
+
+###############################################################################
+# Outside pass
+
+def outside(SplitPotential potential, const mask_t[::1] order, const intp_t[::1] level_start,
+            const double[::1] log_z, int n_threads):
+    """log of the outside sums: log O(C) = log sum over trees of everything but C's subtree.
+
+    O(root) = 1 and O(C) = sum over S = C | D, D a non-empty subset of the
+    complement of C, of O(S) psi(S; C, D) Z(D). Marginal of cluster C:
+    P(C) = Z(C) O(C) / Z(root). Each split is visited twice, 3**N terms.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef int n_points = potential.n_points, size
+    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
+    cdef double[::1] log_out = np.full(<Py_ssize_t>1 << n_points, -INFINITY)
+    cdef Py_ssize_t i
+    cdef mask_t cluster, rest, other, parent, left
+    cdef double acc, value
+    log_out[full] = 0.0
+    cdef Py_ssize_t first, stop
+    for size in range(n_points - 1, 0, -1):
+        first = level_start[size]
+        stop = level_start[size + 1]
+        for i in prange(first, stop, nogil=True, num_threads=n_threads, schedule="static"):
+            cluster = order[i]
+            rest = full ^ cluster
+            other = rest
+            acc = -INFINITY
+            while other:
+                parent = cluster | other
+                if log_out[parent] > -INFINITY and log_z[other] > -INFINITY:
+                    left = cluster if cluster & low_bit(parent) else other
+                    value = log_out[parent] + split_log_potential(t, parent, left) + log_z[other]
+                    acc = log_add(acc, value)
+                other = (other - 1) & rest
+            log_out[cluster] = acc
+    return np.asarray(log_out)
+
+
+###############################################################################
+# Exact sampling
+
+def sample_splits(SplitPotential potential, const double[::1] log_z,
+                  const double[:, ::1] uniforms, Py_ssize_t cache_limit):
+    """Draw trees top-down from P(tree) = prod psi / Z(root).
+
+    Each row of `uniforms` (N-1 numbers in [0, 1)) drives one tree. Returns
+    (parents, lefts), each (n_samples, N-1): the inner nodes in preorder, left
+    child (the part holding the parent's low bit) first. The split
+    distribution of a subset is built once and cached (cumulative
+    probabilities, binary search per draw) until `cache_limit` doubles are
+    in use; later subsets are drawn without caching.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef int n_points = potential.n_points
+    cdef Py_ssize_t n_samples = uniforms.shape[0], n_inner = n_points - 1
+    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
+    cdef mask_t[:, ::1] parents = np.zeros((n_samples, n_inner), dtype=np.uint32)
+    cdef mask_t[:, ::1] lefts = np.zeros((n_samples, n_inner), dtype=np.uint32)
+    cdef intp_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
+    cdef double* cache = NULL
+    cdef double* scratch = <double*>malloc(sizeof(double) * ((<Py_ssize_t>1 << (n_points - 1)) + 1))
+    cdef double* cdf
+    cdef double* grown
+    cdef Py_ssize_t cache_used = 0, cache_capacity = 0, n_splits, lo, hi, mid, r, node, top
+    cdef mask_t* stack = <mask_t*>malloc(sizeof(mask_t) * (n_points + 1))
+    cdef mask_t parent, low, rest, sub, left
+    cdef double total, u
+    cdef Py_ssize_t j
+    if scratch == NULL or stack == NULL:
+        free(scratch); free(stack)
+        raise MemoryError("could not allocate the sampling buffers")
+    try:
+        with nogil:
+            for r in range(n_samples):
+                top = 0
+                stack[0] = full
+                node = 0
+                while top >= 0:
+                    parent = stack[top]
+                    top -= 1
+                    if popcount(parent) < 2:
+                        continue
+                    low = low_bit(parent)
+                    rest = parent ^ low
+                    n_splits = (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1
+                    if n_splits == 1:
+                        left = low
+                    else:
+                        if cache_start[parent] >= 0:
+                            cdf = cache + cache_start[parent]
+                        else:
+                            cdf = scratch
+                            if cache_used + n_splits <= cache_limit:
+                                if cache_used + n_splits > cache_capacity:
+                                    # If the cache cannot grow, draw without it.
+                                    grown = <double*>realloc(cache, sizeof(double) * max(
+                                        2 * cache_capacity, cache_used + n_splits))
+                                    if grown != NULL:
+                                        cache = grown
+                                        cache_capacity = max(2 * cache_capacity, cache_used + n_splits)
+                                if cache_used + n_splits <= cache_capacity:
+                                    cache_start[parent] = cache_used
+                                    cdf = cache + cache_used
+                                    cache_used += n_splits
+                            total = 0.0
+                            sub = 0
+                            for j in range(n_splits):
+                                left = low | sub
+                                total = total + exp(split_log_potential(t, parent, left)
+                                                    + log_z[left] + log_z[parent ^ left]
+                                                    - log_z[parent])
+                                cdf[j] = total
+                                sub = next_submask(sub, rest)
+                            # Normalise by the computed total so rounding in
+                            # log Z cannot leave mass outside [0, 1).
+                            for j in range(n_splits):
+                                cdf[j] = cdf[j] / total
+                        u = uniforms[r, node]
+                        lo = 0
+                        hi = n_splits - 1
+                        while lo < hi:
+                            mid = (lo + hi) // 2
+                            if cdf[mid] > u:
+                                hi = mid
+                            else:
+                                lo = mid + 1
+                        # Splits of zero probability have cdf[j] == cdf[j-1]
+                        # and are never chosen: u < cdf[lo] and u >= cdf[lo-1].
+                        left = low | deposit(<mask_t>lo, rest)
+                    parents[r, node] = parent
+                    lefts[r, node] = left
+                    node += 1
+                    top += 1
+                    stack[top] = parent ^ left
+                    top += 1
+                    stack[top] = left
+    finally:
+        free(cache)
+        free(scratch)
+        free(stack)
+    return np.asarray(parents), np.asarray(lefts)
+
+
+###############################################################################
+# From split lists to scipy linkage matrices
+
+def splits_to_linkage(const mask_t[:, ::1] parents, const mask_t[:, ::1] lefts,
+                      const double[:, ::1] node_costs):
+    """Linkage matrices of trees given as preorder split lists.
+
+    `parents`, `lefts` and `node_costs` have shape (n_trees, N-1): inner
+    nodes in preorder with the left subtree first (so a node's children sit
+    at preorder positions i + 1 and i + |left|), and each node's non-negative
+    cost. A node's height is the total cost of its subtree, which never
+    decreases towards the root. Rows are emitted children-first in order of
+    increasing height (ties: later preorder first, i.e. descendants first),
+    smaller child id first; row k's height is raised by k * 1e-9 * (tree
+    height) / (N - 1) at most so heights are distinct and
+    ``fcluster(Z, k, "maxclust")`` cuts exactly the top k - 1 rows.
+    Returns an (n_trees, N-1, 4) float64 array.
+    """
+    cdef Py_ssize_t n_trees = parents.shape[0], n_inner = parents.shape[1]
+    cdef Py_ssize_t n_points = n_inner + 1
+    cdef double[:, :, ::1] linkage = np.zeros((n_trees, n_inner, 4))
+    cdef double[::1] height = np.empty(n_inner)
+    cdef intp_t[::1] row_order = np.empty(n_inner, dtype=np.int64)
+    cdef intp_t[::1] row_of_node = np.empty(n_inner, dtype=np.int64)
+    cdef Py_ssize_t r, k, q, node, child, left_size, moving
+    cdef intp_t ids[2]
+    cdef mask_t child_mask
+    cdef double tie_step
+    with nogil:
+        for r in range(n_trees):
+            for node in range(n_inner - 1, -1, -1):
+                height[node] = node_costs[r, node]
+                left_size = popcount(lefts[r, node])
+                if left_size > 1:
+                    height[node] += height[node + 1]
+                if popcount(parents[r, node]) - left_size > 1:
+                    height[node] += height[node + left_size]
+            # Insertion sort of nodes by (height, -preorder): N is small.
+            for k in range(n_inner):
+                moving = n_inner - 1 - k
+                q = k
+                while q > 0 and height[row_order[q - 1]] > height[moving]:
+                    row_order[q] = row_order[q - 1]
+                    q -= 1
+                row_order[q] = moving
+            for k in range(n_inner):
+                row_of_node[row_order[k]] = k
+            tie_step = 1e-9 * (height[0] if height[0] > 1.0 else 1.0) / n_inner
+            for k in range(n_inner):
+                node = row_order[k]
+                left_size = popcount(lefts[r, node])
+                for child in range(2):
+                    child_mask = lefts[r, node] if child == 0 else parents[r, node] ^ lefts[r, node]
+                    if popcount(child_mask) == 1:
+                        ids[child] = ctz(child_mask)
+                    elif child == 0:
+                        ids[child] = n_points + row_of_node[node + 1]
+                    else:
+                        ids[child] = n_points + row_of_node[node + left_size]
+                if ids[0] > ids[1]:
+                    ids[0], ids[1] = ids[1], ids[0]
+                linkage[r, k, 0] = ids[0]
+                linkage[r, k, 1] = ids[1]
+                linkage[r, k, 2] = height[node] + k * tie_step
+                linkage[r, k, 3] = popcount(parents[r, node])
+    return np.asarray(linkage)

@@ -1,0 +1,129 @@
+"""The full hierarchical trellis: DP tables over all 2**N subsets and their queries.
+
+Drives the kernels of ``_hierarchical.pyx`` level by level (subsets of one
+size at a time) so Ctrl-C is honoured between chunks of a level and
+``verbose`` can report progress.
+"""
+import math
+import time
+
+import numpy as np
+
+from .._tree import splits_from_table
+from . import _hierarchical as kernels
+
+# A kernel call handles at most about this many splits, so KeyboardInterrupt
+# and progress messages come every fraction of a second.
+_CHUNK_SPLITS = 1 << 28
+# Doubles the sampler may keep in its cache of split distributions.
+_SAMPLE_CACHE_DOUBLES = 1 << 27
+
+
+def double_factorial_trees(n_points):
+    """(2N - 3)!!, the number of rooted binary trees with N labelled leaves."""
+    return math.prod(range(1, 2 * n_points - 2, 2)) if n_points > 1 else 1
+
+
+class HierarchicalTrellis:
+    """Inside tables (log Z, log MAP, MAP split, tree counts) of a SplitPotential.
+
+    Parameters
+    ----------
+    potential : SplitPotential
+    n_threads : int
+    verbose : int
+    owner : str
+        Name used in progress messages.
+    """
+
+    def __init__(self, potential, n_threads=1, verbose=0, owner="trellis"):
+        self.potential = potential
+        self.n_points = potential.n_points
+        self.n_threads = n_threads
+        self.verbose = verbose
+        self.owner = owner
+        self._log_outside = None
+        self._run()
+
+    def _run(self):
+        n_points, n_subsets = self.n_points, 1 << self.n_points
+        self.order, self.level_start = kernels.subsets_by_size(n_points)
+        self.log_z = np.zeros(n_subsets)
+        self.log_map = np.zeros(n_subsets)
+        self.best_left = np.zeros(n_subsets, dtype=np.uint32)
+        # Exact counts of finite-potential trees are only needed when some
+        # split can be -inf; separable potentials from finite tables never are.
+        separable = self.potential.is_separable
+        self.counts = None if separable else np.zeros((n_subsets, 2), dtype=np.uint64)
+        if self.counts is not None:
+            self.counts[1 << np.arange(n_points), 0] = 1
+        if separable:
+            u_left, u_right, w_map = (np.zeros(n_subsets) for _ in range(3))
+        else:
+            u_left = u_right = w_map = np.zeros(1)
+        start = time.perf_counter()
+        for size in range(2, n_points + 1):
+            parents = self.order[self.level_start[size] : self.level_start[size + 1]]
+            scale = 0.0
+            if separable:
+                scale = kernels.prepare_separable_level(
+                    self.potential, size, self.order, self.level_start,
+                    self.log_z, self.log_map, u_left, u_right, w_map, self.n_threads,
+                )
+            n_splits = (1 << (size - 1)) - 1
+            chunk = max(1, _CHUNK_SPLITS // n_splits)
+            for first in range(0, len(parents), chunk):
+                kernels.inside_level(
+                    self.potential, parents[first : first + chunk],
+                    self.log_z, self.log_map, self.best_left, self.counts, scale,
+                    u_left, u_right, w_map, self.n_threads,
+                )
+            if self.verbose:
+                print(
+                    f"[{self.owner}] subsets of size {size}/{n_points}: "
+                    f"{len(parents)} subsets x {n_splits} splits, "
+                    f"{time.perf_counter() - start:.2f} s",
+                    flush=True,
+                )
+
+    @property
+    def full(self):
+        return (1 << self.n_points) - 1
+
+    @property
+    def log_partition(self):
+        return float(self.log_z[self.full])
+
+    @property
+    def map_log_potential(self):
+        return float(self.log_map[self.full])
+
+    @property
+    def n_trees(self):
+        """Number of trees with non-zero potential, exact."""
+        if self.counts is None:
+            return double_factorial_trees(self.n_points)
+        return kernels.count_as_int(self.counts, self.full)
+
+    def map_splits(self):
+        """Preorder (parents, lefts) of the MAP tree."""
+        return splits_from_table(self.best_left, self.n_points)
+
+    def cluster_log_marginals(self):
+        """log P(C is a cluster of the tree) for every subset C (cached)."""
+        if self._log_outside is None:
+            self._log_outside = kernels.outside(
+                self.potential, self.order, self.level_start, self.log_z, self.n_threads
+            )
+        with np.errstate(invalid="ignore"):
+            marginals = self.log_z + self._log_outside - self.log_partition
+        # -inf + -inf is fine; only an impossible cluster gives NaN-free -inf.
+        marginals[np.isnan(marginals)] = -np.inf
+        return np.minimum(marginals, 0.0)
+
+    def sample_splits(self, n_samples, random_state):
+        """Preorder splits of n_samples trees drawn exactly from P(tree)."""
+        uniforms = random_state.random((n_samples, self.n_points - 1))
+        return kernels.sample_splits(
+            self.potential, self.log_z, uniforms, _SAMPLE_CACHE_DOUBLES
+        )

@@ -1,0 +1,82 @@
+"""Checks shared by every estimator and energy: the one validation path."""
+import os
+
+import numpy as np
+
+# Exact trellises index subsets with 32-bit masks.
+MAX_EXACT_POINTS = 30
+
+
+def check_square_matrix(matrix, name, *, allow_negative):
+    """A finite, square, symmetric float64 matrix, or a ValueError naming the problem."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(
+            f"a precomputed {name} matrix must be square, got shape {matrix.shape}"
+        )
+    if not np.all(np.isfinite(matrix)):
+        raise ValueError(f"the precomputed {name} matrix contains NaN or infinity")
+    if not np.allclose(matrix, matrix.T, rtol=1e-10, atol=1e-12):
+        worst = np.unravel_index(np.argmax(np.abs(matrix - matrix.T)), matrix.shape)
+        raise ValueError(
+            f"the precomputed {name} matrix must be symmetric; entries {worst} and "
+            f"{worst[::-1]} are {matrix[worst]!r} and {matrix[worst[::-1]]!r}"
+        )
+    if not allow_negative and np.any(matrix < 0):
+        raise ValueError(
+            f"the precomputed {name} matrix has negative entries (min "
+            f"{matrix.min()!r}); this energy needs non-negative similarities"
+        )
+    return matrix
+
+
+def available_memory_bytes():
+    """Memory this process can still get, from /proc/meminfo where available."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def format_bytes(n_bytes):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n_bytes < 1024 or unit == "PiB":
+            return f"{n_bytes:.0f} {unit}" if unit == "bytes" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1024
+
+
+def check_exact_size(n_points, bytes_needed, owner, *, way_out="SparseTrellisClustering"):
+    """Refuse sizes the exact trellis cannot hold, with a message that says what to do."""
+    if n_points > MAX_EXACT_POINTS:
+        raise ValueError(
+            f"{owner} enumerates all 2**N subsets of the points: n_samples={n_points} "
+            f"needs {format_bytes(bytes_needed)} and at most {MAX_EXACT_POINTS} points "
+            f"are supported; use {way_out} for larger data"
+        )
+    available = available_memory_bytes()
+    if available is not None and bytes_needed > 0.9 * available:
+        raise ValueError(
+            f"{owner} needs 2**N subsets of memory: n_samples={n_points} requires "
+            f"{format_bytes(bytes_needed)} but only {format_bytes(available)} is "
+            f"available; use fewer points or {way_out}"
+        )
+
+
+def effective_n_threads(n_jobs):
+    """OpenMP threads for n_jobs with joblib's conventions (None -> all cores)."""
+    try:
+        n_cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        n_cpus = os.cpu_count() or 1
+    if n_jobs is None:
+        return n_cpus
+    if n_jobs < 0:
+        return max(1, n_cpus + 1 + n_jobs)
+    return min(n_jobs, n_cpus) if n_jobs > 0 else 1

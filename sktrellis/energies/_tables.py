@@ -1,0 +1,55 @@
+"""Per-subset tables built with NumPy by doubling: O(2**N) memory and time.
+
+Subset masks follow the package convention (bit i <=> point i). Entry
+``table[mask]`` of every function here describes the subset ``mask``.
+"""
+import numpy as np
+
+
+def subset_sums(values):
+    """Sum of ``values[i]`` over the points i of every subset.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_points,) or (n_points, d)
+
+    Returns
+    -------
+    table : ndarray of shape (2**n_points,) or (2**n_points, d)
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n_points = values.shape[0]
+    table = np.zeros((1 << n_points,) + values.shape[1:])
+    for i in range(n_points):
+        # Subsets whose highest point is i are those below 2**i plus point i.
+        table[1 << i : 2 << i] = table[: 1 << i] + values[i]
+    return table
+
+
+def subset_pair_sums(weights):
+    """Sum of ``weights[i, j]`` over the unordered pairs i < j inside every subset.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n_points, n_points)
+        Symmetric; the diagonal is ignored.
+
+    Returns
+    -------
+    table : ndarray of shape (2**n_points,)
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    n_points = weights.shape[0]
+    table = np.zeros(1 << n_points)
+    for i in range(1, n_points):
+        # Adding point i to a subset of {0..i-1} adds its weights to them.
+        table[1 << i : 2 << i] = table[: 1 << i] + subset_sums(weights[i, :i])
+    return table
+
+
+def subset_sizes(n_points):
+    """Number of points of every subset, as an int64 table of length 2**n_points."""
+    sizes = np.zeros(1 << n_points, dtype=np.int64)
+    for i in range(n_points):
+        sizes[1 << i : 2 << i] = sizes[: 1 << i] + 1
+    return sizes

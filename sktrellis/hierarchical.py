@@ -1,0 +1,277 @@
+"""Exact hierarchical clustering: the full cluster trellis over all binary trees."""
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._trellis.hierarchical_trellis import HierarchicalTrellis
+from ._tree import (
+    labels_from_linkage,
+    linkage_from_splits,
+    merges_from_tree,
+    splits_from_merges,
+)
+from ._validation import check_exact_size, effective_n_threads
+from .energies import Dasgupta
+
+
+def members_to_mask(members, n_points):
+    """Subset mask of a cluster given as point indices or a boolean mask."""
+    members = np.asarray(members)
+    if members.dtype == bool:
+        if members.shape != (n_points,):
+            raise ValueError(
+                f"a boolean cluster mask must have shape ({n_points},), got {members.shape}"
+            )
+        members = np.flatnonzero(members)
+    members = members.ravel()
+    if members.size == 0:
+        raise ValueError("a cluster needs at least one member")
+    if not np.issubdtype(members.dtype, np.integer):
+        raise ValueError(f"cluster members must be point indices, got dtype {members.dtype}")
+    if members.min() < 0 or members.max() >= n_points:
+        raise ValueError(
+            f"cluster members must be indices in [0, {n_points}), got "
+            f"{members.min()}..{members.max()}"
+        )
+    if len(np.unique(members)) != members.size:
+        raise ValueError("cluster members must not repeat")
+    return int(np.bitwise_or.reduce(np.left_shift(1, members.astype(np.int64))))
+
+
+class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
+    """Exact inference over all binary hierarchies with the cluster trellis.
+
+    Fits the Gibbs distribution ``P(tree | X) = prod_splits psi / Z`` over all
+    (2N-3)!! binary trees of N points, given an energy model that scores
+    each split. A dynamic program over the 2**N subsets (Greenberg et al.
+    2021) gives exactly, in O(3**N) time and O(2**N) memory: the MAP tree,
+    the log partition function, the marginal probability of every cluster,
+    the probability of any tree, and i.i.d. posterior samples.
+
+    Parameters
+    ----------
+    energy : HierarchicalEnergy, default=None
+        Energy model scoring each split (see :mod:`sktrellis.energies`);
+        None means ``Dasgupta()`` (RBF similarities with a median-heuristic
+        ``gamma``). Its parameters can be searched as ``energy__<name>``.
+    n_clusters : int, default=2
+        Number of flat clusters of ``labels_``, cut from the MAP tree.
+    random_state : int, RandomState instance or None, default=None
+        Seed of :meth:`sample` when it is called without one.
+    verbose : int, default=0
+        Print the progress of the dynamic program per subset size.
+    n_jobs : int, default=None
+        OpenMP threads of the kernels; None uses all available cores, -1 as
+        well, -2 all but one.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        The MAP tree cut into ``n_clusters`` clusters (its top
+        ``n_clusters - 1`` merges undone).
+    linkage_matrix_ : ndarray of shape (n_samples - 1, 4)
+        The MAP tree in scipy format, children first; a node's height is the
+        total energy ``-log psi`` of its subtree (shifted to be non-negative
+        when some split has positive log potential), made strictly
+        increasing by at most 1e-9 of the tree height so that
+        ``fcluster(linkage_matrix_, k, "maxclust")`` reproduces ``labels_``.
+    children_ : ndarray of shape (n_samples - 1, 2)
+        The merges of ``linkage_matrix_``, as in ``AgglomerativeClustering``.
+    distances_ : ndarray of shape (n_samples - 1,)
+        The heights of ``linkage_matrix_``.
+    n_leaves_ : int
+        Number of points.
+    log_partition_ : float
+        Natural log of Z, the sum of the potentials of all trees.
+    map_log_potential_ : float
+        Log potential of the MAP tree.
+    n_trees_ : int
+        Number of trees with non-zero potential (exact; (2N-3)!! when no
+        split is forbidden).
+    n_features_in_ : int
+        Number of features (columns) of X.
+
+    See Also
+    --------
+    sklearn.cluster.AgglomerativeClustering : greedy hierarchical clustering.
+
+    References
+    ----------
+    C. Greenberg, S. Macaluso, N. Monath, A. Dubey, P. Flaherty, M. Zaheer,
+    A. Ahmed, K. Cranmer, A. McCallum. Exact and approximate hierarchical
+    clustering using A*. / Compact representation of uncertainty in
+    hierarchical clustering (cluster trellis). AISTATS 2021.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktrellis import ExactHierarchicalClustering
+    >>> X = np.array([[0.0, 0.0], [0.1, 0.0], [4.0, 4.0], [4.1, 4.2], [4.0, 4.3]])
+    >>> model = ExactHierarchicalClustering(n_clusters=2).fit(X)
+    >>> model.labels_.tolist()
+    [0, 0, 1, 1, 1]
+    >>> model.n_trees_
+    105
+    >>> round(model.cluster_probability([2, 3, 4]), 3)
+    0.985
+    """
+
+    _parameter_constraints = {
+        "energy": [HasMethods(["split_potential", "split_bytes"]), None],
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(self, energy=None, *, n_clusters=2, random_state=None, verbose=0, n_jobs=None):
+        self.energy = energy
+        self.n_clusters = n_clusters
+        self.random_state = random_state
+        self.verbose = verbose
+        self.n_jobs = n_jobs
+
+    def _energy(self):
+        return Dasgupta() if self.energy is None else self.energy
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = getattr(self.energy, "affinity", None) == "precomputed"
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y=None):
+        """Run the exact trellis on X and store the MAP tree and log Z.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features, or what the energy expects (an (n, n) matrix for
+            ``affinity="precomputed"``, (n, 4) four-momenta for Ginkgo).
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
+        n_points = X.shape[0]
+        if self.n_clusters > n_points:
+            raise ValueError(
+                f"n_clusters={self.n_clusters} must be at most n_samples={n_points}"
+            )
+        energy = self._energy()
+        check_exact_size(n_points, energy.split_bytes(n_points), type(self).__name__)
+        potential = energy.split_potential(X)
+        trellis = HierarchicalTrellis(
+            potential, effective_n_threads(self.n_jobs), self.verbose, type(self).__name__
+        )
+        if not trellis.log_partition > -np.inf:
+            raise ValueError(
+                f"every tree of these n_samples={n_points} points has zero potential "
+                f"under {energy!r}: no split of the full set is feasible"
+            )
+        self._trellis = trellis
+        self.log_partition_ = trellis.log_partition
+        self.map_log_potential_ = trellis.map_log_potential
+        self.n_trees_ = trellis.n_trees
+        self.linkage_matrix_ = linkage_from_splits(potential, *trellis.map_splits())
+        self.children_ = self.linkage_matrix_[:, :2].astype(np.intp)
+        self.distances_ = self.linkage_matrix_[:, 2].copy()
+        self.n_leaves_ = n_points
+        self.labels_ = labels_from_linkage(self.linkage_matrix_, self.n_clusters)
+        return self
+
+    def cluster_probability(self, members):
+        """Posterior probability that ``members`` form a cluster of the tree.
+
+        P(some node of the tree has exactly these leaves | X), exact. The
+        first call runs the outside pass (O(3**N), like ``fit``), which gives
+        every cluster's probability at once; later calls are O(1).
+
+        Parameters
+        ----------
+        members : array-like of int, or boolean mask of shape (n_samples,)
+            The points of the cluster.
+
+        Returns
+        -------
+        probability : float
+        """
+        check_is_fitted(self)
+        mask = members_to_mask(members, self.n_leaves_)
+        return float(np.exp(self._trellis.cluster_log_marginals()[mask]))
+
+    def most_probable_clusters(self, n_top=10, *, min_size=2):
+        """The clusters of highest posterior probability, excluding the root.
+
+        Parameters
+        ----------
+        n_top : int, default=10
+            How many clusters to return.
+        min_size : int, default=2
+            Smallest cluster size considered (singletons have probability 1).
+
+        Returns
+        -------
+        clusters : list of (ndarray of int, float)
+            Members and probability, most probable first.
+        """
+        check_is_fitted(self)
+        log_marginals = self._trellis.cluster_log_marginals()
+        sizes = np.bitwise_count(np.arange(len(log_marginals), dtype=np.uint64))
+        eligible = np.flatnonzero((sizes >= min_size) & (sizes < self.n_leaves_))
+        top = eligible[np.argsort(-log_marginals[eligible], kind="stable")[:n_top]]
+        bits = np.arange(self.n_leaves_)
+        return [
+            (bits[(int(mask) >> bits) & 1 == 1], float(np.exp(log_marginals[mask])))
+            for mask in top
+        ]
+
+    def log_probability(self, tree):
+        """Natural log of P(tree | X) for a tree over the fitted points.
+
+        Parameters
+        ----------
+        tree : ndarray of shape (n_samples - 1, 4) or (n_samples - 1, 2)
+            A scipy linkage matrix or an ``AgglomerativeClustering``-style
+            ``children_`` array.
+
+        Returns
+        -------
+        log_probability : float
+            ``-inf`` for a tree with a forbidden split.
+        """
+        check_is_fitted(self)
+        merges = merges_from_tree(tree, self.n_leaves_)
+        parents, lefts = splits_from_merges(merges, self.n_leaves_)
+        log_potential = self._trellis.potential.evaluate(parents, lefts).sum()
+        return float(log_potential - self.log_partition_)
+
+    def sample(self, n_samples=1, random_state=None):
+        """Draw trees exactly from the posterior P(tree | X).
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of trees.
+        random_state : int, RandomState instance or None, default=None
+            Seed; None uses the estimator's ``random_state``.
+
+        Returns
+        -------
+        trees : list of ndarray of shape (n_leaves_ - 1, 4)
+            scipy linkage matrices, heights as for ``linkage_matrix_``.
+        """
+        check_is_fitted(self)
+        if not isinstance(n_samples, Integral) or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        rng = check_random_state(self.random_state if random_state is None else random_state)
+        parents, lefts = self._trellis.sample_splits(n_samples, rng)
+        return list(linkage_from_splits(self._trellis.potential, parents, lefts))
