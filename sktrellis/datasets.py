@@ -1,0 +1,217 @@
+"""Datasets: toy parton-shower jets and a small bundled real dataset."""
+import csv
+from importlib import resources
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils import Bunch, check_random_state
+from sklearn.utils._param_validation import Interval, validate_params
+
+from ._trellis._hierarchical import splits_to_linkage
+
+# The published toy jets: a 30 GeV-mass parent moving with |p| = 400 along (1, 1, 1).
+_ROOT_MASS2 = 900.0
+_ROOT_MOMENTUM = (400.0 / np.sqrt(3.0),) * 3
+_MAX_LEAVES = 32
+
+
+def _truncated_exponential(scale, lam, rng):
+    """A draw of t from f(t | scale, lam) = lam / scale exp(-lam t / scale) / (1 - exp(-lam)) on [0, scale]."""
+    return -scale / lam * np.log1p(-rng.random() * -np.expm1(-lam))
+
+
+def _boost(momentum, parent):
+    """Lorentz boost of a rest-frame four-momentum into the frame where the parent has momentum `parent`."""
+    mass = np.sqrt(max(parent[0] ** 2 - parent[1:] @ parent[1:], 0.0))
+    beta = parent[1:] / parent[0]
+    gamma = parent[0] / mass
+    beta_dot_p = beta @ momentum[1:]
+    beta2 = beta @ beta
+    energy = gamma * (momentum[0] + beta_dot_p)
+    factor = (gamma - 1.0) * beta_dot_p / beta2 + gamma * momentum[0] if beta2 > 0 else 0.0
+    return np.concatenate([[energy], momentum[1:] + factor * beta])
+
+
+def _log_child(tau, t, lam, t_cut):
+    log_norm = np.log(-np.expm1(-lam))
+    if t > 0:
+        return np.log(lam) - np.log(tau) - lam * t / tau - log_norm
+    return np.log(-np.expm1(-lam * t_cut / tau)) - log_norm
+
+
+def _shower(momentum, mass2, lam, t_cut, rng, leaves, nodes):
+    """Split a particle recursively; returns its node (leaf index or nested pair)."""
+    if mass2 < t_cut:
+        leaves.append(momentum)
+        return len(leaves) - 1
+    # The heavier-ranked child's mass is drawn against the parent's, the
+    # other's against what is left: t_P' = (sqrt(t_P) - sqrt(t_a))**2.
+    t_a = _truncated_exponential(mass2, lam, rng)
+    t_b = _truncated_exponential((np.sqrt(mass2) - np.sqrt(t_a)) ** 2, lam, rng)
+    t_a = t_a if t_a >= t_cut else 0.0
+    t_b = t_b if t_b >= t_cut else 0.0
+    big, small = max(t_a, t_b), min(t_a, t_b)
+    log_psi = (
+        _log_child(mass2, big, lam, t_cut)
+        + _log_child((np.sqrt(mass2) - np.sqrt(big)) ** 2, small, lam, t_cut)
+        - np.log(4 * np.pi)
+    )
+    # Two-body decay, isotropic in the parent's rest frame.
+    parent_mass = np.sqrt(mass2)
+    m_a, m_b = np.sqrt(t_a), np.sqrt(t_b)
+    kallen = (mass2 - (m_a + m_b) ** 2) * (mass2 - (m_a - m_b) ** 2)
+    p_star = np.sqrt(max(kallen, 0.0)) / (2 * parent_mass)
+    cos_theta = rng.uniform(-1, 1)
+    phi = rng.uniform(0, 2 * np.pi)
+    sin_theta = np.sqrt(1 - cos_theta**2)
+    direction = np.array([sin_theta * np.cos(phi), sin_theta * np.sin(phi), cos_theta])
+    rest_a = np.concatenate([[np.sqrt(t_a + p_star**2)], p_star * direction])
+    rest_b = np.concatenate([[np.sqrt(t_b + p_star**2)], -p_star * direction])
+    node = len(nodes)
+    nodes.append(log_psi)
+    left = _shower(_boost(rest_a, momentum), t_a, lam, t_cut, rng, leaves, nodes)
+    right = _shower(_boost(rest_b, momentum), t_b, lam, t_cut, rng, leaves, nodes)
+    return (node, left, right)
+
+
+def _preorder_splits(tree, leaf_mask):
+    """Canonical preorder splits and node ids of a nested (node, left, right) tree."""
+    parents, lefts, node_ids = [], [], []
+
+    def mask(node):
+        return leaf_mask[node] if isinstance(node, int) else mask(node[1]) | mask(node[2])
+
+    def walk(node):
+        if isinstance(node, int):
+            return
+        node_id, a, b = node
+        parent, left = mask(a) | mask(b), mask(a)
+        if not left & (parent & -parent):
+            a, b, left = b, a, parent ^ left
+        parents.append(parent)
+        lefts.append(left)
+        node_ids.append(node_id)
+        walk(a)
+        walk(b)
+
+    walk(tree)
+    return np.array(parents, dtype=np.uint32), np.array(lefts, dtype=np.uint32), node_ids
+
+
+@validate_params(
+    {
+        "n_jets": [Interval(Integral, 1, None, closed="left")],
+        "n_leaves": [Interval(Integral, 2, _MAX_LEAVES, closed="both"), None],
+        "lam": [Interval(Real, 0, None, closed="neither")],
+        "t_cut": [Interval(Real, 0, None, closed="neither")],
+        "root_mass2": [Interval(Real, 0, None, closed="neither")],
+        "max_tries": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=_ROOT_MASS2,
+              max_tries=100_000, random_state=None):
+    """Toy jets from the Ginkgo parton-shower process, with their true trees.
+
+    A parent of mass squared ``t_P >= t_cut`` decays into two children: one
+    child's mass squared is drawn from an exponential of rate ``lam / t_P``
+    truncated to ``[0, t_P]``, the other's from the same law on
+    ``[0, (sqrt(t_P) - sqrt(t_a))**2]``; a child below ``t_cut`` is an
+    observed, massless particle. The decay is isotropic in the parent's rest
+    frame, boosted to the lab. The root has mass squared ``root_mass2`` and
+    momentum 400 along (1, 1, 1), as in the published toy jets. This is the
+    process whose likelihood is :class:`~sktrellis.energies.GinkgoLikelihood`.
+
+    Parameters
+    ----------
+    n_jets : int, default=1
+        Number of jets.
+    n_leaves : int, default=None
+        If given, only jets with exactly this many particles are kept
+        (rejection sampling, at most ``max_tries`` showers per jet).
+    lam : float, default=1.5
+        Rate parameter of the mass draws.
+    t_cut : float, default=16.0
+        Mass-squared threshold below which particles stop splitting.
+    root_mass2 : float, default=900.0
+        Mass squared of the initial particle; larger values give more leaves.
+    max_tries : int, default=100_000
+        Showers to try per jet when ``n_leaves`` is given.
+    random_state : int, RandomState instance or None, default=None
+        Seed.
+
+    Returns
+    -------
+    jets : list of Bunch
+        Each with ``momenta`` (n_leaves, 4) leaf four-momenta (E, px, py,
+        pz) in random order, ``linkage`` the true tree as a scipy linkage
+        matrix (heights as in ``ExactHierarchicalClustering``), and
+        ``log_likelihood`` the true tree's log likelihood under
+        ``GinkgoLikelihood(lam, t_cut)``.
+
+    Examples
+    --------
+    >>> from sktrellis.datasets import make_jets
+    >>> jets = make_jets(3, n_leaves=5, random_state=0)
+    >>> [jet.momenta.shape for jet in jets]
+    [(5, 4), (5, 4), (5, 4)]
+    """
+    rng = check_random_state(random_state)
+    root = np.concatenate([[np.sqrt(root_mass2 + 400.0**2)], _ROOT_MOMENTUM])
+    jets = []
+    for _ in range(n_jets):
+        for _ in range(max_tries):
+            leaves, nodes = [], []
+            tree = _shower(root, root_mass2, lam, t_cut, rng, leaves, nodes)
+            if len(leaves) > _MAX_LEAVES or len(leaves) < 2:
+                continue
+            if n_leaves is None or len(leaves) == n_leaves:
+                break
+        else:
+            raise ValueError(
+                f"no jet with n_leaves={n_leaves} in {max_tries} showers of root_mass2="
+                f"{root_mass2}; change root_mass2 (more mass, more leaves) or max_tries"
+            )
+        permutation = rng.permutation(len(leaves))
+        momenta = np.array(leaves)[np.argsort(permutation)]
+        leaf_mask = [1 << int(p) for p in permutation]
+        parents, lefts, node_ids = _preorder_splits(tree, leaf_mask)
+        log_psi = np.array(nodes)[node_ids]
+        costs = -log_psi - min(0.0, (-log_psi).min())
+        linkage = splits_to_linkage(parents[None], lefts[None], costs[None])[0]
+        jets.append(Bunch(momenta=momenta, linkage=linkage, log_likelihood=float(log_psi.sum())))
+    return jets
+
+
+def load_iris12():
+    """Twelve iris flowers, four of each species: the bundled demo dataset.
+
+    Rows 0-3, 50-53 and 100-103 of Fisher's iris data (as shipped with
+    scikit-learn): small enough that every one of the 13,749,310,575 binary
+    trees over them is accounted for exactly.
+
+    Returns
+    -------
+    data : Bunch
+        ``data`` (12, 4) measurements in cm, ``target`` (12,) species codes,
+        ``target_names``, ``feature_names`` and ``sample_names``.
+
+    Examples
+    --------
+    >>> from sktrellis.datasets import load_iris12
+    >>> load_iris12().data.shape
+    (12, 4)
+    """
+    with resources.files("sktrellis").joinpath("data/iris12.csv").open() as stream:
+        rows = list(csv.reader(stream))
+    header, body = rows[0], rows[1:]
+    species = [row[-1] for row in body]
+    names = sorted(set(species), key=species.index)
+    return Bunch(
+        data=np.array([[float(v) for v in row[:-1]] for row in body]),
+        target=np.array([names.index(s) for s in species]),
+        target_names=np.array(names),
+        feature_names=header[:-1],
+        sample_names=[f"{s}_{i}" for i, s in enumerate(species)],
+    )

@@ -1,0 +1,327 @@
+"""ExactHierarchicalClustering against brute-force enumeration of all trees."""
+import math
+
+import numpy as np
+import pytest
+from scipy.cluster.hierarchy import fcluster, is_valid_linkage, is_monotonic
+from scipy.special import logsumexp
+from scipy.stats import chisquare
+from sklearn.base import clone
+from sklearn.metrics import adjusted_rand_score
+
+from sktrellis import ExactHierarchicalClustering
+from sktrellis.datasets import make_jets
+from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
+
+from .common import brute_force, random_split_energy, tree_splits_set
+
+
+def _problem(kind, n_points, rng):
+    """(energy, X) of each energy kind with random data."""
+    if kind == "dasgupta":
+        return Dasgupta(beta=rng.uniform(0.5, 3)), rng.normal(size=(n_points, 3))
+    if kind == "hcc":
+        weights = rng.normal(size=(n_points, n_points))
+        return CorrelationClustering(affinity="precomputed", beta=1.5), weights + weights.T
+    if kind == "ginkgo":
+        jet = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0]
+        return GinkgoLikelihood(), jet.momenta
+    if kind == "table":
+        return random_split_energy(n_points, rng), np.zeros((n_points, 1))
+    raise ValueError(kind)
+
+
+KINDS = ["dasgupta", "hcc", "ginkgo", "table"]
+
+
+def _fit_or_infeasible(energy, X, log_z):
+    model = ExactHierarchicalClustering(energy, n_clusters=1)
+    if log_z == -np.inf:
+        with pytest.raises(ValueError, match="zero potential"):
+            model.fit(X)
+        pytest.skip("every tree is forbidden; the error was checked")
+    return model.fit(X)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [2, 3, 4, 5, 6, 7])
+def test_log_partition_map_and_counts_match_enumeration(kind, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed + 1000 * n_points)
+    energy, X = _problem(kind, n_points, rng)
+    model = ExactHierarchicalClustering(energy, n_clusters=1)
+    potential = energy.split_potential(X)
+    log_z, best, trees, values = brute_force(potential, n_points)
+    model = _fit_or_infeasible(energy, X, log_z)
+
+    assert model.log_partition_ == pytest.approx(log_z, rel=1e-12, abs=1e-12)
+    assert model.map_log_potential_ == pytest.approx(best, rel=1e-12, abs=1e-12)
+    assert model.n_trees_ == int(np.isfinite(values).sum())
+    assert isinstance(model.n_trees_, int)
+    # Certificate: the returned tree is one of the enumerated trees and its
+    # potential is the maximum (HCC and Dasgupta have exact ties).
+    map_splits = tree_splits_set(model.linkage_matrix_, n_points)
+    map_value = [v for t, v in zip(trees, values) if set(t) == map_splits]
+    assert map_value == [pytest.approx(best, rel=1e-12, abs=1e-12)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [3, 5, 7])
+def test_cluster_marginals_and_tree_probabilities_match_enumeration(kind, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed + 7 * n_points)
+    energy, X = _problem(kind, n_points, rng)
+    potential = energy.split_potential(X)
+    log_z, _, trees, values = brute_force(potential, n_points)
+    model = _fit_or_infeasible(energy, X, log_z)
+
+    probabilities = np.exp(values - log_z)
+    marginal = np.zeros(1 << n_points)
+    for tree, probability in zip(trees, probabilities):
+        for parent, left in tree:
+            marginal[left] += probability
+            marginal[parent ^ left] += probability
+    for subset in range(1, 1 << n_points):
+        members = [i for i in range(n_points) if subset >> i & 1]
+        expected = 1.0 if len(members) in (1, n_points) else marginal[subset]
+        assert model.cluster_probability(members) == pytest.approx(expected, abs=1e-12)
+
+    for tree, value in list(zip(trees, values))[:: max(1, len(trees) // 50)]:
+        children = _children_from_splits(tree, n_points)
+        assert model.log_probability(children) == pytest.approx(value - log_z, abs=1e-10)
+
+
+def _children_from_splits(tree, n_points):
+    """children_ array (children first) of a list of (parent, left) splits."""
+    node_of = {1 << i: i for i in range(n_points)}
+    children = []
+    for parent, left in sorted(tree, key=lambda split: bin(split[0]).count("1")):
+        children.append([node_of[left], node_of[parent ^ left]])
+        node_of[parent] = n_points + len(children) - 1
+    return np.array(children)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [4, 5])
+def test_samples_follow_the_exact_posterior(kind, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem(kind, n_points, rng)
+    potential = energy.split_potential(X)
+    log_z, _, trees, values = brute_force(potential, n_points)
+    model = _fit_or_infeasible(energy, X, log_z)
+    n_samples = 20000
+    samples = model.sample(n_samples, random_state=global_random_seed)
+    index = {frozenset(tree): i for i, tree in enumerate(trees)}
+    observed = np.bincount(
+        [index[frozenset(tree_splits_set(z, n_points))] for z in samples], minlength=len(trees)
+    )
+    expected = np.exp(values - log_z) * n_samples
+    assert observed[expected == 0].sum() == 0, "sampled a tree of zero probability"
+    # Pool rare trees so every chi-square cell expects at least 5 draws.
+    keep = expected >= 5
+    cells_observed = np.append(observed[keep], observed[~keep].sum())
+    cells_expected = np.append(expected[keep], expected[~keep].sum())
+    if cells_expected[-1] == 0:
+        cells_observed, cells_expected = cells_observed[:-1], cells_expected[:-1]
+    if len(cells_expected) < 2:
+        pytest.skip("posterior concentrated on one tree")
+    assert chisquare(cells_observed, cells_expected).pvalue > 1e-4
+    for z in samples[:20]:
+        assert is_valid_linkage(z) and is_monotonic(z)
+        assert model.log_probability(z) <= model.map_log_potential_ - model.log_partition_ + 1e-9
+
+
+@pytest.mark.parametrize("n_clusters", [1, 2, 3, 5])
+def test_labels_are_the_fcluster_cut_of_a_valid_monotone_linkage(n_clusters, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(9, 2))
+    model = ExactHierarchicalClustering(n_clusters=n_clusters).fit(X)
+    Z = model.linkage_matrix_
+    assert is_valid_linkage(Z, throw=True) and is_monotonic(Z)
+    assert np.all(np.diff(Z[:, 2]) > 0)
+    assert len(np.unique(model.labels_)) == n_clusters
+    scipy_labels = fcluster(Z, n_clusters, criterion="maxclust")
+    assert adjusted_rand_score(model.labels_, scipy_labels) == 1.0
+    np.testing.assert_array_equal(model.children_, Z[:, :2].astype(int))
+    np.testing.assert_array_equal(model.distances_, Z[:, 2])
+    assert np.array_equal(model.fit_predict(X), model.labels_)
+
+
+def test_dasgupta_heights_are_subtree_costs():
+    X = np.array([[0.0], [0.2], [3.0], [3.3], [8.0]])
+    model = ExactHierarchicalClustering(Dasgupta(gamma=1.0)).fit(X)
+    # The root's height is the whole tree's energy: minus its log potential.
+    assert model.linkage_matrix_[-1, 2] == pytest.approx(-model.map_log_potential_, rel=1e-7)
+
+
+def test_ties_are_broken_deterministically():
+    X = np.zeros((6, 2))  # every tree has the same Dasgupta cost
+    first = ExactHierarchicalClustering(n_clusters=3).fit(X)
+    second = ExactHierarchicalClustering(n_clusters=3).fit(X)
+    np.testing.assert_array_equal(first.linkage_matrix_, second.linkage_matrix_)
+    # Uniform similarities: all 945 trees cost the same (Dasgupta 2016).
+    assert first.log_partition_ == pytest.approx(np.log(945) + first.map_log_potential_)
+    assert len(np.unique(first.labels_)) == 3
+
+
+def test_extreme_energies_do_not_overflow():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(14, 2))
+    for beta in [1e-8, 1.0, 1e4, 1e8]:
+        model = ExactHierarchicalClustering(Dasgupta(beta=beta)).fit(X)
+        assert np.isfinite(model.log_partition_) and np.isfinite(model.map_log_potential_)
+        assert model.log_partition_ >= model.map_log_potential_
+        # log Z <= MAP + log(number of trees)
+        assert model.log_partition_ <= model.map_log_potential_ + math.log(model.n_trees_) + 1e-6
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_separable_fast_path_matches_the_generic_path(n_jobs, global_random_seed):
+    """The linear-space Dasgupta kernel against the same energy tabulated in log space."""
+    from sktrellis.energies import SplitEnergy
+
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(11, 2))
+    energy = Dasgupta(beta=2.0)
+    potential = energy.split_potential(X)
+
+    def tabulated(X, left, right):
+        return potential.evaluate((left | right).astype(np.uint32), left.astype(np.uint32))
+
+    fast = ExactHierarchicalClustering(energy, n_jobs=n_jobs).fit(X)
+    generic = ExactHierarchicalClustering(SplitEnergy(tabulated), n_jobs=n_jobs).fit(X)
+    assert fast.log_partition_ == pytest.approx(generic.log_partition_, rel=1e-12)
+    assert fast.map_log_potential_ == pytest.approx(generic.map_log_potential_, rel=1e-12)
+    np.testing.assert_allclose(fast.linkage_matrix_, generic.linkage_matrix_, rtol=1e-9)
+    assert fast.cluster_probability([0, 1]) == pytest.approx(
+        generic.cluster_probability([0, 1]), rel=1e-10, abs=1e-14
+    )
+
+
+def test_published_ginkgo_jets():
+    cases = _published_jets()
+    for case in cases:
+        momenta = np.array(case["leaves_4momenta"])
+        model = ExactHierarchicalClustering(GinkgoLikelihood(
+            lam=case["params"]["lambda"], t_cut=case["params"]["t_cut"])).fit(momenta)
+        assert model.map_log_potential_ == pytest.approx(case["map_loglik"], abs=1e-9)
+        assert model.log_partition_ == pytest.approx(case["log_Z"], abs=1e-9)
+        assert model.n_trees_ == case["n_trees"]
+        expected = _splits_of_nested(case["map_tree"])
+        assert tree_splits_set(model.linkage_matrix_, len(momenta)) == expected
+
+
+def _published_jets():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "ginkgo_published_jets.json"
+    if not path.exists():
+        pytest.skip(f"published jets not found at {path}")
+    return json.loads(path.read_text())["cases"]
+
+
+def _splits_of_nested(tree):
+    splits = set()
+
+    def walk(node):
+        if isinstance(node, int):
+            return 1 << node
+        left, right = walk(node[0]), walk(node[1])
+        parent = left | right
+        splits.add((parent, left if left & (parent & -parent) else right))
+        return parent
+
+    walk(tree)
+    return splits
+
+
+def test_clone_and_params_reach_the_energy():
+    model = ExactHierarchicalClustering(Dasgupta(beta=2.0))
+    model.set_params(energy__beta=3.0)
+    assert model.get_params()["energy__beta"] == 3.0
+    assert clone(model).energy.beta == 3.0
+
+
+###############################################################################
+# Bad input
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        (np.array([[0.0, np.nan], [1.0, 2.0]]), "NaN"),
+        (np.array([[0.0, np.inf], [1.0, 2.0]]), "infinity"),
+        (np.array([[1.0, 2.0]]), "minimum of 2"),
+        (np.zeros((3, 2, 2)), "dim"),
+    ],
+)
+def test_bad_arrays_are_rejected(X, match):
+    with pytest.raises(ValueError, match=match):
+        ExactHierarchicalClustering().fit(X)
+
+
+def test_too_many_points_names_the_memory_and_the_way_out():
+    X = np.zeros((40, 2))
+    with pytest.raises(ValueError, match=r"n_samples=40.*SparseTrellisClustering"):
+        ExactHierarchicalClustering().fit(X)
+
+
+@pytest.mark.parametrize(
+    "energy, X, match",
+    [
+        (Dasgupta(affinity="precomputed"), np.ones((3, 4)), "square"),
+        (Dasgupta(affinity="precomputed"), np.array([[0, 1, 2], [1, 0, 1], [0, 1, 0.0]]), "symmetric"),
+        (Dasgupta(affinity="precomputed"), np.array([[0, -1.0], [-1.0, 0]]), "negative"),
+        (GinkgoLikelihood(), np.ones((3, 3)), "four-momenta"),
+        (GinkgoLikelihood(), np.array([[1.0, 2, 0, 0], [5, 0, 0, 1]]), "E >= |p|"),
+    ],
+)
+def test_energy_input_errors(energy, X, match):
+    with pytest.raises(ValueError, match=match):
+        ExactHierarchicalClustering(energy).fit(X)
+
+
+def test_all_infeasible_energy_is_an_error():
+    momenta = np.array([[10.0, 10, 0, 0], [10.0, 0, 10, 0], [10.0, 0, 0, 10]])
+    with pytest.raises(ValueError, match="zero potential"):
+        ExactHierarchicalClustering(GinkgoLikelihood(t_cut=1e9)).fit(momenta)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_clusters": 0}, "n_clusters"),
+        ({"n_clusters": 5}, "n_clusters=5 must be at most n_samples=4"),
+        ({"energy": "dasgupta"}, "energy"),
+        ({"energy": Dasgupta(beta=-1.0)}, "beta"),
+        ({"energy": Dasgupta(affinity="cosine")}, "affinity"),
+    ],
+)
+def test_bad_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        ExactHierarchicalClustering(**params).fit(np.arange(8.0).reshape(4, 2))
+
+
+@pytest.mark.parametrize(
+    "members, match",
+    [([], "at least one"), ([0, 9], r"\[0, 4\)"), ([1, 1], "repeat"), ([0.5], "indices")],
+)
+def test_bad_cluster_queries(members, match):
+    model = ExactHierarchicalClustering().fit(np.arange(8.0).reshape(4, 2))
+    with pytest.raises(ValueError, match=match):
+        model.cluster_probability(members)
+
+
+def test_bad_trees_are_rejected():
+    model = ExactHierarchicalClustering().fit(np.arange(8.0).reshape(4, 2))
+    with pytest.raises(ValueError, match="shape"):
+        model.log_probability(np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="exactly once"):
+        model.log_probability(np.array([[0, 1], [0, 2], [3, 4]]))
+    with pytest.raises(ValueError, match="earlier merges"):
+        model.log_probability(np.array([[0, 5], [1, 2], [3, 4]]))
+
+
+def test_input_is_not_mutated():
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    before = X.copy()
+    ExactHierarchicalClustering().fit(X)
+    np.testing.assert_array_equal(X, before)
