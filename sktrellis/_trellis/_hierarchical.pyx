@@ -234,7 +234,7 @@ def canonical_lefts(const mask_t[::1] parents):
 def prepare_separable_level(SplitPotential potential, int size,
                             const mask_t[::1] order, const intp_t[::1] level_start,
                             const double[::1] log_z, const double[::1] log_map,
-                            double[::1] u_left, double[::1] u_right, double[::1] w_map,
+                            double[:, ::1] left_factors, double[:, ::1] right_factors,
                             int n_threads):
     """Per-subset factors that turn the separable inside sum into products.
 
@@ -245,7 +245,10 @@ def prepare_separable_level(SplitPotential potential, int size,
         u_left[X] = exp(w(X) + m(size - |X|) - M),  u_right[X] = exp(w(X) - m(|X|)),
 
     where M = max_a m(a) + m(size - a). Both factors are <= 1, so products
-    never overflow. Returns M (the level's log scale).
+    never overflow. Row X of `left_factors` is (u_left[X], w_map[X]), of
+    `right_factors` (u_right[X], w_map[X]), with w_map(X) = c(size) g(X) +
+    log MAP(X): the split loop then reads one 16-byte record per child.
+    Returns M (the level's log scale).
     """
     cdef const SplitTables* t = &potential.tables
     cdef double coef = t.size_coef[size]
@@ -271,12 +274,13 @@ def prepare_separable_level(SplitPotential potential, int size,
         a = popcount(x)
         value = coef * t.child_term[x] + log_z[x]
         if best[a] == -INFINITY or best[size - a] == -INFINITY or value == -INFINITY:
-            u_right[x] = 0.0
-            u_left[x] = 0.0
+            right_factors[x, 0] = 0.0
+            left_factors[x, 0] = 0.0
         else:
-            u_right[x] = exp(value - best[a])
-            u_left[x] = exp(value + best[size - a] - level_scale)
-        w_map[x] = coef * t.child_term[x] + log_map[x]
+            right_factors[x, 0] = exp(value - best[a])
+            left_factors[x, 0] = exp(value + best[size - a] - level_scale)
+        left_factors[x, 1] = coef * t.child_term[x] + log_map[x]
+        right_factors[x, 1] = left_factors[x, 1]
     return level_scale
 
 
@@ -296,14 +300,14 @@ cdef inline double exact_log_sum(const SplitTables* t, mask_t parent,
 def inside_level(SplitPotential potential, const mask_t[::1] parents,
                  double[::1] log_z, double[::1] log_map, mask_t[::1] best_left,
                  counts, double level_scale,
-                 const double[::1] u_left, const double[::1] u_right, const double[::1] w_map,
+                 const double[:, ::1] left_factors, const double[:, ::1] right_factors,
                  int n_threads):
     """Fill log Z, log MAP and the MAP split of `parents` (all of one size >= 2).
 
     `counts` is None, or a uint64 array of shape (2**N, 2) holding 128-bit
     counts of trees with finite potential (generic kinds only). For the
-    separable kind, `level_scale`, `u_left`, `u_right` and `w_map` come from
-    `prepare_separable_level`.
+    separable kind, `level_scale`, `left_factors` and `right_factors` come
+    from `prepare_separable_level`.
     """
     cdef const SplitTables* t = &potential.tables
     cdef Py_ssize_t i, j, n = parents.shape[0]
@@ -312,12 +316,14 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
     cdef count_t* count = NULL
     cdef count_t trees
     cdef uint64_t[:, ::1] count_view
-    cdef mask_t parent, low, rest, sub, left, right, arg
-    cdef double acc, best, value, top, psi
+    cdef mask_t parent, low, rest, sub, left, right, arg, arg_odd, pair_bit
+    cdef double acc, acc_odd, best, best_odd, value, top, psi
     cdef double* buffer
     cdef double[:, ::1] buffer_view
     cdef double* z = &log_z[0]
     cdef double* m = &log_map[0]
+    cdef const double* lf = &left_factors[0, 0]
+    cdef const double* rf = &right_factors[0, 0]
     cdef bint with_counts = counts is not None
     if n == 0:
         return
@@ -330,19 +336,46 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
             parent = parents[i]
             low = low_bit(parent)
             rest = parent ^ low
+            # Submasks of rest of ranks 2j and 2j + 1 differ by its lowest
+            # bit: walking them in pairs gives two independent accumulators,
+            # so the multiply-adds do not wait on each other's latency.
+            pair_bit = low_bit(rest)
+            rest = rest ^ pair_bit
             sub = 0
             acc = 0.0
+            acc_odd = 0.0
             best = -INFINITY
+            best_odd = -INFINITY
             arg = 0
+            arg_odd = 0
             while sub != rest:
                 left = low | sub
                 right = parent ^ left
-                acc = acc + u_left[left] * u_right[right]
-                value = w_map[left] + w_map[right]
+                acc = acc + lf[2 * left] * rf[2 * right]
+                value = lf[2 * left + 1] + rf[2 * right + 1]
                 if value > best:
                     best = value
                     arg = left
+                left = left | pair_bit
+                right = right ^ pair_bit
+                acc_odd = acc_odd + lf[2 * left] * rf[2 * right]
+                value = lf[2 * left + 1] + rf[2 * right + 1]
+                if value > best_odd:
+                    best_odd = value
+                    arg_odd = left
                 sub = next_submask(sub, rest)
+            # Last pair: its odd member would be the parent itself.
+            left = low | sub
+            right = parent ^ left
+            acc = acc + lf[2 * left] * rf[2 * right] + acc_odd
+            value = lf[2 * left + 1] + rf[2 * right + 1]
+            if value > best:
+                best = value
+                arg = left
+            # Ties go to the first split in increasing order of the left mask.
+            if best_odd > best or (best_odd == best and arg_odd < arg):
+                best = best_odd
+                arg = arg_odd
             if acc > LINEAR_SUM_FLOOR and isfinite(acc):
                 z[parent] = t.cluster_term[parent] + level_scale + log(acc)
             else:

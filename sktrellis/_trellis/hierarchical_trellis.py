@@ -57,10 +57,8 @@ class HierarchicalTrellis:
         self.counts = None if separable else np.zeros((n_subsets, 2), dtype=np.uint64)
         if self.counts is not None:
             self.counts[1 << np.arange(n_points), 0] = 1
-        if separable:
-            u_left, u_right, w_map = (np.zeros(n_subsets) for _ in range(3))
-        else:
-            u_left = u_right = w_map = np.zeros(1)
+        rows = n_subsets if separable else 1
+        left_factors, right_factors = np.zeros((rows, 2)), np.zeros((rows, 2))
         start = time.perf_counter()
         for size in range(2, n_points + 1):
             parents = self.order[self.level_start[size] : self.level_start[size + 1]]
@@ -68,7 +66,7 @@ class HierarchicalTrellis:
             if separable:
                 scale = kernels.prepare_separable_level(
                     self.potential, size, self.order, self.level_start,
-                    self.log_z, self.log_map, u_left, u_right, w_map, self.n_threads,
+                    self.log_z, self.log_map, left_factors, right_factors, self.n_threads,
                 )
             n_splits = (1 << (size - 1)) - 1
             chunk = max(1, _CHUNK_SPLITS // n_splits)
@@ -76,7 +74,7 @@ class HierarchicalTrellis:
                 kernels.inside_level(
                     self.potential, parents[first : first + chunk],
                     self.log_z, self.log_map, self.best_left, self.counts, scale,
-                    u_left, u_right, w_map, self.n_threads,
+                    left_factors, right_factors, self.n_threads,
                 )
             if self.verbose:
                 print(
