@@ -325,3 +325,45 @@ def test_input_is_not_mutated():
     before = X.copy()
     ExactHierarchicalClustering().fit(X)
     np.testing.assert_array_equal(X, before)
+
+
+###############################################################################
+# What the common checks with 30-150 samples would verify, at small N
+
+def test_restored_common_checks(global_random_seed):
+    import pickle
+
+    import pandas as pd
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.datasets import make_blobs
+    from sklearn.exceptions import NotFittedError
+
+    X, y = make_blobs(n_samples=12, centers=3, cluster_std=0.3, random_state=global_random_seed)
+    model = ExactHierarchicalClustering(n_clusters=3)
+    with pytest.raises(NotFittedError):
+        model.cluster_probability([0])
+    labels = model.fit_predict(X)
+    # check_clustering: well separated blobs are recovered, labels are ints.
+    assert labels.dtype.kind == "i" and labels.shape == (12,)
+    assert adjusted_rand_score(y, labels) == 1.0
+    # check_fit_idempotent, check_fit_score_takes_y
+    again = clone(model).fit(X, y)
+    np.testing.assert_array_equal(again.linkage_matrix_, model.linkage_matrix_)
+    # check_estimators_pickle
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.labels_, model.labels_)
+    assert restored.cluster_probability([0, 1]) == model.cluster_probability([0, 1])
+    # check_pipeline_consistency
+    pipeline = make_pipeline(StandardScaler(), ExactHierarchicalClustering(n_clusters=3))
+    np.testing.assert_array_equal(
+        pipeline.fit_predict(X), make_pipeline(StandardScaler(), clone(model)).fit_predict(X)
+    )
+    # check_n_features_in, check_dtype_object, DataFrame input
+    assert model.n_features_in_ == 2
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    fitted = clone(model).fit(frame)
+    assert list(fitted.feature_names_in_) == ["a", "b"]
+    np.testing.assert_array_equal(clone(model).fit(X.astype(object)).labels_, labels)
+    # check_positive_only_tag_during_fit: negative features are fine.
+    clone(model).fit(X - 100.0)

@@ -1,0 +1,165 @@
+"""Energy models: every tabulated split potential against its formula, computed naively."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+
+from sktrellis.datasets import make_jets
+from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
+from sktrellis.energies._tables import subset_pair_sums, subset_sizes, subset_sums
+
+
+def _canonical_splits(n_points):
+    """Every (parent, left) canonical split of every subset of size >= 2."""
+    for parent in range(1, 1 << n_points):
+        members = [i for i in range(n_points) if parent >> i & 1]
+        if len(members) < 2:
+            continue
+        low, rest = members[0], members[1:]
+        for r in range(len(rest)):
+            for chosen in itertools.combinations(rest, r):
+                yield parent, (1 << low) | sum(1 << i for i in chosen)
+
+
+def _points(mask, n_points):
+    return [i for i in range(n_points) if mask >> i & 1]
+
+
+def _evaluate_all(potential, n_points):
+    splits = list(_canonical_splits(n_points))
+    parents = np.array([p for p, _ in splits], dtype=np.uint32)
+    lefts = np.array([a for _, a in splits], dtype=np.uint32)
+    return splits, potential.evaluate(parents, lefts)
+
+
+def test_subset_tables_match_direct_sums(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    values = rng.normal(size=(6, 2))
+    weights = rng.normal(size=(6, 6))
+    weights = weights + weights.T
+    sums, pairs, sizes = subset_sums(values), subset_pair_sums(weights), subset_sizes(6)
+    for mask in range(1 << 6):
+        members = _points(mask, 6)
+        np.testing.assert_allclose(sums[mask], values[members].sum(axis=0), atol=1e-12)
+        expected = sum(weights[i, j] for i, j in itertools.combinations(members, 2))
+        assert pairs[mask] == pytest.approx(expected, abs=1e-12)
+        assert sizes[mask] == len(members)
+
+
+@pytest.mark.parametrize("affinity", ["rbf", "exponential", "precomputed"])
+@pytest.mark.parametrize("beta", [0.0, 0.7, 3.0])
+def test_dasgupta_split_potentials(affinity, beta, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(6, 2))
+    if affinity == "precomputed":
+        X = np.exp(-cdist(X, X))
+        similarity = X.copy()
+    else:
+        distance = cdist(X, X, "sqeuclidean" if affinity == "rbf" else "euclidean")
+        gamma = 1.0 / np.median(distance[np.triu_indices(6, 1)])
+        similarity = np.exp(-gamma * distance)
+    energy = Dasgupta(affinity=affinity, beta=beta)
+    splits, values = _evaluate_all(energy.split_potential(X), 6)
+    for (parent, left), value in zip(splits, values):
+        a, b = _points(left, 6), _points(parent ^ left, 6)
+        expected = -beta * (len(a) + len(b)) * similarity[np.ix_(a, b)].sum()
+        assert value == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("beta", [0.5, 2.0])
+def test_hierarchical_correlation_clustering_split_potentials(beta, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    weights = rng.normal(size=(6, 6))
+    weights = weights + weights.T
+    energy = CorrelationClustering(affinity="precomputed", beta=beta)
+    splits, values = _evaluate_all(energy.split_potential(weights), 6)
+    for (parent, left), value in zip(splits, values):
+        a, b = _points(left, 6), _points(parent ^ left, 6)
+        cross = weights[np.ix_(a, b)]
+        kept_negative = sum(
+            -weights[i, j]
+            for side in (a, b)
+            for i, j in itertools.combinations(side, 2)
+            if weights[i, j] < 0
+        )
+        expected = -beta * (cross[cross > 0].sum() + kept_negative)
+        assert value == pytest.approx(expected, abs=1e-12)
+
+
+def test_correlation_weights_from_features_are_centred():
+    X = np.random.default_rng(0).normal(size=(7, 3))
+    weights = CorrelationClustering().weights(X)
+    off_diagonal = weights[~np.eye(7, dtype=bool)]
+    assert off_diagonal.mean() == pytest.approx(0.0, abs=1e-12)
+    assert np.all(np.diag(weights) == 0)
+    distance = cdist(X, X)
+    similarity = np.exp(-distance / np.median(distance[np.triu_indices(7, 1)]))
+    np.testing.assert_allclose(
+        off_diagonal, (similarity - similarity[~np.eye(7, dtype=bool)].mean())[~np.eye(7, dtype=bool)]
+    )
+
+
+def _ginkgo_naive(momenta, parent, left, lam, t_cut):
+    def mass2(mask):
+        if mask & (mask - 1) == 0:
+            return 0.0
+        p = momenta[_points(mask, len(momenta))].sum(axis=0)
+        return p[0] ** 2 - p[1:] @ p[1:]
+
+    def g(tau, t):
+        if t > 0:
+            return math.log(lam) - math.log(tau) - lam * t / tau - math.log(1 - math.exp(-lam))
+        return math.log(1 - math.exp(-lam * t_cut / tau)) - math.log(1 - math.exp(-lam))
+
+    t_p = mass2(parent)
+    if t_p < t_cut:
+        return -np.inf
+    t_a, t_b = sorted([mass2(left), mass2(parent ^ left)], reverse=True)
+    return g(t_p, t_a) + g((math.sqrt(t_p) - math.sqrt(t_a)) ** 2, t_b) - math.log(4 * math.pi)
+
+
+@pytest.mark.parametrize("lam, t_cut", [(1.5, 16.0), (3.0, 4.0)])
+def test_ginkgo_split_potentials(lam, t_cut, global_random_seed):
+    momenta = make_jets(n_leaves=6, lam=lam, t_cut=t_cut, random_state=global_random_seed)[0].momenta
+    splits, values = _evaluate_all(GinkgoLikelihood(lam=lam, t_cut=t_cut).split_potential(momenta), 6)
+    assert np.isinf(values).any() and np.isfinite(values).any()
+    for (parent, left), value in zip(splits, values):
+        assert value == pytest.approx(_ginkgo_naive(momenta, parent, left, lam, t_cut), abs=1e-10)
+
+
+def test_split_energy_tabulates_the_user_function():
+    calls = []
+
+    def func(X, left, right, offset=0.0):
+        calls.append(len(left))
+        assert left.dtype == np.int64 and np.all(left & right == 0)
+        assert np.all((left & -(left | right)) != 0), "left holds the lowest point"
+        return offset + 0.001 * left - 0.01 * right
+
+    energy = SplitEnergy(func, kw_args={"offset": 2.0})
+    splits, values = _evaluate_all(energy.split_potential(np.zeros((5, 1))), 5)
+    assert sum(calls) == len(splits) == (3**5 - 2 ** (5 + 1) + 1) // 2
+    for (parent, left), value in zip(splits, values):
+        assert value == pytest.approx(2.0 + 0.001 * left - 0.01 * (parent ^ left))
+
+
+@pytest.mark.parametrize(
+    "result, match",
+    [(lambda n: np.zeros(n + 1), "one value per split"),
+     (lambda n: np.full(n, np.nan), "NaN"),
+     (lambda n: np.full(n, np.inf), r"\+inf")],
+)
+def test_split_energy_rejects_bad_user_output(result, match):
+    energy = SplitEnergy(lambda X, left, right: result(len(left)))
+    with pytest.raises(ValueError, match=match):
+        energy.split_potential(np.zeros((4, 1)))
+
+
+def test_energies_are_estimator_like():
+    from sklearn.base import clone
+
+    energy = Dasgupta(gamma=0.5, beta=2.0)
+    assert clone(energy).get_params() == {"affinity": "rbf", "gamma": 0.5, "beta": 2.0}
+    assert repr(GinkgoLikelihood(lam=2.0)) == "GinkgoLikelihood(lam=2.0)"

@@ -1,0 +1,62 @@
+"""Tree conversions at the public boundary (sktrellis._tree)."""
+import numpy as np
+import pytest
+from scipy.cluster.hierarchy import fcluster, is_valid_linkage, linkage
+from sklearn.metrics import adjusted_rand_score
+
+from sktrellis._tree import (
+    labels_from_linkage,
+    merges_from_tree,
+    splits_from_merges,
+    to_newick,
+)
+
+
+@pytest.mark.parametrize("n_clusters", [1, 2, 4, 10])
+def test_labels_from_linkage_match_fcluster(n_clusters, global_random_seed):
+    X = np.random.default_rng(global_random_seed).normal(size=(10, 2))
+    Z = linkage(X, "average")
+    labels = labels_from_linkage(Z, n_clusters)
+    assert adjusted_rand_score(labels, fcluster(Z, n_clusters, "maxclust")) == 1.0
+    # Labels are numbered by first appearance.
+    assert labels[0] == 0 and list(dict.fromkeys(labels)) == list(range(n_clusters))
+
+
+def test_merges_and_splits_from_a_scipy_linkage():
+    Z = linkage(np.array([[0.0], [0.1], [5.0], [5.3]]), "single")
+    merges = merges_from_tree(Z, 4)
+    np.testing.assert_array_equal(merges, [[0, 1], [2, 3], [4, 5]])
+    parents, lefts = splits_from_merges(merges, 4)
+    assert parents.tolist() == [0b0011, 0b1100, 0b1111]
+    assert lefts.tolist() == [0b0001, 0b0100, 0b0011]
+    np.testing.assert_array_equal(merges_from_tree(Z[:, :2].astype(int), 4), merges)
+
+
+def test_newick_of_a_small_tree():
+    Z = np.array([[0, 1, 1.0, 2], [2, 3, 2.0, 3]])
+    assert to_newick(Z, ["a", "b", "c"]) == "(c:2,(a:1,b:1):1);"
+
+
+@pytest.mark.parametrize(
+    "tree, match",
+    [
+        (np.zeros((3, 3)), "shape"),
+        (np.array([[0, 1, 1.0, 2], [0, 3, 2.0, 3]]), "linkage"),
+        (np.array([[0.5, 1], [2, 3]]), "integers"),
+        (np.array([[0, 1], [1, 3]]), "exactly once"),
+        (np.array([[0, 4], [1, 2]]), "earlier merges"),
+        (np.array([[-1, 1], [2, 3]]), "earlier merges"),
+    ],
+)
+def test_invalid_trees_are_rejected(tree, match):
+    with pytest.raises(ValueError, match=match):
+        merges_from_tree(tree, 3)
+
+
+def test_linkage_heights_are_valid_for_scipy():
+    from sktrellis import ExactHierarchicalClustering
+
+    X = np.random.default_rng(1).normal(size=(8, 3))
+    for tree in ExactHierarchicalClustering(random_state=0).fit(X).sample(30):
+        assert is_valid_linkage(tree, throw=True)
+        assert np.all(np.diff(tree[:, 2]) > 0)
