@@ -1,0 +1,118 @@
+"""Speed of the exact hierarchical trellis: ns per split, threads, and NumPy.
+
+For N points the inside pass evaluates sum_k C(N, k) (2**(k-1) - 1), about
+3**N / 2, splits. This script times MAP + log Z (one pass computes both) with
+the Dasgupta energy for 1 and 2 threads, and a straightforward vectorised
+NumPy implementation of the same DP (one level of subsets at a time), in the
+same run, and checks that both give the same log Z and MAP. It also times the
+outside pass (every cluster marginal) and 10**5 exact samples.
+
+    python benchmarks/bench_hierarchical.py              # N = 10..20, NumPy up to 16
+    python benchmarks/bench_hierarchical.py --max-n 22 --numpy-max-n 18
+"""
+import argparse
+import math
+import time
+
+import numpy as np
+from scipy.special import logsumexp
+
+from sktrellis._trellis import _hierarchical as kernels
+from sktrellis._trellis.hierarchical_trellis import HierarchicalTrellis
+from sktrellis.energies import Dasgupta
+
+
+def n_splits(n_points):
+    return sum(math.comb(n_points, k) * (2 ** (k - 1) - 1) for k in range(2, n_points + 1))
+
+
+def numpy_trellis(potential, n_points, max_cells=1 << 24):
+    """log Z and MAP of the full set with NumPy, vectorised over all splits of a level."""
+    tables = potential.arrays
+    cluster_term, child_term, size_coef = (
+        tables["cluster_term"], tables["child_term"], tables["size_coef"]
+    )
+    order, level_start = kernels.subsets_by_size(n_points)
+    log_z = np.zeros(1 << n_points)
+    log_map = np.zeros(1 << n_points)
+    for size in range(2, n_points + 1):
+        parents = order[level_start[size] : level_start[size + 1]].astype(np.int64)
+        per_parent = 2 ** (size - 1) - 1
+        step = max(1, max_cells // per_parent)
+        for first in range(0, len(parents), step):
+            chunk = parents[first : first + step]
+            lefts = kernels.canonical_lefts(chunk.astype(np.uint32)).astype(np.int64)
+            rights = chunk[:, None] ^ lefts
+            psi = cluster_term[chunk][:, None] + size_coef[size] * (
+                child_term[lefts] + child_term[rights]
+            )
+            log_z[chunk] = logsumexp(psi + log_z[lefts] + log_z[rights], axis=1)
+            log_map[chunk] = np.max(psi + log_map[lefts] + log_map[rights], axis=1)
+    full = (1 << n_points) - 1
+    return log_z[full], log_map[full]
+
+
+def best_time(function, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = function()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--min-n", type=int, default=10)
+    parser.add_argument("--max-n", type=int, default=20)
+    parser.add_argument("--numpy-max-n", type=int, default=16)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+
+    print("MAP + log Z, Dasgupta energy (best of 3 runs below N=18, 1 run above)")
+    header = (f"{'N':>3} {'splits':>14} {'1 thread s':>11} {'ns/split':>9} "
+              f"{'2 threads s':>12} {'ns/split':>9} {'speedup':>8} {'NumPy s':>9} "
+              f"{'NumPy/kernel':>13}")
+    print(header)
+    for n_points in range(args.min_n, args.max_n + 1):
+        X = rng.normal(size=(n_points, 3))
+        potential = Dasgupta().split_potential(X)
+        count = n_splits(n_points)
+        repeat = 3 if n_points < 18 else 1
+        one, _ = best_time(lambda: HierarchicalTrellis(potential, 1), repeat)
+        two, trellis = best_time(lambda: HierarchicalTrellis(potential, 2), repeat)
+        numpy_cell = ratio_cell = "-"
+        if n_points <= args.numpy_max_n:
+            numpy_seconds, (log_z, log_map) = best_time(
+                lambda: numpy_trellis(potential, n_points), 1
+            )
+            assert np.isclose(log_z, trellis.log_partition, rtol=1e-10)
+            assert np.isclose(log_map, trellis.map_log_potential, rtol=1e-10)
+            numpy_cell = f"{numpy_seconds:.3f}"
+            ratio_cell = f"{numpy_seconds / two:.1f}x"
+        print(f"{n_points:>3} {count:>14,} {one:>11.3f} {one / count * 1e9:>9.2f} "
+              f"{two:>12.3f} {two / count * 1e9:>9.2f} {one / two:>7.2f}x "
+              f"{numpy_cell:>9} {ratio_cell:>13}", flush=True)
+
+    print("\nOutside pass (all cluster marginals) and 10**5 exact samples, 2 threads")
+    print(f"{'N':>3} {'energy':>14} {'inside s':>9} {'outside s':>10} {'sample s':>9} "
+          f"{'distinct subsets sampled':>25}")
+    for n_points in sorted({min(14, args.max_n), min(18, args.max_n)}):
+        X = rng.normal(size=(n_points, 3))
+        for beta in (1.0, 0.1):
+            potential = Dasgupta(beta=beta).split_potential(X)
+            start = time.perf_counter()
+            trellis = HierarchicalTrellis(potential, 2)
+            inside = time.perf_counter() - start
+            start = time.perf_counter()
+            trellis.cluster_log_marginals()
+            outside = time.perf_counter() - start
+            start = time.perf_counter()
+            parents, _ = trellis.sample_splits(100_000, np.random.default_rng(0))
+            sampling = time.perf_counter() - start
+            print(f"{n_points:>3} {'beta=' + str(beta):>14} {inside:>9.3f} {outside:>10.3f} "
+                  f"{sampling:>9.3f} {len(np.unique(parents)):>25,}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
