@@ -367,3 +367,51 @@ def test_restored_common_checks(global_random_seed):
     np.testing.assert_array_equal(clone(model).fit(X.astype(object)).labels_, labels)
     # check_positive_only_tag_during_fit: negative features are fine.
     clone(model).fit(X - 100.0)
+
+
+###############################################################################
+# Progress, interruption, memory
+
+def test_verbose_reports_every_subset_size(capsys):
+    ExactHierarchicalClustering(verbose=1).fit(np.random.default_rng(0).normal(size=(6, 2)))
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split("size ")[1].split(":")[0] for line in lines] == [f"{k}/6" for k in range(2, 7)]
+
+
+@pytest.mark.slow
+def test_ctrl_c_interrupts_a_long_fit(capsys):
+    """KeyboardInterrupt stops the DP between chunks, long before it completes."""
+    import threading
+    import _thread
+
+    X = np.random.default_rng(0).normal(size=(23, 2))
+    model = ExactHierarchicalClustering(verbose=1)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X)
+    finally:
+        timer.cancel()
+    levels_done = capsys.readouterr().out.count("subsets of size")
+    assert levels_done < 21, "the interrupt waited for the whole dynamic program"
+    assert not hasattr(model, "labels_")
+
+
+@pytest.mark.parametrize("kind", ["dasgupta", "ginkgo", "table"])
+def test_memory_estimate_covers_the_peak(kind):
+    """The bytes promised by the size check are an upper bound of what fit allocates."""
+    import tracemalloc
+
+    n_points = 12
+    energy, X = _problem(kind, n_points, np.random.default_rng(0))
+    model = ExactHierarchicalClustering(energy)
+    tracemalloc.start()
+    try:
+        model.fit(X)
+        model.cluster_probability([0, 1])
+        model.sample(10)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= energy.split_bytes(n_points) + 2**20

@@ -14,7 +14,7 @@ with log Z({i}) = log MAP({i}) = 0. Subsets are processed by size ("levels");
 all subsets of one size are independent, which is what the OpenMP loops use.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, exp, log, log1p, sqrt, isfinite
+from libc.math cimport INFINITY, exp, log, log1p, isfinite
 from libc.stdlib cimport free, malloc, realloc
 from libc.stdint cimport uint64_t
 from libc.string cimport memset

@@ -19,6 +19,17 @@ _CHUNK_SPLITS = 1 << 28
 _SAMPLE_CACHE_DOUBLES = 1 << 27
 
 
+def trellis_bytes_per_subset(separable):
+    """Peak bytes per subset of the trellis tables besides the energy's own.
+
+    log Z and log MAP (8 + 8), MAP split (4), subsets by size (4), outside
+    sums (8, on demand) and the sampler's cache index (8, on demand); plus
+    the (factor, MAP) records of the separable path (16 + 16) or the 128-bit
+    tree counts of the generic path (16).
+    """
+    return 40 + (32 if separable else 16)
+
+
 def double_factorial_trees(n_points):
     """(2N - 3)!!, the number of rooted binary trees with N labelled leaves."""
     return math.prod(range(1, 2 * n_points - 2, 2)) if n_points > 1 else 1

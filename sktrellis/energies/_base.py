@@ -1,10 +1,7 @@
 """Base class of the hierarchical energy models."""
 from sklearn.base import BaseEstimator
 
-# Bytes per subset the hierarchical trellis needs besides the energy's own
-# tables: log Z and log MAP (8 + 8), MAP split (4), subsets by size (4),
-# outside sums (8) and, while sampling, the split-cache index (8).
-TRELLIS_BYTES_PER_SUBSET = 40
+from .._trellis.hierarchical_trellis import trellis_bytes_per_subset
 
 
 class HierarchicalEnergy(BaseEstimator):
@@ -21,10 +18,13 @@ class HierarchicalEnergy(BaseEstimator):
 
     #: Bytes per subset taken by the energy's own tables.
     table_bytes_per_subset = 16
+    #: Whether the split potential has the separable form (fast kernel path).
+    separable = False
 
     def split_bytes(self, n_points):
-        """Memory the energy and the trellis need for n_points, in bytes."""
-        return (self.table_bytes_per_subset + TRELLIS_BYTES_PER_SUBSET) * 2**n_points
+        """Peak memory of the energy's tables and the trellis for n_points, in bytes."""
+        per_subset = self.table_bytes_per_subset + trellis_bytes_per_subset(self.separable)
+        return per_subset * 2**n_points
 
     def split_potential(self, X):
         """Validate X and build the per-subset tables of every split potential.

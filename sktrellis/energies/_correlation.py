@@ -60,6 +60,8 @@ class CorrelationClustering(HierarchicalEnergy):
         "beta": [Interval(Real, 0, None, closed="left")],
     }
 
+    separable = True
+
     def __init__(self, affinity="exponential", gamma=None, beta=1.0):
         self.affinity = affinity
         self.gamma = gamma

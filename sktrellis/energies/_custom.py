@@ -62,7 +62,11 @@ class SplitEnergy(HierarchicalEnergy):
         self.kw_args = kw_args
 
     def split_bytes(self, n_points):
-        return super().split_bytes(n_points) + 8 * (3**n_points // 2)
+        # The table (8 bytes per split) and one batch of index arrays handed
+        # to func (uint32 and two int64 masks, its result and as much again
+        # for what a vectorised func typically allocates).
+        n_splits = 3**n_points // 2
+        return super().split_bytes(n_points) + 8 * n_splits + 48 * min(n_splits, _BATCH_SPLITS)
 
     def split_potential(self, X):
         self._validate_params()

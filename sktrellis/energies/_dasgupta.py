@@ -55,6 +55,8 @@ class Dasgupta(HierarchicalEnergy):
         "beta": [Interval(Real, 0, None, closed="left")],
     }
 
+    separable = True
+
     def __init__(self, affinity="rbf", gamma=None, beta=1.0):
         self.affinity = affinity
         self.gamma = gamma
