@@ -15,7 +15,7 @@ all subsets of one size are independent, which is what the OpenMP loops use.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, exp, log, log1p, isfinite
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free, realloc
 from libc.stdint cimport uint64_t
 from libc.string cimport memset
 
@@ -477,12 +477,17 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
                   const double[:, ::1] uniforms, Py_ssize_t cache_limit):
     """Draw trees top-down from P(tree) = prod psi / Z(root).
 
-    Each row of `uniforms` (N-1 numbers in [0, 1)) drives one tree. Returns
-    (parents, lefts), each (n_samples, N-1): the inner nodes in preorder, left
-    child (the part holding the parent's low bit) first. The split
-    distribution of a subset is built once and cached (cumulative
-    probabilities, binary search per draw) until `cache_limit` doubles are
-    in use; later subsets are drawn without caching.
+    Each row of `uniforms` (N-1 numbers in [0, 1)) drives one tree: at each
+    inner node the split taken is the first whose cumulative probability
+    exceeds the node's uniform. Returns (parents, lefts), each
+    (n_samples, N-1): the inner nodes in preorder, left child (the part
+    holding the parent's low bit) first.
+
+    A subset met for the first time is drawn by a scan that stops at the
+    chosen split; from its second visit on, its cumulative split weights are
+    cached (binary search per draw) while fewer than `cache_limit` doubles
+    are in use. Broad posteriors meet many subsets only once, and caching
+    those cost more in fresh memory than the scan.
     """
     cdef const SplitTables* t = &potential.tables
     cdef int n_points = potential.n_points
@@ -490,19 +495,16 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
     cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
     cdef mask_t[:, ::1] parents = np.zeros((n_samples, n_inner), dtype=np.uint32)
     cdef mask_t[:, ::1] lefts = np.zeros((n_samples, n_inner), dtype=np.uint32)
+    # -1: never met, -2: met once, >= 0: offset of the cached weights.
     cdef intp_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
     cdef double* cache = NULL
-    cdef double* scratch = <double*>malloc(sizeof(double) * ((<Py_ssize_t>1 << (n_points - 1)) + 1))
     cdef double* cdf
     cdef double* grown
-    cdef Py_ssize_t cache_used = 0, cache_capacity = 0, n_splits, lo, hi, mid, r, node, top
-    cdef mask_t* stack = <mask_t*>malloc(sizeof(mask_t) * (n_points + 1))
+    cdef Py_ssize_t cache_used = 0, cache_capacity = 0, n_splits, r, node, top
+    cdef Py_ssize_t j, wanted
+    cdef mask_t stack[64]
     cdef mask_t parent, low, rest, sub, left
     cdef double total, u
-    cdef Py_ssize_t j
-    if scratch == NULL or stack == NULL:
-        free(scratch); free(stack)
-        raise MemoryError("could not allocate the sampling buffers")
     try:
         with nogil:
             for r in range(n_samples):
@@ -517,25 +519,23 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
                     low = low_bit(parent)
                     rest = parent ^ low
                     n_splits = (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1
+                    u = uniforms[r, node]
                     if n_splits == 1:
                         left = low
-                    else:
-                        if cache_start[parent] >= 0:
-                            cdf = cache + cache_start[parent]
-                        else:
-                            cdf = scratch
-                            if cache_used + n_splits <= cache_limit:
-                                if cache_used + n_splits > cache_capacity:
-                                    # If the cache cannot grow, draw without it.
-                                    grown = <double*>realloc(cache, sizeof(double) * max(
-                                        2 * cache_capacity, cache_used + n_splits))
-                                    if grown != NULL:
-                                        cache = grown
-                                        cache_capacity = max(2 * cache_capacity, cache_used + n_splits)
-                                if cache_used + n_splits <= cache_capacity:
-                                    cache_start[parent] = cache_used
-                                    cdf = cache + cache_used
-                                    cache_used += n_splits
+                    elif cache_start[parent] >= 0:
+                        left = low | deposit(<mask_t>search_cumulative(
+                            cache + cache_start[parent], n_splits, u), rest)
+                    elif cache_start[parent] == -2 and cache_used + n_splits <= cache_limit:
+                        if cache_used + n_splits > cache_capacity:
+                            wanted = max(2 * cache_capacity, cache_used + n_splits)
+                            grown = <double*>realloc(cache, sizeof(double) * wanted)
+                            if grown != NULL:
+                                cache = grown
+                                cache_capacity = wanted
+                        if cache_used + n_splits <= cache_capacity:
+                            cdf = cache + cache_used
+                            cache_start[parent] = cache_used
+                            cache_used += n_splits
                             total = 0.0
                             sub = 0
                             for j in range(n_splits):
@@ -545,22 +545,13 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
                                                     - log_z[parent])
                                 cdf[j] = total
                                 sub = next_submask(sub, rest)
-                            # Normalise by the computed total so rounding in
-                            # log Z cannot leave mass outside [0, 1).
-                            for j in range(n_splits):
-                                cdf[j] = cdf[j] / total
-                        u = uniforms[r, node]
-                        lo = 0
-                        hi = n_splits - 1
-                        while lo < hi:
-                            mid = (lo + hi) // 2
-                            if cdf[mid] > u:
-                                hi = mid
-                            else:
-                                lo = mid + 1
-                        # Splits of zero probability have cdf[j] == cdf[j-1]
-                        # and are never chosen: u < cdf[lo] and u >= cdf[lo-1].
-                        left = low | deposit(<mask_t>lo, rest)
+                            left = low | deposit(<mask_t>search_cumulative(cdf, n_splits, u), rest)
+                        else:
+                            left = scan_split(t, &log_z[0], parent, u)
+                    else:
+                        if cache_start[parent] == -1:
+                            cache_start[parent] = -2
+                        left = scan_split(t, &log_z[0], parent, u)
                     parents[r, node] = parent
                     lefts[r, node] = left
                     node += 1
@@ -570,9 +561,39 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
                     stack[top] = left
     finally:
         free(cache)
-        free(scratch)
-        free(stack)
     return np.asarray(parents), np.asarray(lefts)
+
+
+cdef inline Py_ssize_t search_cumulative(const double* cdf, Py_ssize_t n, double u) noexcept nogil:
+    """First j with cdf[j] > u * cdf[n - 1]: splits of zero weight are never chosen."""
+    cdef double target = u * cdf[n - 1]
+    cdef Py_ssize_t lo = 0, hi = n - 1, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cdf[mid] > target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+cdef inline mask_t scan_split(const SplitTables* t, const double* log_z, mask_t parent,
+                              double u) noexcept nogil:
+    """The split whose cumulative probability first exceeds u, by a scan that stops there."""
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0, left, last_possible = low
+    cdef double total = 0.0, weight
+    while sub != rest:
+        left = low | sub
+        weight = exp(split_log_potential(t, parent, left) + log_z[left] + log_z[parent ^ left]
+                     - log_z[parent])
+        if weight > 0.0:
+            total = total + weight
+            last_possible = left
+            if total > u:
+                return left
+        sub = next_submask(sub, rest)
+    # Rounding left the total a hair below u: the last possible split.
+    return last_possible
 
 
 ###############################################################################
