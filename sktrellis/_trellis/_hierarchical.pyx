@@ -448,7 +448,7 @@ def outside(SplitPotential potential, const mask_t[::1] order, const intp_t[::1]
     cdef double[::1] log_out = np.full(<Py_ssize_t>1 << n_points, -INFINITY)
     cdef Py_ssize_t i
     cdef mask_t cluster, rest, other, parent, left
-    cdef double acc, value
+    cdef double acc, value, top
     log_out[full] = 0.0
     cdef Py_ssize_t first, stop
     for size in range(n_points - 1, 0, -1):
@@ -458,15 +458,22 @@ def outside(SplitPotential potential, const mask_t[::1] order, const intp_t[::1]
             cluster = order[i]
             rest = full ^ cluster
             other = rest
-            acc = -INFINITY
+            # Online logsumexp with one exp per term: the sum is rescaled
+            # only when a new largest term appears.
+            top = -INFINITY
+            acc = 0.0
             while other:
                 parent = cluster | other
                 if log_out[parent] > -INFINITY and log_z[other] > -INFINITY:
                     left = cluster if cluster & low_bit(parent) else other
                     value = log_out[parent] + split_log_potential(t, parent, left) + log_z[other]
-                    acc = log_add(acc, value)
+                    if value > top:
+                        acc = acc * exp(top - value) + 1.0
+                        top = value
+                    elif value > -INFINITY:
+                        acc = acc + exp(value - top)
                 other = (other - 1) & rest
-            log_out[cluster] = acc
+            log_out[cluster] = top + log(acc) if top > -INFINITY else -INFINITY
     return np.asarray(log_out)
 
 

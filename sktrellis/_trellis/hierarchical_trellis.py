@@ -17,6 +17,14 @@ from . import _hierarchical as kernels
 _CHUNK_SPLITS = 1 << 28
 # Doubles the sampler may keep in its cache of split distributions.
 _SAMPLE_CACHE_DOUBLES = 1 << 27
+# Below this many splits a kernel call runs on one thread: waking a team
+# costs more than the work, badly so when the other cores are busy.
+_PARALLEL_MIN_SPLITS = 1 << 16
+
+
+def threads_for(n_splits, n_threads):
+    """Threads worth using for a kernel call over n_splits splits."""
+    return n_threads if n_splits >= _PARALLEL_MIN_SPLITS else 1
 
 
 def trellis_bytes_per_subset(separable):
@@ -73,19 +81,20 @@ class HierarchicalTrellis:
         start = time.perf_counter()
         for size in range(2, n_points + 1):
             parents = self.order[self.level_start[size] : self.level_start[size + 1]]
+            n_splits = (1 << (size - 1)) - 1
+            n_threads = threads_for(len(parents) * n_splits, self.n_threads)
             scale = 0.0
             if separable:
                 scale = kernels.prepare_separable_level(
                     self.potential, size, self.order, self.level_start,
-                    self.log_z, self.log_map, left_factors, right_factors, self.n_threads,
+                    self.log_z, self.log_map, left_factors, right_factors, n_threads,
                 )
-            n_splits = (1 << (size - 1)) - 1
             chunk = max(1, _CHUNK_SPLITS // n_splits)
             for first in range(0, len(parents), chunk):
                 kernels.inside_level(
                     self.potential, parents[first : first + chunk],
                     self.log_z, self.log_map, self.best_left, self.counts, scale,
-                    left_factors, right_factors, self.n_threads,
+                    left_factors, right_factors, n_threads,
                 )
             if self.verbose:
                 print(
@@ -122,7 +131,8 @@ class HierarchicalTrellis:
         """log P(C is a cluster of the tree) for every subset C (cached)."""
         if self._log_outside is None:
             self._log_outside = kernels.outside(
-                self.potential, self.order, self.level_start, self.log_z, self.n_threads
+                self.potential, self.order, self.level_start, self.log_z,
+                threads_for(3**self.n_points // 2, self.n_threads),
             )
         with np.errstate(invalid="ignore"):
             marginals = self.log_z + self._log_outside - self.log_partition
