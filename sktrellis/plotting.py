@@ -1,0 +1,240 @@
+"""Plots of exact posteriors: annotated MAP dendrograms and co-clustering heatmaps.
+
+matplotlib is imported only when a plot is drawn, so the rest of the package
+works without it (``pip install "sktrellis[plot]"`` installs it).
+"""
+import numpy as np
+from scipy.cluster.hierarchy import dendrogram, leaves_list, linkage
+from scipy.spatial.distance import squareform
+from sklearn.pipeline import Pipeline
+from sklearn.utils.validation import check_is_fitted
+
+from ._tree import masks_from_merges, merges_from_tree
+
+__all__ = ["plot_dendrogram", "plot_pairwise_probability"]
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as error:
+        raise ImportError(
+            "sktrellis.plotting needs matplotlib, which is not installed: "
+            "pip install matplotlib (or pip install 'sktrellis[plot]')"
+        ) from error
+    return plt
+
+
+def _axes(ax):
+    return _pyplot().gca() if ax is None else ax
+
+
+def _final_step(estimator):
+    while isinstance(estimator, Pipeline):
+        estimator = estimator[-1]
+    return estimator
+
+
+def plot_dendrogram(estimator, *, ax=None, annotate=True, fmt="{:.2f}", **dendrogram_kwargs):
+    """Dendrogram of the MAP tree, each cluster annotated with its marginal.
+
+    Draws ``estimator.linkage_matrix_`` with
+    :func:`scipy.cluster.hierarchy.dendrogram` and writes above every inner
+    node (except the root, which is certain) the posterior probability
+    ``P(cluster | X)`` that its leaves form a cluster of the tree, from
+    ``estimator.cluster_probability``. A low number flags a merge that the
+    MAP tree makes but the posterior doubts.
+
+    Parameters
+    ----------
+    estimator : fitted estimator or Pipeline
+        With ``linkage_matrix_``, and ``cluster_probability`` when
+        ``annotate=True`` (e.g. :class:`~sktrellis.ExactHierarchicalClustering`).
+    ax : matplotlib Axes, default=None
+        Where to draw; None uses the current Axes.
+    annotate : bool, default=True
+        Write the cluster marginals at the nodes.
+    fmt : str, default="{:.2f}"
+        Format of the probabilities.
+    **dendrogram_kwargs
+        Passed to :func:`scipy.cluster.hierarchy.dendrogram` (``labels``,
+        ``orientation``, ``color_threshold``, ``leaf_rotation``, ...);
+        ``truncate_mode`` is not supported because every node is annotated.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> from sktrellis import ExactHierarchicalClustering
+    >>> from sktrellis.plotting import plot_dendrogram
+    >>> X = np.array([[0.0], [0.3], [4.0], [4.4], [4.1]])
+    >>> model = ExactHierarchicalClustering().fit(X)
+    >>> ax = plot_dendrogram(model, labels=["a", "b", "c", "d", "e"])
+    >>> len(ax.texts)  # the four inner nodes but the root
+    3
+    """
+    for key in ("truncate_mode", "no_plot", "ax"):
+        if key in dendrogram_kwargs:
+            raise ValueError(f"plot_dendrogram does not support the dendrogram argument {key}=")
+    final = _final_step(estimator)
+    check_is_fitted(final)
+    if not hasattr(final, "linkage_matrix_"):
+        raise TypeError(
+            f"plot_dendrogram needs a fitted tree in linkage_matrix_; {type(final).__name__} "
+            "has none"
+        )
+    if annotate and not hasattr(final, "cluster_probability"):
+        raise TypeError(
+            f"{type(final).__name__} has no cluster_probability to annotate the nodes "
+            "with; pass annotate=False"
+        )
+    Z = np.asarray(final.linkage_matrix_, dtype=np.float64)
+    ax = _axes(ax)
+    info = dendrogram(Z, ax=ax, **dendrogram_kwargs)
+    if not annotate:
+        return ax
+    n_points = len(Z) + 1
+    # scipy draws leaf k of its leaf order at 5 + 10 k and each merge midway
+    # between its children, at its height.
+    position = np.zeros(2 * n_points - 1)
+    position[info["leaves"]] = 5.0 + 10.0 * np.arange(n_points)
+    merges = merges_from_tree(Z, n_points)
+    for row, (a, b) in enumerate(merges):
+        position[n_points + row] = (position[a] + position[b]) / 2
+    masks = masks_from_merges(merges, n_points)
+    bits = np.arange(n_points)
+    orientation = dendrogram_kwargs.get("orientation", "top")
+    style = {
+        "top": ((0, 2), "center", "bottom"),
+        "bottom": ((0, -2), "center", "top"),
+        "left": ((-2, 0), "right", "center"),
+        "right": ((2, 0), "left", "center"),
+    }[orientation]
+    for row in range(n_points - 2):
+        members = bits[(masks[n_points + row] >> bits) & 1 == 1]
+        text = fmt.format(final.cluster_probability(members))
+        xy = (position[n_points + row], Z[row, 2])
+        if orientation in ("left", "right"):
+            xy = xy[::-1]
+        ax.annotate(
+            text, xy, xytext=style[0], textcoords="offset points",
+            ha=style[1], va=style[2], fontsize="small",
+        )
+    return ax
+
+
+def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", labels=None,
+                              cmap="viridis", colorbar=True):
+    """Heatmap of pairwise co-clustering probabilities P(i ~ j | X).
+
+    Parameters
+    ----------
+    probabilities : array-like of shape (n_samples, n_samples) or estimator
+        A matrix, or a fitted estimator (or Pipeline) with
+        ``pairwise_probability_``, e.g. an exact flat clustering.
+    ax : matplotlib Axes, default=None
+        Where to draw; None uses the current Axes.
+    order : "dendrogram", None or array-like of shape (n_samples,), default="dendrogram"
+        Order of rows and columns. "dendrogram": the leaf order of an
+        average-linkage tree on ``1 - P``, which puts points that are likely
+        clustered together next to each other so that clusters show as
+        blocks (needs a symmetric matrix with entries in [0, 1]); None: as
+        given; or a permutation of ``range(n_samples)``.
+    labels : list of str, default=None
+        Names of the points for the tick labels, in the original order.
+        None shows the point indices when there are at most 40 points.
+    cmap : str or Colormap, default="viridis"
+        Colour map.
+    colorbar : bool, default=True
+        Add a colour bar.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> from sktrellis.plotting import plot_pairwise_probability
+    >>> P = np.array([[1.0, 0.1, 0.9], [0.1, 1.0, 0.2], [0.9, 0.2, 1.0]])
+    >>> ax = plot_pairwise_probability(P)
+    >>> [tick.get_text() for tick in ax.get_xticklabels()]  # 0 and 2 side by side
+    ['1', '0', '2']
+    """
+    if hasattr(probabilities, "fit"):
+        final = _final_step(probabilities)
+        check_is_fitted(final)
+        if not hasattr(final, "pairwise_probability_"):
+            raise TypeError(
+                f"{type(final).__name__} has no pairwise_probability_; pass a fitted flat "
+                "clusterer or an (n_samples, n_samples) matrix"
+            )
+        probabilities = final.pairwise_probability_
+    matrix = np.asarray(probabilities, dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.shape[0] == 0:
+        raise ValueError(
+            f"probabilities must be a non-empty square matrix, got shape {matrix.shape}"
+        )
+    if not np.all(np.isfinite(matrix)):
+        raise ValueError("probabilities contain NaN or infinity")
+    n_points = matrix.shape[0]
+    unit = bool(matrix.min() >= 0 and matrix.max() <= 1)
+    permutation = _order(matrix, order, unit)
+    if labels is not None and len(labels) != n_points:
+        raise ValueError(f"labels has {len(labels)} names for n_samples={n_points} points")
+
+    ax = _axes(ax)
+    limits = {"vmin": 0.0, "vmax": 1.0} if unit else {}
+    image = ax.imshow(matrix[np.ix_(permutation, permutation)], cmap=cmap,
+                      interpolation="nearest", **limits)
+    names = labels if labels is not None else (range(n_points) if n_points <= 40 else None)
+    if names is not None:
+        names = [str(name) for name in names]
+        ticks = np.arange(n_points)
+        ax.set_xticks(ticks, [names[i] for i in permutation], rotation=90)
+        ax.set_yticks(ticks, [names[i] for i in permutation])
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, label="P(same cluster)" if unit else None)
+    return ax
+
+
+def _order(matrix, order, unit):
+    n_points = matrix.shape[0]
+    if order is None:
+        return np.arange(n_points)
+    if isinstance(order, str):
+        if order != "dendrogram":
+            raise ValueError(f"order must be 'dendrogram', None or a permutation, got {order!r}")
+        if not (unit and np.allclose(matrix, matrix.T)):
+            raise ValueError(
+                "order='dendrogram' needs a symmetric matrix of probabilities in [0, 1]; "
+                "pass order=None to plot another matrix as given"
+            )
+        if n_points < 3:
+            return np.arange(n_points)
+        distances = 1.0 - (matrix + matrix.T) / 2
+        np.fill_diagonal(distances, 0.0)
+        return leaves_list(linkage(squareform(distances, checks=False), "average"))
+    permutation = np.asarray(order)
+    if permutation.shape != (n_points,) or not np.array_equal(
+        np.sort(permutation), np.arange(n_points)
+    ):
+        raise ValueError(f"order must be a permutation of range({n_points}), got {order!r}")
+    return permutation

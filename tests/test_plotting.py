@@ -1,0 +1,162 @@
+"""Plotting helpers, drawn off-screen with the Agg backend."""
+import sys
+
+import numpy as np
+import pytest
+from sklearn.base import BaseEstimator, ClusterMixin
+from sklearn.cluster import AgglomerativeClustering
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from sktrellis import ExactHierarchicalClustering
+from sktrellis.plotting import plot_dendrogram, plot_pairwise_probability
+
+matplotlib = pytest.importorskip("matplotlib", reason="plots need matplotlib")
+matplotlib.use("Agg")
+plt = pytest.importorskip("matplotlib.pyplot")
+
+
+@pytest.fixture
+def ax():
+    figure, axes = plt.subplots()
+    yield axes
+    plt.close(figure)
+
+
+class _FlatPosterior(ClusterMixin, BaseEstimator):
+    """Stands in for a fitted flat clusterer: pairwise_probability_ from labels."""
+
+    def fit(self, X, y=None):
+        self.labels_ = (np.asarray(X)[:, 0] > 0).astype(int)
+        same = self.labels_[:, None] == self.labels_[None, :]
+        self.pairwise_probability_ = np.where(same, 0.9, 0.1)
+        np.fill_diagonal(self.pairwise_probability_, 1.0)
+        return self
+
+
+@pytest.mark.parametrize("orientation", ["top", "left"])
+def test_dendrogram_annotates_every_inner_node_with_its_marginal(
+    ax, orientation, global_random_seed
+):
+    X = np.random.default_rng(global_random_seed).normal(size=(7, 2))
+    model = ExactHierarchicalClustering().fit(X)
+    plot_dendrogram(model, ax=ax, orientation=orientation)
+    Z = model.linkage_matrix_
+    assert len(ax.texts) == len(Z) - 1  # every merge but the root
+    for row, text in enumerate(ax.texts):
+        x, y = text.xy if orientation == "top" else text.xy[::-1]
+        assert y == Z[row, 2]
+        members = _members(Z, len(X) + row)
+        assert text.get_text() == f"{model.cluster_probability(members):.2f}"
+    # Each annotation sits on a link that scipy drew at that height.
+    drawn = {(round(x, 6), round(y, 6)) for x, y in _drawn_link_tops(ax, orientation)}
+    for text in ax.texts:
+        x, y = text.xy if orientation == "top" else text.xy[::-1]
+        assert (round(x, 6), round(y, 6)) in drawn
+
+
+def _drawn_link_tops(ax, orientation):
+    """(x, height) of the middle of the bar of every link scipy drew."""
+    tops = []
+    for collection in ax.collections:
+        for path in collection.get_paths():
+            vertices = path.vertices if orientation == "top" else path.vertices[:, ::-1]
+            tops.append(tuple(vertices[1:3].mean(axis=0)))
+    return tops
+
+
+def _members(Z, node):
+    n_points = len(Z) + 1
+    if node < n_points:
+        return [node]
+    a, b = Z[node - n_points, :2].astype(int)
+    return sorted(_members(Z, a) + _members(Z, b))
+
+
+def test_dendrogram_of_a_pipeline_with_options(ax, global_random_seed):
+    X = np.random.default_rng(global_random_seed).normal(size=(6, 2))
+    pipeline = make_pipeline(StandardScaler(), ExactHierarchicalClustering()).fit(X)
+    names = list("abcdef")
+    plot_dendrogram(pipeline, ax=ax, labels=names, fmt="P={:.1%}", leaf_rotation=90)
+    assert sorted(t.get_text() for t in ax.get_xticklabels()) == names
+    assert all(t.get_text().startswith("P=") for t in ax.texts)
+    plot_dendrogram(pipeline, ax=ax, annotate=False)
+
+
+def test_dendrogram_errors(ax, global_random_seed):
+    X = np.random.default_rng(global_random_seed).normal(size=(5, 2))
+    with pytest.raises(TypeError, match="linkage_matrix_"):
+        plot_dendrogram(AgglomerativeClustering().fit(X), ax=ax)
+    no_marginals = _FlatPosterior().fit(X)
+    no_marginals.linkage_matrix_ = ExactHierarchicalClustering().fit(X).linkage_matrix_
+    with pytest.raises(TypeError, match="annotate=False"):
+        plot_dendrogram(no_marginals, ax=ax)
+    plot_dendrogram(no_marginals, ax=ax, annotate=False)
+    with pytest.raises(ValueError, match="truncate_mode"):
+        plot_dendrogram(ExactHierarchicalClustering().fit(X), ax=ax, truncate_mode="level")
+
+
+def test_heatmap_orders_points_into_blocks(ax):
+    X = np.array([[1.0], [-1.0], [2.0], [-2.0], [3.0]])
+    model = _FlatPosterior().fit(X)
+    plot_pairwise_probability(model, ax=ax)
+    shown = ax.images[0].get_array()
+    order = [int(t.get_text()) for t in ax.get_xticklabels()]
+    np.testing.assert_array_equal(shown, model.pairwise_probability_[np.ix_(order, order)])
+    # The two clusters are contiguous blocks in the chosen order.
+    assert np.count_nonzero(np.diff(model.labels_[order])) == 1
+    assert ax.images[0].get_clim() == (0.0, 1.0)
+
+
+def test_heatmap_of_any_matrix(ax, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    matrix = rng.normal(size=(4, 4))
+    plot_pairwise_probability(matrix, ax=ax, order=None, colorbar=False, labels=list("wxyz"))
+    np.testing.assert_array_equal(ax.images[0].get_array(), matrix)
+    assert [t.get_text() for t in ax.get_yticklabels()] == list("wxyz")
+    permutation = [3, 1, 0, 2]
+    plot_pairwise_probability(matrix, ax=ax, order=permutation)
+    np.testing.assert_array_equal(
+        ax.images[-1].get_array(), matrix[np.ix_(permutation, permutation)]
+    )
+    plot_pairwise_probability(np.ones((1, 1)), ax=ax)
+
+
+@pytest.mark.parametrize(
+    "matrix, kwargs, match",
+    [
+        (np.ones((2, 3)), {}, "square"),
+        (np.array([[1.0, np.nan], [np.nan, 1.0]]), {}, "NaN"),
+        (np.array([[1.0, 2.0], [2.0, 1.0]]), {}, r"order=None"),
+        (np.eye(3), {"order": "labels"}, "order must be"),
+        (np.eye(3), {"order": [0, 0, 1]}, "permutation"),
+        (np.eye(3), {"labels": ["a"]}, "labels has 1 names"),
+    ],
+)
+def test_heatmap_errors(ax, matrix, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        plot_pairwise_probability(matrix, ax=ax, **kwargs)
+
+
+def test_heatmap_of_an_estimator_without_pairwise_probabilities(ax):
+    model = ExactHierarchicalClustering().fit(np.arange(8.0).reshape(4, 2))
+    with pytest.raises(TypeError, match="pairwise_probability_"):
+        plot_pairwise_probability(model, ax=ax)
+
+
+def test_missing_matplotlib_is_a_clear_import_error(monkeypatch):
+    model = ExactHierarchicalClustering().fit(np.arange(8.0).reshape(4, 2))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        plot_dendrogram(model)
+    with pytest.raises(ImportError, match="sktrellis\\[plot\\]"):
+        plot_pairwise_probability(np.eye(3))
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import sktrellis.plotting
+
+    assert doctest.testmod(sktrellis.plotting).failed == 0
