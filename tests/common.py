@@ -4,7 +4,7 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
-from sktrellis.energies import SplitEnergy
+from sktrellis.energies import ClusterEnergy, SplitEnergy
 
 
 def all_trees(subset):
@@ -69,3 +69,50 @@ def tree_splits_set(linkage, n_points):
         splits.add((parent, left))
         masks.append(parent)
     return splits
+
+
+def all_partitions(n_points):
+    """Every partition of n_points points as canonical labels, shape (Bell(N), N).
+
+    Restricted growth strings: label 0 first, each label at most one more
+    than the largest before it, so each partition appears exactly once.
+    """
+    partitions = np.zeros((1, 1), dtype=np.int64)
+    for _ in range(1, n_points):
+        largest = partitions.max(axis=1)
+        repeats = largest + 2
+        rows = np.repeat(partitions, repeats, axis=0)
+        new = np.concatenate([np.arange(r) for r in repeats])
+        partitions = np.column_stack([rows, new])
+    return partitions
+
+
+def partition_masks(partitions):
+    """(n_partitions, N) cluster masks of canonical labels; 0 where a label is unused."""
+    n_partitions, n_points = partitions.shape
+    masks = np.zeros((n_partitions, n_points), dtype=np.int64)
+    for i in range(n_points):
+        masks[np.arange(n_partitions), partitions[:, i]] |= 1 << i
+    return masks
+
+
+def partition_log_potentials(log_potential, partitions):
+    """Log potential of each partition: the sum of log E over its clusters."""
+    masks = partition_masks(partitions)
+    return np.where(masks > 0, log_potential[masks], 0.0).sum(axis=1)
+
+
+def random_cluster_energy(n_points, rng, forbidden=0.2, scale=3.0):
+    """A ClusterEnergy with an independent random log potential per cluster.
+
+    A fraction `forbidden` of the clusters gets -inf. Returns the energy and
+    its table.
+    """
+    table = rng.normal(scale=scale, size=1 << n_points)
+    table[rng.random(table.shape) < forbidden] = -np.inf
+    table[0] = 0.0
+
+    def func(X, masks, table=table):
+        return table[masks]
+
+    return ClusterEnergy(func), table

@@ -5,11 +5,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._trellis._hierarchical import SplitPotential
 from ._affinity import similarity_matrix
-from ._base import HierarchicalEnergy
+from ._base import FlatEnergy, HierarchicalEnergy
+from ._merge import PairwiseMergeModel
 from ._tables import subset_pair_sums
 
 
-class CorrelationClustering(HierarchicalEnergy):
+class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
     """Correlation clustering energy over signed pairwise weights.
 
     Hierarchical (HCC, Greenberg et al. 2021 section 4.3): a split pays for
@@ -40,6 +41,8 @@ class CorrelationClustering(HierarchicalEnergy):
     N. Bansal, A. Blum, S. Chawla. Correlation clustering. Machine Learning 2004.
     C. Greenberg et al. Compact representation of uncertainty in hierarchical
     clustering (cluster trellis). AISTATS 2021.
+    C. S. Greenberg et al. Compact representation of uncertainty in
+    clustering. NeurIPS 2018.
 
     Examples
     --------
@@ -52,6 +55,15 @@ class CorrelationClustering(HierarchicalEnergy):
     ...     CorrelationClustering(affinity="precomputed")).fit(W)
     >>> model.labels_.tolist()
     [0, 0, 1, 1]
+
+    Flat: the exact distribution over all partitions.
+
+    >>> from sktrellis.flat import ExactFlatClustering
+    >>> flat = ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(W)
+    >>> flat.labels_.tolist()
+    [0, 0, 1, 1]
+    >>> round(float(flat.pairwise_probability_[0, 1]), 3)
+    0.639
     """
 
     _parameter_constraints = {
@@ -94,3 +106,57 @@ class CorrelationClustering(HierarchicalEnergy):
             [self.beta] * (n_points + 1),
         )
 
+    def cluster_potential(self, X):
+        """Tabulate the flat log potential ``beta * sum of w_ij inside C`` of every subset.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features) or (n_samples, n_samples)
+            Features, or the signed weights with ``affinity="precomputed"``.
+
+        Returns
+        -------
+        log_potential : ndarray of shape (2**n_samples,)
+        """
+        return self.beta * subset_pair_sums(self.weights(X))
+
+    def merge_model(self, X):
+        """Incremental statistics for agglomerative search and sparse trellises.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        model : MergeModel
+            See :mod:`sktrellis.energies._merge`.
+        """
+        weights = self.weights(X)
+        return _CorrelationMergeModel(
+            [weights.clip(min=0), weights.clip(max=0)], float(self.beta)
+        )
+
+
+class _CorrelationMergeModel(PairwiseMergeModel):
+    """Hierarchical correlation clustering on (positive, negative) weight parts.
+
+    ``log psi = -beta (positive cross weight + |negative weight inside A and B|)``.
+    Every positive pair is cut exactly once in any tree and a negative pair
+    is paid at every internal node above the one that first holds it, so a
+    tree's log potential is ``-beta (P + sum over the internal nodes but the
+    root of |negative weight inside|)``, P the total positive weight: with
+    h(C) = beta * (signed weight inside C), a merge scores
+    ``-beta |negative weight inside A | B|``.
+    """
+
+    def __init__(self, matrices, beta):
+        super().__init__(matrices)
+        self.beta = beta
+
+    def _log_psi(self, size_a, size_b, inside_a, inside_b, cross):
+        return -self.beta * (cross[0] - inside_a[1] - inside_b[1])
+
+    def _score(self, size_a, size_b, inside_a, inside_b, cross):
+        return self.beta * (inside_a[1] + inside_b[1] + cross[1])

@@ -1,13 +1,18 @@
-"""User-defined split energies."""
+"""User-defined energies: split (hierarchical) and cluster (flat) potentials."""
 import numpy as np
 from sklearn.utils._param_validation import HasMethods
 
 from .._trellis._hierarchical import SplitPotential, canonical_lefts, subsets_by_size
 from .._validation import check_exact_size
-from ._base import HierarchicalEnergy
+from ._base import FlatEnergy, HierarchicalEnergy
+from ._merge import MergeModel
 
 # Parents are handed to the user function in batches of about this many splits.
 _BATCH_SPLITS = 1 << 20
+# Clusters are handed to the user function in batches of this many.
+_BATCH_CLUSTERS = 1 << 20
+# Subsets reach the user function as int64 masks.
+_MAX_MASK_POINTS = 62
 
 
 class SplitEnergy(HierarchicalEnergy):
@@ -32,8 +37,8 @@ class SplitEnergy(HierarchicalEnergy):
 
     Examples
     --------
-    A Dasgupta-like cost from a distance matrix: splitting close points is
-    expensive.
+    Dasgupta's cost written by hand: splitting close points is expensive,
+    the more so the larger the parent.
 
     >>> import numpy as np
     >>> from sktrellis import ExactHierarchicalClustering
@@ -43,7 +48,8 @@ class SplitEnergy(HierarchicalEnergy):
     ...     in_left = (left[:, None] & bits) > 0
     ...     in_right = (right[:, None] & bits) > 0
     ...     closeness = np.exp(-np.abs(X[:, 0][:, None] - X[:, 0][None, :]) / scale)
-    ...     return -np.einsum("si,ij,sj->s", in_left, closeness, in_right)
+    ...     cut = np.einsum("si,ij,sj->s", in_left, closeness, in_right)
+    ...     return -np.bitwise_count(left | right) * cut
     >>> X = np.array([[0.0], [0.1], [5.0], [5.2]])
     >>> energy = SplitEnergy(cross_closeness, kw_args={"scale": 1.0})
     >>> ExactHierarchicalClustering(energy).fit(X).labels_.tolist()
@@ -108,3 +114,153 @@ class SplitEnergy(HierarchicalEnergy):
                 table[start : start + values.size] = values
         return SplitPotential.table(n_points, table, level_offset, rank_in_level)
 
+    def merge_model(self, X):
+        """Incremental statistics for agglomerative search and sparse trellises.
+
+        Clusters are int64 masks, so at most 62 points.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        model : MergeModel
+            See :mod:`sktrellis.energies._merge`.
+        """
+        self._validate_params()
+        if len(X) > _MAX_MASK_POINTS:
+            raise ValueError(
+                f"SplitEnergy hands subsets to its function as int64 masks, which hold "
+                f"at most {_MAX_MASK_POINTS} points: n_samples={len(X)} is too many; use "
+                "a built-in energy (Dasgupta, CorrelationClustering, GinkgoLikelihood) "
+                "for larger data"
+            )
+        return _SplitMergeModel(self, X)
+
+
+class _SplitMergeModel(MergeModel):
+    """A SplitEnergy on clusters held as int64 masks; merges ranked by log psi."""
+
+    def __init__(self, energy, X):
+        super().__init__(len(X))
+        self._add_column("mask", np.left_shift(1, np.arange(len(X), dtype=np.int64)))
+        self._func = energy.func
+        self._kw_args = energy.kw_args or {}
+        self._X = X
+
+    def _combine(self, ids, parts, indicator, members):
+        # Disjoint masks: their sum is their union.
+        self.mask[ids] = indicator.astype(np.int64) @ self.mask[parts]
+
+    def _log_psi(self, masks_a, masks_b):
+        """The user function on disjoint mask arrays, the lowest point's side first."""
+        masks_a, masks_b = (np.ravel(v) for v in np.broadcast_arrays(masks_a, masks_b))
+        parents = masks_a | masks_b
+        lefts = np.where(masks_a & (parents & -parents), masks_a, masks_b)
+        out = np.empty(parents.size)
+        for first in range(0, parents.size, _BATCH_SPLITS):
+            chunk = slice(first, first + _BATCH_SPLITS)
+            left, right = lefts[chunk], parents[chunk] ^ lefts[chunk]
+            values = np.asarray(self._func(self._X, left, right, **self._kw_args), dtype=np.float64)
+            if values.shape != (left.size,):
+                raise ValueError(
+                    f"SplitEnergy function returned shape {values.shape} for "
+                    f"{left.size} splits; it must return one value per split"
+                )
+            if np.any(np.isnan(values)) or np.any(values == np.inf):
+                raise ValueError(
+                    "SplitEnergy function returned NaN or +inf; log potentials "
+                    "must be finite or -inf (a forbidden split)"
+                )
+            out[chunk] = values
+        return out
+
+    def split_log_potential(self, parents, lefts, rights):
+        return self._log_psi(self.mask[lefts], self.mask[rights])
+
+    def scores(self, rows, cols):
+        rows = np.asarray(rows, dtype=np.int64)
+        cols = np.asarray(cols, dtype=np.int64)
+        values = self._log_psi(self.mask[rows][:, None], self.mask[cols][None, :])
+        return values.reshape(rows.size, cols.size)
+
+
+class ClusterEnergy(FlatEnergy):
+    """A flat energy from a vectorised user function.
+
+    ``func(X, masks, **kw_args)`` receives the data and an int64 array of
+    subset masks (bit i set <=> row i of X is in the cluster), many clusters
+    at once, and returns the float array of their log potentials
+    ``log E(C)``; ``-inf`` forbids a cluster. It is called once per fit on
+    all 2**N - 1 non-empty subsets, in batches, and the table is kept.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(X, masks, **kw_args) -> ndarray of shape (len(masks),)``.
+    kw_args : dict, default=None
+        Extra keyword arguments of ``func``; grid-search them as
+        ``energy__kw_args``.
+
+    Examples
+    --------
+    A k-means-like energy: a cluster costs its squared deviations from its
+    mean, plus a fixed price per cluster.
+
+    >>> import numpy as np
+    >>> from sktrellis.flat import ExactFlatClustering
+    >>> from sktrellis.energies import ClusterEnergy
+    >>> def compactness(X, masks, price=1.0):
+    ...     members = (masks[:, None] >> np.arange(len(X))) & 1
+    ...     sizes = members.sum(axis=1)
+    ...     sums = members @ X
+    ...     squares = members @ (X ** 2)
+    ...     scatter = (squares - sums ** 2 / sizes[:, None]).sum(axis=1)
+    ...     return -scatter - price
+    >>> X = np.array([[0.0], [0.1], [5.0], [5.2]])
+    >>> energy = ClusterEnergy(compactness, kw_args={"price": 1.0})
+    >>> ExactFlatClustering(energy).fit(X).labels_.tolist()
+    [0, 0, 1, 1]
+    """
+
+    _parameter_constraints = {
+        "func": [callable],
+        "kw_args": [dict, None],
+    }
+
+    def __init__(self, func, kw_args=None):
+        self.func = func
+        self.kw_args = kw_args
+
+    def cluster_potential(self, X):
+        """Tabulate ``func`` on every non-empty subset of the rows of X.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_potential : ndarray of shape (2**n_samples,)
+        """
+        self._validate_params()
+        n_points = len(X)
+        kw_args = self.kw_args or {}
+        table = np.zeros(1 << n_points)
+        for first in range(1, 1 << n_points, _BATCH_CLUSTERS):
+            masks = np.arange(first, min(first + _BATCH_CLUSTERS, 1 << n_points), dtype=np.int64)
+            values = np.asarray(self.func(X, masks, **kw_args), dtype=np.float64)
+            if values.shape != masks.shape:
+                raise ValueError(
+                    f"ClusterEnergy function returned shape {values.shape} for "
+                    f"{masks.size} clusters; it must return one value per cluster"
+                )
+            if np.any(np.isnan(values)) or np.any(values == np.inf):
+                raise ValueError(
+                    "ClusterEnergy function returned NaN or +inf; log potentials "
+                    "must be finite or -inf (a forbidden cluster)"
+                )
+            table[first : first + masks.size] = values
+        return table

@@ -6,6 +6,7 @@ from sklearn.utils._param_validation import Interval
 
 from .._trellis._hierarchical import SplitPotential
 from ._base import HierarchicalEnergy
+from ._merge import MergeModel
 from ._tables import subset_sums
 
 
@@ -13,6 +14,31 @@ def invariant_mass2(momenta):
     """t = E**2 - |p|**2 of four-momenta (..., 4) ordered (E, px, py, pz)."""
     momenta = np.asarray(momenta, dtype=np.float64)
     return momenta[..., 0] ** 2 - np.sum(momenta[..., 1:] ** 2, axis=-1)
+
+
+def ginkgo_log_psi(mass2_parent, mass2_left, mass2_right, lam, t_cut):
+    """Vectorised log psi of Ginkgo splits from the three invariant masses squared.
+
+    The formula of :class:`GinkgoLikelihood`, as the exact kernel evaluates
+    it: a child with ``t <= 0`` is a leaf, a parent below ``t_cut`` cannot
+    split.
+    """
+    mass2_parent, mass2_left, mass2_right = np.broadcast_arrays(
+        *(np.asarray(v, dtype=np.float64) for v in (mass2_parent, mass2_left, mass2_right))
+    )
+    log_norm = np.log(-np.expm1(-lam))
+
+    def child_term(tau, t):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            inner = np.log(lam) - np.log(tau) - lam * t / tau - log_norm
+            leaf = np.log1p(-np.exp(-lam * t_cut / tau)) - log_norm
+        return np.where(tau > 0, np.where(t > 0, inner, leaf), -np.inf)
+
+    heavy = np.maximum(mass2_left, mass2_right)
+    light = np.minimum(mass2_left, mass2_right)
+    scale_light = (np.sqrt(np.maximum(mass2_parent, 0.0)) - np.sqrt(np.maximum(heavy, 0.0))) ** 2
+    log_psi = child_term(mass2_parent, heavy) + child_term(scale_light, light) - np.log(4 * np.pi)
+    return np.where(mass2_parent < t_cut, -np.inf, log_psi)
 
 
 class GinkgoLikelihood(HierarchicalEnergy):
@@ -95,3 +121,63 @@ class GinkgoLikelihood(HierarchicalEnergy):
         mass2[1 << np.arange(n_points)] = 0.0
         mass2[0] = 0.0
         return SplitPotential.ginkgo(n_points, mass2, float(self.lam), float(self.t_cut))
+
+    def merge_model(self, X):
+        """Incremental statistics for agglomerative search and sparse trellises.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, 4)
+            Four-momenta, already checked to be finite 2-d float64.
+
+        Returns
+        -------
+        model : MergeModel
+            See :mod:`sktrellis.energies._merge`.
+        """
+        self._validate_params()
+        return _GinkgoMergeModel(self.check_momenta(X), float(self.lam), float(self.t_cut))
+
+
+class _GinkgoMergeModel(MergeModel):
+    """Summed four-momenta per cluster; the likelihood needs nothing else.
+
+    Merges are ranked by the plain log likelihood of the split, as in the
+    greedy and beam-search baselines of Greenberg et al. (2021): it is a
+    normalised density already.
+    """
+
+    _COMPONENTS = ("energy", "px", "py", "pz")
+
+    def __init__(self, momenta, lam, t_cut):
+        super().__init__(len(momenta))
+        for k, name in enumerate(self._COMPONENTS):
+            self._add_column(name, momenta[:, k].copy())
+        # Points are massless in the model, whatever rounding says.
+        self._add_column("mass2", np.zeros(len(momenta)))
+        self.lam = lam
+        self.t_cut = t_cut
+
+    def _combine(self, ids, parts, indicator, members):
+        weights = indicator.astype(np.float64)
+        for name in self._COMPONENTS:
+            column = getattr(self, name)
+            column[ids] = weights @ column[parts]
+        self.mass2[ids] = self.energy[ids] ** 2 - (
+            self.px[ids] ** 2 + self.py[ids] ** 2 + self.pz[ids] ** 2
+        )
+        return ids
+
+    def split_log_potential(self, parents, lefts, rights):
+        return ginkgo_log_psi(
+            self.mass2[parents], self.mass2[lefts], self.mass2[rights], self.lam, self.t_cut
+        )
+
+    def scores(self, rows, cols):
+        rows = np.asarray(rows, dtype=np.int64)[:, None]
+        cols = np.asarray(cols, dtype=np.int64)[None, :]
+        total = [getattr(self, name)[rows] + getattr(self, name)[cols] for name in self._COMPONENTS]
+        mass2_parent = total[0] ** 2 - (total[1] ** 2 + total[2] ** 2 + total[3] ** 2)
+        return ginkgo_log_psi(
+            mass2_parent, self.mass2[rows], self.mass2[cols], self.lam, self.t_cut
+        )
