@@ -1,0 +1,137 @@
+"""Speed of the exact flat trellis: ns per (subset, cluster) pair, threads, and NumPy.
+
+For N points the inside pass visits sum_k C(N, k) 2**(k-1) = (3**N - 1) / 2
+(subset, cluster) pairs: every subset S with every cluster C that holds the
+lowest point of S. This script times, with a correlation-clustering energy
+on random features:
+
+- the plain pass (log Z and MAP together) on 1 and 2 threads, and a
+  straightforward vectorised NumPy implementation of the same DP (one level
+  of subsets at a time, single-threaded like the 1-thread kernel) in the
+  same run, checking both give the same log Z and MAP;
+- the pass with a cluster-count dimension (log Z for every number of
+  clusters, which ``ExactFlatClustering`` always runs for
+  ``n_clusters_probability_``), as extra time over the plain pass, and the
+  whole trellis (both passes) on 2 threads;
+- the pairwise matrix (superset-sum transform) and 10**5 exact samples.
+
+    python benchmarks/bench_flat.py               # N = 10..20, NumPy up to 16
+    python benchmarks/bench_flat.py --max-n 22 --numpy-max-n 18
+"""
+import argparse
+import time
+
+import numpy as np
+from scipy.special import logsumexp
+
+from sktrellis._trellis._hierarchical import canonical_lefts
+from sktrellis._trellis.flat_trellis import FlatTrellis
+from sktrellis.energies import CorrelationClustering
+
+
+def n_pairs(n_points):
+    return (3**n_points - 1) // 2
+
+
+def numpy_trellis(log_e, n_points, max_cells=1 << 24):
+    """log Z and MAP of the full set with NumPy, vectorised over all clusters of a level."""
+    log_z = np.zeros(1 << n_points)
+    log_map = np.zeros(1 << n_points)
+    sizes = np.bitwise_count(np.arange(1 << n_points, dtype=np.uint32))
+    for size in range(1, n_points + 1):
+        parents = np.flatnonzero(sizes == size)
+        step = max(1, max_cells >> (size - 1))
+        for first in range(0, len(parents), step):
+            chunk = parents[first : first + step]
+            # Clusters holding the parent's lowest point: the proper ones,
+            # then the parent itself (whose rest is empty, log Z = 0).
+            clusters = canonical_lefts(chunk.astype(np.uint32)).astype(np.int64)
+            terms = np.column_stack([
+                log_e[clusters] + log_z[chunk[:, None] ^ clusters], log_e[chunk]
+            ])
+            map_terms = np.column_stack([
+                log_e[clusters] + log_map[chunk[:, None] ^ clusters], log_e[chunk]
+            ])
+            log_z[chunk] = logsumexp(terms, axis=1)
+            log_map[chunk] = map_terms.max(axis=1)
+    full = (1 << n_points) - 1
+    return log_z[full], log_map[full]
+
+
+def best_time(function, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = function()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--min-n", type=int, default=10)
+    parser.add_argument("--max-n", type=int, default=20)
+    parser.add_argument("--numpy-max-n", type=int, default=16)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+
+    print("Plain pass (log Z and MAP) and the cluster-count pass on top of it, correlation "
+          "clustering;\nbest of 3 runs below N=18, 1 run above; ns per (subset, cluster) pair")
+    print(f"{'N':>3} {'pairs':>16} {'plain 1t s':>11} {'ns/pair':>8} {'plain 2t s':>11} "
+          f"{'ns/pair':>8} {'NumPy s':>9} {'NumPy/1t':>9} {'counts 1t s':>12} {'ns/pair':>8} "
+          f"{'counts 2t s':>12} {'ns/pair':>8} {'fit 2t s':>9}")
+    for n_points in range(args.min_n, args.max_n + 1):
+        X = rng.normal(size=(n_points, 3))
+        log_e = CorrelationClustering(beta=3.0).cluster_potential(X)
+        pairs = n_pairs(n_points)
+        repeat = 3 if n_points < 18 else 1
+        plain = {}
+        full = {}
+        for threads in (1, 2):
+            plain[threads], trellis = best_time(
+                lambda: FlatTrellis(log_e, threads, count_clusters=False), repeat
+            )
+            full[threads], counted = best_time(lambda: FlatTrellis(log_e, threads), repeat)
+            assert counted.log_partition == trellis.log_partition
+            finite = counted.log_partition_by_count > -np.inf
+            assert np.isclose(logsumexp(counted.log_partition_by_count[finite]),
+                              trellis.log_partition, rtol=1e-12)
+        numpy_cell = ratio_cell = "-"
+        if n_points <= args.numpy_max_n:
+            numpy_seconds, (log_z, log_map) = best_time(
+                lambda: numpy_trellis(log_e, n_points), 1
+            )
+            assert np.isclose(log_z, trellis.log_partition, rtol=1e-10)
+            assert np.isclose(log_map, trellis.map_log_potential, rtol=1e-10)
+            numpy_cell = f"{numpy_seconds:.3f}"
+            ratio_cell = f"{numpy_seconds / plain[1]:.0f}x"
+        counts = {threads: full[threads] - plain[threads] for threads in (1, 2)}
+        print(f"{n_points:>3} {pairs:>16,} {plain[1]:>11.3f} {plain[1] / pairs * 1e9:>8.2f} "
+              f"{plain[2]:>11.3f} {plain[2] / pairs * 1e9:>8.2f} {numpy_cell:>9} "
+              f"{ratio_cell:>9} {counts[1]:>12.3f} {counts[1] / pairs * 1e9:>8.2f} "
+              f"{counts[2]:>12.3f} {counts[2] / pairs * 1e9:>8.2f} {full[2]:>9.3f}",
+              flush=True)
+
+    print("\nPairwise matrix (superset-sum transform) and 10**5 exact samples, 2 threads")
+    print(f"{'N':>3} {'energy':>10} {'fit s':>8} {'pairwise s':>11} {'sample s':>9} "
+          f"{'E[#clusters]':>13}")
+    for n_points in sorted({min(14, args.max_n), min(18, args.max_n)}):
+        X = rng.normal(size=(n_points, 3))
+        for beta in (3.0, 0.3):
+            log_e = CorrelationClustering(beta=beta).cluster_potential(X)
+            start = time.perf_counter()
+            trellis = FlatTrellis(log_e, 2)
+            fit = time.perf_counter() - start
+            start = time.perf_counter()
+            trellis.pairwise_probability()
+            pairwise = time.perf_counter() - start
+            start = time.perf_counter()
+            labels = trellis.sample_labels(100_000, np.random.RandomState(0))
+            sampling = time.perf_counter() - start
+            mean_clusters = (labels.max(axis=1) + 1).mean()
+            print(f"{n_points:>3} {'beta=' + str(beta):>10} {fit:>8.3f} {pairwise:>11.3f} "
+                  f"{sampling:>9.3f} {mean_clusters:>13.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,570 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Dynamic programs of the flat cluster trellis over all 2**N subsets.
+
+Everything here trusts its input: masks are valid, tables are C-contiguous
+float64 of length 2**N (log E(C) of every cluster, log E of the empty set
+unused), levels are complete. Validation happens once in the Python layer
+(``sktrellis.flat``); the driver is ``flat_trellis.FlatTrellis``.
+
+A partition of S is its cluster C holding low(S) plus a partition of S \\ C:
+
+    log Z(S)   = logsumexp_{low(S) in C, C subset of S} [log E(C) + log Z(S \\ C)]
+    log MAP(S) = max_C                                   [log E(C) + log MAP(S \\ C)]
+
+with log Z(empty) = log MAP(empty) = 0, about 3**N / 2 (subset, cluster)
+pairs in all. With a cluster-count dimension, Z(S, j) sums the partitions of
+S into exactly j clusters: Z(S, j + 1) = sum_C E(C) Z(S \\ C, j). Subsets
+are processed by size ("levels"); all subsets of one size are independent,
+which is what the OpenMP loops use.
+"""
+from cython.parallel cimport prange, threadid
+from libc.math cimport INFINITY, exp, log, isfinite
+from libc.stdlib cimport free, realloc
+from libc.stdint cimport uint64_t
+
+import numpy as np
+
+from ._common cimport (
+    count_t, count_to_int, ctz, deposit, intp_t, low_bit, mask_t, next_submask, popcount,
+)
+
+# Sums are taken in linear space, every term scaled by the largest term any
+# subset of the level can have. A subset whose scaled sum falls below this
+# (its terms are then far below the level's scale and may have underflowed)
+# is redone exactly in log space.
+cdef double LINEAR_SUM_FLOOR = 1e-250
+
+# The count pass reads one row of a large table per (subset, cluster) pair,
+# scattered across the table: it asks for the rows of later pairs ahead of
+# time, and accumulates a row with a loop the compiler may vectorise without
+# checking for overlap (the accumulator never aliases the table).
+cdef extern from *:
+    """
+    #define sktrellis_prefetch(p) __builtin_prefetch((const void*)(p))
+    static inline void sktrellis_axpy(double* __restrict y, const double* __restrict x,
+                                      double c, int n) {
+        for (int j = 0; j < n; j++) y[j] += c * x[j];
+    }
+    """
+    void prefetch "sktrellis_prefetch"(const double* p) noexcept nogil
+    void axpy "sktrellis_axpy"(double* y, const double* x, double c, int n) noexcept nogil
+
+
+###############################################################################
+# Scaled factors
+
+def scale_cluster_factors(const double[::1] cluster_scale, const mask_t[::1] order,
+                          Py_ssize_t stop, const double[::1] size_gain,
+                          double[:, ::1] cluster_factors, int n_threads):
+    """Column 0 of `cluster_factors` for the clusters order[1:stop].
+
+    For a level of subsets of size k with log scale M, and mz(b) the largest
+    log Z over subsets of size b, the term of cluster C and rest R = S \\ C is
+
+        exp(log E(C) + log Z(R) - M) = u[C] * v[R],
+        u[C] = exp(log E(C) + mz(k - |C|) - M),  v[R] = exp(log Z(R) - mz(|R|)),
+
+    with M = max_a (max log E over clusters of size a) + mz(k - a), so both
+    factors are <= 1 and products never overflow. u[C] is
+    cluster_scale[C] * size_gain[|C|], both <= 1: cluster_scale[C] =
+    exp(log E(C) - (max log E over clusters of size |C|)).
+    """
+    cdef Py_ssize_t i
+    cdef mask_t cluster
+    for i in prange(1, stop, nogil=True, num_threads=n_threads, schedule="static"):
+        cluster = order[i]
+        cluster_factors[cluster, 0] = cluster_scale[cluster] * size_gain[popcount(cluster)]
+
+
+###############################################################################
+# Inside pass: log Z, log MAP and the MAP cluster of every subset
+
+cdef inline double exact_log_sum(mask_t parent, const double* log_e,
+                                 const double* log_z) noexcept nogil:
+    """log Z(parent) in log space: largest term first, then one exp per term."""
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0, cluster
+    cdef double top = -INFINITY, acc = 0.0, value
+    while True:
+        cluster = low | sub
+        value = log_e[cluster] + log_z[parent ^ cluster]
+        if value > top:
+            top = value
+        if sub == rest:
+            break
+        sub = next_submask(sub, rest)
+    if top == -INFINITY:
+        return top
+    sub = 0
+    while True:
+        cluster = low | sub
+        acc = acc + exp(log_e[cluster] + log_z[parent ^ cluster] - top)
+        if sub == rest:
+            break
+        sub = next_submask(sub, rest)
+    return top + log(acc)
+
+
+def inside_level(const mask_t[::1] parents, const double[::1] log_e,
+                 double[::1] log_z, double[::1] log_map, mask_t[::1] best_cluster,
+                 counts, double level_scale,
+                 const double[:, ::1] cluster_factors, const double[:, ::1] rest_factors,
+                 int n_threads):
+    """Fill log Z, log MAP and the MAP cluster of `parents` (all of one size >= 2).
+
+    Row C of `cluster_factors` is (u[C], log E(C)), row R of `rest_factors`
+    (v[R], log MAP(R)), row 0 (the empty rest) being (1, 0): the loop reads
+    one 16-byte record per side (see `scale_cluster_factors`). `counts` is
+    None, or a uint64 array of shape (2**N, 2) holding 128-bit counts of the
+    partitions with finite potential, filled here when some cluster is
+    forbidden (log E = -inf).
+    """
+    cdef Py_ssize_t i, n = parents.shape[0]
+    cdef count_t* count = NULL
+    cdef count_t total
+    cdef uint64_t[:, ::1] count_view
+    cdef mask_t parent, low, rest, sub, cluster, other, arg, arg_odd, pair_bit
+    cdef double acc, acc_odd, best, best_odd, value
+    cdef const double* e = &log_e[0]
+    cdef double* z = &log_z[0]
+    cdef double* m = &log_map[0]
+    cdef const double* cf = &cluster_factors[0, 0]
+    cdef const double* rf = &rest_factors[0, 0]
+    cdef bint with_counts = counts is not None
+    if n == 0:
+        return
+    if with_counts:
+        count_view = counts
+        count = <count_t*>&count_view[0, 0]
+    # Subsets of a level cost the same, but a thread can be descheduled on a
+    # busy machine: guided scheduling lets the others take over its share.
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
+        parent = parents[i]
+        low = low_bit(parent)
+        rest = parent ^ low
+        # Submasks of rest of ranks 2j and 2j + 1 differ by its lowest bit:
+        # walking them in pairs gives two independent accumulators, so the
+        # multiply-adds do not wait on each other's latency. The last odd
+        # member is the whole parent, whose rest is the empty set (row 0).
+        pair_bit = low_bit(rest)
+        rest = rest ^ pair_bit
+        sub = 0
+        acc = 0.0
+        acc_odd = 0.0
+        best = -INFINITY
+        best_odd = -INFINITY
+        arg = 0
+        arg_odd = 0
+        total = 0
+        while True:
+            cluster = low | sub
+            other = parent ^ cluster
+            acc = acc + cf[2 * cluster] * rf[2 * other]
+            value = cf[2 * cluster + 1] + rf[2 * other + 1]
+            if value > best:
+                best = value
+                arg = cluster
+            if with_counts and e[cluster] > -INFINITY:
+                total = total + count[other]
+            cluster = cluster | pair_bit
+            other = other ^ pair_bit
+            acc_odd = acc_odd + cf[2 * cluster] * rf[2 * other]
+            value = cf[2 * cluster + 1] + rf[2 * other + 1]
+            if value > best_odd:
+                best_odd = value
+                arg_odd = cluster
+            if with_counts and e[cluster] > -INFINITY:
+                total = total + count[other]
+            if sub == rest:
+                break
+            sub = next_submask(sub, rest)
+        acc = acc + acc_odd
+        # Ties go to the first cluster in increasing order of its mask.
+        if best_odd > best or (best_odd == best and arg_odd < arg):
+            best = best_odd
+            arg = arg_odd
+        if acc > LINEAR_SUM_FLOOR and isfinite(acc):
+            z[parent] = level_scale + log(acc)
+        else:
+            z[parent] = exact_log_sum(parent, e, z)
+        m[parent] = best
+        best_cluster[parent] = arg
+        if with_counts:
+            count[parent] = total
+
+
+def count_as_int(const uint64_t[:, ::1] counts, mask_t subset):
+    """The exact count of subset as a Python int."""
+    cdef const count_t* count = <const count_t*>&counts[0, 0]
+    return count_to_int(count[subset])
+
+
+###############################################################################
+# Inside pass with a cluster-count dimension
+
+cdef void exact_count_sums(mask_t parent, int size, const double* log_e,
+                           const double* log_zk, const intp_t* offsets,
+                           const double* count_scale, const double* acc,
+                           double* top, double* out) noexcept nogil:
+    """log Z(parent, j) in log space for the j whose scaled sum fell below the floor."""
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0, cluster, other
+    cdef const double* row
+    cdef double base, value
+    cdef int j, n_rest
+    for j in range(2, size + 1):
+        top[j] = -INFINITY
+    # Proper clusters only: the whole parent is the single-cluster partition.
+    while sub != rest:
+        cluster = low | sub
+        other = parent ^ cluster
+        n_rest = popcount(other)
+        base = log_e[cluster]
+        row = log_zk + offsets[other]
+        for j in range(1, n_rest + 1):
+            value = base + row[j - 1]
+            if value > top[j + 1]:
+                top[j + 1] = value
+        sub = next_submask(sub, rest)
+    for j in range(2, size + 1):
+        if count_scale[j] > -INFINITY and not acc[j] > LINEAR_SUM_FLOOR:
+            out[j - 1] = 0.0 if top[j] > -INFINITY else -INFINITY
+    sub = 0
+    while sub != rest:
+        cluster = low | sub
+        other = parent ^ cluster
+        n_rest = popcount(other)
+        base = log_e[cluster]
+        row = log_zk + offsets[other]
+        for j in range(1, n_rest + 1):
+            if count_scale[j + 1] > -INFINITY and not acc[j + 1] > LINEAR_SUM_FLOOR \
+                    and top[j + 1] > -INFINITY:
+                out[j] = out[j] + exp(base + row[j - 1] - top[j + 1])
+        sub = next_submask(sub, rest)
+    for j in range(2, size + 1):
+        if count_scale[j] > -INFINITY and not acc[j] > LINEAR_SUM_FLOOR \
+                and top[j] > -INFINITY:
+            out[j - 1] = top[j] + log(out[j - 1])
+
+
+cdef inline mask_t next_same_size(mask_t index) noexcept nogil:
+    """The next larger mask with as many bits (Gosper's hack); 0 stays 0."""
+    cdef mask_t carry, moved
+    if index == 0:
+        return 0
+    carry = index & (~index + 1)
+    moved = index + carry
+    return moved | (((index ^ moved) >> 2) >> ctz(carry))
+
+
+def count_level(const mask_t[::1] parents, const double[::1] log_e,
+                const double[::1] cluster_scale, const double[:, ::1] gain,
+                const double[::1] count_scale, const intp_t[::1] offsets,
+                double[::1] log_zk, const double[::1] scaled_zk,
+                double[::1] log_mapk, int max_clusters, const intp_t[:, ::1] binomial,
+                double[:, ::1] work, mask_t[:, ::1] spread, int n_threads):
+    """Fill log Z(S, j) (and log MAP(S, j) for j <= max_clusters) of `parents`.
+
+    Row S of the count tables starts at offsets[S] and holds j = 1..|S|. For
+    the level of size k, with mzc(b, j) the largest log Z(R, j) over |R| = b,
+    the term of cluster C (|C| = a) and rest R with j clusters is
+
+        exp(log E(C) + log Z(R, j) - Mc(j + 1))
+            = cluster_scale[C] * gain[a, j] * scaled_zk[R, j],
+
+    scaled_zk[R, j] = exp(log Z(R, j) - mzc(|R|, j)), gain[a, j] =
+    exp(max log E over size a + mzc(k - a, j) - Mc(j + 1)), and
+    Mc(j + 1) = count_scale[j + 1] the largest term over a: all three <= 1.
+    A sum below the floor is redone in log space (`exact_count_sums`).
+
+    Clusters are visited by size a, so the rest's row length k - a is fixed
+    within a group (no mispredicted loop exits) and gain[a] is applied once
+    per group: cluster C is low(S) plus the (a - 1)-subsets of the other
+    points, enumerated in index space (Gosper's hack) and mapped to masks by
+    two lookup tables of 2**((k - 1) / 2) entries (`spread`, per thread).
+    Two accumulator rows alternate so consecutive updates do not wait on
+    each other. `max_clusters` = 0 skips the MAP table; `work` is per-thread
+    scratch of shape (n_threads, 5 * (N + 2)).
+    """
+    cdef Py_ssize_t i, n = parents.shape[0]
+    cdef int size = popcount(parents[0]) if n else 0
+    cdef int j, t, a, n_rest, n_map, width = gain.shape[1] + 1
+    cdef int n_low_bits = (size - 1) // 2
+    cdef Py_ssize_t q, n_clusters, low_count = <Py_ssize_t>1 << n_low_bits
+    cdef mask_t parent, low, rest, sub, cluster, other, bits, bit, index, ahead
+    cdef mask_t low_mask = <mask_t>(low_count - 1)
+    cdef double c, best_e, value
+    cdef double* acc
+    cdef double* best
+    cdef double* top
+    cdef double* banks
+    cdef double* out
+    cdef mask_t* spread_low
+    cdef mask_t* spread_high
+    cdef const double* row
+    cdef const double* map_row
+    cdef const double* g
+    cdef bint fallback
+    cdef const double* e = &log_e[0]
+    cdef const double* u = &cluster_scale[0]
+    cdef const double* v = &scaled_zk[0]
+    cdef const double* gains = &gain[0, 0]
+    cdef Py_ssize_t gain_stride = gain.shape[1]
+    cdef const intp_t* off = &offsets[0]
+    cdef double* lz = &log_zk[0]
+    cdef double* mk = &log_mapk[0] if max_clusters > 0 else NULL
+    if n == 0:
+        return
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
+        acc = &work[threadid(), 0]
+        best = acc + width
+        top = best + width
+        banks = top + width
+        spread_low = &spread[threadid(), 0]
+        spread_high = spread_low + low_count
+        parent = parents[i]
+        low = low_bit(parent)
+        rest = parent ^ low
+        # spread_low[x] | spread_high[y] is the submask of rest whose rank
+        # has low bits x and high bits y.
+        bits = rest
+        spread_low[0] = 0
+        for t in range(n_low_bits):
+            bit = low_bit(bits)
+            bits = bits ^ bit
+            for q in range(<Py_ssize_t>1 << t):
+                spread_low[(<Py_ssize_t>1 << t) + q] = spread_low[q] | bit
+        spread_high[0] = 0
+        for t in range(size - 1 - n_low_bits):
+            bit = low_bit(bits)
+            bits = bits ^ bit
+            for q in range(<Py_ssize_t>1 << t):
+                spread_high[(<Py_ssize_t>1 << t) + q] = spread_high[q] | bit
+        for j in range(size + 1):
+            acc[j] = 0.0
+            best[j] = -INFINITY
+        for a in range(1, size):
+            n_rest = size - a
+            for j in range(2 * width):
+                banks[j] = 0.0
+            n_map = n_rest if n_rest < max_clusters - 1 else max_clusters - 1
+            n_clusters = binomial[size - 1, a - 1]
+            index = <mask_t>((1 << (a - 1)) - 1)
+            ahead = index
+            for q in range(4 if n_clusters > 4 else n_clusters):
+                ahead = next_same_size(ahead)
+            for q in range(n_clusters):
+                sub = spread_low[index & low_mask] | spread_high[index >> n_low_bits]
+                cluster = low | sub
+                other = parent ^ cluster
+                if q + 4 < n_clusters:
+                    prefetch(v + off[parent ^ (low | spread_low[ahead & low_mask]
+                                               | spread_high[ahead >> n_low_bits])])
+                    ahead = next_same_size(ahead)
+                c = u[cluster]
+                if c > 0.0:
+                    axpy(banks + (q & 1) * width, v + off[other], c, n_rest)
+                if n_map > 0:
+                    best_e = e[cluster]
+                    map_row = mk + off[other]
+                    for j in range(1, n_map + 1):
+                        value = best_e + map_row[j - 1]
+                        if value > best[j + 1]:
+                            best[j + 1] = value
+                index = next_same_size(index)
+            g = gains + a * gain_stride
+            for j in range(1, n_rest + 1):
+                acc[j + 1] = acc[j + 1] + g[j] * (banks[j - 1] + banks[width + j - 1])
+        out = lz + off[parent]
+        out[0] = e[parent]
+        fallback = False
+        for j in range(2, size + 1):
+            if count_scale[j] == -INFINITY:
+                out[j - 1] = -INFINITY
+            elif acc[j] > LINEAR_SUM_FLOOR:
+                out[j - 1] = count_scale[j] + log(acc[j])
+            else:
+                fallback = True
+        if fallback:
+            exact_count_sums(parent, size, e, lz, off, &count_scale[0], acc, top, out)
+        if max_clusters > 0:
+            out = mk + off[parent]
+            out[0] = e[parent]
+            n_map = size if size < max_clusters else max_clusters
+            for j in range(2, n_map + 1):
+                out[j - 1] = best[j]
+
+
+def best_first_cluster(const double[::1] log_e, const double[::1] log_mapk,
+                       const intp_t[::1] offsets, mask_t subset, int n_clusters):
+    """The MAP cluster holding low(subset) among partitions into n_clusters >= 2 clusters.
+
+    Recomputes the maximisation of `count_level` for one subset from the
+    same sums, so it finds the same maximum (ties go to the first cluster in
+    increasing mask order): the constrained MAP partition needs no argmax
+    table.
+    """
+    cdef mask_t low = low_bit(subset), rest = subset ^ low, sub = 0, cluster, other
+    cdef mask_t arg = 0
+    cdef double best = -INFINITY, value
+    with nogil:
+        while sub != rest:
+            cluster = low | sub
+            other = subset ^ cluster
+            if popcount(other) >= n_clusters - 1:
+                value = log_e[cluster] + log_mapk[offsets[other] + n_clusters - 2]
+                if value > best:
+                    best = value
+                    arg = cluster
+            sub = next_submask(sub, rest)
+    return arg
+
+
+###############################################################################
+# Pairwise co-clustering probabilities
+
+def pairwise_from_marginals(double[::1] table, int n_points, int n_threads):
+    """P(i and j in the same cluster) from every cluster's marginal probability.
+
+    `table[C]` = P(C is a cluster) on entry; it is overwritten by the
+    superset sums F(T) = sum_{C superset of T} P(C) (zeta transform, one
+    pass per point: N 2**(N-1) additions), and F({i, j}) is the pair's
+    co-clustering probability. Returns the (N, N) matrix, diagonal 1.
+    """
+    cdef Py_ssize_t half = (<Py_ssize_t>1 << n_points) >> 1, index, low_part
+    cdef Py_ssize_t bit, mask
+    cdef int i, j
+    cdef double[:, ::1] out = np.ones((n_points, n_points))
+    for i in range(n_points):
+        bit = <Py_ssize_t>1 << i
+        for index in prange(half, nogil=True, num_threads=n_threads, schedule="static"):
+            low_part = index & (bit - 1)
+            mask = ((index ^ low_part) << 1) | low_part
+            table[mask] = table[mask] + table[mask | bit]
+    for i in range(n_points):
+        for j in range(i + 1, n_points):
+            out[i, j] = out[j, i] = table[(<Py_ssize_t>1 << i) | (<Py_ssize_t>1 << j)]
+    return np.asarray(out)
+
+
+###############################################################################
+# Exact sampling
+
+def sample_partitions(const double[::1] log_e, const double[::1] log_z,
+                      const double[:, ::1] uniforms, Py_ssize_t cache_limit):
+    """Draw partitions top-down from P(partition) = prod E(C) / Z(all points).
+
+    The cluster of the lowest remaining point of S is C with probability
+    E(C) Z(S \\ C) / Z(S); then S becomes S \\ C. Each row of `uniforms`
+    (N numbers in [0, 1)) drives one partition: the cluster taken is the
+    first whose cumulative probability exceeds the uniform. Clusters are
+    labelled in the order they are drawn, which is the order of their first
+    point. Returns the (n_samples, N) int64 labels.
+
+    A subset met for the first time is drawn by a scan that stops at the
+    chosen cluster; from its second visit on, its cumulative cluster weights
+    are cached (binary search per draw) while fewer than `cache_limit`
+    doubles are in use. Broad posteriors meet many subsets only once, and
+    caching those would cost more in fresh memory than the scan.
+    """
+    cdef int n_points = uniforms.shape[1]
+    cdef Py_ssize_t n_samples = uniforms.shape[0]
+    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
+    cdef intp_t[:, ::1] labels = np.zeros((n_samples, n_points), dtype=np.int64)
+    # -1: never met, -2: met once, >= 0: offset of the cached weights.
+    cdef intp_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
+    cdef double* cache = NULL
+    cdef double* cdf
+    cdef double* grown
+    cdef Py_ssize_t cache_used = 0, cache_capacity = 0, n_clusters, r, j, wanted
+    cdef mask_t subset, low, rest, sub, cluster, bits
+    cdef double total, u
+    cdef int label
+    try:
+        with nogil:
+            for r in range(n_samples):
+                subset = full
+                label = 0
+                while subset:
+                    low = low_bit(subset)
+                    rest = subset ^ low
+                    n_clusters = <Py_ssize_t>1 << popcount(rest)
+                    u = uniforms[r, label]
+                    if n_clusters == 1:
+                        cluster = low
+                    elif cache_start[subset] >= 0:
+                        cluster = low | deposit(<mask_t>search_cumulative(
+                            cache + cache_start[subset], n_clusters, u), rest)
+                    elif cache_start[subset] == -2 and cache_used + n_clusters <= cache_limit:
+                        if cache_used + n_clusters > cache_capacity:
+                            # If the cache cannot grow, draw without it.
+                            wanted = max(2 * cache_capacity, cache_used + n_clusters)
+                            grown = <double*>realloc(cache, sizeof(double) * wanted)
+                            if grown != NULL:
+                                cache = grown
+                                cache_capacity = wanted
+                        if cache_used + n_clusters <= cache_capacity:
+                            cdf = cache + cache_used
+                            cache_start[subset] = cache_used
+                            cache_used += n_clusters
+                            total = 0.0
+                            sub = 0
+                            for j in range(n_clusters):
+                                cluster = low | sub
+                                total = total + exp(log_e[cluster] + log_z[subset ^ cluster]
+                                                    - log_z[subset])
+                                cdf[j] = total
+                                sub = next_submask(sub, rest)
+                            cluster = low | deposit(
+                                <mask_t>search_cumulative(cdf, n_clusters, u), rest)
+                        else:
+                            cluster = scan_cluster(&log_e[0], &log_z[0], subset, u)
+                    else:
+                        if cache_start[subset] == -1:
+                            cache_start[subset] = -2
+                        cluster = scan_cluster(&log_e[0], &log_z[0], subset, u)
+                    bits = cluster
+                    while bits:
+                        labels[r, ctz(bits)] = label
+                        bits = bits ^ low_bit(bits)
+                    label += 1
+                    subset = subset ^ cluster
+    finally:
+        free(cache)
+    return np.asarray(labels)
+
+
+cdef inline Py_ssize_t search_cumulative(const double* cdf, Py_ssize_t n, double u) noexcept nogil:
+    """First j with cdf[j] > u * cdf[n - 1]: clusters of zero weight are never chosen.
+
+    Comparing with u times the computed total, rather than normalising,
+    keeps rounding in log Z from leaving mass outside [0, 1).
+    """
+    cdef double target = u * cdf[n - 1]
+    cdef Py_ssize_t lo = 0, hi = n - 1, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if cdf[mid] > target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+cdef inline mask_t scan_cluster(const double* log_e, const double* log_z, mask_t subset,
+                                double u) noexcept nogil:
+    """The cluster whose cumulative probability first exceeds u, by a scan that stops there."""
+    cdef mask_t low = low_bit(subset), rest = subset ^ low, sub = 0, cluster
+    cdef mask_t last_possible = low
+    cdef double total = 0.0, weight
+    while True:
+        cluster = low | sub
+        weight = exp(log_e[cluster] + log_z[subset ^ cluster] - log_z[subset])
+        if weight > 0.0:
+            total = total + weight
+            last_possible = cluster
+            if total > u:
+                return cluster
+        if sub == rest:
+            break
+        sub = next_submask(sub, rest)
+    # Rounding left the total a hair below u: the last possible cluster.
+    return last_possible

@@ -1,0 +1,358 @@
+"""The full flat trellis: DP tables over all 2**N subsets and their queries.
+
+Drives the kernels of ``_flat.pyx`` level by level (subsets of one size at a
+time) so Ctrl-C is honoured between chunks of a level and ``verbose`` can
+report progress. Two passes share the level loop: the plain inside pass
+(log Z, MAP) and the pass with a cluster-count dimension (log Z for every
+number of clusters, and the MAP for a fixed number).
+"""
+import math
+import time
+
+import numpy as np
+
+from . import _flat as kernels
+from ._hierarchical import subsets_by_size
+
+# A kernel call handles at most about this many (subset, cluster) pairs, so
+# KeyboardInterrupt and progress messages come every fraction of a second.
+_CHUNK_PAIRS = 1 << 27
+# Below this much work (pairs, or table entries) a kernel runs on one
+# thread: starting a parallel region would cost more than it saves.
+_PARALLEL_MIN_WORK = 1 << 17
+# The sampler caches the cluster distributions of subsets it meets twice,
+# up to this many doubles or one per subset, whichever is more.
+_SAMPLE_CACHE_DOUBLES = 1 << 22
+# Bytes per subset of the tables below: the per-size scaled energies, log Z,
+# log MAP, MAP cluster, subsets by size, offsets, two 16-byte factor
+# records, 128-bit partition counts, and temporaries. After fit, log Z, the
+# cluster marginals, and the sampler's cache index and cache fit in the
+# same budget.
+_BYTES_PER_SUBSET = 112
+# Bytes per (subset, number of clusters) entry: log Z(S, j), its scaled
+# copy, and log MAP(S, j); there are N 2**(N-1) entries.
+_BYTES_PER_COUNT_ENTRY = 24
+
+
+def bell_number(n_points):
+    """Number of partitions of n_points labelled points (Bell triangle, exact)."""
+    row = [1]
+    for _ in range(n_points - 1):
+        next_row = [row[-1]]
+        for value in row:
+            next_row.append(next_row[-1] + value)
+        row = next_row
+    return row[-1]
+
+
+def flat_trellis_bytes(n_points):
+    """Memory the flat trellis needs for n_points (energy table excluded), in bytes."""
+    return (
+        (_BYTES_PER_SUBSET << n_points)
+        + _BYTES_PER_COUNT_ENTRY * n_points * (1 << max(n_points - 1, 0))
+        + 8 * _SAMPLE_CACHE_DOUBLES
+    )
+
+
+def _threads(n_threads, work):
+    return n_threads if work >= _PARALLEL_MIN_WORK else 1
+
+
+def _exp_shifted(values, shift):
+    """exp(values - shift) with exp(-inf - -inf) taken as 0."""
+    with np.errstate(invalid="ignore"):
+        out = np.exp(np.subtract(values, shift))
+    out[np.isnan(out)] = 0.0
+    return out
+
+
+class _Levels:
+    """Subsets by size and per-size maxima of log E, shared by both passes."""
+
+    def __init__(self, log_e):
+        self.log_e = log_e
+        self.n_points = len(log_e).bit_length() - 1
+        n_subsets = 1 << self.n_points
+        self.order, self.level_start = subsets_by_size(self.n_points)
+        self.sizes = np.bitwise_count(np.arange(n_subsets, dtype=np.uint32))
+        # Largest log E per cluster size, and every cluster relative to it.
+        self.size_max = np.full(self.n_points + 1, -np.inf)
+        for size in range(1, self.n_points + 1):
+            self.size_max[size] = log_e[self.level(size)].max()
+        self.cluster_scale = _exp_shifted(log_e, self.size_max[self.sizes])
+        self.cluster_scale[0] = 0.0
+
+    def level(self, size):
+        """The subsets of one size, in increasing mask order."""
+        return self.order[self.level_start[size] : self.level_start[size + 1]]
+
+
+class _InsidePass:
+    """log Z, log MAP, the MAP cluster and partition counts of every subset."""
+
+    def __init__(self, levels, n_threads):
+        self.levels, self.n_threads = levels, n_threads
+        n_subsets = 1 << levels.n_points
+        self.log_z = np.zeros(n_subsets)
+        self.log_map = np.zeros(n_subsets)
+        self.best = np.zeros(n_subsets, dtype=np.uint32)
+        # Exact counts of finite-potential partitions are only needed when
+        # some cluster is forbidden; otherwise there are Bell(N) of them.
+        self.counts = None
+        if np.any(levels.log_e[1:] == -np.inf):
+            self.counts = np.zeros((n_subsets, 2), dtype=np.uint64)
+            self.counts[0, 0] = 1
+        self.cluster_factors = np.zeros((n_subsets, 2))
+        self.cluster_factors[:, 1] = levels.log_e
+        self.rest_factors = np.zeros((n_subsets, 2))
+        self.rest_factors[0] = (1.0, 0.0)
+        self.best_z = np.full(levels.n_points + 1, -np.inf)   # largest log Z per size
+        self.best_z[0] = 0.0
+
+    def level(self, size, parents):
+        levels = self.levels
+        if size == 1:
+            self.log_z[parents] = self.log_map[parents] = levels.log_e[parents]
+            self.best[parents] = parents
+            if self.counts is not None:
+                self.counts[parents, 0] = np.isfinite(levels.log_e[parents])
+            return
+        # The level's log scale: the largest term any of its subsets can have.
+        cluster_sizes = np.arange(1, size + 1)
+        bounds = levels.size_max[cluster_sizes] + self.best_z[size - cluster_sizes]
+        level_scale = bounds.max()
+        if level_scale == -np.inf:
+            # No cluster and rest are both feasible at this size.
+            self.log_z[parents] = self.log_map[parents] = -np.inf
+            return
+        size_gain = np.zeros(size + 1)
+        size_gain[1:] = _exp_shifted(bounds, level_scale)
+        stop = levels.level_start[size + 1]
+        kernels.scale_cluster_factors(
+            levels.cluster_scale, levels.order, stop, size_gain, self.cluster_factors,
+            _threads(self.n_threads, stop),
+        )
+        threads = _threads(self.n_threads, len(parents) << (size - 1))
+        chunk = max(1, _CHUNK_PAIRS >> (size - 1))
+        for first in range(0, len(parents), chunk):
+            kernels.inside_level(
+                parents[first : first + chunk], levels.log_e, self.log_z, self.log_map,
+                self.best, self.counts, level_scale, self.cluster_factors,
+                self.rest_factors, threads,
+            )
+
+    def finish(self, size, parents):
+        """Scale the finished level for the levels above it."""
+        self.best_z[size] = self.log_z[parents].max()
+        self.rest_factors[parents, 0] = _exp_shifted(self.log_z[parents], self.best_z[size])
+        self.rest_factors[parents, 1] = self.log_map[parents]
+
+
+class _CountPass:
+    """log Z(S, j) for every number of clusters j, and log MAP(S, j) for j <= max_clusters."""
+
+    def __init__(self, levels, n_threads, max_clusters):
+        self.levels, self.n_threads, self.max_clusters = levels, n_threads, max_clusters
+        n_points = levels.n_points
+        # The row of subset S holds j = 1..|S| clusters; rows of one size are
+        # contiguous, in the order of `levels.order`.
+        self.entry_start = np.zeros(n_points + 2, dtype=np.int64)
+        for size in range(n_points + 1):
+            self.entry_start[size + 1] = (
+                self.entry_start[size] + math.comb(n_points, size) * size
+            )
+        self.offsets = np.empty(1 << n_points, dtype=np.int64)
+        ordered_sizes = levels.sizes[levels.order].astype(np.int64)
+        self.offsets[levels.order] = self.entry_start[ordered_sizes] + (
+            np.arange(1 << n_points) - levels.level_start[ordered_sizes]
+        ) * ordered_sizes
+        n_entries = self.entry_start[-1]
+        self.log_zk = np.empty(n_entries)
+        self.scaled_zk = np.empty(n_entries)
+        self.log_mapk = np.empty(n_entries if max_clusters else 0)
+        self.work = np.empty((n_threads, 5 * (n_points + 2)))
+        self.spread = np.empty((n_threads, 2 << (n_points // 2)), dtype=np.uint32)
+        self.binomial = np.array(
+            [[math.comb(n, k) for k in range(n_points + 1)] for n in range(n_points + 1)],
+            dtype=np.int64,
+        )
+        self.best_zk = np.full((n_points + 1, n_points + 1), -np.inf)   # [size, clusters]
+
+    def rows(self, size):
+        return slice(self.entry_start[size], self.entry_start[size + 1])
+
+    def level(self, size, parents):
+        levels = self.levels
+        if size == 1:
+            self.log_zk[self.rows(1)] = levels.log_e[parents]
+            if self.max_clusters:
+                self.log_mapk[self.rows(1)] = levels.log_e[parents]
+            return
+        # count_scale[j]: the largest term of any subset of this size with j
+        # clusters; gain[a, j] rescales a cluster of size a and a rest with j.
+        n_points, size_max, best_zk = levels.n_points, levels.size_max, self.best_zk
+        count_scale = np.full(n_points + 2, -np.inf)
+        gain = np.zeros((n_points + 1, n_points + 1))
+        for clusters in range(2, size + 1):
+            cluster_sizes = np.arange(1, size - clusters + 2)
+            count_scale[clusters] = np.max(
+                size_max[cluster_sizes] + best_zk[size - cluster_sizes, clusters - 1]
+            )
+        for cluster_size in range(1, size):
+            rest_counts = np.arange(1, size - cluster_size + 1)
+            gain[cluster_size, rest_counts] = _exp_shifted(
+                size_max[cluster_size] + best_zk[size - cluster_size, rest_counts],
+                count_scale[rest_counts + 1],
+            )
+        # The inner loop runs over the rest's numbers of clusters.
+        work = len(parents) * size << (size - 1)
+        threads = _threads(self.n_threads, work)
+        chunk = max(1, _CHUNK_PAIRS // (size << (size - 1)))
+        for first in range(0, len(parents), chunk):
+            kernels.count_level(
+                parents[first : first + chunk], levels.log_e, levels.cluster_scale, gain,
+                count_scale, self.offsets, self.log_zk, self.scaled_zk, self.log_mapk,
+                self.max_clusters, self.binomial, self.work, self.spread, threads,
+            )
+
+    def finish(self, size, parents):
+        """Scale the finished level for the levels above it."""
+        block = self.log_zk[self.rows(size)].reshape(len(parents), size)
+        self.best_zk[size, 1 : size + 1] = block.max(axis=0)
+        self.scaled_zk[self.rows(size)] = _exp_shifted(
+            block, self.best_zk[size, 1 : size + 1]
+        ).ravel()
+
+    def row(self, table, subset):
+        """Entries j = 1..|subset| of a count table."""
+        return table[self.offsets[subset] : self.offsets[subset] + self.levels.sizes[subset]]
+
+
+class FlatTrellis:
+    """Inside tables of a cluster potential table, and the queries they answer.
+
+    Parameters
+    ----------
+    log_e : ndarray of shape (2**N,)
+        log E(C) of every cluster mask C (entry 0 unused); finite or -inf.
+    n_threads : int
+    verbose : int
+    owner : str
+        Name used in progress messages.
+    n_clusters : int or None
+        Also find the MAP partition with exactly this many clusters.
+    count_clusters : bool
+        Run the pass with a cluster-count dimension (log Z per number of
+        clusters); needed for `n_clusters`. Off only to time the plain pass.
+    """
+
+    def __init__(self, log_e, n_threads=1, verbose=0, owner="trellis", n_clusters=None,
+                 count_clusters=True):
+        self.log_e = np.ascontiguousarray(log_e, dtype=np.float64)
+        self.n_points = len(self.log_e).bit_length() - 1
+        self.n_threads = n_threads
+        self.verbose = verbose
+        self.owner = owner
+        self.n_clusters = n_clusters
+        self._run(count_clusters or n_clusters is not None)
+
+    @property
+    def full(self):
+        return (1 << self.n_points) - 1
+
+    def _run(self, count_clusters):
+        n_points = self.n_points
+        levels = _Levels(self.log_e)
+        inside = _InsidePass(levels, self.n_threads)
+        counting = None
+        if count_clusters:
+            counting = _CountPass(levels, self.n_threads, self.n_clusters or 0)
+        start = time.perf_counter()
+        for size in range(1, n_points + 1):
+            parents = levels.level(size)
+            inside.level(size, parents)
+            inside.finish(size, parents)
+            if counting is not None:
+                counting.level(size, parents)
+                counting.finish(size, parents)
+            if self.verbose:
+                print(
+                    f"[{self.owner}] subsets of size {size}/{n_points}: "
+                    f"{len(parents)} subsets x {1 << (size - 1)} clusters, "
+                    f"{time.perf_counter() - start:.2f} s",
+                    flush=True,
+                )
+
+        full = self.full
+        self.log_z = inside.log_z
+        self.log_partition = float(inside.log_z[full])
+        self.map_log_potential = float(inside.log_map[full])
+        # Without a feasible partition the MAP table holds no clusters.
+        self.map_labels = (
+            self._labels_from_table(inside.best) if self.log_partition > -np.inf else None
+        )
+        self.n_partitions = (
+            bell_number(n_points) if inside.counts is None
+            else kernels.count_as_int(inside.counts, full)
+        )
+        if counting is None:
+            return
+        self.log_partition_by_count = np.concatenate(
+            [[-np.inf], counting.row(counting.log_zk, full)]
+        )
+        if self.n_clusters:
+            self.constrained_map_log_potential = float(
+                counting.row(counting.log_mapk, full)[self.n_clusters - 1]
+            )
+            self.constrained_map_labels = (
+                self._constrained_labels(counting, self.n_clusters)
+                if self.constrained_map_log_potential > -np.inf else None
+            )
+
+    def _labels_from_table(self, best):
+        labels = np.empty(self.n_points, dtype=np.int64)
+        subset, label = self.full, 0
+        while subset:
+            cluster = int(best[subset])
+            labels[[i for i in range(self.n_points) if cluster >> i & 1]] = label
+            subset ^= cluster
+            label += 1
+        return labels
+
+    def _constrained_labels(self, counting, n_clusters):
+        labels = np.empty(self.n_points, dtype=np.int64)
+        subset = self.full
+        for label in range(n_clusters):
+            remaining = n_clusters - label
+            cluster = subset if remaining == 1 else int(kernels.best_first_cluster(
+                self.log_e, counting.log_mapk, counting.offsets, subset, remaining
+            ))
+            labels[[i for i in range(self.n_points) if cluster >> i & 1]] = label
+            subset ^= cluster
+        return labels
+
+    def cluster_log_marginals(self):
+        """log P(C is a cluster of the partition) for every mask C; entry 0 is -inf.
+
+        P(C) = E(C) Z(complement of C) / Z(all points): the partitions holding
+        C are C plus any partition of the other points.
+        """
+        masks = np.arange(1 << self.n_points)
+        with np.errstate(invalid="ignore"):
+            marginals = self.log_e + self.log_z[self.full ^ masks] - self.log_partition
+        marginals[np.isnan(marginals)] = -np.inf
+        marginals[0] = -np.inf
+        return np.minimum(marginals, 0.0)
+
+    def pairwise_probability(self):
+        """(N, N) matrix of P(i and j are in the same cluster)."""
+        table = np.exp(self.cluster_log_marginals())
+        # One parallel loop of 2**(N-1) additions per point.
+        threads = _threads(self.n_threads, len(table) // 2)
+        return np.minimum(kernels.pairwise_from_marginals(table, self.n_points, threads), 1.0)
+
+    def sample_labels(self, n_samples, random_state):
+        """(n_samples, N) labels of partitions drawn exactly from P(partition)."""
+        uniforms = random_state.random((n_samples, self.n_points))
+        cache_limit = max(1 << self.n_points, _SAMPLE_CACHE_DOUBLES)
+        return kernels.sample_partitions(self.log_e, self.log_z, uniforms, cache_limit)

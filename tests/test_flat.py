@@ -1,0 +1,566 @@
+"""ExactFlatClustering against brute-force enumeration of all partitions."""
+import math
+
+import numpy as np
+import pytest
+from scipy.special import gammaln, logsumexp
+from scipy.stats import chisquare
+from sklearn.base import clone
+
+from sktrellis.energies import (
+    ClusterEnergy,
+    CorrelationClustering,
+    DirichletProcessMixture,
+)
+from sktrellis.energies._conjugate import (
+    beta_bernoulli_log_marginal,
+    normal_inverse_wishart_log_marginal,
+)
+from sktrellis.flat import ExactFlatClustering
+
+from .common import (
+    all_partitions,
+    partition_log_potentials,
+    partition_masks,
+    random_cluster_energy,
+)
+
+
+def _problem(kind, n_points, rng):
+    """(energy, X) of each energy kind with random data."""
+    if kind == "table":
+        energy, _ = random_cluster_energy(n_points, rng)
+        return energy, np.zeros((n_points, 1))
+    if kind == "correlation":
+        weights = rng.normal(size=(n_points, n_points))
+        return CorrelationClustering(affinity="precomputed", beta=1.5), weights + weights.T
+    if kind == "features":
+        return CorrelationClustering(beta=rng.uniform(1, 8)), rng.normal(size=(n_points, 3))
+    if kind == "gaussian":
+        centres = rng.normal(scale=3.0, size=(3, 2))
+        X = centres[rng.integers(3, size=n_points)] + rng.normal(size=(n_points, 2))
+        return DirichletProcessMixture(alpha=rng.uniform(0.3, 3),
+                                       covariance_prior=rng.uniform(0.3, 2.0)), X
+    if kind == "bernoulli":
+        X = (rng.random((n_points, 5)) < 0.4).astype(float)
+        return DirichletProcessMixture(alpha=1.3, component="bernoulli",
+                                       bernoulli_prior=(0.5, 0.8)), X
+    raise ValueError(kind)
+
+
+KINDS = ["table", "correlation", "features", "gaussian", "bernoulli"]
+
+
+def _enumerate(energy, X):
+    """Every partition, its log potential and number of clusters, and log Z."""
+    log_potential = energy.cluster_potential(X)
+    partitions = all_partitions(len(X))
+    values = partition_log_potentials(log_potential, partitions)
+    return log_potential, partitions, values, partitions.max(axis=1) + 1
+
+
+def _fit_or_infeasible(model, X, log_z):
+    if log_z == -np.inf:
+        with pytest.raises(ValueError, match="zero potential"):
+            model.fit(X)
+        pytest.skip("every partition is forbidden; the error was checked")
+    return model.fit(X)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [1, 2, 3, 5, 7, 9])
+def test_log_partition_map_and_counts_match_enumeration(kind, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed + 1000 * n_points)
+    energy, X = _problem(kind, n_points, rng)
+    log_potential, partitions, values, _ = _enumerate(energy, X)
+    log_z = logsumexp(values)
+    model = _fit_or_infeasible(ExactFlatClustering(energy), X, log_z)
+
+    assert model.log_partition_ == pytest.approx(log_z, rel=1e-12, abs=1e-10)
+    assert model.map_log_potential_ == pytest.approx(values.max(), rel=1e-12, abs=1e-10)
+    assert model.n_partitions_ == int(np.isfinite(values).sum())
+    assert isinstance(model.n_partitions_, int)
+    # Certificate: the returned labels are canonical and their potential is
+    # the maximum (correlation weights can tie).
+    labels = model.labels_
+    assert labels[0] == 0 and np.all(np.diff(np.maximum.accumulate(labels)) <= 1)
+    assert partition_log_potentials(log_potential, labels[None])[0] == pytest.approx(
+        values.max(), rel=1e-12, abs=1e-10
+    )
+    assert np.array_equal(model.fit_predict(X), labels)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [3, 6, 8])
+def test_marginals_counts_and_probabilities_match_enumeration(kind, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed + 7 * n_points)
+    energy, X = _problem(kind, n_points, rng)
+    _, partitions, values, n_clusters = _enumerate(energy, X)
+    log_z = logsumexp(values)
+    model = _fit_or_infeasible(ExactFlatClustering(energy), X, log_z)
+    probabilities = np.exp(values - log_z)
+
+    # Every cluster's marginal.
+    masks = partition_masks(partitions)
+    marginal = np.zeros(1 << n_points)
+    np.add.at(marginal, masks.ravel(), np.repeat(probabilities, n_points))
+    for subset in range(1, 1 << n_points):
+        members = [i for i in range(n_points) if subset >> i & 1]
+        assert model.cluster_probability(members) == pytest.approx(marginal[subset], abs=1e-12)
+
+    # Pairwise co-clustering.
+    same = partitions[:, :, None] == partitions[:, None, :]
+    pairwise = np.einsum("p,pij->ij", probabilities, same)
+    np.testing.assert_allclose(model.pairwise_probability_, pairwise, atol=1e-12)
+    assert np.array_equal(model.pairwise_probability_, model.pairwise_probability_.T)
+
+    # Posterior and log partition function per number of clusters.
+    by_count = np.bincount(n_clusters, weights=probabilities, minlength=n_points + 1)
+    np.testing.assert_allclose(model.n_clusters_probability_, by_count, atol=1e-12)
+    for k in range(n_points + 1):
+        feasible = np.isfinite(values[n_clusters == k])
+        if feasible.any():
+            assert model.n_clusters_log_partition_[k] == pytest.approx(
+                logsumexp(values[n_clusters == k]), rel=1e-12, abs=1e-10
+            )
+        else:
+            assert model.n_clusters_log_partition_[k] == -np.inf
+
+    # Probability of given partitions, under any labelling of them.
+    for labels, value in list(zip(partitions, values))[:: max(1, len(values) // 60)]:
+        assert model.log_probability(labels) == pytest.approx(value - log_z, abs=1e-10)
+        renamed = np.array(["abcdefgh"[::-1][k] for k in labels])
+        assert model.log_probability(renamed) == model.log_probability(labels)
+
+
+@pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
+@pytest.mark.parametrize("n_points", [4, 8])
+def test_map_with_each_number_of_clusters_matches_enumeration(kind, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed + 31 * n_points)
+    energy, X = _problem(kind, n_points, rng)
+    log_potential, partitions, values, n_clusters = _enumerate(energy, X)
+    if logsumexp(values) == -np.inf:
+        pytest.skip("every partition is forbidden")
+    unconstrained = ExactFlatClustering(energy).fit(X)
+    for k in range(1, n_points + 1):
+        model = ExactFlatClustering(energy, n_clusters=k)
+        candidates = values[n_clusters == k]
+        if not np.isfinite(candidates).any():
+            with pytest.raises(ValueError, match=f"n_clusters={k} clusters has non-zero"):
+                model.fit(X)
+            continue
+        model.fit(X)
+        assert model.map_log_potential_ == pytest.approx(candidates.max(), rel=1e-12, abs=1e-10)
+        assert len(np.unique(model.labels_)) == k
+        assert partition_log_potentials(log_potential, model.labels_[None])[0] == pytest.approx(
+            candidates.max(), rel=1e-12, abs=1e-10
+        )
+        # The posterior stays over all partitions.
+        assert model.log_partition_ == unconstrained.log_partition_
+        np.testing.assert_array_equal(
+            model.n_clusters_probability_, unconstrained.n_clusters_probability_
+        )
+
+
+@pytest.mark.parametrize("kind", ["table", "correlation", "gaussian", "bernoulli"])
+@pytest.mark.parametrize("n_points", [4, 5])
+def test_samples_follow_the_exact_posterior(kind, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem(kind, n_points, rng)
+    _, partitions, values, _ = _enumerate(energy, X)
+    log_z = logsumexp(values)
+    model = _fit_or_infeasible(ExactFlatClustering(energy), X, log_z)
+    n_samples = 20000
+    samples = model.sample(n_samples, random_state=global_random_seed)
+    assert samples.shape == (n_samples, n_points) and samples.dtype == np.int64
+    # Canonical labels: every sample is one of the enumerated rows.
+    index = {tuple(row): i for i, row in enumerate(partitions)}
+    observed = np.bincount([index[tuple(row)] for row in samples], minlength=len(partitions))
+    expected = np.exp(values - log_z) * n_samples
+    assert observed[expected == 0].sum() == 0, "sampled a partition of zero probability"
+    # Pool rare partitions so every chi-square cell expects at least 5 draws.
+    keep = expected >= 5
+    cells_observed = np.append(observed[keep], observed[~keep].sum())
+    cells_expected = np.append(expected[keep], expected[~keep].sum())
+    if cells_expected[-1] == 0:
+        cells_observed, cells_expected = cells_observed[:-1], cells_expected[:-1]
+    if len(cells_expected) < 2:
+        pytest.skip("posterior concentrated on one partition")
+    assert chisquare(cells_observed, cells_expected).pvalue > 1e-4
+    # Certificates: no sample beats the MAP, and seeds reproduce.
+    assert max(model.log_probability(s) for s in samples[:200]) <= (
+        model.map_log_potential_ - model.log_partition_ + 1e-9
+    )
+    np.testing.assert_array_equal(
+        model.sample(5, random_state=3), model.sample(5, random_state=3)
+    )
+
+
+def _crp_log_prior(partitions, alpha):
+    """log P(partition) under the Chinese restaurant process."""
+    masks = partition_masks(partitions)
+    sizes = np.bitwise_count(masks.astype(np.uint64)).astype(float)
+    n_points = partitions.shape[1]
+    cluster_terms = np.where(sizes > 0, np.log(alpha) + gammaln(np.maximum(sizes, 1)), 0.0)
+    return cluster_terms.sum(axis=1) + gammaln(alpha) - gammaln(alpha + n_points)
+
+
+@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("n_points", [3, 7])
+def test_dpm_evidence_matches_direct_enumeration(component, n_points, global_random_seed):
+    """log p(X) = log sum over partitions of CRP prior x product of marginal likelihoods."""
+    rng = np.random.default_rng(global_random_seed + n_points)
+    alpha = 0.8
+    if component == "gaussian":
+        X = rng.normal(size=(n_points, 2)) + 2.0 * (np.arange(n_points) % 2)[:, None]
+        prior = dict(mean=np.array([0.5, -0.2]), mean_precision=0.3, degrees_of_freedom=3.5,
+                     scale=np.array([[1.2, 0.3], [0.3, 0.7]]))
+        energy = DirichletProcessMixture(
+            alpha=alpha, mean_prior=prior["mean"], mean_precision_prior=prior["mean_precision"],
+            degrees_of_freedom_prior=prior["degrees_of_freedom"], covariance_prior=prior["scale"],
+        )
+
+        def log_marginal(points):
+            return normal_inverse_wishart_log_marginal(
+                [len(points)], points.sum(axis=0)[None], (points.T @ points)[None], **prior
+            )[0]
+    else:
+        X = (rng.random((n_points, 4)) < 0.5).astype(float)
+        energy = DirichletProcessMixture(alpha=alpha, component="bernoulli",
+                                         bernoulli_prior=(0.7, 1.9))
+
+        def log_marginal(points):
+            return beta_bernoulli_log_marginal(
+                [len(points)], points.sum(axis=0)[None], a=0.7, b=1.9
+            )[0]
+
+    partitions = all_partitions(n_points)
+    joint = _crp_log_prior(partitions, alpha) + np.array([
+        sum(log_marginal(X[labels == k]) for k in range(labels.max() + 1))
+        for labels in partitions
+    ])
+    model = ExactFlatClustering(energy).fit(X)
+    assert model.log_evidence_ == pytest.approx(logsumexp(joint), rel=1e-10)
+    # The posterior of a partition is its joint over the evidence.
+    for labels, value in list(zip(partitions, joint))[:: max(1, len(joint) // 20)]:
+        assert model.log_probability(labels) == pytest.approx(value - logsumexp(joint), abs=1e-9)
+
+
+def test_dpm_predict_uses_the_posterior_predictive():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(5, 2)) * 0.2, rng.normal(size=(5, 2)) * 0.2 + 6.0])
+    energy = DirichletProcessMixture(covariance_prior=0.05, mean_precision_prior=0.01)
+    model = ExactFlatClustering(energy).fit(X)
+    assert model.labels_.tolist() == [0] * 5 + [1] * 5
+    new = np.array([[0.1, -0.1], [6.2, 5.9], [2.0, 2.0]])
+    log_predictive = energy.log_predictive(X, model.labels_, new)
+    expected = np.argmax(log_predictive + np.log([5, 5]), axis=1)
+    np.testing.assert_array_equal(model.predict(new), expected)
+    assert model.predict(new)[:2].tolist() == [0, 1]
+    with pytest.raises(ValueError, match="features"):
+        model.predict(np.zeros((2, 3)))
+    assert not hasattr(ExactFlatClustering(), "predict")
+    assert not hasattr(ExactFlatClustering().fit(X), "log_evidence_")
+
+
+###############################################################################
+# Numerics, threads and estimator conventions
+
+@pytest.mark.parametrize("scale", [1e3, 1e6])
+def test_extreme_potentials_stay_exact(scale, global_random_seed):
+    """Potentials spanning thousands of nats: the log-space fallbacks are exact."""
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 8
+    energy, table = random_cluster_energy(n_points, rng, forbidden=0.1, scale=scale)
+    X = np.zeros((n_points, 1))
+    _, partitions, values, n_clusters = _enumerate(energy, X)
+    log_z = logsumexp(values)
+    model = _fit_or_infeasible(ExactFlatClustering(energy), X, log_z)
+    assert model.log_partition_ == pytest.approx(log_z, rel=1e-12)
+    for k in range(1, n_points + 1):
+        candidates = values[n_clusters == k]
+        expected = logsumexp(candidates) if np.isfinite(candidates).any() else -np.inf
+        assert model.n_clusters_log_partition_[k] == pytest.approx(expected, rel=1e-12)
+    probabilities = np.exp(values - log_z)
+    same = partitions[:, :, None] == partitions[:, None, :]
+    np.testing.assert_allclose(
+        model.pairwise_probability_, np.einsum("p,pij->ij", probabilities, same), atol=1e-9
+    )
+
+
+@pytest.mark.parametrize("beta", [1e-8, 1.0, 1e3, 1e6])
+def test_large_problems_are_consistent(beta, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(13, 2))
+    model = ExactFlatClustering(CorrelationClustering(beta=beta)).fit(X)
+    assert np.isfinite(model.log_partition_) and np.isfinite(model.map_log_potential_)
+    # log Z >= MAP, up to rounding of log Z (an ulp of thousands of nats).
+    log_z = model.log_partition_
+    assert model.map_log_potential_ <= log_z + 1e-15 * abs(log_z) + 1e-15
+    assert model.log_partition_ <= model.map_log_potential_ + math.log(model.n_partitions_) + 1e-9
+    assert model.n_partitions_ == 27644437  # Bell(13)
+    finite = model.n_clusters_log_partition_ > -np.inf
+    assert logsumexp(model.n_clusters_log_partition_[finite]) == pytest.approx(
+        model.log_partition_, rel=1e-12, abs=1e-12
+    )
+    assert model.n_clusters_probability_.sum() == pytest.approx(1.0, abs=1e-12)
+    pairwise = model.pairwise_probability_
+    assert np.all((pairwise >= 0) & (pairwise <= 1)) and np.all(np.diag(pairwise) == 1)
+    # Sum over clusters C of P(C) |C| (|C| - 1) / 2 = expected number of
+    # co-clustered pairs = sum of the upper triangle.
+    clusters = model.most_probable_clusters(n_top=1 << 13, min_size=1)
+    expected_pairs = sum(p * len(m) * (len(m) - 1) / 2 for m, p in clusters)
+    assert np.triu(pairwise, 1).sum() == pytest.approx(expected_pairs, rel=1e-9, abs=1e-12)
+
+
+def test_threads_give_identical_results(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, _ = random_cluster_energy(11, rng, forbidden=0.05)
+    X = np.zeros((11, 1))
+    one = ExactFlatClustering(energy, n_clusters=3, n_jobs=1).fit(X)
+    two = ExactFlatClustering(energy, n_clusters=3, n_jobs=2).fit(X)
+    for name in ["labels_", "pairwise_probability_", "n_clusters_log_partition_"]:
+        np.testing.assert_array_equal(getattr(one, name), getattr(two, name))
+    assert one.log_partition_ == two.log_partition_
+    assert one.n_partitions_ == two.n_partitions_
+    np.testing.assert_array_equal(one.sample(50, random_state=1), two.sample(50, random_state=1))
+
+
+def test_most_probable_clusters_are_sorted_marginals():
+    X = np.array([[0.0], [0.1], [3.0], [3.1], [9.0]])
+    model = ExactFlatClustering(CorrelationClustering(beta=4.0)).fit(X)
+    top = model.most_probable_clusters(n_top=3)
+    probabilities = [p for _, p in top]
+    assert probabilities == sorted(probabilities, reverse=True)
+    for members, probability in top:
+        assert len(members) >= 2
+        assert model.cluster_probability(members) == pytest.approx(probability)
+    assert [m.tolist() for m, _ in top[:2]] == [[0, 1], [2, 3]]
+
+
+def test_verbose_reports_every_subset_size(capsys):
+    ExactFlatClustering(verbose=1).fit(np.random.default_rng(0).normal(size=(6, 2)))
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert all(line.startswith("[ExactFlatClustering]") for line in lines)
+    sizes = [line.split("size ")[1].split(":")[0] for line in lines]
+    assert sizes == [f"{k}/6" for k in range(1, 7)]
+
+
+@pytest.mark.slow
+def test_ctrl_c_interrupts_a_long_fit(capsys):
+    """KeyboardInterrupt stops the DP between chunks, long before it completes."""
+    import _thread
+    import threading
+
+    X = np.random.default_rng(0).normal(size=(23, 2))
+    model = ExactFlatClustering(verbose=1)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(X)
+    finally:
+        timer.cancel()
+    levels_done = capsys.readouterr().out.count("subsets of size")
+    assert levels_done < 21, "the interrupt waited for the whole dynamic program"
+    assert not hasattr(model, "labels_")
+
+
+@pytest.mark.parametrize("kind", ["table", "features", "gaussian", "bernoulli"])
+@pytest.mark.parametrize("n_clusters", [None, 4])
+def test_memory_estimate_covers_the_peak(kind, n_clusters):
+    """The bytes promised by the size check are an upper bound of what fit allocates."""
+    import tracemalloc
+
+    n_points = 12
+    energy, X = _problem(kind, n_points, np.random.default_rng(0))
+    model = ExactFlatClustering(energy, n_clusters=n_clusters)
+    tracemalloc.start()
+    try:
+        model.fit(X)
+        model.cluster_probability([0, 1])
+        model.most_probable_clusters()
+        model.sample(10)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= energy.cluster_bytes(n_points) + 2**20
+
+
+def test_single_point():
+    model = ExactFlatClustering().fit([[1.0, 2.0]])
+    assert model.labels_.tolist() == [0]
+    assert model.n_partitions_ == 1
+    assert model.n_clusters_probability_.tolist() == [0.0, 1.0]
+    assert model.pairwise_probability_.tolist() == [[1.0]]
+    assert model.sample(3).tolist() == [[0], [0], [0]]
+
+
+def test_clone_and_params_reach_the_energy():
+    model = ExactFlatClustering(DirichletProcessMixture(alpha=2.0))
+    model.set_params(energy__alpha=3.0)
+    assert model.get_params()["energy__alpha"] == 3.0
+    assert clone(model).energy.alpha == 3.0
+
+
+def test_restored_common_checks(global_random_seed):
+    """What scikit-learn's common checks with 30-150 samples verify, at small N."""
+    import pickle
+
+    import pandas as pd
+    from sklearn.datasets import make_blobs
+    from sklearn.exceptions import NotFittedError
+    from sklearn.metrics import adjusted_rand_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = make_blobs(n_samples=12, centers=[[0, 0], [10, 0], [0, 10]], cluster_std=0.3,
+                      random_state=global_random_seed)
+    model = ExactFlatClustering(CorrelationClustering(beta=10.0), n_clusters=3)
+    with pytest.raises(NotFittedError):
+        model.cluster_probability([0])
+    labels = model.fit_predict(X)
+    assert labels.dtype.kind == "i" and labels.shape == (12,)
+    assert adjusted_rand_score(y, labels) == 1.0
+    again = clone(model).fit(X, y)
+    np.testing.assert_array_equal(again.labels_, labels)
+    np.testing.assert_array_equal(again.pairwise_probability_, model.pairwise_probability_)
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.labels_, labels)
+    assert restored.cluster_probability([0, 1]) == model.cluster_probability([0, 1])
+    np.testing.assert_array_equal(
+        restored.sample(3, random_state=0), model.sample(3, random_state=0)
+    )
+    pipeline = make_pipeline(StandardScaler(), clone(model))
+    np.testing.assert_array_equal(
+        pipeline.fit_predict(X), make_pipeline(StandardScaler(), clone(model)).fit_predict(X)
+    )
+    assert model.n_features_in_ == 2
+    fitted = clone(model).fit(pd.DataFrame(X, columns=["a", "b"]))
+    assert list(fitted.feature_names_in_) == ["a", "b"]
+    np.testing.assert_array_equal(clone(model).fit(X.astype(object)).labels_, labels)
+    clone(model).fit(X - 100.0)
+
+
+###############################################################################
+# Bad input
+
+@pytest.mark.parametrize(
+    "X, match",
+    [
+        (np.array([[0.0, np.nan], [1.0, 2.0]]), "NaN"),
+        (np.array([[0.0, np.inf], [1.0, 2.0]]), "infinity"),
+        (np.zeros((0, 2)), "minimum of 1"),
+        (np.zeros((3, 2, 2)), "dim"),
+    ],
+)
+def test_bad_arrays_are_rejected(X, match):
+    with pytest.raises(ValueError, match=match):
+        ExactFlatClustering().fit(X)
+
+
+def test_too_many_points_names_the_memory_and_the_way_out():
+    with pytest.raises(ValueError, match=r"n_samples=40 needs .*SparseTrellisClustering"):
+        ExactFlatClustering().fit(np.zeros((40, 2)))
+
+
+@pytest.mark.parametrize(
+    "energy, X, match",
+    [
+        (CorrelationClustering(affinity="precomputed"), np.ones((3, 4)), "square"),
+        (CorrelationClustering(affinity="precomputed"),
+         np.array([[0, 1, 2], [1, 0, 1], [0, 1, 0.0]]), "symmetric"),
+        (DirichletProcessMixture(component="bernoulli"), np.array([[0, 1], [0.5, 1]]),
+         r"binary data .*X\[1, 0\] is 0.5"),
+        (DirichletProcessMixture(covariance_prior=[[1.0, 2.0], [2.0, 1.0]]), np.eye(2),
+         "positive definite"),
+        (DirichletProcessMixture(covariance_prior=np.eye(3)), np.eye(2), r"shape \(2, 2\)"),
+        (DirichletProcessMixture(mean_prior=[0.0]), np.eye(2), "mean_prior must be 2"),
+        (DirichletProcessMixture(degrees_of_freedom_prior=0.5), np.eye(3),
+         "must exceed n_features - 1 = 2"),
+        (DirichletProcessMixture(), np.array([[1.0, 0.0], [1.0, 1.0]]),
+         "feature 0 of X is constant"),
+        (DirichletProcessMixture(component="bernoulli", bernoulli_prior=(1.0, -1.0)),
+         np.eye(2), "two positive pseudo-counts"),
+        (ClusterEnergy(lambda X, masks: np.zeros(3)), np.zeros((3, 1)), "one value per cluster"),
+        (ClusterEnergy(lambda X, masks: np.full(len(masks), np.nan)), np.zeros((3, 1)),
+         "NaN or \\+inf"),
+    ],
+)
+def test_energy_input_errors(energy, X, match):
+    with pytest.raises(ValueError, match=match):
+        ExactFlatClustering(energy).fit(X)
+
+
+def test_all_infeasible_energy_is_an_error():
+    energy = ClusterEnergy(lambda X, masks: np.where(masks & 1, -np.inf, 0.0))
+    with pytest.raises(ValueError, match="n_samples=3 points has zero potential"):
+        ExactFlatClustering(energy).fit(np.zeros((3, 1)))
+
+
+def test_infeasible_number_of_clusters_is_an_error():
+    # Only pairs are allowed: 4 points split into exactly 2 clusters.
+    energy = ClusterEnergy(lambda X, masks: np.where(np.bitwise_count(masks) == 2, 0.0, -np.inf))
+    with pytest.raises(ValueError, match=r"n_clusters=3 clusters .* feasible numbers .* \[2\]"):
+        ExactFlatClustering(energy, n_clusters=3).fit(np.zeros((4, 1)))
+    model = ExactFlatClustering(energy).fit(np.zeros((4, 1)))
+    assert model.n_partitions_ == 3
+    assert model.n_clusters_probability_.tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_clusters": 0}, "n_clusters"),
+        ({"n_clusters": 5}, "n_clusters=5 must be at most n_samples=4"),
+        ({"energy": "correlation"}, "energy"),
+        ({"energy": CorrelationClustering(beta=-1.0)}, "beta"),
+        ({"energy": DirichletProcessMixture(alpha=0.0)}, "alpha"),
+        ({"energy": DirichletProcessMixture(component="poisson")}, "component"),
+        ({"n_jobs": 1.5}, "n_jobs"),
+    ],
+)
+def test_bad_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        ExactFlatClustering(**params).fit(np.arange(8.0).reshape(4, 2))
+
+
+@pytest.mark.parametrize(
+    "members, match",
+    [([], "at least one"), ([0, 9], r"\[0, 4\)"), ([1, 1], "repeat"), ([0.5], "indices")],
+)
+def test_bad_cluster_queries(members, match):
+    model = ExactFlatClustering().fit(np.arange(8.0).reshape(4, 2))
+    with pytest.raises(ValueError, match=match):
+        model.cluster_probability(members)
+
+
+@pytest.mark.parametrize(
+    "labels, match",
+    [([0, 1, 1], r"shape \(n_samples,\) = \(4,\)"), ([0.0, np.nan, 1.0, 1.0], "NaN"),
+     (np.zeros((4, 1)), "shape")],
+)
+def test_bad_labels_are_rejected(labels, match):
+    model = ExactFlatClustering().fit(np.arange(8.0).reshape(4, 2))
+    with pytest.raises(ValueError, match=match):
+        model.log_probability(labels)
+
+
+@pytest.mark.parametrize("n_samples", [0, -1, 2.5, "3"])
+def test_bad_sample_sizes(n_samples):
+    model = ExactFlatClustering().fit(np.arange(8.0).reshape(4, 2))
+    with pytest.raises(ValueError, match="positive integer"):
+        model.sample(n_samples)
+
+
+def test_input_is_not_mutated():
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    before = X.copy()
+    model = ExactFlatClustering(DirichletProcessMixture()).fit(X)
+    model.predict(X)
+    ExactFlatClustering(n_clusters=2).fit(X)
+    np.testing.assert_array_equal(X, before)
+    W = X @ X.T
+    W_before = W.copy()
+    ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(W)
+    np.testing.assert_array_equal(W, W_before)
