@@ -56,6 +56,71 @@ def linkage_from_splits(potential, parents, lefts):
     return linkage[0] if single else linkage
 
 
+def linkage_from_merges(merges, log_potentials):
+    """scipy linkage matrix of a tree given as merges, for any number of points.
+
+    The rules of :func:`linkage_from_splits` (and so the same matrix for the
+    same tree) without N-bit masks: each inner node costs ``-log psi``,
+    shifted by the most negative cost (if any) so costs are non-negative; a
+    node's height is the total cost of its subtree; rows go in order of
+    increasing height, ties descendants first (later in the preorder that
+    visits the child holding the lower point first), smaller child id
+    first; row k is raised by ``k * 1e-9 * max(tree height, 1) / (N - 1)``
+    so heights are distinct and ``fcluster(Z, k, "maxclust")`` cuts exactly
+    the top k - 1 rows.
+
+    Parameters
+    ----------
+    merges : ndarray of shape (N - 1, 2)
+        Children first: points are 0..N-1 and merge k is node N + k.
+    log_potentials : ndarray of shape (N - 1,)
+        log psi of the split each merge creates; all finite.
+
+    Returns
+    -------
+    linkage : ndarray of shape (N - 1, 4)
+    """
+    merges = np.asarray(merges, dtype=np.int64)
+    n_inner = len(merges)
+    n_points = n_inner + 1
+    costs = -np.asarray(log_potentials, dtype=np.float64)
+    if n_inner:
+        costs = costs - min(costs.min(), 0.0)
+    height = np.zeros(n_points + n_inner)
+    size = np.ones(n_points + n_inner, dtype=np.int64)
+    low = np.arange(n_points + n_inner)
+    for k, (a, b) in enumerate(merges):
+        node = n_points + k
+        height[node] = costs[k] + height[a] + height[b]
+        size[node] = size[a] + size[b]
+        low[node] = min(low[a], low[b])
+    preorder = np.empty(n_inner, dtype=np.int64)
+    stack = [n_points + n_inner - 1]
+    position = 0
+    while stack:
+        node = stack.pop()
+        if node < n_points:
+            continue
+        preorder[node - n_points] = position
+        position += 1
+        a, b = merges[node - n_points]
+        stack.extend((b, a) if low[a] < low[b] else (a, b))
+    order = np.lexsort((-preorder, height[n_points:]))
+    row_of = np.empty(n_inner, dtype=np.int64)
+    row_of[order] = np.arange(n_inner)
+    inner = merges >= n_points
+    ids = merges.copy()
+    ids[inner] = n_points + row_of[merges[inner] - n_points]
+    ids = ids[order]
+    root_height = height[-1] if n_inner else 0.0
+    tie_step = 1e-9 * max(root_height, 1.0) / max(n_inner, 1)
+    linkage = np.empty((n_inner, 4))
+    linkage[:, :2] = np.sort(ids, axis=1)
+    linkage[:, 2] = height[n_points + order] + np.arange(n_inner) * tie_step
+    linkage[:, 3] = size[n_points + order]
+    return linkage
+
+
 def merges_from_tree(tree, n_points):
     """Validated (N - 1, 2) merge array from a linkage matrix or ``children_``."""
     tree = np.asarray(tree)
@@ -135,3 +200,45 @@ def to_newick(linkage, names=None):
         )
         heights.append(height)
     return text[-1] + ";"
+
+
+def linkage_from_heights(merges, heights):
+    """scipy linkage matrix of a tree given as merges with a height each.
+
+    For any number of points, when the heights come from the model rather
+    than from summed split costs (Bayesian hierarchical clustering). Rows go
+    in order of increasing height, ties in the order of ``merges``; as
+    merges list children first and a node is never lower than its children,
+    the rows do too. Smaller child id first.
+
+    Parameters
+    ----------
+    merges : ndarray of shape (N - 1, 2)
+        Children first: points are 0..N-1 and merge k is node N + k.
+    heights : ndarray of shape (N - 1,)
+        Non-negative height of each merge, at least its children's.
+
+    Returns
+    -------
+    linkage : ndarray of shape (N - 1, 4)
+    order : ndarray of shape (N - 1,)
+        Row r of ``linkage`` is merge ``order[r]``.
+    """
+    merges = np.asarray(merges, dtype=np.int64)
+    heights = np.asarray(heights, dtype=np.float64)
+    n_inner = len(merges)
+    n_points = n_inner + 1
+    size = np.ones(n_points + n_inner, dtype=np.int64)
+    for k, (a, b) in enumerate(merges):
+        size[n_points + k] = size[a] + size[b]
+    order = np.argsort(heights, kind="stable")
+    row_of = np.empty(n_inner, dtype=np.int64)
+    row_of[order] = np.arange(n_inner)
+    ids = merges.copy()
+    inner = merges >= n_points
+    ids[inner] = n_points + row_of[merges[inner] - n_points]
+    linkage = np.empty((n_inner, 4))
+    linkage[:, :2] = np.sort(ids[order], axis=1)
+    linkage[:, 2] = heights[order]
+    linkage[:, 3] = size[n_points + order]
+    return linkage, order

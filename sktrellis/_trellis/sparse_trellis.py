@@ -1,0 +1,244 @@
+"""The sparse trellis: clusters of seed trees, grown around the MAP tree, and its queries.
+
+Vertices are kept in insertion order with their content hashes, lowest
+point, size and merge-model id; ``solve`` numbers them by size, finds every
+split of a vertex into two vertices and runs the kernels of ``_sparse.pyx``.
+"""
+from collections import deque
+from functools import lru_cache
+from itertools import combinations
+
+import numpy as np
+
+from . import _sparse as kernels
+
+_MASK64 = (1 << 64) - 1
+
+
+class SparseTrellis:
+    """A set of clusters over a merge model and the DP tables of the trees they span.
+
+    Parameters
+    ----------
+    model : MergeModel
+        Statistics of every cluster added (``sktrellis.energies._merge``).
+    """
+
+    def __init__(self, model):
+        self.model = model
+        self.n_points = n_points = model.n_points
+        # The hashes only need to be independent of the data: fixed keys
+        # keep fits reproducible.
+        keys = np.random.default_rng(0x7E11).integers(
+            0, np.iinfo(np.uint64).max, size=(2, n_points), dtype=np.uint64, endpoint=True
+        )
+        self._point_keys = keys
+        self._first, self._second = keys[0].tolist(), keys[1].tolist()
+        self._low = list(range(n_points))
+        self._size = [1] * n_points
+        self._model_id = list(range(n_points))
+        self._index = {(f, s): i for i, (f, s) in enumerate(zip(self._first, self._second))}
+
+    @property
+    def n_vertices(self):
+        return len(self._size)
+
+    def _union_handle(self, a, b):
+        """Hash key, lowest point and size of the union of vertices a and b."""
+        key = ((self._first[a] + self._first[b]) & _MASK64,
+               (self._second[a] + self._second[b]) & _MASK64)
+        return key, min(self._low[a], self._low[b]), self._size[a] + self._size[b]
+
+    def _add(self, key, low, size, model_id):
+        self._index[key] = len(self._size)
+        self._first.append(key[0])
+        self._second.append(key[1])
+        self._low.append(low)
+        self._size.append(size)
+        self._model_id.append(model_id)
+
+    def add_tree(self, tree):
+        """Add the clusters of an AgglomerativeTree of the model."""
+        vertex = list(range(self.n_points))
+        for (a, b), model_id in zip(tree.merges, tree.clusters):
+            key, low, size = self._union_handle(vertex[a], vertex[b])
+            if key not in self._index:
+                self._add(key, low, size, int(model_id))
+            vertex.append(self._index[key])
+
+    def add_unions(self, parts, members, max_vertices):
+        """Add the union of every subset of 2 or more, not all, of the disjoint vertices ``parts``.
+
+        Smaller unions go first; none beyond ``max_vertices`` vertices.
+        ``members[v]`` gives the points of each part (energies on pairwise
+        weights need the cross sums between parts). Returns the number of
+        vertices added.
+        """
+        subsets, indicator = _proper_subsets(len(parts))
+        first = indicator @ np.array([self._first[p] for p in parts], dtype=np.uint64)
+        second = indicator @ np.array([self._second[p] for p in parts], dtype=np.uint64)
+        new = [
+            row for row, key in enumerate(zip(first.tolist(), second.tolist()))
+            if key not in self._index
+        ][: max(0, max_vertices - self.n_vertices)]
+        if not new:
+            return 0
+        ids = self.model.unions(
+            [self._model_id[p] for p in parts],
+            [subsets[row] for row in new],
+            [members[p] for p in parts],
+        )
+        low = np.array([self._low[p] for p in parts])
+        size = np.array([self._size[p] for p in parts])
+        for row, model_id in zip(new, ids.tolist()):
+            self._add((int(first[row]), int(second[row])), int(low[indicator[row] == 1].min()),
+                      int(size @ indicator[row]), model_id)
+        return len(new)
+
+    def solve(self):
+        """Number vertices by size, find all splits, run the inside pass."""
+        size = np.array(self._size, dtype=np.int64)
+        low = np.array(self._low, dtype=np.int64)
+        # Children before parents; the points first, in point order.
+        self.order = order = np.lexsort((low, size))
+        self.size = size[order]
+        self.low = low[order]
+        self.first = np.array(self._first, dtype=np.uint64)[order]
+        self.second = np.array(self._second, dtype=np.uint64)[order]
+        self.model_id = np.array(self._model_id, dtype=np.int64)[order]
+        self.table = kernels.build_table(self.first, self.second)
+        groups = np.lexsort((self.size, self.low))
+        group_start = np.flatnonzero(np.diff(self.low[groups], prepend=-1, append=-2))
+        parent, self.left, self.right = kernels.find_splits(
+            self.table, self.size, self.first, self.second, groups, group_start.astype(np.int64)
+        )
+        self.split_start = np.concatenate(
+            [[0], np.cumsum(np.bincount(parent, minlength=len(order)))]
+        ).astype(np.int64)
+        self.parent = parent
+        self.log_psi = np.asarray(
+            self.model.split_log_potential(
+                self.model_id[parent], self.model_id[self.left], self.model_id[self.right]
+            ),
+            dtype=np.float64,
+        )
+        self.log_z, self.log_map, self.best = kernels.inside(
+            self.split_start, self.left, self.right, self.log_psi, self.n_points
+        )
+        self._log_outside = None
+
+    @property
+    def n_splits(self):
+        return len(self.parent)
+
+    @property
+    def log_partition(self):
+        return float(self.log_z[-1])
+
+    @property
+    def map_log_potential(self):
+        return float(self.log_map[-1])
+
+    def n_trees(self):
+        """Number of spanned trees of non-zero potential, exact."""
+        return kernels.count_trees(
+            self.split_start, self.left, self.right, self.log_psi, self.n_points
+        )[-1]
+
+    def map_splits(self):
+        """Split indices of the MAP tree, preorder."""
+        return kernels.map_splits(self.best, self.left, self.right, self.n_points)
+
+    def sample_splits(self, n_samples, random_state):
+        uniforms = random_state.random((n_samples, self.n_points - 1))
+        return kernels.sample_splits(
+            self.split_start, self.left, self.right, self.log_psi, self.log_z, uniforms
+        )
+
+    def merges(self, splits):
+        """Merges (children first, node ids as in scipy) and log psi of a tree's splits."""
+        splits = np.asarray(splits)
+        splits = splits[np.argsort(self.parent[splits], kind="stable")]
+        node = {v: v for v in range(self.n_points)}
+        merges = np.empty((len(splits), 2), dtype=np.int64)
+        for k, split in enumerate(splits):
+            merges[k] = node[self.left[split]], node[self.right[split]]
+            node[self.parent[split]] = self.n_points + k
+        return merges, self.log_psi[splits]
+
+    def members(self, splits):
+        """Points of every vertex of a tree given by its split indices."""
+        members = {v: np.array([v]) for v in range(self.n_points)}
+        for split in splits[np.argsort(self.parent[splits], kind="stable")]:
+            members[self.parent[split]] = np.concatenate(
+                [members[self.left[split]], members[self.right[split]]]
+            )
+        return members
+
+    def grow(self, n_parts, max_vertices):
+        """Add the rearrangements of the MAP tree's subtrees as vertices.
+
+        Each inner node v of the MAP tree is cut into up to ``n_parts``
+        subtrees, splitting breadth first from v (larger child first), and
+        every union of them is added: the trellis then spans every tree over
+        those parts, so the next MAP is at least as good as the best
+        rearrangement of any node, and of any compatible set of them.
+        Returns the number of vertices added.
+        """
+        splits = self.map_splits()
+        members = self.members(splits)
+        children = {self.parent[s]: (self.left[s], self.right[s]) for s in splits}
+        by_size = {v: sorted(pair, key=lambda c: -self.size[c]) for v, pair in children.items()}
+        added = 0
+        for v in sorted(children, reverse=True):
+            if self.n_vertices >= max_vertices:
+                break
+            parts, frontier = [], deque([v])
+            while frontier and len(parts) + len(frontier) < n_parts:
+                part = frontier.popleft()
+                if part < self.n_points:
+                    parts.append(part)
+                else:
+                    frontier.extend(by_size[part])
+            parts.extend(frontier)
+            if len(parts) > 2:
+                added += self.add_unions(
+                    [int(self.order[p]) for p in parts],
+                    {int(self.order[p]): members[p] for p in parts},
+                    max_vertices,
+                )
+        return added
+
+    def vertex_of(self, member_lists):
+        """Vertex index (solved numbering) of each cluster given by its points, -1 if absent."""
+        # uint64 sums wrap around, as the hashes do.
+        first = np.array([self._point_keys[0][m].sum() for m in member_lists], dtype=np.uint64)
+        second = np.array([self._point_keys[1][m].sum() for m in member_lists], dtype=np.uint64)
+        found = kernels.lookup(self.table, first, second)
+        sizes = np.array([len(m) for m in member_lists])
+        found[(found >= 0) & (self.size[np.maximum(found, 0)] != sizes)] = -1
+        return found
+
+    def cluster_log_marginals(self):
+        """log P(vertex is a cluster of the tree) under the sparse posterior (cached)."""
+        if self._log_outside is None:
+            self._log_outside = kernels.outside(
+                self.split_start, self.left, self.right, self.log_psi, self.log_z
+            )
+        with np.errstate(invalid="ignore"):
+            marginals = self.log_z + self._log_outside - self.log_partition
+        marginals[np.isnan(marginals)] = -np.inf
+        return np.minimum(marginals, 0.0)
+
+
+@lru_cache(maxsize=None)
+def _proper_subsets(n_parts):
+    """Subsets of 2..n_parts-1 of range(n_parts), smaller first, and their 0/1 matrix."""
+    subsets = [
+        subset for size in range(2, n_parts)
+        for subset in combinations(range(n_parts), size)
+    ]
+    indicator = np.zeros((len(subsets), n_parts), dtype=np.uint64)
+    for row, subset in enumerate(subsets):
+        indicator[row, list(subset)] = 1
+    return subsets, indicator

@@ -1,0 +1,334 @@
+"""Sparse hierarchical trellis: exact inference over the trees spanned by chosen clusters."""
+import time
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._trellis.hierarchical_trellis import double_factorial_trees
+from ._trellis.sparse_trellis import SparseTrellis
+from ._tree import linkage_from_merges, merges_from_tree
+from ._validation import check_members
+from .baselines._search import (
+    beam_search,
+    check_n_clusters,
+    greedy_tree,
+    gumbel_noise,
+    replay_tree,
+    set_tree_attributes,
+)
+from .energies import Dasgupta
+
+class SparseTrellisClustering(ClusterMixin, BaseEstimator):
+    """Exact inference over the binary trees spanned by a chosen set of clusters.
+
+    For data beyond the exact trellis (N in the tens to thousands), the
+    sparse trellis of Greenberg et al. (2021, section 3) keeps only some
+    clusters as vertices -- here those of seed trees, grown around the best
+    tree -- and allows every split of a vertex into two vertices. The
+    dynamic programs of :class:`~sktrellis.ExactHierarchicalClustering` then
+    run over that DAG: the MAP tree, the log partition function, the exact
+    number of trees, cluster marginals and posterior samples, all exact
+    *over the spanned trees* (usually astronomically many). Its MAP is never
+    worse than the best seed tree, and its log Z is a lower bound of the
+    full one.
+
+    Seeds come from ``builder``. The trellis then grows around its MAP tree:
+    each inner node is cut into k subtrees (breadth first from the node) and
+    every union of them becomes a vertex, so the trellis spans every tree
+    over those subtrees -- every rearrangement of the node, and any
+    compatible set of rearrangements of different nodes. The MAP is
+    recomputed and the round repeated while it improves, for k = 3 (the
+    rotations of each node), 4, ... up to ``resplit_parts``, until
+    ``max_vertices``. On toy jets of 9 particles the default MAP is within
+    0.1 nats of the exact one on average, with 4 % of the trees spanned.
+
+    Parameters
+    ----------
+    energy : HierarchicalEnergy, default=None
+        Energy model scoring each split (see :mod:`sktrellis.energies`);
+        None means ``Dasgupta()``.
+    builder : {"beam", "greedy", "sampled"}, callable or list of trees, default="beam"
+        Seed trees. "beam": the ``n_seed_trees`` best trees surviving a beam
+        search of width ``beam_width``, and the greedy tree
+        (:mod:`sktrellis.baselines`). "greedy": the greedy tree. "sampled":
+        the greedy tree and ``n_seed_trees - 1`` greedy runs on merge
+        scores perturbed by fixed Gumbel noise (scale 1, in the units of the
+        scores: log potential for ``GinkgoLikelihood``). A callable
+        ``builder(X, random_state)`` returns a list of trees; a list of
+        trees is used as given. A tree is a scipy linkage matrix or an
+        ``AgglomerativeClustering``-style ``children_`` array, e.g. from a
+        simulator or ``scipy.cluster.hierarchy.linkage``.
+    n_seed_trees : int, default=5
+        Number of seed trees of the "beam" and "sampled" builders.
+    beam_width : int, default=5
+        Width of the beam search of the "beam" builder.
+    resplit_parts : int, default=8
+        Largest number of subtrees a MAP node is cut into when growing (at
+        most ``2**resplit_parts`` new vertices per node); below 3 the
+        trellis is not grown.
+    max_vertices : int, default=None
+        Bound on the number of vertices grown; None means ``50 *
+        n_samples``. Seeds are always kept whole.
+    n_clusters : int, default=2
+        Number of flat clusters of ``labels_``, cut from the MAP tree.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the "sampled" builder, of a callable builder and of
+        :meth:`sample` when it is called without one.
+    verbose : int, default=0
+        Print the vertices, splits and MAP after each growing round.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        The MAP tree cut into ``n_clusters`` clusters.
+    linkage_matrix_ : ndarray of shape (n_samples - 1, 4)
+        The MAP tree in scipy format, heights as in
+        :class:`~sktrellis.ExactHierarchicalClustering`.
+    children_ : ndarray of shape (n_samples - 1, 2)
+        The merges of ``linkage_matrix_``, as in ``AgglomerativeClustering``.
+    distances_ : ndarray of shape (n_samples - 1,)
+        The heights of ``linkage_matrix_``.
+    n_leaves_ : int
+        Number of points.
+    log_partition_ : float
+        Natural log of the summed potential of the spanned trees.
+    map_log_potential_ : float
+        Log potential of the MAP tree among the spanned trees.
+    seed_log_potentials_ : ndarray of shape (n_seeds,)
+        Log potential of each seed tree.
+    n_vertices_ : int
+        Number of clusters in the trellis (the N points included).
+    n_splits_ : int
+        Number of allowed splits (pairs of vertices partitioning a vertex).
+    n_trees_ : int
+        Number of spanned trees of non-zero potential (exact).
+    sparsity_ : float
+        ``n_trees_ / (2N - 3)!!``, the fraction of all trees spanned; it
+        underflows to 0.0 from about N = 150 on, where ``n_trees_`` stays exact.
+    n_features_in_ : int
+        Number of features (columns) of X.
+
+    See Also
+    --------
+    sktrellis.ExactHierarchicalClustering : every tree, N <= 25 or so.
+    sktrellis.baselines.BeamSearchHierarchicalClustering : the best seed.
+
+    References
+    ----------
+    C. Greenberg, S. Macaluso, N. Monath et al. Data structures & algorithms
+    for exact inference in hierarchical clustering. AISTATS 2021.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from sktrellis.sparse import SparseTrellisClustering
+    >>> X, _ = make_blobs(n_samples=60, centers=3, random_state=0)
+    >>> model = SparseTrellisClustering(n_clusters=3).fit(X)
+    >>> model.labels_.shape
+    (60,)
+    >>> bool(model.map_log_potential_ >= model.seed_log_potentials_.max())
+    True
+    >>> model.n_trees_ > 10**20
+    True
+    """
+
+    _parameter_constraints = {
+        "energy": [HasMethods(["merge_model"]), None],
+        "builder": [StrOptions({"beam", "greedy", "sampled"}), callable, list],
+        "n_seed_trees": [Interval(Integral, 1, None, closed="left")],
+        "beam_width": [Interval(Integral, 1, None, closed="left")],
+        "resplit_parts": [Interval(Integral, 0, None, closed="left")],
+        "max_vertices": [Interval(Integral, 1, None, closed="left"), None],
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, energy=None, *, builder="beam", n_seed_trees=5, beam_width=5,
+                 resplit_parts=8, max_vertices=None, n_clusters=2, random_state=None,
+                 verbose=0):
+        self.energy = energy
+        self.builder = builder
+        self.n_seed_trees = n_seed_trees
+        self.beam_width = beam_width
+        self.resplit_parts = resplit_parts
+        self.max_vertices = max_vertices
+        self.n_clusters = n_clusters
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.pairwise = getattr(self.energy, "affinity", None) == "precomputed"
+        return tags
+
+    def _seed_trees(self, X, model, random_state):
+        """The seed trees of the builder, as AgglomerativeTrees of ``model``."""
+        builder = self.builder
+        if isinstance(builder, str):
+            if builder == "greedy":
+                return [greedy_tree(model)]
+            if builder == "beam":
+                beam = beam_search(model, self.beam_width)[: self.n_seed_trees]
+                return beam + [greedy_tree(model)]
+            seeds = random_state.randint(np.iinfo(np.int32).max, size=self.n_seed_trees - 1)
+            return [greedy_tree(model)] + [greedy_tree(model, gumbel_noise(int(s))) for s in seeds]
+        trees = builder(X, random_state) if callable(builder) else builder
+        trees = list(trees)
+        if not trees:
+            raise ValueError("the builder gave no seed trees; it must give at least one")
+        return [replay_tree(model, merges_from_tree(tree, len(X))) for tree in trees]
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y=None):
+        """Build the sparse trellis of X and run its dynamic programs.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features, or what the energy expects (an (n, n) matrix for
+            ``affinity="precomputed"``, (n, 4) four-momenta for Ginkgo).
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
+        n_points = len(X)
+        check_n_clusters(self, n_points)
+        energy = Dasgupta() if self.energy is None else self.energy
+        random_state = check_random_state(self.random_state)
+        max_vertices = 50 * n_points if self.max_vertices is None else self.max_vertices
+        start = time.perf_counter()
+        model = energy.merge_model(X)
+        trellis = SparseTrellis(model)
+        seeds = self._seed_trees(X, model, random_state)
+        for tree in seeds:
+            trellis.add_tree(tree)
+        trellis.solve()
+        self._report(trellis, "seeds", start)
+        # Widen the neighbourhood only once the narrower one stops paying:
+        # the vertex budget then goes where the MAP still moves.
+        for n_parts in range(3, self.resplit_parts + 1):
+            while trellis.n_vertices < max_vertices:
+                best = trellis.map_log_potential
+                if not trellis.grow(n_parts, max_vertices):
+                    break
+                trellis.solve()
+                self._report(trellis, f"grown ({n_parts} parts)", start)
+                if not trellis.map_log_potential > best:
+                    break
+        if not trellis.log_partition > -np.inf:
+            raise ValueError(
+                f"every tree the sparse trellis spans over these n_samples={n_points} "
+                f"points has zero potential under {energy!r}; seed it with other trees"
+            )
+        model.compact()
+        self._trellis = trellis
+        merges, log_potentials = trellis.merges(trellis.map_splits())
+        set_tree_attributes(self, merges, log_potentials, energy)
+        # The DP's own sums, so that one spanned tree gives log Z == MAP exactly.
+        self.map_log_potential_ = trellis.map_log_potential
+        self.log_partition_ = trellis.log_partition
+        self.seed_log_potentials_ = np.array([tree.log_potential for tree in seeds])
+        self.n_vertices_ = trellis.n_vertices
+        self.n_splits_ = trellis.n_splits
+        self.n_trees_ = trellis.n_trees()
+        self.sparsity_ = self.n_trees_ / double_factorial_trees(n_points)
+        return self
+
+    def _report(self, trellis, stage, start):
+        if self.verbose:
+            print(
+                f"[{type(self).__name__}] {stage}: {trellis.n_vertices} vertices, "
+                f"{trellis.n_splits} splits, MAP log potential "
+                f"{trellis.map_log_potential:.6g}, {time.perf_counter() - start:.2f} s",
+                flush=True,
+            )
+
+    def cluster_probability(self, members):
+        """Probability that ``members`` form a cluster of the tree, over the spanned trees.
+
+        P(some node of the tree has exactly these points | X, tree spanned):
+        1 for a single point or all points, 0 for a cluster that is not a
+        vertex. The first call runs the outside pass over the trellis.
+
+        Parameters
+        ----------
+        members : array-like of int, or boolean mask of shape (n_samples,)
+            The points of the cluster.
+
+        Returns
+        -------
+        probability : float
+        """
+        check_is_fitted(self)
+        members = check_members(members, self.n_leaves_)
+        if len(members) in (1, self.n_leaves_):
+            return 1.0
+        vertex = self._trellis.vertex_of([members])[0]
+        if vertex < 0:
+            return 0.0
+        return float(np.exp(self._trellis.cluster_log_marginals()[vertex]))
+
+    def log_probability(self, tree):
+        """Natural log of P(tree | X) under the posterior restricted to the spanned trees.
+
+        Parameters
+        ----------
+        tree : ndarray of shape (n_samples - 1, 4) or (n_samples - 1, 2)
+            A scipy linkage matrix or an ``AgglomerativeClustering``-style
+            ``children_`` array.
+
+        Returns
+        -------
+        log_probability : float
+            ``-inf`` for a tree the trellis does not span or with a
+            forbidden split.
+        """
+        check_is_fitted(self)
+        merges = merges_from_tree(tree, self.n_leaves_)
+        members = [np.array([i]) for i in range(self.n_leaves_)]
+        for a, b in merges:
+            members.append(np.concatenate([members[a], members[b]]))
+        trellis = self._trellis
+        vertex = trellis.vertex_of(members)
+        if np.any(vertex < 0):
+            return -np.inf
+        model_id = trellis.model_id[vertex]
+        node = np.arange(self.n_leaves_, 2 * self.n_leaves_ - 1)
+        log_psi = trellis.model.split_log_potential(
+            model_id[node], model_id[merges[:, 0]], model_id[merges[:, 1]]
+        )
+        return float(np.sum(log_psi) - self.log_partition_)
+
+    def sample(self, n_samples=1, random_state=None):
+        """Draw trees exactly from the posterior restricted to the spanned trees.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of trees.
+        random_state : int, RandomState instance or None, default=None
+            Seed; None uses the estimator's ``random_state``.
+
+        Returns
+        -------
+        trees : list of ndarray of shape (n_leaves_ - 1, 4)
+            scipy linkage matrices, heights as for ``linkage_matrix_``.
+        """
+        check_is_fitted(self)
+        if not isinstance(n_samples, Integral) or n_samples < 1:
+            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
+        rng = check_random_state(self.random_state if random_state is None else random_state)
+        return [
+            linkage_from_merges(*self._trellis.merges(splits))
+            for splits in self._trellis.sample_splits(n_samples, rng)
+        ]

@@ -1,0 +1,394 @@
+"""SparseTrellisClustering against the exact trellis and brute-force enumeration."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.cluster.hierarchy import fcluster, is_monotonic, is_valid_linkage, linkage
+from scipy.special import logsumexp
+from scipy.stats import chisquare
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sktrellis import ExactHierarchicalClustering
+from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
+from sktrellis.datasets import make_jets
+from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
+from sktrellis.sparse import SparseTrellisClustering
+
+from .common import brute_force, random_split_energy, tree_splits_set
+
+# Overflow or invalid values would mean statistics read from memory never
+# written (the cross sums of clusters that did not meet).
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+KINDS = ["dasgupta", "hcc", "ginkgo", "table"]
+
+
+def _problem(kind, n_points, rng):
+    """(energy, X) of each energy kind with random data."""
+    if kind == "dasgupta":
+        return Dasgupta(beta=rng.uniform(0.5, 3)), rng.normal(size=(n_points, 3))
+    if kind == "hcc":
+        weights = rng.normal(size=(n_points, n_points))
+        return CorrelationClustering(affinity="precomputed", beta=1.5), weights + weights.T
+    if kind == "ginkgo":
+        jet = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0]
+        return GinkgoLikelihood(), jet.momenta
+    if kind == "table":
+        return random_split_energy(n_points, rng), np.zeros((n_points, 1))
+    raise ValueError(kind)
+
+
+def _caterpillar(first, n_points):
+    """children_ of the tree that builds the cluster `first`, then adds the other points."""
+    order = list(first) + [i for i in range(n_points) if i not in first]
+    children, node = [], order[0]
+    for point in order[1:]:
+        children.append([node, point])
+        node = n_points + len(children) - 1
+    return np.array(children)
+
+
+def _every_cluster(n_points):
+    """Trees whose clusters are all the subsets of the points."""
+    return [
+        _caterpillar(cluster, n_points)
+        for size in range(2, n_points)
+        for cluster in itertools.combinations(range(n_points), size)
+    ]
+
+
+def _random_tree(n_points, rng):
+    """children_ of a uniformly random agglomeration order."""
+    active, children = list(range(n_points)), []
+    while len(active) > 1:
+        i, j = sorted(rng.choice(len(active), 2, replace=False))
+        children.append([active[i], active[j]])
+        active = [a for k, a in enumerate(active) if k not in (i, j)] + [n_points + len(children) - 1]
+    return np.array(children)
+
+
+def _children_from_splits(tree, n_points):
+    """children_ array (children first) of a list of (parent, left) mask splits."""
+    node_of = {1 << i: i for i in range(n_points)}
+    children = []
+    for parent, left in sorted(tree, key=lambda split: bin(split[0]).count("1")):
+        children.append([node_of[left], node_of[parent ^ left]])
+        node_of[parent] = n_points + len(children) - 1
+    return np.array(children)
+
+
+def _members(mask, n_points):
+    return [i for i in range(n_points) if mask >> i & 1]
+
+
+def _fit_or_skip(model, X):
+    try:
+        return model.fit(X)
+    except ValueError as error:
+        if "zero potential" not in str(error):
+            raise
+        pytest.skip("every spanned tree is forbidden; the error was checked")
+
+
+###############################################################################
+# The sparse trellis of every cluster is the full trellis
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [3, 5, 7])
+def test_every_cluster_gives_the_exact_trellis(kind, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed + n_points)
+    energy, X = _problem(kind, n_points, rng)
+    exact = ExactHierarchicalClustering(energy, n_clusters=1)
+    sparse = SparseTrellisClustering(
+        energy, builder=_every_cluster(n_points), resplit_parts=0, n_clusters=1
+    )
+    log_z, _, _, _ = brute_force(energy.split_potential(X), n_points)
+    if log_z == -np.inf:
+        with pytest.raises(ValueError, match="zero potential"):
+            sparse.fit(X)
+        return
+    exact.fit(X)
+    sparse.fit(X)
+    assert sparse.n_vertices_ == 2**n_points - 1
+    assert sparse.n_splits_ == (3**n_points + 1) // 2 - 2**n_points
+    assert sparse.log_partition_ == pytest.approx(exact.log_partition_, rel=1e-10, abs=1e-10)
+    assert sparse.map_log_potential_ == pytest.approx(exact.map_log_potential_, rel=1e-10, abs=1e-10)
+    assert sparse.n_trees_ == exact.n_trees_
+    assert sparse.sparsity_ == exact.n_trees_ / math.prod(range(1, 2 * n_points - 2, 2))
+    for size in range(1, n_points + 1):
+        for cluster in itertools.combinations(range(n_points), size):
+            assert sparse.cluster_probability(cluster) == pytest.approx(
+                exact.cluster_probability(list(cluster)), abs=1e-10
+            )
+    for _ in range(10):
+        tree = _random_tree(n_points, rng)
+        assert sparse.log_probability(tree) == pytest.approx(
+            exact.log_probability(tree), rel=1e-10, abs=1e-10
+        )
+
+
+###############################################################################
+# Seeds, bounds and brute force over the spanned trees
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_seed_tree_is_returned_as_is(kind, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 8
+    energy, X = _problem(kind, n_points, rng)
+    tree = _random_tree(n_points, rng)
+    model = _fit_or_skip(
+        SparseTrellisClustering(energy, builder=[tree], resplit_parts=0, n_clusters=1), X
+    )
+    assert model.n_trees_ == 1
+    assert model.n_vertices_ == 2 * n_points - 1
+    assert model.log_partition_ == model.map_log_potential_
+    assert model.map_log_potential_ == pytest.approx(model.seed_log_potentials_[0], rel=1e-12)
+    assert tree_splits_set(model.linkage_matrix_, n_points) == tree_splits_set(
+        np.column_stack([tree, np.zeros((n_points - 1, 2))]), n_points
+    )
+    assert model.log_probability(tree) == pytest.approx(0.0, abs=1e-12)
+    for sample in model.sample(3, random_state=0):
+        np.testing.assert_array_equal(sample, model.linkage_matrix_)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("builder", ["greedy", "beam", "sampled"])
+def test_bounds_against_the_exact_trellis(kind, builder, global_random_seed):
+    """log Z and the MAP are lower bounds; the MAP beats every seed."""
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 9
+    energy, X = _problem(kind, n_points, rng)
+    exact = ExactHierarchicalClustering(energy)
+    try:
+        exact.fit(X)
+    except ValueError:
+        pytest.skip("every tree is forbidden")
+    sparse = _fit_or_skip(
+        SparseTrellisClustering(
+            energy, builder=builder, beam_width=4, n_seed_trees=4, resplit_parts=4,
+            random_state=global_random_seed,
+        ),
+        X,
+    )
+    assert sparse.log_partition_ <= exact.log_partition_ + 1e-9
+    assert sparse.map_log_potential_ <= exact.map_log_potential_ + 1e-9
+    assert sparse.map_log_potential_ >= sparse.seed_log_potentials_.max() - 1e-9
+    assert sparse.log_partition_ >= sparse.map_log_potential_ - 1e-9
+    assert 1 <= sparse.n_trees_ <= exact.n_trees_
+    assert 0 < sparse.sparsity_ <= 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_spanned_trees_match_brute_force(kind, global_random_seed):
+    """n_trees_, log Z, tree probabilities and cluster marginals by enumeration."""
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 6
+    energy, X = _problem(kind, n_points, rng)
+    seeds = [_random_tree(n_points, rng) for _ in range(4)]
+    model = _fit_or_skip(
+        SparseTrellisClustering(energy, builder=seeds, resplit_parts=4), X
+    )
+    _, _, trees, values = brute_force(energy.split_potential(X), n_points)
+    vertices = set()
+    for mask in range(1, 1 << n_points):
+        if model._trellis.vertex_of([_members(mask, n_points)])[0] >= 0:
+            vertices.add(mask)
+    spanned = np.array([
+        all(parent in vertices and left in vertices for parent, left in tree) for tree in trees
+    ])
+    finite = spanned & np.isfinite(values)
+    assert model.n_trees_ == finite.sum()
+    assert model.log_partition_ == pytest.approx(logsumexp(values[finite]), rel=1e-10)
+    assert model.map_log_potential_ == pytest.approx(values[finite].max(), rel=1e-10)
+    marginal = dict.fromkeys(vertices, 0.0)
+    for tree, value, is_spanned in zip(trees, values, spanned):
+        children = _children_from_splits(tree, n_points)
+        expected = value - model.log_partition_ if is_spanned else -np.inf
+        assert model.log_probability(children) == pytest.approx(expected, abs=1e-10)
+        if is_spanned and np.isfinite(value):
+            for parent, left in tree:
+                for cluster in (left, parent ^ left):
+                    marginal[cluster] += np.exp(value - model.log_partition_)
+    full = (1 << n_points) - 1
+    for mask in range(1, full + 1):
+        expected = 1.0 if mask == full or mask & (mask - 1) == 0 else marginal.get(mask, 0.0)
+        assert model.cluster_probability(_members(mask, n_points)) == pytest.approx(expected, abs=1e-10)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_samples_follow_the_sparse_posterior(kind, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 5
+    energy, X = _problem(kind, n_points, rng)
+    seeds = [_random_tree(n_points, rng) for _ in range(4)]
+    model = _fit_or_skip(SparseTrellisClustering(energy, builder=seeds, resplit_parts=3), X)
+    _, _, trees, values = brute_force(energy.split_potential(X), n_points)
+    log_probability = np.array([
+        model.log_probability(_children_from_splits(tree, n_points)) for tree in trees
+    ])
+    n_samples = 20000
+    index = {frozenset(tree): i for i, tree in enumerate(trees)}
+    observed = np.bincount(
+        [index[frozenset(tree_splits_set(z, n_points))]
+         for z in model.sample(n_samples, random_state=global_random_seed)],
+        minlength=len(trees),
+    )
+    expected = np.exp(log_probability) * n_samples
+    assert observed[expected == 0].sum() == 0, "sampled a tree of zero probability"
+    keep = expected >= 5
+    cells_observed = np.append(observed[keep], observed[~keep].sum())
+    cells_expected = np.append(expected[keep], expected[~keep].sum())
+    if cells_expected[-1] == 0:
+        cells_observed, cells_expected = cells_observed[:-1], cells_expected[:-1]
+    if len(cells_expected) < 2:
+        pytest.skip("posterior concentrated on one tree")
+    assert chisquare(cells_observed, cells_expected).pvalue > 1e-4
+
+
+###############################################################################
+# Builders, growth and large N
+
+@pytest.mark.parametrize("builder", ["greedy", "beam", "sampled"])
+def test_map_is_at_least_the_baselines_on_many_points(builder, global_random_seed):
+    X, _ = make_blobs(n_samples=150, centers=4, cluster_std=2.0, random_state=global_random_seed)
+    sparse = SparseTrellisClustering(
+        builder=builder, n_seed_trees=3, beam_width=3, random_state=global_random_seed
+    ).fit(X)
+    greedy = GreedyHierarchicalClustering().fit(X)
+    assert sparse.map_log_potential_ >= greedy.map_log_potential_ - 1e-6
+    if builder == "beam":
+        beam = BeamSearchHierarchicalClustering(beam_width=3).fit(X)
+        assert sparse.map_log_potential_ >= beam.map_log_potential_ - 1e-6
+    assert isinstance(sparse.n_trees_, int) and sparse.n_trees_ > 2**64
+    assert sparse.n_vertices_ <= 50 * 150
+    assert sparse.log_partition_ >= sparse.map_log_potential_
+    assert sparse.log_partition_ <= sparse.map_log_potential_ + math.log(sparse.n_trees_) + 1e-6
+
+
+def test_growing_helps_and_respects_the_vertex_budget(global_random_seed):
+    X, _ = make_blobs(n_samples=120, centers=3, cluster_std=2.5, random_state=global_random_seed)
+    seeds_only = SparseTrellisClustering(builder="greedy", resplit_parts=0).fit(X)
+    grown = SparseTrellisClustering(builder="greedy").fit(X)
+    capped = SparseTrellisClustering(builder="greedy", max_vertices=400).fit(X)
+    assert seeds_only.n_trees_ == 1
+    assert grown.map_log_potential_ >= capped.map_log_potential_ >= seeds_only.map_log_potential_
+    assert grown.n_trees_ > capped.n_trees_ > 1
+    assert capped.n_vertices_ <= 400 < grown.n_vertices_
+
+
+def test_callable_builder_and_user_trees():
+    X, _ = make_blobs(n_samples=40, centers=3, random_state=0)
+    methods = ["average", "complete", "ward"]
+    from_list = SparseTrellisClustering(builder=[linkage(X, m) for m in methods], n_clusters=3).fit(X)
+    from_callable = SparseTrellisClustering(
+        builder=lambda X, random_state: [linkage(X, m) for m in methods], n_clusters=3
+    ).fit(X)
+    np.testing.assert_array_equal(from_list.linkage_matrix_, from_callable.linkage_matrix_)
+    assert len(from_list.seed_log_potentials_) == 3
+    assert from_list.map_log_potential_ >= from_list.seed_log_potentials_.max()
+    assert from_list.n_trees_ > 3
+
+
+def test_sampled_builder_is_reproducible(global_random_seed):
+    X, _ = make_blobs(n_samples=60, centers=3, cluster_std=3.0, random_state=0)
+    energy = Dasgupta(beta=0.01)
+    first = SparseTrellisClustering(energy, builder="sampled", random_state=global_random_seed).fit(X)
+    second = SparseTrellisClustering(energy, builder="sampled", random_state=global_random_seed).fit(X)
+    np.testing.assert_array_equal(first.seed_log_potentials_, second.seed_log_potentials_)
+    np.testing.assert_array_equal(first.linkage_matrix_, second.linkage_matrix_)
+    assert first.n_trees_ == second.n_trees_
+    # The perturbed runs give other trees than the greedy one.
+    assert len(np.unique(first.seed_log_potentials_)) > 1
+
+
+def test_jets_beyond_the_exact_limit():
+    jet = make_jets(n_leaves=28, root_mass2=20000.0, random_state=0)[0]
+    model = SparseTrellisClustering(GinkgoLikelihood(), beam_width=5, n_seed_trees=5).fit(jet.momenta)
+    assert model.map_log_potential_ >= max(model.seed_log_potentials_.max(), jet.log_likelihood) - 1e-9
+    assert np.isfinite(model.log_partition_)
+
+
+@pytest.mark.parametrize("n_clusters", [1, 3])
+def test_labels_are_the_fcluster_cut_of_a_valid_monotone_linkage(n_clusters, global_random_seed):
+    X, _ = make_blobs(n_samples=50, centers=3, random_state=global_random_seed)
+    model = SparseTrellisClustering(n_clusters=n_clusters).fit(X)
+    Z = model.linkage_matrix_
+    assert is_valid_linkage(Z, throw=True) and is_monotonic(Z)
+    assert np.all(np.diff(Z[:, 2]) > 0)
+    assert adjusted_rand_score(model.labels_, fcluster(Z, n_clusters, "maxclust")) == 1.0
+    np.testing.assert_array_equal(model.children_, Z[:, :2].astype(int))
+    np.testing.assert_array_equal(model.distances_, Z[:, 2])
+    for sample in model.sample(5, random_state=global_random_seed):
+        assert is_valid_linkage(sample) and is_monotonic(sample)
+        assert model.log_probability(sample) <= model.map_log_potential_ - model.log_partition_ + 1e-9
+
+
+def test_verbose_reports_each_round(capsys):
+    X, _ = make_blobs(n_samples=30, random_state=0)
+    SparseTrellisClustering(verbose=1).fit(X)
+    out = capsys.readouterr().out
+    assert "[SparseTrellisClustering] seeds:" in out and "vertices" in out
+
+
+def test_input_is_not_mutated():
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    before = X.copy()
+    SparseTrellisClustering().fit(X)
+    np.testing.assert_array_equal(X, before)
+
+
+###############################################################################
+# scikit-learn conventions and bad input
+
+# Every check passes: these estimators have no size limit.
+@pytest.mark.slow
+@parametrize_with_checks(
+    [SparseTrellisClustering()],
+    expected_failed_checks=lambda estimator: {},
+    xfail_strict=True,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize(
+    "params, X, match",
+    [
+        ({"n_clusters": 5}, np.arange(8.0).reshape(4, 2), "n_clusters=5 must be at most n_samples=4"),
+        ({"builder": "random"}, np.arange(8.0).reshape(4, 2), "builder"),
+        ({"builder": []}, np.arange(8.0).reshape(4, 2), "no seed trees"),
+        ({"builder": [np.zeros((2, 4))]}, np.arange(8.0).reshape(4, 2), r"shape \(2, 4\)"),
+        ({"builder": [[[0, 1], [0, 2], [4, 5]]]}, np.arange(8.0).reshape(4, 2), "exactly once"),
+        ({"builder": lambda X, random_state: []}, np.arange(8.0).reshape(4, 2), "no seed trees"),
+        ({"resplit_parts": -1}, np.arange(8.0).reshape(4, 2), "resplit_parts"),
+        ({"max_vertices": 0}, np.arange(8.0).reshape(4, 2), "max_vertices"),
+        ({"energy": random_split_energy(3, np.random.default_rng(0))}, np.zeros((70, 1)),
+         "at most 62 points: n_samples=70"),
+        ({}, np.array([[0.0, np.inf], [1.0, 2.0]]), "infinity"),
+    ],
+)
+def test_bad_input(params, X, match):
+    with pytest.raises(ValueError, match=match):
+        SparseTrellisClustering(**params).fit(X)
+
+
+@pytest.mark.parametrize(
+    "members, match",
+    [([], "at least one"), ([0, 9], r"\[0, 4\)"), ([1, 1], "repeat"), ([0.5], "indices"),
+     (np.ones(3, dtype=bool), r"shape \(4,\)")],
+)
+def test_bad_cluster_queries(members, match):
+    model = SparseTrellisClustering().fit(np.arange(8.0).reshape(4, 2))
+    with pytest.raises(ValueError, match=match):
+        model.cluster_probability(members)
+
+
+def test_bad_sample_requests():
+    model = SparseTrellisClustering().fit(np.arange(8.0).reshape(4, 2))
+    with pytest.raises(ValueError, match="positive integer"):
+        model.sample(0)
+    with pytest.raises(ValueError, match="shape"):
+        model.log_probability(np.zeros((2, 4)))
