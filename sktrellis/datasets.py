@@ -215,3 +215,95 @@ def load_iris12():
         feature_names=header[:-1],
         sample_names=[f"{s}_{i}" for i, s in enumerate(species)],
     )
+
+
+@validate_params(
+    {
+        "n_templates": [Interval(Integral, 1, None, closed="left")],
+        "length": [Interval(Integral, 1, None, closed="left")],
+        "reads_per_template": [Interval(Integral, 1, None, closed="left")],
+        "error_rate": [Interval(Real, 0, 0.5, closed="neither")],
+        "shuffle": ["boolean"],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def make_bit_patterns(n_templates, *, length=30, reads_per_template=10, error_rate=0.05,
+                      shuffle=True, random_state=None):
+    """Noisy reads of random binary templates, with their pairwise likelihood ratios.
+
+    The clustering problem of Kumar & Levy (2015, section 4), an abstract
+    version of counting DNA molecules tagged by random mutagenesis: each of
+    ``n_templates`` templates is a uniformly random word of ``length`` bits,
+    and each read copies a template with every bit flipped independently
+    with probability ``error_rate``. Two reads of the same template differ
+    in a bit with probability x = 2 p (1 - p), two reads of different
+    templates with probability 1/2, so for reads at Hamming distance d
+
+        f0 = C(L, d) x**d (1 - x)**(L - d),    f1 = C(L, d) / 2**L,
+
+    and the log likelihood ratio is ``log f0 / f1 = d log x + (L - d)
+    log(1 - x) + L log 2``. The paper samples N = 10 K reads from the
+    templates uniformly at random; here every template gets exactly
+    ``reads_per_template`` reads, so the true number of clusters is
+    ``n_templates`` (unless two random templates coincide, which for the
+    default 30 bits and a few dozen templates essentially never happens).
+
+    Parameters
+    ----------
+    n_templates : int
+        Number of templates K (the true clusters).
+    length : int, default=30
+        Bits per template L.
+    reads_per_template : int, default=10
+        Reads of each template.
+    error_rate : float, default=0.05
+        Probability p that a read flips a bit, in (0, 0.5).
+    shuffle : bool, default=True
+        Shuffle the reads; otherwise they come template by template.
+    random_state : int, RandomState instance or None, default=None
+        Seed.
+
+    Returns
+    -------
+    reads : ndarray of shape (n_templates * reads_per_template, length)
+        The reads, 0/1 as uint8.
+    labels : ndarray of shape (n_templates * reads_per_template,)
+        Template of each read.
+    log_likelihood_ratio : ndarray of shape (n_reads, n_reads)
+        ``log f0(i, j) / f1(i, j)``, symmetric, zero diagonal: the input of
+        :class:`~sktrellis.baselines.TransitivePropagation` and of
+        ``CorrelationClustering(affinity="precomputed")``.
+
+    References
+    ----------
+    V. Kumar, D. Levy. Clustering by transitive propagation. arXiv
+    1506.03072, 2015.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktrellis.datasets import make_bit_patterns
+    >>> reads, labels, llr = make_bit_patterns(3, reads_per_template=4, random_state=0)
+    >>> reads.shape, labels.shape, llr.shape
+    ((12, 30), (12,), (12, 12))
+    >>> same = labels[:, None] == labels[None, :]
+    >>> off_diagonal = ~np.eye(len(labels), dtype=bool)
+    >>> bool((llr[same & off_diagonal] > 0).all()), bool((llr[~same] < 0).all())
+    (True, True)
+    """
+    rng = check_random_state(random_state)
+    templates = rng.randint(2, size=(n_templates, length)).astype(np.uint8)
+    labels = np.repeat(np.arange(n_templates), reads_per_template)
+    if shuffle:
+        labels = labels[rng.permutation(len(labels))]
+    errors = (rng.random_sample((len(labels), length)) < error_rate).astype(np.uint8)
+    reads = templates[labels] ^ errors
+    bits = reads.astype(np.int64)
+    distance = bits @ (1 - bits).T + (1 - bits) @ bits.T
+    x = 2.0 * error_rate * (1.0 - error_rate)
+    log_likelihood_ratio = (
+        distance * np.log(x) + (length - distance) * np.log1p(-x) + length * np.log(2.0)
+    )
+    np.fill_diagonal(log_likelihood_ratio, 0.0)
+    return reads, labels, log_likelihood_ratio

@@ -1,0 +1,446 @@
+"""Bayesian hierarchical clustering (Heller & Ghahramani 2005), greedy and exact."""
+import heapq
+from numbers import Integral
+
+import numpy as np
+from scipy.special import gammaln
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import validate_data
+
+from .._trellis._hierarchical import splits_to_linkage
+from .._trellis.hierarchical_trellis import BEST_BHC_TREE_BYTES_PER_SUBSET, best_bhc_tree
+from .._tree import labels_from_linkage, linkage_from_heights
+from .._validation import check_exact_size, effective_n_threads
+from ..energies import DirichletProcessMixture
+
+# Candidate merges are scored this many at a time.
+_BLOCK_PAIRS = 1 << 15
+_LOG_HALF = np.log(0.5)
+
+
+def merge_recursion(log_alpha, size, log_marginal, log_d_left, log_tree_left,
+                    log_d_right, log_tree_right):
+    """One step of BHC's recursion, in log space and vectorised over merges.
+
+    For a node k of ``size`` points whose data D_k has log marginal
+    likelihood ``log_marginal`` under one component (hypothesis H1),
+    children with d and p(D | T) given::
+
+        d_k = alpha Gamma(n_k) + d_left d_right,   pi_k = alpha Gamma(n_k) / d_k,
+        p(D_k | T_k) = pi_k p(D_k | H1) + (1 - pi_k) p(D_left | T_left) p(D_right | T_right),
+        r_k = pi_k p(D_k | H1) / p(D_k | T_k).
+
+    Returns
+    -------
+    log_d, log_tree, log_r : ndarray
+        log d_k, log p(D_k | T_k) and log r_k.
+    """
+    log_one_cluster = log_alpha + gammaln(size)
+    log_split = log_d_left + log_d_right
+    log_d = np.logaddexp(log_one_cluster, log_split)
+    # pi_k p(D_k | H1) and (1 - pi_k) p_left p_right, with 1 - pi_k = d_l d_r / d_k.
+    merged = log_one_cluster - log_d + log_marginal
+    apart = log_split - log_d + log_tree_left + log_tree_right
+    log_tree = np.logaddexp(merged, apart)
+    return log_d, log_tree, merged - log_tree
+
+
+class _Components:
+    """The conjugate components of a DirichletProcessMixture, on sufficient statistics.
+
+    Priors, their data-dependent defaults, validation and the marginal
+    likelihoods are the energy's own, so BHC and the exact DPM trellis
+    score a cluster identically.
+    """
+
+    def __init__(self, energy, X):
+        self.energy = energy
+        self.prior = energy._prior(X)
+        self.n_features = X.shape[1]
+        self.point_statistics = energy._point_statistics(X, self.prior)
+
+    def log_marginal(self, statistics):
+        """log p(D | H1) of groups from the sums of their points' statistics."""
+        return self.energy._log_marginal(
+            np.atleast_2d(statistics), self.prior, self.n_features
+        )
+
+
+class _Forest:
+    """Every node's statistics and BHC quantities, leaves 0..N-1 then merges."""
+
+    def __init__(self, components, log_alpha):
+        self.components = components
+        self.log_alpha = log_alpha
+        leaves = components.point_statistics
+        n_points = len(leaves)
+        n_nodes = 2 * n_points - 1
+        self.statistics = np.empty((n_nodes, leaves.shape[1]))
+        self.statistics[:n_points] = leaves
+        self.size = np.ones(n_nodes)
+        self.log_marginal = np.empty(n_nodes)
+        self.log_marginal[:n_points] = components.log_marginal(leaves)
+        # A leaf has d = alpha and p(D | T) = p(D | H1).
+        self.log_d = np.full(n_nodes, log_alpha)
+        self.log_tree = self.log_marginal.copy()
+        self.log_r = np.zeros(n_nodes)
+
+    def score(self, a, b):
+        """log r_k of merging nodes a and b (arrays), without storing anything."""
+        log_marginal = self.components.log_marginal(self.statistics[a] + self.statistics[b])
+        return merge_recursion(
+            self.log_alpha, self.size[a] + self.size[b], log_marginal,
+            self.log_d[a], self.log_tree[a], self.log_d[b], self.log_tree[b],
+        )[2]
+
+    def merge(self, node, a, b):
+        """Store node = a + b and its BHC quantities."""
+        self.statistics[node] = self.statistics[a] + self.statistics[b]
+        self.size[node] = self.size[a] + self.size[b]
+        self.log_marginal[node] = self.components.log_marginal(self.statistics[node])[0]
+        self.log_d[node], self.log_tree[node], self.log_r[node] = merge_recursion(
+            self.log_alpha, self.size[node], self.log_marginal[node],
+            self.log_d[a], self.log_tree[a], self.log_d[b], self.log_tree[b],
+        )
+
+
+def greedy_merges(forest, n_points):
+    """Heller & Ghahramani's agglomeration: always merge the pair of largest r_k.
+
+    The log r_k of every pair of current clusters is kept in a matrix
+    indexed by *slot* (a merged cluster takes the lower slot of its two
+    children, the other slot dies), and each slot's best partner in a heap
+    of candidate merges keyed by -log r_k. A heap entry goes stale when its
+    slot's best partner changes (it carries the slot's version) or either
+    slot dies, and stale entries are dropped when they surface (lazy
+    invalidation). Per merge: one vectorised batch of marginal likelihoods
+    for the new cluster against all others, and a fresh best partner for
+    the slots whose best partner was consumed. O(N**2) scores and memory.
+    Exact ties go to the pair of smallest (lower slot, higher slot), a slot
+    being the lowest point index of its cluster.
+    """
+    scores = np.full((n_points, n_points), -np.inf)
+    first, second = np.triu_indices(n_points, 1)
+    for start in range(0, len(first), _BLOCK_PAIRS):
+        a = first[start : start + _BLOCK_PAIRS]
+        b = second[start : start + _BLOCK_PAIRS]
+        scores[a, b] = scores[b, a] = forest.score(a, b)
+    node_of = np.arange(n_points)
+    live = np.ones(n_points, dtype=bool)
+    version = np.zeros(n_points, dtype=np.int64)
+    best = scores.argmax(axis=1)
+    heap = [(-scores[s, best[s]], s, int(best[s]), 0) for s in range(n_points)]
+    heapq.heapify(heap)
+    merges = np.empty((n_points - 1, 2), dtype=np.int64)
+    for k in range(n_points - 1):
+        while True:
+            _, slot, partner, slot_version = heapq.heappop(heap)
+            if live[slot] and live[partner] and version[slot] == slot_version:
+                break
+        kept, gone = min(slot, partner), max(slot, partner)
+        node = n_points + k
+        merges[k] = node_of[kept], node_of[gone]
+        forest.merge(node, node_of[kept], node_of[gone])
+        node_of[kept] = node
+        live[gone] = False
+        scores[gone, :] = scores[:, gone] = -np.inf
+        others = np.flatnonzero(live)
+        others = others[others != kept]
+        for start in range(0, len(others), _BLOCK_PAIRS):
+            block = others[start : start + _BLOCK_PAIRS]
+            row = forest.score(node_of[block], np.full(len(block), node))
+            scores[kept, block] = scores[block, kept] = row
+        # Slots whose best partner was consumed look again; the others may
+        # now prefer the new cluster.
+        consumed = (best[others] == kept) | (best[others] == gone)
+        lost = others[consumed]
+        new_scores, old_scores = scores[others, kept], scores[others, best[others]]
+        gained = others[~consumed & (
+            (new_scores > old_scores) | ((new_scores == old_scores) & (kept < best[others]))
+        )]
+        best[lost] = scores[lost].argmax(axis=1)
+        best[gained] = kept
+        for s in np.concatenate([[kept], lost, gained]).tolist():
+            if s == kept:
+                best[s] = scores[s].argmax()
+            version[s] += 1
+            if np.isfinite(scores[s, best[s]]):
+                heapq.heappush(heap, (-scores[s, best[s]], s, int(best[s]), int(version[s])))
+    return merges
+
+
+class BayesianHierarchicalClustering(ClusterMixin, BaseEstimator):
+    """Bayesian hierarchical clustering (Heller & Ghahramani 2005).
+
+    Agglomerative clustering under a Dirichlet process mixture (DPM) with
+    conjugate components. Merging subtrees T_i and T_j into T_k compares
+    the hypothesis that D_k is one cluster against all the partitions of
+    D_k consistent with the subtrees, through the recursion (all in log
+    space)::
+
+        d_k = alpha Gamma(n_k) + d_i d_j,    pi_k = alpha Gamma(n_k) / d_k,
+        p(D_k | T_k) = pi_k p(D_k | H1) + (1 - pi_k) p(D_i | T_i) p(D_j | T_j),
+        r_k = pi_k p(D_k | H1) / p(D_k | T_k),
+
+    with d = alpha and p(D | T) = p(D | H1) at the leaves, and greedily
+    merges the pair of largest posterior merge probability r_k. The
+    component marginal likelihoods p(D_k | H1) come from sufficient
+    statistics, with the priors of
+    :class:`~sktrellis.energies.DirichletProcessMixture` (same parameters,
+    same defaults): the exact DPM posterior of that energy
+    (``ExactFlatClustering(model.dpm_energy())``) is what BHC approximates.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Concentration of the Dirichlet process.
+    component : {"gaussian", "bernoulli"}, default="gaussian"
+        Normal-Inverse-Wishart Gaussian components, or independent binary
+        features with Beta priors (X of 0 and 1 only).
+    mean_prior : array-like of shape (n_features,), default=None
+        Gaussian: prior mean of the cluster means; None uses the mean of X.
+    mean_precision_prior : float, default=1.0
+        Gaussian: kappa_0, the prior mean's weight in points.
+    degrees_of_freedom_prior : float, default=None
+        Gaussian: nu_0 > n_features - 1; None uses n_features.
+    covariance_prior : float or array-like of shape (n_features, n_features), \
+            default=None
+        Gaussian: inverse-Wishart scale Psi_0 (a float means that times the
+        identity); None uses the diagonal of the per-feature variances of X.
+    bernoulli_prior : tuple of two floats, default=(1.0, 1.0)
+        Bernoulli: the Beta(a, b) prior of every feature.
+    n_clusters : int, default=None
+        None: ``labels_`` is the paper's cut of the tree at the merges with
+        r_k < 0.5. Otherwise the tree is cut into exactly this many clusters
+        (the top ``n_clusters - 1`` rows of ``linkage_matrix_`` undone).
+    algorithm : {"greedy", "exact"}, default="greedy"
+        ``"greedy"``: Heller & Ghahramani's agglomeration, O(N**2 log N).
+        ``"exact"``: the tree with the largest DPM lower bound (largest
+        ``d_T p(D | T)``) among all (2N - 3)!! binary trees, by a dynamic
+        program over all 2**N subsets (O(3**N) time; about N <= 22).
+    verbose : int, default=0
+        ``"exact"``: print the progress of the dynamic program.
+    n_jobs : int, default=None
+        ``"exact"``: OpenMP threads; None uses all available cores, -1 as
+        well, -2 all but one.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        Flat clusters, 0..k-1 in order of first appearance. Without
+        ``n_clusters``: top-down from the root, a node is kept as one
+        cluster when r_k >= 0.5 and split into its children otherwise. Given
+        that its ancestors were split, r_k is the posterior probability
+        that the node's points form one cluster (among the partitions
+        consistent with the tree), so every decision of the cut is the more
+        probable one.
+    n_clusters_ : int
+        Number of clusters of ``labels_``.
+    linkage_matrix_ : ndarray of shape (n_samples - 1, 4)
+        The tree in scipy format, children first, heights non-decreasing. A
+        node's height is the largest ``-log r`` in its subtree, capped at
+        ``log 2`` for the nodes that the r_k < 0.5 cut keeps inside one
+        cluster; so the merges above ``log 2`` are exactly the ones the cut
+        undoes, and ``fcluster(linkage_matrix_, np.log(2), "distance")``
+        gives the clusters of the cut.
+    merge_log_probability_ : ndarray of shape (n_samples - 1,)
+        log r_k of each row of ``linkage_matrix_``.
+    children_ : ndarray of shape (n_samples - 1, 2)
+        The merges of ``linkage_matrix_``, as in ``AgglomerativeClustering``.
+    distances_ : ndarray of shape (n_samples - 1,)
+        The heights of ``linkage_matrix_``.
+    n_leaves_ : int
+        Number of points.
+    log_marginal_likelihood_ : float
+        log p(D | T) at the root: the probability of the data under the
+        DPM restricted to the partitions consistent with the tree, each
+        weighted by its DPM prior renormalised over those partitions.
+    log_evidence_lower_bound_ : float
+        ``log p(D | T) + log d_T + log Gamma(alpha) - log Gamma(alpha + N)``,
+        a lower bound on the DPM evidence log p(D) (Heller & Ghahramani
+        2005, Corollary 1): the sum of P(partition) p(D | partition) over
+        the tree-consistent partitions only, with the DPM prior
+        P(partition) itself, not renormalised. p(D | T) alone is not a
+        bound: it renormalises the prior over the tree-consistent
+        partitions. Compare with ``log_evidence_`` of
+        ``ExactFlatClustering(model.dpm_energy())``.
+    n_features_in_ : int
+        Number of features of X.
+
+    See Also
+    --------
+    sktrellis.ExactFlatClustering : the exact DPM posterior (evidence, MAP
+        partition, co-clustering probabilities) with ``dpm_energy()``.
+
+    Notes
+    -----
+    The greedy algorithm scores all N (N - 1) / 2 pairs once and each new
+    cluster against the others, O(N**2) marginal likelihoods in vectorised
+    batches, and keeps the pair scores in an N x N float64 matrix (32 MB
+    for N = 2,000, fitted in a few seconds). ``algorithm="exact"`` tabulates
+    the marginal likelihood of all 2**N subsets and needs about 32 bytes
+    per subset.
+
+    References
+    ----------
+    K. A. Heller, Z. Ghahramani. Bayesian hierarchical clustering. ICML 2005.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktrellis.baselines import BayesianHierarchicalClustering
+    >>> from sktrellis.flat import ExactFlatClustering
+    >>> X = np.array([[0.0, 0.1], [0.2, 0.0], [0.1, 0.2],
+    ...               [5.0, 5.1], [5.2, 4.9], [4.9, 5.0]])
+    >>> bhc = BayesianHierarchicalClustering(
+    ...     covariance_prior=0.05, mean_precision_prior=0.01).fit(X)
+    >>> bhc.labels_.tolist()
+    [0, 0, 0, 1, 1, 1]
+    >>> round(bhc.log_evidence_lower_bound_, 2)
+    -15.5
+    >>> exact = ExactFlatClustering(bhc.dpm_energy()).fit(X)
+    >>> round(exact.log_evidence_, 2)
+    -15.49
+    """
+
+    _parameter_constraints = {
+        **DirichletProcessMixture._parameter_constraints,
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "algorithm": [StrOptions({"greedy", "exact"})],
+        "verbose": ["verbose"],
+        "n_jobs": [Integral, None],
+    }
+
+    def __init__(self, alpha=1.0, component="gaussian", *, mean_prior=None,
+                 mean_precision_prior=1.0, degrees_of_freedom_prior=None,
+                 covariance_prior=None, bernoulli_prior=(1.0, 1.0), n_clusters=None,
+                 algorithm="greedy", verbose=0, n_jobs=None):
+        self.alpha = alpha
+        self.component = component
+        self.mean_prior = mean_prior
+        self.mean_precision_prior = mean_precision_prior
+        self.degrees_of_freedom_prior = degrees_of_freedom_prior
+        self.covariance_prior = covariance_prior
+        self.bernoulli_prior = bernoulli_prior
+        self.n_clusters = n_clusters
+        self.algorithm = algorithm
+        self.verbose = verbose
+        self.n_jobs = n_jobs
+
+    def dpm_energy(self):
+        """The Dirichlet process mixture energy with this model's hyperparameters.
+
+        ``ExactFlatClustering(model.dpm_energy()).fit(X)`` gives the exact
+        DPM posterior that BHC approximates: its ``log_evidence_`` is the
+        quantity ``log_evidence_lower_bound_`` bounds, its ``labels_`` the
+        MAP partition.
+
+        Returns
+        -------
+        energy : DirichletProcessMixture
+
+        Examples
+        --------
+        >>> from sktrellis.baselines import BayesianHierarchicalClustering
+        >>> BayesianHierarchicalClustering(alpha=2.0, component="bernoulli").dpm_energy()
+        DirichletProcessMixture(alpha=2.0, component='bernoulli')
+        """
+        return DirichletProcessMixture(
+            **{name: getattr(self, name) for name in DirichletProcessMixture._get_param_names()}
+        )
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Build the tree, its BHC quantities and the flat cut.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Data; 0/1 only for ``component="bernoulli"``.
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
+        n_points = X.shape[0]
+        if self.n_clusters is not None and self.n_clusters > n_points:
+            raise ValueError(
+                f"n_clusters={self.n_clusters} must be at most n_samples={n_points}"
+            )
+        energy = self.dpm_energy()
+        forest = _Forest(_Components(energy, X), float(np.log(self.alpha)))
+        if self.algorithm == "greedy":
+            merges = greedy_merges(forest, n_points)
+        else:
+            merges = self._exact_merges(energy, X)
+            for k, (a, b) in enumerate(merges):
+                forest.merge(n_points + k, a, b)
+        root = 2 * n_points - 2
+        self.log_marginal_likelihood_ = float(forest.log_tree[root])
+        self.log_evidence_lower_bound_ = float(
+            forest.log_tree[root] + forest.log_d[root]
+            + gammaln(self.alpha) - gammaln(self.alpha + n_points)
+        )
+        log_r = forest.log_r[n_points:]
+        split = self._cut(merges, log_r)
+        self.linkage_matrix_, order = linkage_from_heights(
+            merges, self._heights(merges, log_r, split)
+        )
+        self.merge_log_probability_ = log_r[order]
+        self.children_ = self.linkage_matrix_[:, :2].astype(np.intp)
+        self.distances_ = self.linkage_matrix_[:, 2].copy()
+        self.n_leaves_ = n_points
+        n_clusters = int(split.sum()) + 1 if self.n_clusters is None else self.n_clusters
+        self.labels_ = labels_from_linkage(self.linkage_matrix_, n_clusters)
+        self.n_clusters_ = n_clusters
+        return self
+
+    def _exact_merges(self, energy, X):
+        """Children-first merges of the tree of largest d_T p(D | T), by the trellis."""
+        n_points = X.shape[0]
+        check_exact_size(
+            n_points,
+            (energy.table_bytes_per_subset + BEST_BHC_TREE_BYTES_PER_SUBSET) << n_points,
+            'BayesianHierarchicalClustering(algorithm="exact")',
+            way_out='algorithm="greedy"',
+        )
+        # The DPM's cluster potential is log a(C) = log alpha + log Gamma(|C|) + log p(D_C).
+        _, parents, lefts = best_bhc_tree(
+            energy.cluster_potential(X), effective_n_threads(self.n_jobs), self.verbose,
+            type(self).__name__,
+        )
+        zero_costs = np.zeros((1, n_points - 1))
+        linkage = splits_to_linkage(parents[None], lefts[None], zero_costs)[0]
+        return linkage[:, :2].astype(np.int64)
+
+    @staticmethod
+    def _cut(merges, log_r):
+        """Merges undone by the r_k < 0.5 cut: top-down, while r_k < 0.5."""
+        n_points = len(merges) + 1
+        split = np.zeros(len(merges), dtype=bool)
+        split[-1] = log_r[-1] < _LOG_HALF
+        for k in range(len(merges) - 1, -1, -1):
+            if not split[k]:
+                continue
+            for child in merges[k]:
+                if child >= n_points:
+                    split[child - n_points] = log_r[child - n_points] < _LOG_HALF
+        return split
+
+    @staticmethod
+    def _heights(merges, log_r, split):
+        """Largest -log r in each subtree, capped at log 2 below the cut."""
+        n_points = len(merges) + 1
+        heights = np.empty(len(merges))
+        for k, (a, b) in enumerate(merges):
+            height = -log_r[k]
+            for child in (a, b):
+                if child >= n_points:
+                    height = max(height, heights[child - n_points])
+            heights[k] = height if split[k] else min(height, -_LOG_HALF)
+        return np.maximum(heights, 0.0)

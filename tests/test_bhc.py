@@ -1,0 +1,413 @@
+"""BayesianHierarchicalClustering against enumeration, a naive greedy and the exact DPM."""
+import numpy as np
+import pytest
+from scipy.cluster.hierarchy import fcluster, is_monotonic, is_valid_linkage
+from scipy.special import gammaln, logsumexp
+from scipy.stats import multivariate_t
+from sklearn.metrics import adjusted_rand_score
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sktrellis._tree import masks_from_merges, merges_from_tree
+from sktrellis.baselines import BayesianHierarchicalClustering
+from sktrellis.energies import DirichletProcessMixture
+from sktrellis.flat import ExactFlatClustering
+
+from .common import all_trees
+
+GAUSSIAN_PRIOR = dict(
+    mean_prior=[0.5, -0.2], mean_precision_prior=0.3, degrees_of_freedom_prior=3.5,
+    covariance_prior=[[1.2, 0.3], [0.3, 0.7]],
+)
+
+
+def _problem(component, n_points, rng, alpha=0.8):
+    """(model, X): clustered Gaussian data or random binary data."""
+    if component == "gaussian":
+        centres = rng.normal(scale=3.0, size=(3, 2))
+        X = centres[rng.integers(3, size=n_points)] + rng.normal(size=(n_points, 2))
+        return BayesianHierarchicalClustering(alpha=alpha, **GAUSSIAN_PRIOR), X
+    X = (rng.random((n_points, 5)) < 0.4).astype(float)
+    model = BayesianHierarchicalClustering(
+        alpha=alpha, component="bernoulli", bernoulli_prior=(0.5, 0.8)
+    )
+    return model, X
+
+
+def _cluster_table(model, X):
+    """log a(C) = log alpha + log Gamma(|C|) + log p(D_C) of every subset C."""
+    return model.dpm_energy().cluster_potential(X)
+
+
+def _log_marginals(model, X):
+    """log p(D_C) of every subset, from the energy's table."""
+    table = _cluster_table(model, X)
+    sizes = np.bitwise_count(np.arange(len(table), dtype=np.uint64)).astype(float)
+    sizes[0] = 1.0
+    return table - np.log(model.alpha) - gammaln(sizes)
+
+
+def _subtree_masks(model):
+    """Mask of every node of the fitted tree: leaves, then one per linkage row."""
+    merges = merges_from_tree(model.linkage_matrix_, model.n_leaves_)
+    return merges, masks_from_merges(merges, model.n_leaves_)
+
+
+def _tree_consistent_partitions(merges, n_points):
+    """Every tree-consistent partition of every node, as lists of cluster masks."""
+    masks = masks_from_merges(merges, n_points)
+    partitions = [[[masks[i]]] for i in range(n_points)]
+    for k, (a, b) in enumerate(merges):
+        node = n_points + k
+        partitions.append(
+            [[masks[node]]] + [left + right for left in partitions[a] for right in partitions[b]]
+        )
+    return partitions
+
+
+def _log_weight(partition, log_cluster):
+    """log prod_C alpha Gamma(|C|) p(D_C) of a partition."""
+    return sum(log_cluster[mask] for mask in partition)
+
+
+@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("n_points", [2, 3, 5, 7])
+@pytest.mark.parametrize("algorithm", ["greedy", "exact"])
+def test_recursion_matches_tree_consistent_partitions(component, n_points, algorithm,
+                                                       global_random_seed):
+    rng = np.random.default_rng(global_random_seed + n_points)
+    model, X = _problem(component, n_points, rng)
+    model.set_params(algorithm=algorithm).fit(X)
+    log_cluster = _cluster_table(model, X)
+    merges, masks = _subtree_masks(model)
+    partitions = _tree_consistent_partitions(merges, n_points)
+    log_alpha = np.log(model.alpha)
+
+    for k in range(n_points - 1):
+        node = n_points + k
+        weights = np.array([_log_weight(v, log_cluster) for v in partitions[node]])
+        # d_k: the same sum with p(D_C) = 1; p(D_k | T_k) = sum of weights / d_k.
+        log_d = logsumexp([
+            sum(log_alpha + gammaln(bin(mask).count("1")) for mask in v)
+            for v in partitions[node]
+        ])
+        # r_k: the weight of the one-cluster partition over all of them.
+        assert model.merge_log_probability_[k] == pytest.approx(
+            weights[0] - logsumexp(weights), abs=1e-9
+        )
+        if node == 2 * n_points - 2:
+            log_tree = logsumexp(weights) - log_d
+            assert model.log_marginal_likelihood_ == pytest.approx(log_tree, abs=1e-9)
+            # The bound: DPM (CRP) prior times likelihood, over these partitions only.
+            crp = weights + gammaln(model.alpha) - gammaln(model.alpha + n_points)
+            assert model.log_evidence_lower_bound_ == pytest.approx(logsumexp(crp), abs=1e-9)
+    # c_k = c_i c_j + 1 tree-consistent partitions (Proposition 1).
+    counts = [1] * n_points
+    for a, b in merges:
+        counts.append(counts[a] * counts[b] + 1)
+    assert len(partitions[-1]) == counts[-1]
+
+
+def _chain_rule_gaussian(X, mean, kappa, nu, scale):
+    """log p(x_1..x_n) as a product of multivariate t posterior predictives."""
+    dim = X.shape[1]
+    total = 0.0
+    for n, x in enumerate(X):
+        seen = X[:n]
+        kappa_n, nu_n = kappa + n, nu + n
+        mean_n = (kappa * mean + seen.sum(axis=0)) / kappa_n
+        scatter = scale.copy()
+        if n:
+            centred = seen - seen.mean(axis=0)
+            gap = seen.mean(axis=0) - mean
+            scatter += centred.T @ centred + kappa * n / kappa_n * np.outer(gap, gap)
+        dof = nu_n - dim + 1
+        total += multivariate_t.logpdf(
+            x, loc=mean_n, shape=scatter * (kappa_n + 1) / (kappa_n * dof), df=dof
+        )
+    return total
+
+
+def _chain_rule_bernoulli(X, a, b):
+    """log p(x_1..x_n) with each bit predicted by (a + ones) / (a + b + n)."""
+    total = 0.0
+    for n, x in enumerate(X):
+        ones = X[:n].sum(axis=0)
+        p_one = (a + ones) / (a + b + n)
+        total += np.sum(np.where(x == 1, np.log(p_one), np.log1p(-p_one)))
+    return total
+
+
+@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+def test_marginal_likelihoods_follow_the_chain_rule_of_predictives(component, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    model, X = _problem(component, 6, rng)
+    log_marginal = _log_marginals(model, X)
+    for mask in rng.integers(1, 1 << 6, size=12):
+        points = X[[i for i in range(6) if mask >> i & 1]]
+        points = points[rng.permutation(len(points))]
+        if component == "gaussian":
+            expected = _chain_rule_gaussian(
+                points, np.array(GAUSSIAN_PRIOR["mean_prior"]),
+                GAUSSIAN_PRIOR["mean_precision_prior"], GAUSSIAN_PRIOR["degrees_of_freedom_prior"],
+                np.array(GAUSSIAN_PRIOR["covariance_prior"]),
+            )
+        else:
+            expected = _chain_rule_bernoulli(points, 0.5, 0.8)
+        assert log_marginal[mask] == pytest.approx(expected, rel=1e-10)
+
+
+def _replay_greedy(merges, log_marginal, n_points, alpha, tolerance=1e-9):
+    """Check that the tree's merges can be made in an order that is always greedy.
+
+    Replays BHC's agglomeration, recomputing every pair's r_k at every step:
+    some merge of the tree whose two children are current clusters must have
+    the largest r_k of all pairs (up to exact ties). Returns the root's log
+    p(D | T) computed along the way.
+    """
+    log_alpha = np.log(alpha)
+    masks = masks_from_merges(merges, n_points)
+    wanted = {masks[n_points + k] for k in range(n_points - 1)}
+    # Each cluster (a mask) holds (log d, log p(D | T)).
+    clusters = {1 << i: (log_alpha, log_marginal[1 << i]) for i in range(n_points)}
+    while len(clusters) > 1:
+        candidates = {}
+        keys = sorted(clusters)
+        for x, a in enumerate(keys):
+            for b in keys[x + 1 :]:
+                (log_d_a, log_p_a), (log_d_b, log_p_b) = clusters[a], clusters[b]
+                log_one = log_alpha + gammaln(bin(a | b).count("1"))
+                log_d = np.logaddexp(log_one, log_d_a + log_d_b)
+                merged = log_one - log_d + log_marginal[a | b]
+                log_p = np.logaddexp(merged, log_d_a + log_d_b - log_d + log_p_a + log_p_b)
+                candidates[a, b] = (merged - log_p, log_d, log_p)
+        best = max(value[0] for value in candidates.values())
+        chosen = [pair for pair, value in candidates.items()
+                  if pair[0] | pair[1] in wanted and value[0] >= best - tolerance]
+        assert chosen, "the tree has no merge of largest r_k available"
+        a, b = chosen[0]
+        del clusters[a], clusters[b]
+        clusters[a | b] = candidates[a, b][1:]
+    return clusters[(1 << n_points) - 1][1]
+
+
+@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("alpha", [0.1, 1.0, 10.0])
+def test_every_merge_is_the_most_probable_one(component, alpha, global_random_seed):
+    # Binary data has exact ties (permuting features permutes nothing in
+    # the marginals), so the certificate allows any tied merge.
+    rng = np.random.default_rng(global_random_seed)
+    model, X = _problem(component, 12, rng, alpha=alpha)
+    model.fit(X)
+    merges = merges_from_tree(model.linkage_matrix_, len(X))
+    log_tree = _replay_greedy(merges, _log_marginals(model, X), len(X), alpha)
+    assert model.log_marginal_likelihood_ == pytest.approx(log_tree, abs=1e-9)
+
+
+def _best_q_by_enumeration(log_cluster, n_points):
+    """max over all trees of log q(T), q(T) = a(S) + q(left) q(right), by enumeration."""
+
+    def log_q(subset, splits):
+        children = {parent: left for parent, left in splits}
+        if subset & (subset - 1) == 0:
+            return log_cluster[subset]
+        left = children[subset]
+        return np.logaddexp(
+            log_cluster[subset], log_q(left, splits) + log_q(subset ^ left, splits)
+        )
+
+    full = (1 << n_points) - 1
+    values = [log_q(full, tree) for tree in all_trees(full)]
+    return max(values)
+
+
+@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("n_points", [2, 3, 4, 5, 6])
+def test_exact_tree_maximises_the_bound_over_all_trees(component, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed + 10 * n_points)
+    model, X = _problem(component, n_points, rng, alpha=rng.uniform(0.2, 3.0))
+    exact = model.set_params(algorithm="exact").fit(X)
+    best = _best_q_by_enumeration(_cluster_table(model, X), n_points)
+    shift = gammaln(model.alpha) - gammaln(model.alpha + n_points)
+    assert exact.log_evidence_lower_bound_ == pytest.approx(best + shift, abs=1e-9)
+    greedy = model.set_params(algorithm="greedy").fit(X)
+    assert greedy.log_evidence_lower_bound_ <= exact.log_evidence_lower_bound_ + 1e-9
+
+
+@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("algorithm", ["greedy", "exact"])
+@pytest.mark.parametrize("alpha", [0.3, 2.0])
+def test_bound_is_below_the_exact_dpm_evidence(component, algorithm, alpha, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    model, X = _problem(component, 10, rng, alpha=alpha)
+    model.set_params(algorithm=algorithm).fit(X)
+    exact = ExactFlatClustering(model.dpm_energy()).fit(X)
+    assert model.log_evidence_lower_bound_ <= exact.log_evidence_ + 1e-9
+    # p(D | T) renormalises the prior over tree-consistent partitions and is
+    # not itself a bound; the gap to the bound is log of their prior mass.
+    assert model.log_evidence_lower_bound_ <= model.log_marginal_likelihood_ + 1e-9
+
+
+def _top_down_cut(merges, log_r, n_points):
+    """Clusters of the paper's cut: from the root, split every node with r_k < 0.5."""
+    masks = masks_from_merges(merges, n_points)
+    clusters, stack = [], [2 * n_points - 2]
+    while stack:
+        node = stack.pop()
+        if node < n_points or log_r[node - n_points] >= np.log(0.5):
+            clusters.append(masks[node])
+        else:
+            stack.extend(merges[node - n_points])
+    return sorted(clusters)
+
+
+def _cluster_masks(labels):
+    return sorted(
+        int(sum(1 << int(i) for i in np.flatnonzero(labels == k))) for k in np.unique(labels)
+    )
+
+
+@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("alpha", [0.05, 1.0, 20.0])
+def test_labels_are_the_r_cut_and_the_log2_cut_of_the_linkage(component, alpha,
+                                                              global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    model, X = _problem(component, 30, rng, alpha=alpha)
+    model.fit(X)
+    Z = model.linkage_matrix_
+    assert is_valid_linkage(Z, throw=True) and is_monotonic(Z)
+    merges = merges_from_tree(Z, len(X))
+    expected = _top_down_cut(merges, model.merge_log_probability_, len(X))
+    assert _cluster_masks(model.labels_) == expected
+    assert _cluster_masks(fcluster(Z, np.log(2), "distance")) == expected
+    assert model.n_clusters_ == len(expected)
+    np.testing.assert_array_equal(model.fit_predict(X), model.labels_)
+    np.testing.assert_array_equal(model.children_, Z[:, :2].astype(int))
+    np.testing.assert_array_equal(model.distances_, Z[:, 2])
+
+
+@pytest.mark.parametrize("n_clusters", [1, 2, 5, 30])
+def test_n_clusters_gives_exactly_that_many(n_clusters, global_random_seed):
+    model, X = _problem("gaussian", 30, np.random.default_rng(global_random_seed))
+    model.set_params(n_clusters=n_clusters).fit(X)
+    assert len(np.unique(model.labels_)) == n_clusters == model.n_clusters_
+
+
+def test_separated_blobs_are_recovered(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    truth = np.repeat(np.arange(4), 25)
+    centres = 10.0 * np.vstack([np.zeros(3), np.eye(3)])
+    X = centres[truth] + rng.uniform(-1.0, 1.0, size=(100, 3))
+    model = BayesianHierarchicalClustering(covariance_prior=1.0, mean_precision_prior=0.1)
+    assert adjusted_rand_score(truth, model.fit_predict(X)) == 1.0
+    assert model.n_clusters_ == 4
+
+
+def test_large_data_stays_finite_in_log_space(global_random_seed):
+    # d_k grows like Gamma(N) and p(D | H1) like exp(-N): both overflow or
+    # underflow in linear space long before N = 500.
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(500, 2))
+    model = BayesianHierarchicalClustering().fit(X)
+    assert np.isfinite(model.log_marginal_likelihood_)
+    assert np.isfinite(model.log_evidence_lower_bound_)
+    assert np.all(np.isfinite(model.merge_log_probability_))
+    assert np.all(model.merge_log_probability_ <= 1e-12)
+
+
+def test_default_priors_are_the_dpm_defaults(global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(9, 3)) * [1.0, 2.0, 0.5]
+    default = BayesianHierarchicalClustering().fit(X)
+    explicit = BayesianHierarchicalClustering(
+        mean_prior=X.mean(axis=0), degrees_of_freedom_prior=3,
+        covariance_prior=np.diag(X.var(axis=0)),
+    ).fit(X)
+    assert default.log_evidence_lower_bound_ == pytest.approx(
+        explicit.log_evidence_lower_bound_, rel=1e-12
+    )
+    params = default.dpm_energy().get_params()
+    assert params == DirichletProcessMixture().get_params()
+
+
+def test_exact_verbose_reports_every_level(capsys, global_random_seed):
+    model, X = _problem("gaussian", 6, np.random.default_rng(global_random_seed))
+    model.set_params(algorithm="exact", verbose=1).fit(X)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 5 and "subsets of size 6/6" in lines[-1]
+
+
+def test_input_is_not_mutated(global_random_seed):
+    model, X = _problem("gaussian", 8, np.random.default_rng(global_random_seed))
+    copy = X.copy()
+    model.fit(X)
+    np.testing.assert_array_equal(X, copy)
+
+
+@pytest.mark.parametrize(
+    "params, X, match",
+    [
+        ({}, [[0.0, 1.0]], "minimum of 2 is required"),
+        ({}, [[0.0, np.nan], [1.0, 2.0]], "NaN"),
+        ({"component": "bernoulli"}, [[0.0, 1.0], [0.5, 1.0]], r"binary data .* is 0.5"),
+        ({"n_clusters": 3}, [[0.0], [1.0]], "n_clusters=3 must be at most n_samples=2"),
+        ({"degrees_of_freedom_prior": 0.5}, [[0.0, 1.0], [1.0, 0.0]], "exceed n_features - 1"),
+        ({"covariance_prior": [[1.0, 2.0], [2.0, 1.0]]}, [[0.0, 1.0], [1.0, 0.0]],
+         "positive definite"),
+        ({}, [[1.0, 0.0], [1.0, 1.0]], "feature 0 of X is constant"),
+        ({"algorithm": "exact"}, np.arange(62.0).reshape(31, 2),
+         r'n_samples=31 .* use algorithm="greedy"'),
+    ],
+)
+def test_bad_input_is_rejected(params, X, match):
+    with pytest.raises(ValueError, match=match):
+        BayesianHierarchicalClustering(**params).fit(X)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"alpha": 0.0}, "alpha"),
+        ({"component": "poisson"}, "component"),
+        ({"n_clusters": 0}, "n_clusters"),
+        ({"algorithm": "beam"}, "algorithm"),
+        ({"mean_precision_prior": -1.0}, "mean_precision_prior"),
+    ],
+)
+def test_bad_parameters_are_rejected(params, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        BayesianHierarchicalClustering(**params).fit(np.eye(3))
+
+
+_TOO_LARGE = (
+    "uses {n} samples; the exact tree needs 2**N subsets, so it raises the memory-limit "
+    "ValueError (the greedy algorithm passes this check, and the exact one is covered "
+    "at small N by the tests above)"
+)
+
+
+@parametrize_with_checks([BayesianHierarchicalClustering()], xfail_strict=True)
+def test_sklearn_common_checks(estimator, check):
+    check(estimator)
+
+
+# The exact tree on the checks' 20-point data runs the 3**20 dynamic program
+# (seconds per check), hence slow.
+@pytest.mark.slow
+@parametrize_with_checks(
+    [BayesianHierarchicalClustering(algorithm="exact")],
+    expected_failed_checks=lambda estimator: {
+        "check_fit_score_takes_y": _TOO_LARGE.format(n=30),
+        "check_pipeline_consistency": _TOO_LARGE.format(n=30),
+        "check_estimators_pickle": _TOO_LARGE.format(n=30),
+        "check_positive_only_tag_during_fit": _TOO_LARGE.format(n=150),
+        "check_dtype_object": _TOO_LARGE.format(n=56),
+        "check_clustering": _TOO_LARGE.format(n=50),
+        "check_fit_idempotent": _TOO_LARGE.format(n=80),
+        "check_fit_check_is_fitted": _TOO_LARGE.format(n=100),
+        "check_n_features_in": _TOO_LARGE.format(n=100),
+    },
+    xfail_strict=True,
+)
+def test_sklearn_common_checks_exact(estimator, check):
+    check(estimator)
