@@ -1,7 +1,15 @@
 """sktrellis: exact inference over clusterings with the cluster trellis."""
 from ._many import fit_many
+from .flat import ExactFlatClustering
 from .hierarchical import ExactHierarchicalClustering
+from .sparse import SparseTrellisClustering
 
 __version__ = "0.1.0"
 
-__all__ = ["ExactHierarchicalClustering", "fit_many", "__version__"]
+__all__ = [
+    "ExactFlatClustering",
+    "ExactHierarchicalClustering",
+    "SparseTrellisClustering",
+    "fit_many",
+    "__version__",
+]

@@ -80,3 +80,33 @@ def effective_n_threads(n_jobs):
     if n_jobs < 0:
         return max(1, n_cpus + 1 + n_jobs)
     return min(n_jobs, n_cpus) if n_jobs > 0 else 1
+
+
+def check_members(members, n_points):
+    """Point indices of a cluster given as indices or a boolean mask, validated."""
+    members = np.asarray(members)
+    if members.dtype == bool:
+        if members.shape != (n_points,):
+            raise ValueError(
+                f"a boolean cluster mask must have shape ({n_points},), got {members.shape}"
+            )
+        members = np.flatnonzero(members)
+    members = members.ravel()
+    if members.size == 0:
+        raise ValueError("a cluster needs at least one member")
+    if not np.issubdtype(members.dtype, np.integer):
+        raise ValueError(f"cluster members must be point indices, got dtype {members.dtype}")
+    if members.min() < 0 or members.max() >= n_points:
+        raise ValueError(
+            f"cluster members must be indices in [0, {n_points}), got "
+            f"{members.min()}..{members.max()}"
+        )
+    if len(np.unique(members)) != members.size:
+        raise ValueError("cluster members must not repeat")
+    return members
+
+
+def members_to_mask(members, n_points):
+    """Subset mask (bit i <=> point i) of a cluster given as indices or a boolean mask."""
+    members = check_members(members, n_points)
+    return int(np.bitwise_or.reduce(np.left_shift(1, members.astype(np.int64))))

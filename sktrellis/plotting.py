@@ -79,7 +79,9 @@ def plot_dendrogram(estimator, *, ax=None, annotate=True, fmt="{:.2f}", **dendro
     >>> from sktrellis.plotting import plot_dendrogram
     >>> X = np.array([[0.0], [0.3], [4.0], [4.4], [4.1]])
     >>> model = ExactHierarchicalClustering().fit(X)
-    >>> ax = plot_dendrogram(model, labels=["a", "b", "c", "d", "e"])
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> ax = plot_dendrogram(model, labels=["a", "b", "c", "d", "e"], ax=ax)
     >>> len(ax.texts)  # the four inner nodes but the root
     3
     """
@@ -174,7 +176,9 @@ def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", lab
     >>> import numpy as np
     >>> from sktrellis.plotting import plot_pairwise_probability
     >>> P = np.array([[1.0, 0.1, 0.9], [0.1, 1.0, 0.2], [0.9, 0.2, 1.0]])
-    >>> ax = plot_pairwise_probability(P)
+    >>> import matplotlib.pyplot as plt
+    >>> fig, ax = plt.subplots()
+    >>> ax = plot_pairwise_probability(P, ax=ax)
     >>> [tick.get_text() for tick in ax.get_xticklabels()]  # 0 and 2 side by side
     ['1', '0', '2']
     """

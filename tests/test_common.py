@@ -2,21 +2,21 @@
 
 Exact estimators enumerate 2**N subsets, so checks whose data has 30 to 150
 samples cannot run: they are expected failures (each with its reason), and
-tests/test_hierarchical.py::test_restored_common_checks covers the same
-ground at small N.
+the test_restored_common_checks of tests/test_hierarchical.py and
+tests/test_flat.py cover the same ground at small N. The baselines and the
+sparse trellis run the checks in their own test modules.
 """
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sktrellis import ExactHierarchicalClustering
+from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
 
 _TOO_LARGE = (
     "uses {n} samples; the exact trellis needs 2**N subsets, so it raises the "
     "memory-limit ValueError (restored at small N in test_restored_common_checks)"
 )
 
-EXPECTED_FAILURES = {
-    ExactHierarchicalClustering: {
+_EXACT_FAILURES = {
         "check_fit_score_takes_y": _TOO_LARGE.format(n=30),
         "check_pipeline_consistency": _TOO_LARGE.format(n=30),
         "check_estimators_pickle": _TOO_LARGE.format(n=30),
@@ -26,7 +26,10 @@ EXPECTED_FAILURES = {
         "check_fit_idempotent": _TOO_LARGE.format(n=80),
         "check_fit_check_is_fitted": _TOO_LARGE.format(n=100),
         "check_n_features_in": _TOO_LARGE.format(n=100),
-    },
+}
+EXPECTED_FAILURES = {
+    ExactHierarchicalClustering: _EXACT_FAILURES,
+    ExactFlatClustering: _EXACT_FAILURES,
 }
 
 
@@ -36,7 +39,7 @@ def _expected_failures(estimator):
 
 @pytest.mark.slow
 @parametrize_with_checks(
-    [ExactHierarchicalClustering()],
+    [ExactHierarchicalClustering(), ExactFlatClustering()],
     expected_failed_checks=_expected_failures,
     xfail_strict=True,
 )

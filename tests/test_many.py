@@ -86,11 +86,3 @@ def test_fit_many_on_a_dask_cluster(global_random_seed):
     np.testing.assert_array_equal(
         fitted[0].linkage_matrix_, clone(template).fit(datasets[0]).linkage_matrix_
     )
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    import sktrellis._many
-
-    assert doctest.testmod(sktrellis._many).failed == 0

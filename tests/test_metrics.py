@@ -412,11 +412,3 @@ def test_log_partition_scorer_selects_the_highest_evidence(global_random_seed):
     log_z = [ExactHierarchicalClustering(Dasgupta(beta=b)).fit(X).log_partition_ for b in betas]
     np.testing.assert_allclose(search.cv_results_["mean_test_score"], log_z)
     assert search.best_params_ == {"energy__beta": betas[int(np.argmax(log_z))]}
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    import sktrellis.metrics
-
-    assert doctest.testmod(sktrellis.metrics).failed == 0

@@ -152,11 +152,3 @@ def test_missing_matplotlib_is_a_clear_import_error(monkeypatch):
         plot_dendrogram(model)
     with pytest.raises(ImportError, match="sktrellis\\[plot\\]"):
         plot_pairwise_probability(np.eye(3))
-
-
-def test_docstring_examples_run():
-    import doctest
-
-    import sktrellis.plotting
-
-    assert doctest.testmod(sktrellis.plotting).failed == 0
