@@ -208,15 +208,27 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
         self.log_partition_ = trellis.log_partition
         self.n_partitions_ = trellis.n_partitions
         self.pairwise_probability_ = trellis.pairwise_probability()
-        self.n_clusters_log_partition_ = trellis.log_partition_by_count
-        self.n_clusters_probability_ = np.exp(
-            trellis.log_partition_by_count - trellis.log_partition
-        )
         if hasattr(energy, "log_evidence"):
             self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
         if hasattr(energy, "log_predictive"):
             self._fit_X = X
         return self
+
+    @property
+    def n_clusters_log_partition_(self):
+        """log Z over the partitions into k clusters, k = 0..n_samples.
+
+        Needs a second pass over the trellis with a cluster-count dimension
+        (four to six times the cost of ``fit``'s), run in ``fit`` when
+        ``n_clusters`` is set and otherwise on first access, then kept.
+        """
+        check_is_fitted(self)
+        return self._trellis.log_partition_by_count
+
+    @property
+    def n_clusters_probability_(self):
+        """P(number of clusters = k | X), k = 0..n_samples (see ``n_clusters_log_partition_``)."""
+        return np.exp(self.n_clusters_log_partition_ - self.log_partition_)
 
     @staticmethod
     def _check_cluster_potential(log_potential, n_points, energy):

@@ -241,48 +241,50 @@ class FlatTrellis:
         Name used in progress messages.
     n_clusters : int or None
         Also find the MAP partition with exactly this many clusters.
-    count_clusters : bool
-        Run the pass with a cluster-count dimension (log Z per number of
-        clusters); needed for `n_clusters`. Off only to time the plain pass.
+
+    The pass with a cluster-count dimension (log Z per number of clusters,
+    four to six times the cost of the plain pass) runs in the constructor
+    when `n_clusters` is given, and otherwise on first use of
+    `log_partition_by_count`.
     """
 
-    def __init__(self, log_e, n_threads=1, verbose=0, owner="trellis", n_clusters=None,
-                 count_clusters=True):
+    def __init__(self, log_e, n_threads=1, verbose=0, owner="trellis", n_clusters=None):
         self.log_e = np.ascontiguousarray(log_e, dtype=np.float64)
         self.n_points = len(self.log_e).bit_length() - 1
         self.n_threads = n_threads
         self.verbose = verbose
         self.owner = owner
         self.n_clusters = n_clusters
-        self._run(count_clusters or n_clusters is not None)
+        self._log_partition_by_count = None
+        self._run_inside()
+        if n_clusters is not None:
+            self._run_count()
 
     @property
     def full(self):
         return (1 << self.n_points) - 1
 
-    def _run(self, count_clusters):
-        n_points = self.n_points
+    def _levels(self, passes, name):
+        """Run each pass over the subsets of every size, reporting progress."""
         levels = _Levels(self.log_e)
-        inside = _InsidePass(levels, self.n_threads)
-        counting = None
-        if count_clusters:
-            counting = _CountPass(levels, self.n_threads, self.n_clusters or 0)
+        built = [make(levels) for make in passes]
         start = time.perf_counter()
-        for size in range(1, n_points + 1):
+        for size in range(1, self.n_points + 1):
             parents = levels.level(size)
-            inside.level(size, parents)
-            inside.finish(size, parents)
-            if counting is not None:
-                counting.level(size, parents)
-                counting.finish(size, parents)
+            for one_pass in built:
+                one_pass.level(size, parents)
+                one_pass.finish(size, parents)
             if self.verbose:
                 print(
-                    f"[{self.owner}] subsets of size {size}/{n_points}: "
+                    f"[{self.owner}] {name}, subsets of size {size}/{self.n_points}: "
                     f"{len(parents)} subsets x {1 << (size - 1)} clusters, "
                     f"{time.perf_counter() - start:.2f} s",
                     flush=True,
                 )
+        return built
 
+    def _run_inside(self):
+        (inside,) = self._levels([lambda levels: _InsidePass(levels, self.n_threads)], "inside")
         full = self.full
         self.log_z = inside.log_z
         self.log_partition = float(inside.log_z[full])
@@ -292,12 +294,17 @@ class FlatTrellis:
             self._labels_from_table(inside.best) if self.log_partition > -np.inf else None
         )
         self.n_partitions = (
-            bell_number(n_points) if inside.counts is None
+            bell_number(self.n_points) if inside.counts is None
             else kernels.count_as_int(inside.counts, full)
         )
-        if counting is None:
-            return
-        self.log_partition_by_count = np.concatenate(
+
+    def _run_count(self):
+        (counting,) = self._levels(
+            [lambda levels: _CountPass(levels, self.n_threads, self.n_clusters or 0)],
+            "clusters counted",
+        )
+        full = self.full
+        self._log_partition_by_count = np.concatenate(
             [[-np.inf], counting.row(counting.log_zk, full)]
         )
         if self.n_clusters:
@@ -308,6 +315,13 @@ class FlatTrellis:
                 self._constrained_labels(counting, self.n_clusters)
                 if self.constrained_map_log_potential > -np.inf else None
             )
+
+    @property
+    def log_partition_by_count(self):
+        """log Z over the partitions into k clusters, k = 0..N (computed once)."""
+        if self._log_partition_by_count is None:
+            self._run_count()
+        return self._log_partition_by_count
 
     def _labels_from_table(self, best):
         labels = np.empty(self.n_points, dtype=np.int64)
