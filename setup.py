@@ -1,6 +1,6 @@
 """Build the Cython kernels of sktrellis.
 
-Every ``sktrellis/_trellis/_*.pyx`` becomes an extension module, compiled with
+Every ``src/sktrellis/_trellis/_*.pyx`` becomes an extension module, compiled with
 ``-O3`` and, where the compiler supports it, OpenMP (the kernels parallelise
 over the subsets of one size with ``prange``).
 """
@@ -32,7 +32,7 @@ extensions = [
         extra_compile_args=["-O3"] + compile_openmp,
         extra_link_args=link_openmp,
     )
-    for path in sorted(glob(os.path.join("sktrellis", "_trellis", "_*.pyx")))
+    for path in sorted(glob(os.path.join("src", "sktrellis", "_trellis", "_*.pyx")))
 ]
 
 setup(
