@@ -81,7 +81,7 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
         marginal likelihood of the data under the DP mixture.
     n_features_in_ : int
         Number of features (columns) of X.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (n_features,)
         Names of the features, when X has string column names.
 
     See Also
@@ -94,7 +94,7 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
     Cost: the inside pass visits the (3**N - 1) / 2 (subset, cluster)
     pairs, at about 1.5 ns per pair on one core for log Z and MAP together;
     the pass with a cluster-count dimension (for ``n_clusters_probability_``
-    and ``n_clusters``) does |S \\ C| multiply-adds per pair, about N / 3,
+    and ``n_clusters``) does ``|S \\ C|`` multiply-adds per pair, about N / 3,
     and costs 4-6 times more. N = 18 fits in about a second on two cores,
     N = 20 in 10-25 s (see ``benchmarks/bench_flat.py``). Memory is about
     ``(128 + 12 N) * 2**N`` bytes plus 32 MiB for the sampler: 0.4 GiB at
@@ -348,7 +348,7 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
 
         Returns
         -------
-        labels : ndarray of shape (n_samples, len(labels_))
+        labels : ndarray of shape (n_samples, n_points)
             One row of labels per partition, 0, 1, ... in order of each
             cluster's first point.
         """

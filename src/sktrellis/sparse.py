@@ -321,7 +321,7 @@ class SparseTrellisClustering(ClusterMixin, BaseEstimator):
 
         Returns
         -------
-        trees : list of ndarray of shape (n_leaves_ - 1, 4)
+        trees : list of ndarray of shape (n_leaves - 1, 4)
             scipy linkage matrices, heights as for ``linkage_matrix_``.
         """
         check_is_fitted(self)

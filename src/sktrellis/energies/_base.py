@@ -23,7 +23,17 @@ class HierarchicalEnergy(BaseEstimator):
     separable = False
 
     def split_bytes(self, n_points):
-        """Peak memory of the energy's tables and the trellis for n_points, in bytes."""
+        """Peak memory of the energy's tables and the trellis, in bytes.
+
+        Parameters
+        ----------
+        n_points : int
+            Number of points.
+
+        Returns
+        -------
+        n_bytes : int
+        """
         per_subset = self.table_bytes_per_subset + trellis_bytes_per_subset(self.separable)
         return per_subset * 2**n_points
 

@@ -80,7 +80,17 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
         self.beta = beta
 
     def weights(self, X):
-        """The (n, n) signed weight matrix of X (zero diagonal)."""
+        """The (n, n) signed weight matrix of X (zero diagonal).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features) or (n_samples, n_samples)
+            Features, or signed weights with ``affinity="precomputed"``.
+
+        Returns
+        -------
+        weights : ndarray of shape (n_samples, n_samples)
+        """
         self._validate_params()
         weights = similarity_matrix(X, self.affinity, self.gamma, allow_negative=True)
         if self.affinity != "precomputed":

@@ -64,7 +64,17 @@ class Dasgupta(HierarchicalEnergy):
         self.beta = beta
 
     def similarities(self, X):
-        """The (n, n) non-negative similarity matrix of X."""
+        """The (n, n) non-negative similarity matrix of X.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features) or (n_samples, n_samples)
+            Features, or similarities with ``affinity="precomputed"``.
+
+        Returns
+        -------
+        similarities : ndarray of shape (n_samples, n_samples)
+        """
         self._validate_params()
         return similarity_matrix(X, self.affinity, self.gamma, allow_negative=False)
 

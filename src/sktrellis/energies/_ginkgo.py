@@ -92,7 +92,17 @@ class GinkgoLikelihood(HierarchicalEnergy):
         self.t_cut = t_cut
 
     def check_momenta(self, X):
-        """Validate an (n, 4) array of physical four-momenta (E >= |p|)."""
+        """Validate an (n, 4) array of physical four-momenta (``E >= |p|``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, 4)
+            Rows (E, px, py, pz).
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, 4), float64
+        """
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != 4:
             raise ValueError(
