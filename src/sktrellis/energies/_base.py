@@ -14,7 +14,23 @@ class HierarchicalEnergy(BaseEstimator):
     evaluate any split in O(1) (a
     :class:`~sktrellis._trellis._hierarchical.SplitPotential`).
     Parameters are plain constructor arguments, so an estimator's
-    ``energy__<name>`` can be grid-searched.
+    ``energy__<name>`` can be grid-searched. For a new energy, the quickest
+    route is :class:`SplitEnergy` with a vectorised function; subclass this
+    only to build O(1) tables of your own.
+
+    Examples
+    --------
+    A built-in energy's tables evaluate any split: here the Dasgupta
+    potential of splitting {0, 1, 2} into {0} and {1, 2} (masks 0b111, 0b001).
+
+    >>> import numpy as np
+    >>> from sktrellis.energies import Dasgupta, HierarchicalEnergy
+    >>> energy = Dasgupta(affinity="precomputed")
+    >>> isinstance(energy, HierarchicalEnergy)
+    True
+    >>> W = np.array([[0, 1.0, 0.5], [1.0, 0, 2.0], [0.5, 2.0, 0]])
+    >>> energy.split_potential(W).evaluate([0b111], [0b001]).tolist()
+    [-4.5]
     """
 
     #: Bytes per subset taken by the energy's own tables.
@@ -82,6 +98,27 @@ class FlatEnergy(BaseEstimator):
     all 2**N subsets at once (vectorised), which the flat trellis reads in
     O(1). Parameters are plain constructor arguments, so an estimator's
     ``energy__<name>`` can be grid-searched.
+
+    Examples
+    --------
+    Each cluster costs a fixed amount plus its spread along one feature,
+    tabulated for all subsets with the package's subset tables:
+
+    >>> import numpy as np
+    >>> from sktrellis import ExactFlatClustering
+    >>> from sktrellis.energies import FlatEnergy
+    >>> from sktrellis.energies._tables import subset_sums, subset_sizes
+    >>> class Spread(FlatEnergy):
+    ...     def __init__(self, cost=2.0):
+    ...         self.cost = cost
+    ...     def cluster_potential(self, X):
+    ...         size = np.maximum(subset_sizes(len(X)), 1)
+    ...         mean = subset_sums(X[:, 0]) / size
+    ...         spread = subset_sums(X[:, 0] ** 2) - size * mean**2
+    ...         return -self.cost - spread
+    >>> X = np.array([[0.0], [0.2], [3.0], [3.1]])
+    >>> ExactFlatClustering(Spread()).fit(X).labels_.tolist()
+    [0, 0, 1, 1]
     """
 
     #: Bytes per subset taken by the energy's own table and its temporaries.
