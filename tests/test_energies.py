@@ -124,7 +124,7 @@ def _ginkgo_naive(momenta, parent, left, lam, t_cut):
 def test_ginkgo_split_potentials(lam, t_cut, global_random_seed):
     momenta = make_jets(n_leaves=6, lam=lam, t_cut=t_cut, random_state=global_random_seed)[0].momenta
     splits, values = _evaluate_all(GinkgoLikelihood(lam=lam, t_cut=t_cut).split_potential(momenta), 6)
-    assert np.isinf(values).any() and np.isfinite(values).any()
+    assert np.isfinite(values).any()
     for (parent, left), value in zip(splits, values):
         assert value == pytest.approx(_ginkgo_naive(momenta, parent, left, lam, t_cut), abs=1e-10)
 

@@ -311,9 +311,10 @@ def test_scorers_read_the_fitted_tree_and_posterior(global_random_seed):
     assert make_tree_scorer(dendrogram_purity)(pipeline, X, y) == dendrogram_purity(
         y, final.linkage_matrix_
     )
-    assert make_tree_scorer(dendrogram_purity)(final, X, y) == dendrogram_purity(
-        y, final.linkage_matrix_
-    )
+    # The bare final step is scored on the data it saw: after the scaler.
+    assert make_tree_scorer(dendrogram_purity)(
+        final, pipeline[:-1].transform(X), y
+    ) == dendrogram_purity(y, final.linkage_matrix_)
     assert make_posterior_scorer(expected_dendrogram_purity)(pipeline, X, y) == (
         expected_dendrogram_purity(y, final)
     )
@@ -412,3 +413,28 @@ def test_log_partition_scorer_selects_the_highest_evidence(global_random_seed):
     log_z = [ExactHierarchicalClustering(Dasgupta(beta=b)).fit(X).log_partition_ for b in betas]
     np.testing.assert_allclose(search.cv_results_["mean_test_score"], log_z)
     assert search.best_params_ == {"energy__beta": betas[int(np.argmax(log_z))]}
+
+
+@pytest.mark.parametrize("held_out", ["other_half", "permuted"])
+def test_scorers_refuse_other_data_of_the_same_shape(held_out, global_random_seed):
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from sktrellis import ExactHierarchicalClustering
+
+    rng = np.random.default_rng(global_random_seed)
+    X, y = rng.normal(size=(12, 2)), np.repeat([0, 1], 6)
+    train = np.arange(6)
+    test = train + 6 if held_out == "other_half" else rng.permutation(train)[::-1]
+    if held_out == "permuted" and np.array_equal(test, train):
+        test = train[::-1]
+    pipeline = make_pipeline(StandardScaler(), ExactHierarchicalClustering())
+    search = GridSearchCV(
+        pipeline, {"exacthierarchicalclustering__n_clusters": [2]},
+        scoring=make_tree_scorer(dendrogram_purity), cv=[(train, test)], error_score="raise",
+    )
+    with pytest.raises(ValueError, match="different data than the clusterer was fitted on"):
+        search.fit(X, y)
+    # The recipe itself passes: fitted and scored on the same points.
+    search.set_params(cv=[(train, train)]).fit(X, y)

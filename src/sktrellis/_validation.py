@@ -110,3 +110,16 @@ def members_to_mask(members, n_points):
     """Subset mask (bit i <=> point i) of a cluster given as indices or a boolean mask."""
     members = check_members(members, n_points)
     return int(np.bitwise_or.reduce(np.left_shift(1, members.astype(np.int64))))
+
+
+def data_sketch(X):
+    """A cheap fingerprint of the rows of X: their projections on a fixed random direction.
+
+    Transductive clusterers store it at fit so that scorers can refuse data
+    they were not fitted on, even of the same shape (a held-out fold).
+    Comparing sketches with a tolerance, rather than hashes, lets a
+    pipeline's ``transform`` reproduce its ``fit_transform`` up to rounding.
+    """
+    X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
+    direction = np.random.default_rng(0).standard_normal(X.shape[1])
+    return X @ direction

@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._trellis.flat_trellis import FlatTrellis
-from ._validation import check_exact_size, effective_n_threads
+from ._validation import check_exact_size, data_sketch, effective_n_threads
 from .energies import CorrelationClustering
 from .hierarchical import members_to_mask
 
@@ -169,6 +169,7 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
             Fitted estimator.
         """
         X = validate_data(self, X, dtype=np.float64)
+        self._fit_sketch = data_sketch(X)
         n_points = X.shape[0]
         if self.n_clusters is not None and self.n_clusters > n_points:
             raise ValueError(

@@ -14,7 +14,7 @@ from ._tree import (
     merges_from_tree,
     splits_from_merges,
 )
-from ._validation import check_exact_size, effective_n_threads, members_to_mask
+from ._validation import check_exact_size, data_sketch, effective_n_threads, members_to_mask
 from .energies import Dasgupta
 
 
@@ -137,6 +137,7 @@ class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
             Fitted estimator.
         """
         X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
+        self._fit_sketch = data_sketch(X)
         n_points = X.shape[0]
         if self.n_clusters > n_points:
             raise ValueError(

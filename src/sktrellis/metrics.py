@@ -24,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._trellis._hierarchical import canonical_lefts
 from ._tree import merges_from_tree
-from ._validation import check_square_matrix
+from ._validation import check_square_matrix, data_sketch
 from .energies._tables import subset_sums
 
 __all__ = [
@@ -457,7 +457,30 @@ def _fitted_final_step(estimator, X, scorer_name):
             f"{scorer_name} got X with {shape[1]} features but the estimator was fitted "
             f"with n_features_in_={n_features}: {recipe}"
         )
+    fitted_sketch = getattr(final, "_fit_sketch", None)
+    if fitted_sketch is not None:
+        # Same shape is not same data: a held-out fold of equal size must be
+        # refused too. Compare what the clusterer itself saw, after the
+        # pipeline's transformers, up to rounding.
+        sketch = data_sketch(_transform_to_final_step(estimator, X))
+        scale = np.max(np.abs(fitted_sketch), initial=0.0)
+        if sketch.shape != fitted_sketch.shape or not np.allclose(
+            sketch, fitted_sketch, rtol=1e-7, atol=1e-9 * scale
+        ):
+            raise ValueError(
+                f"{scorer_name} got different data than the clusterer was fitted on "
+                f"(same n_samples={n_given}, other points): {recipe}"
+            )
     return final
+
+
+def _transform_to_final_step(estimator, X):
+    """X as the final step of (possibly nested) pipelines receives it."""
+    while isinstance(estimator, Pipeline):
+        if len(estimator) > 1:
+            X = estimator[:-1].transform(X)
+        estimator = estimator[-1]
+    return X
 
 
 def _fitted_tree(final):

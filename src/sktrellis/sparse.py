@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._trellis.hierarchical_trellis import double_factorial_trees
 from ._trellis.sparse_trellis import SparseTrellis
 from ._tree import linkage_from_merges, merges_from_tree
-from ._validation import check_members
+from ._validation import check_members, data_sketch
 from .baselines._search import (
     beam_search,
     check_n_clusters,
@@ -201,6 +201,7 @@ class SparseTrellisClustering(ClusterMixin, BaseEstimator):
             Fitted estimator.
         """
         X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
+        self._fit_sketch = data_sketch(X)
         n_points = len(X)
         check_n_clusters(self, n_points)
         energy = Dasgupta() if self.energy is None else self.energy

@@ -8,6 +8,7 @@ from sklearn.utils.validation import validate_data
 
 from ..energies import Dasgupta
 from ._search import beam_search, check_n_clusters, set_tree_attributes
+from .._validation import data_sketch
 
 
 class BeamSearchHierarchicalClustering(ClusterMixin, BaseEstimator):
@@ -112,6 +113,7 @@ class BeamSearchHierarchicalClustering(ClusterMixin, BaseEstimator):
             Fitted estimator.
         """
         X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
+        self._fit_sketch = data_sketch(X)
         check_n_clusters(self, len(X))
         energy = Dasgupta() if self.energy is None else self.energy
         best = beam_search(energy.merge_model(X), self.beam_width)[0]

@@ -11,7 +11,7 @@ from sklearn.utils.validation import validate_data
 from .._trellis._hierarchical import splits_to_linkage
 from .._trellis.hierarchical_trellis import BEST_BHC_TREE_BYTES_PER_SUBSET, best_bhc_tree
 from .._tree import labels_from_linkage, linkage_from_heights
-from .._validation import check_exact_size, effective_n_threads
+from .._validation import check_exact_size, data_sketch, effective_n_threads
 from ..energies import DirichletProcessMixture
 
 # Candidate merges are scored this many at a time.
@@ -367,6 +367,7 @@ class BayesianHierarchicalClustering(ClusterMixin, BaseEstimator):
             Fitted estimator.
         """
         X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
+        self._fit_sketch = data_sketch(X)
         n_points = X.shape[0]
         if self.n_clusters is not None and self.n_clusters > n_points:
             raise ValueError(

@@ -8,6 +8,7 @@ from sklearn.utils.validation import validate_data
 
 from ..energies import Dasgupta
 from ._search import check_n_clusters, greedy_tree, set_tree_attributes
+from .._validation import data_sketch
 
 
 class GreedyHierarchicalClustering(ClusterMixin, BaseEstimator):
@@ -113,6 +114,7 @@ class GreedyHierarchicalClustering(ClusterMixin, BaseEstimator):
             Fitted estimator.
         """
         X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
+        self._fit_sketch = data_sketch(X)
         check_n_clusters(self, len(X))
         energy = Dasgupta() if self.energy is None else self.energy
         tree = greedy_tree(energy.merge_model(X))

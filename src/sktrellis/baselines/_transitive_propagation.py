@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
-from .._validation import available_memory_bytes, check_square_matrix, format_bytes
+from .._validation import available_memory_bytes, check_square_matrix, data_sketch, format_bytes
 
 
 # Beliefs above this are scaled down by _RESCALE_BY (powers of two: exact).
@@ -190,6 +190,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
             Fitted estimator.
         """
         X = validate_data(self, X, dtype=np.float64)
+        self._fit_sketch = data_sketch(X)
         llr = check_square_matrix(X, "log likelihood ratio", allow_negative=True)
         n_points = len(llr)
         needed = message_bytes(n_points)
