@@ -87,12 +87,10 @@ def linkage_from_merges(merges, log_potentials):
     if n_inner:
         costs = costs - min(costs.min(), 0.0)
     height = np.zeros(n_points + n_inner)
-    size = np.ones(n_points + n_inner, dtype=np.int64)
     low = np.arange(n_points + n_inner)
     for k, (a, b) in enumerate(merges):
         node = n_points + k
         height[node] = costs[k] + height[a] + height[b]
-        size[node] = size[a] + size[b]
         low[node] = min(low[a], low[b])
     preorder = np.empty(n_inner, dtype=np.int64)
     stack = [n_points + n_inner - 1]
@@ -106,19 +104,11 @@ def linkage_from_merges(merges, log_potentials):
         a, b = merges[node - n_points]
         stack.extend((b, a) if low[a] < low[b] else (a, b))
     order = np.lexsort((-preorder, height[n_points:]))
-    row_of = np.empty(n_inner, dtype=np.int64)
-    row_of[order] = np.arange(n_inner)
-    inner = merges >= n_points
-    ids = merges.copy()
-    ids[inner] = n_points + row_of[merges[inner] - n_points]
-    ids = ids[order]
     root_height = height[-1] if n_inner else 0.0
     tie_step = 1e-9 * max(root_height, 1.0) / max(n_inner, 1)
-    linkage = np.empty((n_inner, 4))
-    linkage[:, :2] = np.sort(ids, axis=1)
-    linkage[:, 2] = height[n_points + order] + np.arange(n_inner) * tie_step
-    linkage[:, 3] = size[n_points + order]
-    return linkage
+    return _linkage_rows(
+        merges, order, height[n_points + order] + np.arange(n_inner) * tie_step
+    )
 
 
 def merges_from_tree(tree, n_points):
@@ -226,12 +216,22 @@ def linkage_from_heights(merges, heights):
     """
     merges = np.asarray(merges, dtype=np.int64)
     heights = np.asarray(heights, dtype=np.float64)
+    order = np.argsort(heights, kind="stable")
+    return _linkage_rows(merges, order, heights[order]), order
+
+
+def _linkage_rows(merges, order, row_heights):
+    """Linkage whose row r is merge ``order[r]`` at height ``row_heights[r]``.
+
+    Node ids are renumbered to the new rows (leaves keep theirs) and the
+    smaller child id comes first; ``order`` must keep children before
+    parents.
+    """
     n_inner = len(merges)
     n_points = n_inner + 1
     size = np.ones(n_points + n_inner, dtype=np.int64)
     for k, (a, b) in enumerate(merges):
         size[n_points + k] = size[a] + size[b]
-    order = np.argsort(heights, kind="stable")
     row_of = np.empty(n_inner, dtype=np.int64)
     row_of[order] = np.arange(n_inner)
     ids = merges.copy()
@@ -239,6 +239,6 @@ def linkage_from_heights(merges, heights):
     ids[inner] = n_points + row_of[merges[inner] - n_points]
     linkage = np.empty((n_inner, 4))
     linkage[:, :2] = np.sort(ids[order], axis=1)
-    linkage[:, 2] = heights[order]
+    linkage[:, 2] = row_heights
     linkage[:, 3] = size[n_points + order]
-    return linkage, order
+    return linkage

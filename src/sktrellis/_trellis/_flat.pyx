@@ -25,7 +25,8 @@ from libc.stdint cimport uint64_t
 import numpy as np
 
 from ._common cimport (
-    count_t, count_to_int, ctz, deposit, intp_t, low_bit, mask_t, next_submask, popcount,
+    count_t, count_to_int, ctz, deposit, intp_t, low_bit, mask_t, next_submask,
+    popcount, search_cumulative,
 )
 
 # Sums are taken in linear space, every term scaled by the largest term any
@@ -531,22 +532,6 @@ def sample_partitions(const double[::1] log_e, const double[::1] log_z,
         free(cache)
     return np.asarray(labels)
 
-
-cdef inline Py_ssize_t search_cumulative(const double* cdf, Py_ssize_t n, double u) noexcept nogil:
-    """First j with cdf[j] > u * cdf[n - 1]: clusters of zero weight are never chosen.
-
-    Comparing with u times the computed total, rather than normalising,
-    keeps rounding in log Z from leaving mass outside [0, 1).
-    """
-    cdef double target = u * cdf[n - 1]
-    cdef Py_ssize_t lo = 0, hi = n - 1, mid
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cdf[mid] > target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 cdef inline mask_t scan_cluster(const double* log_e, const double* log_z, mask_t subset,

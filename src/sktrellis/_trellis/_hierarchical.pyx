@@ -22,8 +22,8 @@ from libc.string cimport memset
 import numpy as np
 
 from ._common cimport (
-    count_t, count_to_int, ctz, deposit, extract_rank, intp_t, log_add,
-    low_bit, mask_t, next_submask, popcount,
+    count_t, count_to_int, ctz, deposit, extract_rank, intp_t, log_add, low_bit,
+    mask_t, next_submask, popcount, search_cumulative,
 )
 
 ###############################################################################
@@ -570,18 +570,6 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
         free(cache)
     return np.asarray(parents), np.asarray(lefts)
 
-
-cdef inline Py_ssize_t search_cumulative(const double* cdf, Py_ssize_t n, double u) noexcept nogil:
-    """First j with cdf[j] > u * cdf[n - 1]: splits of zero weight are never chosen."""
-    cdef double target = u * cdf[n - 1]
-    cdef Py_ssize_t lo = 0, hi = n - 1, mid
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cdf[mid] > target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 cdef inline mask_t scan_split(const SplitTables* t, const double* log_z, mask_t parent,
