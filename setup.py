@@ -1,10 +1,11 @@
 """Build the Cython kernels of sktrellis.
 
-Every ``src/sktrellis/_trellis/_*.pyx`` becomes an extension module, compiled with
-``-O3`` and, where the compiler supports it, OpenMP (the kernels parallelise
-over the subsets of one size with ``prange``).
+Every ``src/sktrellis/_trellis/_*.pyx`` becomes an extension module, compiled
+with ``-O3``, POPCNT on x86-64 and, where the compiler supports it, OpenMP (the
+kernels parallelise over the subsets of one size with ``prange``).
 """
 import os
+import platform
 import sys
 from glob import glob
 
@@ -22,6 +23,16 @@ def _openmp_flags():
     return ["-fopenmp"], ["-fopenmp"]
 
 
+def _instruction_flags():
+    # The kernels count the points of a subset (popcount) once per split or
+    # pair of splits; without the POPCNT instruction gcc emits a ~12-instruction
+    # bit-twiddling sequence, which made the outside pass 2x slower. Every
+    # x86-64 processor since 2008 has it; other architectures need no flag.
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        return ["-mpopcnt"]
+    return []
+
+
 compile_openmp, link_openmp = _openmp_flags()
 extensions = [
     Extension(
@@ -29,7 +40,7 @@ extensions = [
         [path],
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-        extra_compile_args=["-O3"] + compile_openmp,
+        extra_compile_args=["-O3"] + _instruction_flags() + compile_openmp,
         extra_link_args=link_openmp,
     )
     for path in sorted(glob(os.path.join("src", "sktrellis", "_trellis", "_*.pyx")))

@@ -24,7 +24,7 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 
-from sktrellis._trellis._hierarchical import canonical_lefts
+from sktrellis._trellis._subsets import canonical_lefts
 from sktrellis._trellis.flat_trellis import FlatTrellis
 from sktrellis.energies import CorrelationClustering
 

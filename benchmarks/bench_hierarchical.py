@@ -17,7 +17,7 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 
-from sktrellis._trellis import _hierarchical as kernels
+from sktrellis._trellis._subsets import canonical_lefts, subsets_by_size
 from sktrellis._trellis.hierarchical_trellis import HierarchicalTrellis
 from sktrellis.energies import Dasgupta
 
@@ -32,7 +32,7 @@ def numpy_trellis(potential, n_points, max_cells=1 << 24):
     cluster_term, child_term, size_coef = (
         tables["cluster_term"], tables["child_term"], tables["size_coef"]
     )
-    order, level_start = kernels.subsets_by_size(n_points)
+    order, level_start = subsets_by_size(n_points)
     log_z = np.zeros(1 << n_points)
     log_map = np.zeros(1 << n_points)
     for size in range(2, n_points + 1):
@@ -41,7 +41,7 @@ def numpy_trellis(potential, n_points, max_cells=1 << 24):
         step = max(1, max_cells // per_parent)
         for first in range(0, len(parents), step):
             chunk = parents[first : first + step]
-            lefts = kernels.canonical_lefts(chunk.astype(np.uint32)).astype(np.int64)
+            lefts = canonical_lefts(chunk.astype(np.uint32)).astype(np.int64)
             rights = chunk[:, None] ^ lefts
             psi = cluster_term[chunk][:, None] + size_coef[size] * (
                 child_term[lefts] + child_term[rights]

@@ -20,3 +20,19 @@ def _seeds():
 @pytest.fixture(params=_seeds())
 def global_random_seed(request):
     return request.param
+
+
+@pytest.fixture(params=[1, 3], ids=["1-thread", "3-threads"])
+def kernel_threads(request, monkeypatch):
+    """Kernel thread count for the exact estimators, the parallel path forced at any N.
+
+    Below a work threshold the trellises run a level on one thread; with the
+    threshold at 0 and 3 threads (more than this 2-core machine has, so
+    threads interleave), small brute-force problems exercise the OpenMP loops.
+    """
+    from sktrellis import hierarchical
+    from sktrellis._trellis import hierarchical_trellis
+
+    monkeypatch.setattr(hierarchical_trellis, "_PARALLEL_MIN_SPLITS", 0)
+    monkeypatch.setattr(hierarchical, "effective_n_threads", lambda n_jobs: request.param)
+    return request.param

@@ -460,7 +460,7 @@ def test_bad_arrays_are_rejected(X, match):
 
 
 def test_too_many_points_names_the_memory_and_the_way_out():
-    with pytest.raises(ValueError, match=r"n_samples=40 needs .*SparseTrellisClustering"):
+    with pytest.raises(ValueError, match=r"n_samples=40 would need .*SparseTrellisClustering"):
         ExactFlatClustering().fit(np.zeros((40, 2)))
 
 

@@ -45,7 +45,9 @@ def _fit_or_infeasible(energy, X, log_z):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [2, 3, 4, 5, 6, 7])
-def test_log_partition_map_and_counts_match_enumeration(kind, n_points, global_random_seed):
+def test_log_partition_map_and_counts_match_enumeration(
+    kind, n_points, global_random_seed, kernel_threads
+):
     rng = np.random.default_rng(global_random_seed + 1000 * n_points)
     energy, X = _problem(kind, n_points, rng)
     model = ExactHierarchicalClustering(energy, n_clusters=1)
@@ -66,7 +68,9 @@ def test_log_partition_map_and_counts_match_enumeration(kind, n_points, global_r
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [3, 5, 7])
-def test_cluster_marginals_and_tree_probabilities_match_enumeration(kind, n_points, global_random_seed):
+def test_cluster_marginals_and_tree_probabilities_match_enumeration(
+    kind, n_points, global_random_seed, kernel_threads
+):
     rng = np.random.default_rng(global_random_seed + 7 * n_points)
     energy, X = _problem(kind, n_points, rng)
     potential = energy.split_potential(X)
@@ -87,6 +91,41 @@ def test_cluster_marginals_and_tree_probabilities_match_enumeration(kind, n_poin
     for tree, value in list(zip(trees, values))[:: max(1, len(trees) // 50)]:
         children = _children_from_splits(tree, n_points)
         assert model.log_probability(children) == pytest.approx(value - log_z, abs=1e-10)
+
+
+@pytest.mark.parametrize("beta", [1e-6, 1.0, 1e3, 1e6])
+@pytest.mark.parametrize("kind", ["dasgupta", "hcc"])
+def test_log_marginals_match_enumeration_at_extreme_temperatures(beta, kind, kernel_threads):
+    """The linear-space outside pass, and its log-space fallback, in log space.
+
+    At beta >= 1e3 most clusters have marginals below 1e-308: their terms
+    underflow against the level's scale and must be redone exactly.
+    """
+    n_points = 6
+    rng = np.random.default_rng(int(beta) % 1000 + len(kind))
+    if kind == "dasgupta":
+        energy, X = Dasgupta(beta=beta), rng.normal(size=(n_points, 2))
+    else:
+        weights = rng.normal(size=(n_points, n_points))
+        energy, X = CorrelationClustering(affinity="precomputed", beta=beta), weights + weights.T
+    potential = energy.split_potential(X)
+    log_z, _, trees, values = brute_force(potential, n_points)
+    model = ExactHierarchicalClustering(energy).fit(X)
+    log_marginals = model._trellis.cluster_log_marginals()
+    terms = {subset: [] for subset in range(1, 1 << n_points)}
+    for tree, value in zip(trees, values):
+        for parent, left in tree:
+            terms[left].append(value)
+            terms[parent ^ left].append(value)
+    for subset, subset_values in terms.items():
+        if bin(subset).count("1") in (1, n_points):
+            continue
+        expected = logsumexp(subset_values) - log_z
+        # Marginals are differences of log sums of size ~ log Z: absolute
+        # rounding grows with |log Z| (1e6 at beta = 1e6).
+        tolerance = 1e-12 * max(1.0, abs(log_z))
+        assert log_marginals[subset] == pytest.approx(expected, rel=1e-9, abs=tolerance)
+    assert model.log_partition_ == pytest.approx(log_z, rel=1e-12)
 
 
 def _children_from_splits(tree, n_points):
@@ -258,10 +297,23 @@ def test_bad_arrays_are_rejected(X, match):
         ExactHierarchicalClustering().fit(X)
 
 
-def test_too_many_points_names_the_memory_and_the_way_out():
-    X = np.zeros((40, 2))
-    with pytest.raises(ValueError, match=r"n_samples=40.*SparseTrellisClustering"):
+@pytest.mark.parametrize("n_points", [26, 40])
+def test_too_many_points_names_the_memory_and_the_way_out(n_points, monkeypatch):
+    """Above the cap of 25 points the refusal does not depend on the host's memory."""
+    from sktrellis import _validation
+
+    monkeypatch.setattr(_validation, "available_memory_bytes", lambda: 2**60)
+    X = np.zeros((n_points, 2))
+    with pytest.raises(ValueError, match=rf"n_samples={n_points}.*SparseTrellisClustering"):
         ExactHierarchicalClustering().fit(X)
+
+
+def test_memory_limit_below_the_cap_names_the_bytes(monkeypatch):
+    from sktrellis import _validation
+
+    monkeypatch.setattr(_validation, "available_memory_bytes", lambda: 10**6)
+    with pytest.raises(ValueError, match=r"n_samples=16 requires .*MiB.*SparseTrellisClustering"):
+        ExactHierarchicalClustering().fit(np.random.default_rng(0).normal(size=(16, 2)))
 
 
 @pytest.mark.parametrize(
@@ -399,19 +451,137 @@ def test_ctrl_c_interrupts_a_long_fit(capsys):
 
 
 @pytest.mark.parametrize("kind", ["dasgupta", "ginkgo", "table"])
-def test_memory_estimate_covers_the_peak(kind):
-    """The bytes promised by the size check are an upper bound of what fit allocates."""
+def test_memory_estimate_covers_the_peak(kind, monkeypatch):
+    """The bytes promised by the size check bound what fit and every query allocate.
+
+    With 16 kernel threads forced (any per-thread buffer would show) and the
+    sampler's minimum cache reduced to nothing, so the per-subset terms of
+    the estimate are what is checked.
+    """
     import tracemalloc
 
-    n_points = 12
+    from sktrellis import hierarchical
+    from sktrellis._trellis import hierarchical_trellis
+
+    monkeypatch.setattr(hierarchical_trellis, "_PARALLEL_MIN_SPLITS", 0)
+    monkeypatch.setattr(hierarchical_trellis, "_SAMPLE_CACHE_MIN_DOUBLES", 1)
+    monkeypatch.setattr(hierarchical, "effective_n_threads", lambda n_jobs: 16)
+    n_points = 11 if kind == "table" else 14
     energy, X = _problem(kind, n_points, np.random.default_rng(0))
     model = ExactHierarchicalClustering(energy)
     tracemalloc.start()
     try:
         model.fit(X)
         model.cluster_probability([0, 1])
+        model.most_probable_clusters(5)
         model.sample(10)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak <= energy.split_bytes(n_points) + 2**20
+    # 64 KiB for Python objects and arrays of O(N) entries.
+    assert peak <= energy.split_bytes(n_points) + 2**16
+
+
+def test_verbose_reports_every_level_of_the_outside_pass(capsys):
+    model = ExactHierarchicalClustering(verbose=1).fit(np.random.default_rng(0).normal(size=(6, 2)))
+    capsys.readouterr()
+    model.cluster_probability([0, 1])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert all("outside" in line for line in lines)
+    assert [line.split("size ")[1].split(":")[0] for line in lines] == [
+        f"{k}/6" for k in range(5, 0, -1)
+    ]
+
+
+@pytest.mark.slow
+def test_ctrl_c_interrupts_the_outside_pass(capsys):
+    """KeyboardInterrupt stops the outside pass between chunks; a later query redoes it."""
+    import threading
+    import _thread
+
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    model = ExactHierarchicalClustering(verbose=1).fit(X)
+    capsys.readouterr()
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            model.cluster_probability([0, 1])
+    finally:
+        timer.cancel()
+    assert capsys.readouterr().out.count("outside") < 19
+    assert model._trellis._log_marginals is None
+
+
+###############################################################################
+# The kernel boundary: SplitPotential tables are checked before any kernel runs
+
+def _separable_tables(n_points):
+    return np.zeros(1 << n_points), np.zeros(1 << n_points), np.ones(n_points + 1)
+
+
+@pytest.mark.parametrize(
+    "position, value, match",
+    [
+        (0, np.zeros(7), r"'cluster_term' must have shape \(8,\)"),
+        (1, np.zeros(9), r"'child_term' must have shape \(8,\)"),
+        (2, np.ones(3), r"'size_coef' must have shape \(4,\)"),
+        (0, np.array([0, 0, 0, np.nan, 0, 0, 0, 0.0]), "non-finite entry nan at index 3"),
+        (1, np.array([0, 0, np.inf, 0, 0, 0, 0, 0.0]), "non-finite entry inf at index 2"),
+        (1, np.array([0, 0, 0, 0, 0, -np.inf, 0, 0.0]), "non-finite entry -inf at index 5"),
+    ],
+)
+def test_separable_potential_tables_are_checked(position, value, match):
+    from sktrellis._trellis._hierarchical import SplitPotential
+
+    tables = list(_separable_tables(3))
+    tables[position] = value
+    with pytest.raises(ValueError, match=match):
+        SplitPotential.separable(3, *tables)
+
+
+def test_tabulated_potential_layout_and_values_are_checked():
+    from sktrellis._trellis._hierarchical import SplitPotential
+    from sktrellis._trellis._subsets import split_table_layout
+
+    level_offset, rank_in_level, length = split_table_layout(4)
+    table = np.zeros(length)
+    table[3] = -np.inf  # a forbidden split is legal
+    SplitPotential.table(4, table, level_offset, rank_in_level)
+    with pytest.raises(ValueError, match=rf"'split_table' must have shape \({length},\)"):
+        SplitPotential.table(4, table[:-1], level_offset, rank_in_level)
+    bad = table.copy()
+    bad[5] = np.nan
+    with pytest.raises(ValueError, match="finite or -inf"):
+        SplitPotential.table(4, bad, level_offset, rank_in_level)
+    with pytest.raises(ValueError, match="level_offset and rank_in_level"):
+        SplitPotential.table(4, table, level_offset + 1, rank_in_level)
+    with pytest.raises(ValueError, match="level_offset and rank_in_level"):
+        SplitPotential.table(4, table, level_offset, rank_in_level[::-1].copy())
+
+
+def test_ginkgo_potential_parameters_are_checked():
+    from sktrellis._trellis._hierarchical import SplitPotential
+
+    with pytest.raises(ValueError, match="lam > 0"):
+        SplitPotential.ginkgo(2, np.zeros(4), 0.0, 16.0)
+    with pytest.raises(ValueError, match="'mass2' has a non-finite entry nan"):
+        SplitPotential.ginkgo(2, np.array([0, 0, 0, np.nan]), 1.5, 16.0)
+    with pytest.raises(ValueError, match="n_points=31"):
+        SplitPotential.ginkgo(31, np.zeros(4), 1.5, 16.0)
+
+
+def test_an_energy_with_a_wrong_table_gets_a_clear_error():
+    """A user energy returning a short table is stopped at the kernel boundary."""
+    from sktrellis._trellis._hierarchical import SplitPotential
+
+    class Broken(Dasgupta):
+        def split_potential(self, X):
+            n_points = len(X)
+            return SplitPotential.separable(
+                n_points, np.zeros(1 << n_points), np.zeros((1 << n_points) - 1),
+                np.ones(n_points + 1),
+            )
+
+    with pytest.raises(ValueError, match="'child_term' must have shape"):
+        ExactHierarchicalClustering(Broken()).fit(np.zeros((4, 2)))

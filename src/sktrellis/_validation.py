@@ -3,8 +3,12 @@ import os
 
 import numpy as np
 
-# Exact trellises index subsets with 32-bit masks.
-MAX_EXACT_POINTS = 30
+# The exact estimators' cap on N, the same on every host: the trellis costs
+# about 3**N / 2 split evaluations and 2**N table entries, so N = 25 is about
+# 4e11 evaluations (10-20 minutes on two cores) and 2-3 GiB, and every extra
+# point triples the time. A larger host does not make N = 30 (1e14
+# evaluations) practical, so the cap does not depend on the memory found.
+MAX_EXACT_POINTS = 25
 
 
 def check_square_matrix(matrix, name, *, allow_negative):
@@ -53,12 +57,17 @@ def format_bytes(n_bytes):
 
 
 def check_exact_size(n_points, bytes_needed, owner, *, way_out="SparseTrellisClustering"):
-    """Refuse sizes the exact trellis cannot hold, with a message that says what to do."""
+    """Refuse sizes the exact trellis cannot hold, with a message that says what to do.
+
+    Above MAX_EXACT_POINTS always (whatever the host), and below it when
+    ``bytes_needed`` exceeds 90 % of the memory available now.
+    """
     if n_points > MAX_EXACT_POINTS:
         raise ValueError(
             f"{owner} enumerates all 2**N subsets of the points: n_samples={n_points} "
-            f"needs {format_bytes(bytes_needed)} and at most {MAX_EXACT_POINTS} points "
-            f"are supported; use {way_out} for larger data"
+            f"would need {format_bytes(bytes_needed)} and about {3**n_points / 2:.1e} "
+            f"split evaluations, and at most {MAX_EXACT_POINTS} points are supported; "
+            f"use {way_out} for larger data"
         )
     available = available_memory_bytes()
     if available is not None and bytes_needed > 0.9 * available:

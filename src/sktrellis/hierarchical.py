@@ -201,14 +201,11 @@ class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
             Members and probability, most probable first.
         """
         check_is_fitted(self)
-        log_marginals = self._trellis.cluster_log_marginals()
-        sizes = np.bitwise_count(np.arange(len(log_marginals), dtype=np.uint64))
-        eligible = np.flatnonzero((sizes >= min_size) & (sizes < self.n_leaves_))
-        top = eligible[np.argsort(-log_marginals[eligible], kind="stable")[:n_top]]
+        masks, log_marginals = self._trellis.most_probable_clusters(n_top, min_size)
         bits = np.arange(self.n_leaves_)
         return [
-            (bits[(int(mask) >> bits) & 1 == 1], float(np.exp(log_marginals[mask])))
-            for mask in top
+            (bits[(int(mask) >> bits) & 1 == 1], float(np.exp(log_marginal)))
+            for mask, log_marginal in zip(masks, log_marginals)
         ]
 
     def log_probability(self, tree):

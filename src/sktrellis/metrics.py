@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ._trellis._hierarchical import canonical_lefts
+from ._trellis._subsets import canonical_lefts
 from ._tree import merges_from_tree
 from ._validation import check_square_matrix, data_sketch
 from .energies._tables import subset_sums

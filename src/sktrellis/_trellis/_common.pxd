@@ -15,13 +15,36 @@ ctypedef int64_t intp_t
 
 cdef extern from *:
     """
-    /* Exact tree and partition counts exceed 2**64 from N = 19 on, so they
-       are kept in 128-bit integers (exact up to N = 30). */
+    /* Exact tree and partition counts exceed 2**64 from N = 19 on. They are
+       stored as two uint64 words (low, high) per subset, in a (2**N, 2)
+       uint64 array, and only ever loaded into a 128-bit integer here: no
+       cast of the array to __int128 (whose alignment numpy does not
+       promise) and no assumption on the byte order. 128 bits hold (2N-3)!!
+       and Bell(N) up to the estimators' cap of 25 points (47!! < 2**98). */
     typedef unsigned __int128 sktrellis_count_t;
+    static inline sktrellis_count_t sktrellis_load_count(const uint64_t* words) {
+        return ((sktrellis_count_t)words[1] << 64) | words[0];
+    }
+    static inline void sktrellis_store_count(uint64_t* words, sktrellis_count_t value) {
+        words[0] = (uint64_t)value;
+        words[1] = (uint64_t)(value >> 64);
+    }
+    /* acc += a * b, on the counts of two subsets. */
+    static inline void sktrellis_count_add_product(uint64_t* acc, const uint64_t* a,
+                                                  const uint64_t* b) {
+        sktrellis_store_count(acc, sktrellis_load_count(acc)
+                              + sktrellis_load_count(a) * sktrellis_load_count(b));
+    }
+    /* acc += a. */
+    static inline void sktrellis_count_add(uint64_t* acc, const uint64_t* a) {
+        sktrellis_store_count(acc, sktrellis_load_count(acc) + sktrellis_load_count(a));
+    }
     static inline int sktrellis_popcount(uint32_t x) { return __builtin_popcount(x); }
     static inline int sktrellis_ctz(uint32_t x) { return __builtin_ctz(x); }
     """
-    ctypedef unsigned long long count_t "sktrellis_count_t"
+    void count_add_product "sktrellis_count_add_product"(
+        uint64_t* acc, const uint64_t* a, const uint64_t* b) noexcept nogil
+    void count_add "sktrellis_count_add"(uint64_t* acc, const uint64_t* a) noexcept nogil
     int popcount "sktrellis_popcount"(uint32_t x) noexcept nogil
     int ctz "sktrellis_ctz"(uint32_t x) noexcept nogil
 
@@ -86,8 +109,6 @@ cdef inline Py_ssize_t search_cumulative(const double* cdf, Py_ssize_t n, double
     return lo
 
 
-cdef inline object count_to_int(count_t value):
-    """Exact Python int from a 128-bit count."""
-    cdef uint64_t high = <uint64_t>(value >> 64)
-    cdef uint64_t low = <uint64_t>(value & <count_t>0xFFFFFFFFFFFFFFFFULL)
-    return (int(high) << 64) | int(low)
+cdef inline object count_to_int(const uint64_t* words):
+    """Exact Python int from a count stored as (low, high) uint64 words."""
+    return (int(words[1]) << 64) | int(words[0])

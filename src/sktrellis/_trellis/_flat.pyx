@@ -25,7 +25,7 @@ from libc.stdint cimport uint64_t
 import numpy as np
 
 from ._common cimport (
-    count_t, count_to_int, ctz, deposit, intp_t, low_bit, mask_t, next_submask,
+    count_add, ctz, deposit, intp_t, low_bit, mask_t, next_submask,
     popcount, search_cumulative,
 )
 
@@ -120,8 +120,7 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
     forbidden (log E = -inf).
     """
     cdef Py_ssize_t i, n = parents.shape[0]
-    cdef count_t* count = NULL
-    cdef count_t total
+    cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
     cdef mask_t parent, low, rest, sub, cluster, other, arg, arg_odd, pair_bit
     cdef double acc, acc_odd, best, best_odd, value
@@ -135,7 +134,7 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
         return
     if with_counts:
         count_view = counts
-        count = <count_t*>&count_view[0, 0]
+        count = &count_view[0, 0]
     # Subsets of a level cost the same, but a thread can be descheduled on a
     # busy machine: guided scheduling lets the others take over its share.
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
@@ -155,7 +154,9 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
         best_odd = -INFINITY
         arg = 0
         arg_odd = 0
-        total = 0
+        if with_counts:
+            count[2 * parent] = 0
+            count[2 * parent + 1] = 0
         while True:
             cluster = low | sub
             other = parent ^ cluster
@@ -165,7 +166,7 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
                 best = value
                 arg = cluster
             if with_counts and e[cluster] > -INFINITY:
-                total = total + count[other]
+                count_add(&count[2 * parent], &count[2 * other])
             cluster = cluster | pair_bit
             other = other ^ pair_bit
             acc_odd = acc_odd + cf[2 * cluster] * rf[2 * other]
@@ -174,7 +175,7 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
                 best_odd = value
                 arg_odd = cluster
             if with_counts and e[cluster] > -INFINITY:
-                total = total + count[other]
+                count_add(&count[2 * parent], &count[2 * other])
             if sub == rest:
                 break
             sub = next_submask(sub, rest)
@@ -189,14 +190,6 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
             z[parent] = exact_log_sum(parent, e, z)
         m[parent] = best
         best_cluster[parent] = arg
-        if with_counts:
-            count[parent] = total
-
-
-def count_as_int(const uint64_t[:, ::1] counts, mask_t subset):
-    """The exact count of subset as a Python int."""
-    cdef const count_t* count = <const count_t*>&counts[0, 0]
-    return count_to_int(count[subset])
 
 
 ###############################################################################

@@ -15,15 +15,16 @@ all subsets of one size are independent, which is what the OpenMP loops use.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, exp, log, log1p, isfinite
-from libc.stdlib cimport free, realloc
 from libc.stdint cimport uint64_t
 from libc.string cimport memset
 
 import numpy as np
 
+from ._subsets import split_table_layout
+
 from ._common cimport (
-    count_t, count_to_int, ctz, deposit, extract_rank, intp_t, log_add, low_bit,
-    mask_t, next_submask, popcount, search_cumulative,
+    count_add_product, ctz, deposit, extract_rank, intp_t, log_add, low_bit, mask_t,
+    next_submask, popcount, search_cumulative,
 )
 
 ###############################################################################
@@ -95,11 +96,43 @@ cdef inline double split_log_potential(const SplitTables* t, mask_t parent, mask
                          + extract_rank(left ^ low, parent ^ low)]
 
 
+# Largest N a SplitPotential accepts: masks are 32-bit, and 2**31 subsets
+# of float64 tables are already 16 GiB; the estimators cap N lower.
+MAX_POTENTIAL_POINTS = 30
+
+
+def _check_table(arrays, name, length, *, allow_minus_inf=False):
+    """The named float64 table, C-contiguous, of `length` entries, finite (or -inf)."""
+    table = arrays.get(name)
+    if table is None:
+        raise ValueError(f"SplitPotential needs a table {name!r}")
+    table = np.ascontiguousarray(table, dtype=np.float64)
+    if table.shape != (length,):
+        raise ValueError(
+            f"SplitPotential table {name!r} must have shape ({length},), got {table.shape}"
+        )
+    bad = np.isnan(table) | (table == np.inf)
+    if not allow_minus_inf:
+        bad |= table == -np.inf
+    if bad.any():
+        allowed = "finite or -inf (a forbidden split)" if allow_minus_inf else "finite"
+        index = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"SplitPotential table {name!r} has a non-finite entry {float(table[index])} "
+            f"at index {index}; its entries must be {allowed}"
+        )
+    arrays[name] = table
+    return table
+
+
 cdef class SplitPotential:
     """Per-subset tables from which every split potential costs O(1).
 
-    Built by the energy models (``sktrellis.energies``); use the
-    ``separable``, ``ginkgo`` and ``table`` constructors.
+    Built by the energy models (``sktrellis.energies``) through the
+    ``separable``, ``ginkgo`` and ``table`` constructors. Every table is
+    checked here (length, layout, no NaN or +inf) before a kernel may read
+    it, so a faulty energy gets a ValueError instead of reading past an
+    array or giving a misleading answer.
     """
     cdef readonly int n_points
     cdef readonly int kind
@@ -111,38 +144,67 @@ cdef class SplitPotential:
         cdef const double[::1] view
         cdef const intp_t[::1] offsets
         cdef const mask_t[::1] ranks
+        if not 1 <= n_points <= MAX_POTENTIAL_POINTS:
+            raise ValueError(
+                f"SplitPotential supports 1 to {MAX_POTENTIAL_POINTS} points, got "
+                f"n_points={n_points}"
+            )
+        arrays = dict(arrays)
+        n_subsets = 1 << n_points
+        memset(&self.tables, 0, sizeof(SplitTables))
+        self.tables.kind = kind
+        if kind == SEPARABLE:
+            view = _check_table(arrays, "cluster_term", n_subsets)
+            self.tables.cluster_term = &view[0]
+            view = _check_table(arrays, "child_term", n_subsets)
+            self.tables.child_term = &view[0]
+            view = _check_table(arrays, "size_coef", n_points + 1)
+            self.tables.size_coef = &view[0]
+        elif kind == GINKGO:
+            view = _check_table(arrays, "mass2", n_subsets)
+            self.tables.mass2 = &view[0]
+            view = _check_table(arrays, "sqrt_mass2", n_subsets)
+            self.tables.sqrt_mass2 = &view[0]
+            lam, t_cut = float(params["lam"]), float(params["t_cut"])
+            if not (np.isfinite(lam) and lam > 0 and np.isfinite(t_cut) and t_cut >= 0):
+                raise ValueError(
+                    f"the Ginkgo potential needs a finite lam > 0 and t_cut >= 0, got "
+                    f"lam={lam!r}, t_cut={t_cut!r}"
+                )
+            self.tables.lam = lam
+            self.tables.t_cut = t_cut
+            self.tables.log_lam = log(lam)
+            self.tables.log_norm = log(-np.expm1(-lam))
+            self.tables.leaf_log_norm_shift = -log(4.0 * np.pi)
+        elif kind == TABLE:
+            level_offset, rank_in_level, table_length = split_table_layout(n_points)
+            view = _check_table(arrays, "split_table", table_length, allow_minus_inf=True)
+            self.tables.split_table = &view[0]
+            if not (np.array_equal(arrays.get("level_offset"), level_offset)
+                    and np.array_equal(arrays.get("rank_in_level"), rank_in_level)):
+                raise ValueError(
+                    "SplitPotential.table needs the level_offset and rank_in_level of "
+                    "sktrellis._trellis._subsets.split_table_layout(n_points)"
+                )
+            arrays["level_offset"] = level_offset
+            arrays["rank_in_level"] = rank_in_level
+            offsets = level_offset
+            self.tables.level_offset = &offsets[0]
+            ranks = rank_in_level
+            self.tables.rank_in_level = &ranks[0]
+        else:
+            raise ValueError(f"unknown split potential kind {kind}")
         self.n_points = n_points
         self.kind = kind
         self.arrays = arrays
         self.params = params
-        memset(&self.tables, 0, sizeof(SplitTables))
-        self.tables.kind = kind
-        if kind == SEPARABLE:
-            view = arrays["cluster_term"]; self.tables.cluster_term = &view[0]
-            view = arrays["child_term"]; self.tables.child_term = &view[0]
-            view = arrays["size_coef"]; self.tables.size_coef = &view[0]
-        elif kind == GINKGO:
-            view = arrays["mass2"]; self.tables.mass2 = &view[0]
-            view = arrays["sqrt_mass2"]; self.tables.sqrt_mass2 = &view[0]
-            self.tables.lam = params["lam"]
-            self.tables.t_cut = params["t_cut"]
-            self.tables.log_lam = log(self.tables.lam)
-            self.tables.log_norm = log(-np.expm1(-self.tables.lam))
-            self.tables.leaf_log_norm_shift = -log(4.0 * np.pi)
-        elif kind == TABLE:
-            view = arrays["split_table"]; self.tables.split_table = &view[0]
-            offsets = arrays["level_offset"]; self.tables.level_offset = &offsets[0]
-            ranks = arrays["rank_in_level"]; self.tables.rank_in_level = &ranks[0]
-        else:
-            raise ValueError(f"unknown split potential kind {kind}")
 
     @classmethod
     def separable(cls, int n_points, cluster_term, child_term, size_coef):
         """log psi(S; A, B) = cluster_term[S] + size_coef[|S|] * (child_term[A] + child_term[B])."""
         return cls(n_points, SEPARABLE, {
-            "cluster_term": np.ascontiguousarray(cluster_term, dtype=np.float64),
-            "child_term": np.ascontiguousarray(child_term, dtype=np.float64),
-            "size_coef": np.ascontiguousarray(size_coef, dtype=np.float64)}, {})
+            "cluster_term": cluster_term, "child_term": child_term,
+            "size_coef": size_coef}, {})
 
     @classmethod
     def ginkgo(cls, int n_points, mass2, double lam, double t_cut):
@@ -154,11 +216,31 @@ cdef class SplitPotential:
 
     @classmethod
     def table(cls, int n_points, split_table, level_offset, rank_in_level):
-        """Tabulated log psi of every canonical split, stored level by level."""
+        """Tabulated log psi of every canonical split, stored level by level.
+
+        The layout is that of ``split_table_layout(n_points)``.
+        """
         return cls(n_points, TABLE, {
-            "split_table": split_table,
-            "level_offset": np.ascontiguousarray(level_offset, dtype=np.int64),
-            "rank_in_level": np.ascontiguousarray(rank_in_level, dtype=np.uint32)}, {})
+            "split_table": split_table, "level_offset": level_offset,
+            "rank_in_level": rank_in_level}, {})
+
+    @staticmethod
+    def table_bytes(kind, int n_points):
+        """Bytes of the tables of a potential of `kind` ("separable", "ginkgo", "table")."""
+        n_subsets = 1 << n_points
+        if kind == "separable":
+            return 16 * n_subsets + 8 * (n_points + 1)
+        if kind == "ginkgo":
+            return 16 * n_subsets
+        if kind == "table":
+            # the split table, and its layout (int64 offsets, uint32 ranks)
+            return 8 * (3**n_points // 2) + 4 * n_subsets + 8 * (n_points + 1)
+        raise ValueError(f"unknown split potential kind {kind!r}")
+
+    @property
+    def nbytes(self):
+        """Bytes held by the potential's tables."""
+        return sum(array.nbytes for array in self.arrays.values())
 
     @property
     def is_separable(self):
@@ -181,51 +263,6 @@ cdef class SplitPotential:
                 left = parent ^ left
             out[i] = split_log_potential(&self.tables, parent, left)
         return np.asarray(out)
-
-
-###############################################################################
-# Subset orders and tabulated splits
-
-def subsets_by_size(int n_points):
-    """All 2**N masks sorted by size then value, and where each size starts."""
-    cdef Py_ssize_t n_subsets = <Py_ssize_t>1 << n_points
-    cdef mask_t[::1] order = np.empty(n_subsets, dtype=np.uint32)
-    cdef intp_t[::1] start = np.zeros(n_points + 2, dtype=np.int64)
-    cdef intp_t[::1] fill
-    cdef Py_ssize_t s
-    cdef int size
-    for s in range(n_subsets):
-        start[popcount(<mask_t>s) + 1] += 1
-    for size in range(1, n_points + 2):
-        start[size] += start[size - 1]
-    fill = np.array(start[:n_points + 1], dtype=np.int64)
-    for s in range(n_subsets):
-        size = popcount(<mask_t>s)
-        order[fill[size]] = <mask_t>s
-        fill[size] += 1
-    return np.asarray(order), np.asarray(start)
-
-
-def canonical_lefts(const mask_t[::1] parents):
-    """Every canonical left child of each parent, in the kernels' order.
-
-    All parents must have the same size k; returns an array of shape
-    (len(parents), 2**(k-1) - 1).
-    """
-    cdef Py_ssize_t i, j, n = parents.shape[0]
-    cdef int size = popcount(parents[0]) if n else 1
-    cdef Py_ssize_t n_splits = (<Py_ssize_t>1 << (size - 1)) - 1
-    cdef mask_t[:, ::1] out = np.empty((n, n_splits), dtype=np.uint32)
-    cdef mask_t parent, low, rest, sub
-    for i in range(n):
-        parent = parents[i]
-        low = low_bit(parent)
-        rest = parent ^ low
-        sub = 0
-        for j in range(n_splits):
-            out[i, j] = low | sub
-            sub = next_submask(sub, rest)
-    return np.asarray(out)
 
 
 ###############################################################################
@@ -313,13 +350,10 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
     cdef Py_ssize_t i, j, n = parents.shape[0]
     cdef int size = popcount(parents[0]) if n else 0
     cdef Py_ssize_t n_splits = (<Py_ssize_t>1 << (size - 1)) - 1 if size else 0
-    cdef count_t* count = NULL
-    cdef count_t trees
+    cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
     cdef mask_t parent, low, rest, sub, left, right, arg, arg_odd, pair_bit
     cdef double acc, acc_odd, best, best_odd, value, top, psi
-    cdef double* buffer
-    cdef double[:, ::1] buffer_view
     cdef double* z = &log_z[0]
     cdef double* m = &log_map[0]
     cdef const double* lf = &left_factors[0, 0]
@@ -329,7 +363,7 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
         return
     if with_counts:
         count_view = counts
-        count = <count_t*>&count_view[0, 0]
+        count = &count_view[0, 0]
 
     if t.kind == SEPARABLE:
         for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
@@ -384,104 +418,225 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
             best_left[parent] = arg
         return
 
-    # Generic kinds: one log psi evaluation per split, kept in a per-thread
-    # row of `buffer` so the logsumexp needs a single exp per split (max first).
-    buffer_view = np.empty((n_threads, max(n_splits, 1)))
+    # Generic kinds: one log psi evaluation per split and an online
+    # logsumexp with one exp per term (the sum is rescaled only when a new
+    # largest term appears), so no per-thread buffer of split values.
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
-        buffer = &buffer_view[threadid(), 0]
         parent = parents[i]
         low = low_bit(parent)
         rest = parent ^ low
         sub = 0
         top = -INFINITY
+        acc = 0.0
         best = -INFINITY
-        arg = 0
-        trees = 0
-        for j in range(n_splits):
+        arg = low
+        if with_counts:
+            count[2 * parent] = 0
+            count[2 * parent + 1] = 0
+        while sub != rest:
             left = low | sub
             right = parent ^ left
             psi = split_log_potential(t, parent, left)
-            value = psi + z[left] + z[right]
-            buffer[j] = value
-            if value > top:
-                top = value
-            value = psi + m[left] + m[right]
-            if value > best:
-                best = value
-                arg = left
-            if with_counts and psi > -INFINITY:
-                trees = trees + count[left] * count[right]
+            if psi > -INFINITY:
+                value = psi + z[left] + z[right]
+                if value > top:
+                    acc = acc * exp(top - value) + 1.0
+                    top = value
+                elif value > -INFINITY:
+                    acc = acc + exp(value - top)
+                value = psi + m[left] + m[right]
+                if value > best:
+                    best = value
+                    arg = left
+                if with_counts:
+                    count_add_product(&count[2 * parent], &count[2 * left], &count[2 * right])
             sub = next_submask(sub, rest)
-        if top == -INFINITY:
-            z[parent] = -INFINITY
-        else:
-            acc = 0.0
-            for j in range(n_splits):
-                acc = acc + exp(buffer[j] - top)
-            z[parent] = top + log(acc)
+        z[parent] = top + log(acc) if top > -INFINITY else -INFINITY
         m[parent] = best
         best_left[parent] = arg
-        if with_counts:
-            count[parent] = trees
-
-
-def count_as_int(const uint64_t[:, ::1] counts, mask_t subset):
-    """The exact count of subset as a Python int."""
-    cdef const count_t* count = <const count_t*>&counts[0, 0]
-    return count_to_int(count[subset])
 
 
 ###############################################################################
 # Outside pass
+#
+# O(root) = 1 and, for every other cluster C,
+#
+#     O(C) = sum over D, a non-empty subset of the complement of C, of
+#            O(C | D) psi(C | D; C, D) Z(D),
+#
+# the total potential of everything in a tree outside C's subtree; the
+# marginal of C is Z(C) O(C) / Z(root). A cluster needs only the outside
+# sums of strictly larger clusters, so the pass runs level by level from the
+# largest clusters down, each split visited once more (3**N terms in all).
+#
+# For a separable potential, log psi(S; C, D) = f(S) + c(|S|) (g(C) + g(D)),
+# and with s = |C| + |D| a term factors into a parent part, a sibling part
+# and a cluster part:
+#
+#     O(S) e^f(S)  *  e^(c(s) g(D)) Z(D)  *  e^(c(s) g(C)).
+#
+# The first two are tabulated in linear space once per level, each divided
+# by its largest value over subsets of its size; the cluster part, with
+# those two scales, is a weight per sibling size |D|. The sum over D is then
+# one multiply-add per term, no exp, as in the inside pass.
 
-def outside(SplitPotential potential, const mask_t[::1] order, const intp_t[::1] level_start,
-            const double[::1] log_z, int n_threads):
-    """log of the outside sums: log O(C) = log sum over trees of everything but C's subtree.
+def outside_parent_factors(SplitPotential potential, const mask_t[::1] parents,
+                           const double[::1] log_out, double[::1] parent_factor,
+                           int n_threads):
+    """parent_factor[S] = exp(log O(S) + f(S) - M) for one level; returns M.
 
-    O(root) = 1 and O(C) = sum over S = C | D, D a non-empty subset of the
-    complement of C, of O(S) psi(S; C, D) Z(D). Marginal of cluster C:
-    P(C) = Z(C) O(C) / Z(root). Each split is visited twice, 3**N terms.
+    M is the largest log O(S) + f(S) over `parents` (all of one size), so
+    every factor is at most 1.
     """
     cdef const SplitTables* t = &potential.tables
-    cdef int n_points = potential.n_points, size
+    cdef Py_ssize_t i, n = parents.shape[0]
+    cdef double level_scale = -INFINITY, value
+    cdef mask_t parent
+    for i in range(n):
+        value = log_out[parents[i]] + t.cluster_term[parents[i]]
+        if value > level_scale:
+            level_scale = value
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+        parent = parents[i]
+        if level_scale == -INFINITY:
+            parent_factor[parent] = 0.0
+        else:
+            parent_factor[parent] = exp(log_out[parent] + t.cluster_term[parent] - level_scale)
+    return level_scale
+
+
+def outside_sibling_factors(SplitPotential potential, int cluster_size,
+                            const mask_t[::1] order, const intp_t[::1] level_start,
+                            const double[::1] log_z, double[::1] sibling_factor,
+                            double[::1] sibling_scale, int n_threads):
+    """sibling_factor[D] = exp(c(k + |D|) g(D) + log Z(D) - m(|D|)), k = cluster_size.
+
+    For every D of size 1 .. N - k, with m(d) (stored in sibling_scale[d])
+    the largest exponent over subsets of size d, so every factor is <= 1.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef int n_points = potential.n_points, d
+    cdef Py_ssize_t i, first = level_start[1], stop = level_start[n_points - cluster_size + 1]
+    cdef double value
+    cdef mask_t x
+    for d in range(1, n_points - cluster_size + 1):
+        sibling_scale[d] = -INFINITY
+        for i in range(level_start[d], level_start[d + 1]):
+            x = order[i]
+            value = t.size_coef[cluster_size + d] * t.child_term[x] + log_z[x]
+            if value > sibling_scale[d]:
+                sibling_scale[d] = value
+    for i in prange(first, stop, nogil=True, num_threads=n_threads, schedule="static"):
+        x = order[i]
+        d = popcount(x)
+        if sibling_scale[d] == -INFINITY:
+            sibling_factor[x] = 0.0
+        else:
+            sibling_factor[x] = exp(t.size_coef[cluster_size + d] * t.child_term[x]
+                                    + log_z[x] - sibling_scale[d])
+
+
+cdef inline double exact_log_outside(const SplitTables* t, mask_t cluster, mask_t full,
+                                     const double* log_z, const double* log_out) noexcept nogil:
+    """log O(cluster) by an online logsumexp (one exp per term) over its parents."""
+    cdef mask_t rest = full ^ cluster, other = rest, parent, left
+    cdef double top = -INFINITY, acc = 0.0, value
+    while other:
+        parent = cluster | other
+        if log_out[parent] > -INFINITY and log_z[other] > -INFINITY:
+            left = cluster if cluster & low_bit(parent) else other
+            value = log_out[parent] + split_log_potential(t, parent, left) + log_z[other]
+            if value > top:
+                acc = acc * exp(top - value) + 1.0
+                top = value
+            elif value > -INFINITY:
+                acc = acc + exp(value - top)
+        other = (other - 1) & rest
+    return top + log(acc) if top > -INFINITY else -INFINITY
+
+
+def outside_level(SplitPotential potential, const mask_t[::1] clusters,
+                  const double[::1] log_z, double[::1] log_out,
+                  const double[::1] parent_factor, const double[::1] parent_scale,
+                  const double[::1] sibling_factor, const double[::1] sibling_scale,
+                  int n_threads):
+    """Fill log O(C) for `clusters` (all of one size k, 1 <= k < N).
+
+    Needs log O of every larger cluster. For the separable kind,
+    `parent_factor` / `parent_scale` come from `outside_parent_factors` of
+    every larger level (parent_scale[s] for size s) and `sibling_factor` /
+    `sibling_scale` from `outside_sibling_factors` for this k; the other
+    kinds ignore them and sum in log space.
+
+    The linear sum of a cluster is exact when it is at least
+    LINEAR_SUM_FLOOR: every factor is <= 1, so a term lost to underflow is
+    below 1e-308, and at most 2**N of them are below the sum's last digit.
+    Otherwise the cluster is redone in log space.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef int n_points = potential.n_points
     cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
-    cdef double[::1] log_out = np.full(<Py_ssize_t>1 << n_points, -INFINITY)
-    cdef Py_ssize_t i
-    cdef mask_t cluster, rest, other, parent, left
-    cdef double acc, value, top
-    log_out[full] = 0.0
-    cdef Py_ssize_t first, stop
-    for size in range(n_points - 1, 0, -1):
-        first = level_start[size]
-        stop = level_start[size + 1]
-        for i in prange(first, stop, nogil=True, num_threads=n_threads, schedule="static"):
-            cluster = order[i]
-            rest = full ^ cluster
-            other = rest
-            # Online logsumexp with one exp per term: the sum is rescaled
-            # only when a new largest term appears.
-            top = -INFINITY
-            acc = 0.0
-            while other:
-                parent = cluster | other
-                if log_out[parent] > -INFINITY and log_z[other] > -INFINITY:
-                    left = cluster if cluster & low_bit(parent) else other
-                    value = log_out[parent] + split_log_potential(t, parent, left) + log_z[other]
-                    if value > top:
-                        acc = acc * exp(top - value) + 1.0
-                        top = value
-                    elif value > -INFINITY:
-                        acc = acc + exp(value - top)
-                other = (other - 1) & rest
-            log_out[cluster] = top + log(acc) if top > -INFINITY else -INFINITY
-    return np.asarray(log_out)
+    cdef Py_ssize_t i, n = clusters.shape[0]
+    cdef int size = popcount(clusters[0]) if n else 0, d, n_sizes = n_points - size
+    cdef mask_t cluster, rest, other, pair_bit, sibling
+    cdef double acc, acc_odd, top, value
+    cdef double* weight
+    cdef double[:, ::1] weights
+    cdef double* out = &log_out[0]
+    cdef const double* pf = &parent_factor[0]
+    cdef const double* sf = &sibling_factor[0]
+    if n == 0:
+        return
+    if t.kind != SEPARABLE:
+        for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+            out[clusters[i]] = exact_log_outside(t, clusters[i], full, &log_z[0], out)
+        return
+    # weight[d] = exp(c(k + d) g(C) + parent_scale[k + d] + sibling_scale[d] - top):
+    # the cluster part and both scales of the terms whose sibling has d points.
+    weights = np.empty((n_threads, n_sizes + 1))
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+        weight = &weights[threadid(), 0]
+        cluster = clusters[i]
+        top = -INFINITY
+        for d in range(1, n_sizes + 1):
+            weight[d] = (t.size_coef[size + d] * t.child_term[cluster]
+                         + parent_scale[size + d] + sibling_scale[d])
+            if weight[d] > top:
+                top = weight[d]
+        for d in range(1, n_sizes + 1):
+            # top = -inf: no parent or no sibling is possible; all weights 0.
+            weight[d] = exp(weight[d] - top) if top > -INFINITY else 0.0
+        # Siblings D and D | pair_bit (pair_bit the lowest point outside C)
+        # are visited together: two independent accumulators, and one
+        # popcount per pair.
+        rest = full ^ cluster
+        pair_bit = low_bit(rest)
+        rest = rest ^ pair_bit
+        other = rest
+        acc = 0.0
+        acc_odd = 0.0
+        while True:
+            sibling = other | pair_bit
+            d = popcount(other)
+            acc = acc + pf[cluster | sibling] * sf[sibling] * weight[d + 1]
+            if other == 0:
+                break
+            acc_odd = acc_odd + pf[cluster | other] * sf[other] * weight[d]
+            other = (other - 1) & rest
+        acc = acc + acc_odd
+        if acc > LINEAR_SUM_FLOOR and isfinite(acc):
+            out[cluster] = top + log(acc)
+        elif top == -INFINITY:
+            out[cluster] = -INFINITY
+        else:
+            out[cluster] = exact_log_outside(t, cluster, full, &log_z[0], out)
 
 
 ###############################################################################
 # Exact sampling
 
 def sample_splits(SplitPotential potential, const double[::1] log_z,
-                  const double[:, ::1] uniforms, Py_ssize_t cache_limit):
+                  const double[:, ::1] uniforms, double[::1] cache):
     """Draw trees top-down from P(tree) = prod psi / Z(root).
 
     Each row of `uniforms` (N-1 numbers in [0, 1)) drives one tree: at each
@@ -492,9 +647,10 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
 
     A subset met for the first time is drawn by a scan that stops at the
     chosen split; from its second visit on, its cumulative split weights are
-    cached (binary search per draw) while fewer than `cache_limit` doubles
-    are in use. Broad posteriors meet many subsets only once, and caching
-    those cost more in fresh memory than the scan.
+    kept in `cache` (binary search per draw) while it has room. Broad
+    posteriors meet many subsets only once, and caching those would cost
+    more in fresh memory than the scan. The caller allocates `cache`, so
+    its size is part of the estimator's memory estimate.
     """
     cdef const SplitTables* t = &potential.tables
     cdef int n_points = potential.n_points
@@ -504,72 +660,57 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
     cdef mask_t[:, ::1] lefts = np.zeros((n_samples, n_inner), dtype=np.uint32)
     # -1: never met, -2: met once, >= 0: offset of the cached weights.
     cdef intp_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
-    cdef double* cache = NULL
+    cdef Py_ssize_t cache_used = 0, cache_capacity = cache.shape[0], n_splits, r, node, top
+    cdef Py_ssize_t j
     cdef double* cdf
-    cdef double* grown
-    cdef Py_ssize_t cache_used = 0, cache_capacity = 0, n_splits, r, node, top
-    cdef Py_ssize_t j, wanted
     cdef mask_t stack[64]
     cdef mask_t parent, low, rest, sub, left
     cdef double total, u
-    try:
-        with nogil:
-            for r in range(n_samples):
-                top = 0
-                stack[0] = full
-                node = 0
-                while top >= 0:
-                    parent = stack[top]
-                    top -= 1
-                    if popcount(parent) < 2:
-                        continue
-                    low = low_bit(parent)
-                    rest = parent ^ low
-                    n_splits = (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1
-                    u = uniforms[r, node]
-                    if n_splits == 1:
-                        left = low
-                    elif cache_start[parent] >= 0:
-                        left = low | deposit(<mask_t>search_cumulative(
-                            cache + cache_start[parent], n_splits, u), rest)
-                    elif cache_start[parent] == -2 and cache_used + n_splits <= cache_limit:
-                        if cache_used + n_splits > cache_capacity:
-                            wanted = max(2 * cache_capacity, cache_used + n_splits)
-                            grown = <double*>realloc(cache, sizeof(double) * wanted)
-                            if grown != NULL:
-                                cache = grown
-                                cache_capacity = wanted
-                        if cache_used + n_splits <= cache_capacity:
-                            cdf = cache + cache_used
-                            cache_start[parent] = cache_used
-                            cache_used += n_splits
-                            total = 0.0
-                            sub = 0
-                            for j in range(n_splits):
-                                left = low | sub
-                                total = total + exp(split_log_potential(t, parent, left)
-                                                    + log_z[left] + log_z[parent ^ left]
-                                                    - log_z[parent])
-                                cdf[j] = total
-                                sub = next_submask(sub, rest)
-                            left = low | deposit(<mask_t>search_cumulative(cdf, n_splits, u), rest)
-                        else:
-                            left = scan_split(t, &log_z[0], parent, u)
-                    else:
-                        if cache_start[parent] == -1:
-                            cache_start[parent] = -2
-                        left = scan_split(t, &log_z[0], parent, u)
-                    parents[r, node] = parent
-                    lefts[r, node] = left
-                    node += 1
-                    top += 1
-                    stack[top] = parent ^ left
-                    top += 1
-                    stack[top] = left
-    finally:
-        free(cache)
+    with nogil:
+        for r in range(n_samples):
+            top = 0
+            stack[0] = full
+            node = 0
+            while top >= 0:
+                parent = stack[top]
+                top -= 1
+                if popcount(parent) < 2:
+                    continue
+                low = low_bit(parent)
+                rest = parent ^ low
+                n_splits = (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1
+                u = uniforms[r, node]
+                if n_splits == 1:
+                    left = low
+                elif cache_start[parent] >= 0:
+                    left = low | deposit(<mask_t>search_cumulative(
+                        &cache[cache_start[parent]], n_splits, u), rest)
+                elif cache_start[parent] == -2 and cache_used + n_splits <= cache_capacity:
+                    cdf = &cache[cache_used]
+                    cache_start[parent] = cache_used
+                    cache_used += n_splits
+                    total = 0.0
+                    sub = 0
+                    for j in range(n_splits):
+                        left = low | sub
+                        total = total + exp(split_log_potential(t, parent, left)
+                                            + log_z[left] + log_z[parent ^ left]
+                                            - log_z[parent])
+                        cdf[j] = total
+                        sub = next_submask(sub, rest)
+                    left = low | deposit(<mask_t>search_cumulative(cdf, n_splits, u), rest)
+                else:
+                    if cache_start[parent] == -1:
+                        cache_start[parent] = -2
+                    left = scan_split(t, &log_z[0], parent, u)
+                parents[r, node] = parent
+                lefts[r, node] = left
+                node += 1
+                top += 1
+                stack[top] = parent ^ left
+                top += 1
+                stack[top] = left
     return np.asarray(parents), np.asarray(lefts)
-
 
 
 cdef inline mask_t scan_split(const SplitTables* t, const double* log_z, mask_t parent,

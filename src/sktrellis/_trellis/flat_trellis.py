@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from . import _flat as kernels
-from ._hierarchical import subsets_by_size
+from ._subsets import count_as_int, subsets_by_size
 
 # A kernel call handles at most about this many (subset, cluster) pairs, so
 # KeyboardInterrupt and progress messages come every fraction of a second.
@@ -295,7 +295,7 @@ class FlatTrellis:
         )
         self.n_partitions = (
             bell_number(self.n_points) if inside.counts is None
-            else kernels.count_as_int(inside.counts, full)
+            else count_as_int(inside.counts, full)
         )
 
     def _run_count(self):

@@ -1,8 +1,8 @@
 """The full hierarchical trellis: DP tables over all 2**N subsets and their queries.
 
 Drives the kernels of ``_hierarchical.pyx`` level by level (subsets of one
-size at a time) so Ctrl-C is honoured between chunks of a level and
-``verbose`` can report progress.
+size at a time), for the inside pass and the outside pass alike, so Ctrl-C
+is honoured between chunks of a level and ``verbose`` can report progress.
 """
 import math
 import time
@@ -11,15 +11,30 @@ import numpy as np
 
 from .._tree import splits_from_table
 from . import _hierarchical as kernels
+from ._subsets import count_as_int, subsets_by_size
 
 # A kernel call handles at most about this many splits, so KeyboardInterrupt
 # and progress messages come every fraction of a second.
 _CHUNK_SPLITS = 1 << 28
-# Doubles the sampler may keep in its cache of split distributions.
-_SAMPLE_CACHE_DOUBLES = 1 << 27
+# The sampler caches the split distributions of subsets it meets twice, in
+# a buffer of one double per subset (at least this many doubles).
+_SAMPLE_CACHE_MIN_DOUBLES = 1 << 20
 # Below this many splits a kernel call runs on one thread: waking a team
 # costs more than the work, badly so when the other cores are busy.
 _PARALLEL_MIN_SPLITS = 1 << 16
+
+#: Bytes per subset of the trellis tables kept from fit to the last query:
+#: subsets by size (4), log Z (8), log MAP (8), MAP split (4); the generic
+#: kinds add 128-bit tree counts (16).
+_TABLE_BYTES = {"separable": 24, "ginkgo": 40, "table": 40}
+#: Bytes per subset of the inside pass's temporaries: the 16-byte
+#: (factor, MAP) records of both children (separable kind only).
+_INSIDE_BYTES = {"separable": 32, "ginkgo": 0, "table": 0}
+#: Bytes per subset after fit: the cached cluster log marginals (8), plus the
+#: largest of the outside pass's parent and sibling factors (16), the
+#: temporaries of most_probable_clusters (16) and the sampler's cache index
+#: and cache (16).
+_QUERY_BYTES = 24
 
 
 def threads_for(n_splits, n_threads):
@@ -27,15 +42,30 @@ def threads_for(n_splits, n_threads):
     return n_threads if n_splits >= _PARALLEL_MIN_SPLITS else 1
 
 
-def trellis_bytes_per_subset(separable):
-    """Peak bytes per subset of the trellis tables besides the energy's own.
+def hierarchical_trellis_bytes(kind, n_points):
+    """Peak memory of an exact hierarchical fit and all its queries, in bytes.
 
-    log Z and log MAP (8 + 8), MAP split (4), subsets by size (4), outside
-    sums (8, on demand) and the sampler's cache index (8, on demand); plus
-    the (factor, MAP) records of the separable path (16 + 16) or the 128-bit
-    tree counts of the generic path (16).
+    Counts the potential's tables of `kind` ("separable", "ginkgo" or
+    "table", see ``SplitPotential.table_bytes``), the trellis tables, and
+    the largest of the temporaries of the inside pass, the outside pass, the
+    cluster queries and the sampler; nothing depends on the thread count.
+    The samples themselves (8 (N - 1) bytes per tree) are not included.
+
+    Parameters
+    ----------
+    kind : str
+    n_points : int
+
+    Returns
+    -------
+    n_bytes : int
     """
-    return 40 + (32 if separable else 16)
+    per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES)
+    return (
+        kernels.SplitPotential.table_bytes(kind, n_points)
+        + per_subset * (1 << n_points)
+        + 8 * _SAMPLE_CACHE_MIN_DOUBLES
+    )
 
 
 def double_factorial_trees(n_points):
@@ -43,8 +73,19 @@ def double_factorial_trees(n_points):
     return math.prod(range(1, 2 * n_points - 2, 2)) if n_points > 1 else 1
 
 
+def report_level(owner, stage, size, n_points, n_subsets, n_terms, start):
+    """One progress line of a level-by-level pass (``verbose``)."""
+    print(
+        f"[{owner}] {stage}, subsets of size {size}/{n_points}: "
+        f"{n_subsets} subsets x {n_terms} terms, {time.perf_counter() - start:.2f} s",
+        flush=True,
+    )
+
+
 class HierarchicalTrellis:
     """Inside tables (log Z, log MAP, MAP split, tree counts) of a SplitPotential.
+
+    The outside pass (cluster marginals) runs on first demand.
 
     Parameters
     ----------
@@ -61,12 +102,12 @@ class HierarchicalTrellis:
         self.n_threads = n_threads
         self.verbose = verbose
         self.owner = owner
-        self._log_outside = None
+        self._log_marginals = None
         self._run()
 
     def _run(self):
         n_points, n_subsets = self.n_points, 1 << self.n_points
-        self.order, self.level_start = kernels.subsets_by_size(n_points)
+        self.order, self.level_start = subsets_by_size(n_points)
         self.log_z = np.zeros(n_subsets)
         self.log_map = np.zeros(n_subsets)
         self.best_left = np.zeros(n_subsets, dtype=np.uint32)
@@ -97,12 +138,7 @@ class HierarchicalTrellis:
                     left_factors, right_factors, n_threads,
                 )
             if self.verbose:
-                print(
-                    f"[{self.owner}] subsets of size {size}/{n_points}: "
-                    f"{len(parents)} subsets x {n_splits} splits, "
-                    f"{time.perf_counter() - start:.2f} s",
-                    flush=True,
-                )
+                report_level(self.owner, "inside", size, n_points, len(parents), n_splits, start)
 
     @property
     def full(self):
@@ -121,31 +157,88 @@ class HierarchicalTrellis:
         """Number of trees with non-zero potential, exact."""
         if self.counts is None:
             return double_factorial_trees(self.n_points)
-        return kernels.count_as_int(self.counts, self.full)
+        return count_as_int(self.counts, self.full)
 
     def map_splits(self):
         """Preorder (parents, lefts) of the MAP tree."""
         return splits_from_table(self.best_left, self.n_points)
 
-    def cluster_log_marginals(self):
-        """log P(C is a cluster of the tree) for every subset C (cached)."""
-        if self._log_outside is None:
-            self._log_outside = kernels.outside(
-                self.potential, self.order, self.level_start, self.log_z,
-                threads_for(3**self.n_points // 2, self.n_threads),
+    def _outside(self):
+        """log O(C) of every subset: the outside pass, largest clusters first."""
+        n_points, n_subsets = self.n_points, 1 << self.n_points
+        potential, order, level_start = self.potential, self.order, self.level_start
+        log_out = np.full(n_subsets, -np.inf)
+        log_out[self.full] = 0.0
+        separable = potential.is_separable
+        rows = n_subsets if separable else 1
+        parent_factor, sibling_factor = np.zeros(rows), np.zeros(rows)
+        parent_scale = np.full(n_points + 1, -np.inf)
+        sibling_scale = np.full(n_points + 1, -np.inf)
+        if separable:
+            parent_scale[n_points] = kernels.outside_parent_factors(
+                potential, order[level_start[n_points] :], log_out, parent_factor, 1
             )
-        with np.errstate(invalid="ignore"):
-            marginals = self.log_z + self._log_outside - self.log_partition
-        # -inf + -inf is fine; only an impossible cluster gives NaN-free -inf.
-        marginals[np.isnan(marginals)] = -np.inf
-        return np.minimum(marginals, 0.0)
+        start = time.perf_counter()
+        for size in range(n_points - 1, 0, -1):
+            clusters = order[level_start[size] : level_start[size + 1]]
+            n_terms = (1 << (n_points - size)) - 1
+            n_threads = threads_for(len(clusters) * n_terms, self.n_threads)
+            if separable:
+                kernels.outside_sibling_factors(
+                    potential, size, order, level_start, self.log_z,
+                    sibling_factor, sibling_scale, n_threads,
+                )
+            chunk = max(1, _CHUNK_SPLITS // n_terms)
+            for first in range(0, len(clusters), chunk):
+                kernels.outside_level(
+                    potential, clusters[first : first + chunk], self.log_z, log_out,
+                    parent_factor, parent_scale, sibling_factor, sibling_scale, n_threads,
+                )
+            if separable and size > 1:
+                parent_scale[size] = kernels.outside_parent_factors(
+                    potential, clusters, log_out, parent_factor, n_threads
+                )
+            if self.verbose:
+                report_level(self.owner, "outside", size, n_points, len(clusters), n_terms, start)
+        return log_out
+
+    def cluster_log_marginals(self):
+        """log P(C is a cluster of the tree) for every subset C (cached, read-only)."""
+        if self._log_marginals is None:
+            # In place: the outside sums become the marginals Z(C) O(C) / Z.
+            marginals = self._outside()
+            with np.errstate(invalid="ignore"):
+                marginals += self.log_z
+                marginals -= self.log_partition
+            # An impossible cluster has O(C) = 0 (-inf), never NaN: Z(C) is finite.
+            np.minimum(marginals, 0.0, out=marginals)
+            marginals.flags.writeable = False
+            self._log_marginals = marginals
+        return self._log_marginals
+
+    def most_probable_clusters(self, n_top, min_size):
+        """Masks and log marginals of the n_top most probable clusters of size
+        min_size .. N - 1, most probable first (ties: by size, then mask)."""
+        log_marginals = self.cluster_log_marginals()
+        first = self.level_start[max(min_size, 1)]
+        candidates = self.order[first : self.level_start[self.n_points]]
+        # Negated in place, so the most probable come first and no second
+        # copy of 2**N values is made (the memory estimate counts two).
+        negated = log_marginals[candidates]
+        np.negative(negated, out=negated)
+        n_top = min(n_top, len(candidates))
+        if n_top < len(candidates):
+            top = np.argpartition(negated, n_top - 1)[:n_top]
+            top = top[np.lexsort((top, negated[top]))]
+        else:
+            top = np.argsort(negated, kind="stable")
+        return candidates[top], -negated[top]
 
     def sample_splits(self, n_samples, random_state):
         """Preorder splits of n_samples trees drawn exactly from P(tree)."""
         uniforms = random_state.random((n_samples, self.n_points - 1))
-        return kernels.sample_splits(
-            self.potential, self.log_z, uniforms, _SAMPLE_CACHE_DOUBLES
-        )
+        cache = np.empty(max(1 << self.n_points, _SAMPLE_CACHE_MIN_DOUBLES))
+        return kernels.sample_splits(self.potential, self.log_z, uniforms, cache)
 
 
 ###############################################################################
@@ -183,7 +276,7 @@ def best_bhc_tree(log_cluster, n_threads=1, verbose=0, owner="trellis"):
     """
     log_cluster = np.ascontiguousarray(log_cluster, dtype=np.float64)
     n_points = len(log_cluster).bit_length() - 1
-    order, level_start = kernels.subsets_by_size(n_points)
+    order, level_start = subsets_by_size(n_points)
     log_best = log_cluster.copy()
     best_left = np.zeros(1 << n_points, dtype=np.uint32)
     start = time.perf_counter()
@@ -196,11 +289,6 @@ def best_bhc_tree(log_cluster, n_threads=1, verbose=0, owner="trellis"):
                 parents[first : first + chunk], log_cluster, log_best, best_left, n_threads
             )
         if verbose:
-            print(
-                f"[{owner}] subsets of size {size}/{n_points}: "
-                f"{len(parents)} subsets x {n_splits} splits, "
-                f"{time.perf_counter() - start:.2f} s",
-                flush=True,
-            )
+            report_level(owner, "best tree", size, n_points, len(parents), n_splits, start)
     full = (1 << n_points) - 1
     return float(log_best[full]), *splits_from_table(best_left, n_points)

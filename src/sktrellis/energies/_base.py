@@ -2,7 +2,7 @@
 from sklearn.base import BaseEstimator
 
 from .._trellis.flat_trellis import flat_trellis_bytes
-from .._trellis.hierarchical_trellis import trellis_bytes_per_subset
+from .._trellis.hierarchical_trellis import hierarchical_trellis_bytes
 
 
 class HierarchicalEnergy(BaseEstimator):
@@ -33,13 +33,13 @@ class HierarchicalEnergy(BaseEstimator):
     [-4.5]
     """
 
-    #: Bytes per subset taken by the energy's own tables.
-    table_bytes_per_subset = 16
-    #: Whether the split potential has the separable form (fast kernel path).
-    separable = False
+    #: The kind of SplitPotential that split_potential builds: "separable"
+    #: (``f(S) + c(|S|) (g(A) + g(B))``, the fast kernel path), "ginkgo" or
+    #: "table" (every split tabulated). The memory estimate follows from it.
+    potential_kind = "table"
 
     def split_bytes(self, n_points):
-        """Peak memory of the energy's tables and the trellis, in bytes.
+        """Peak memory of the energy's tables, the trellis and its queries, in bytes.
 
         Parameters
         ----------
@@ -50,8 +50,7 @@ class HierarchicalEnergy(BaseEstimator):
         -------
         n_bytes : int
         """
-        per_subset = self.table_bytes_per_subset + trellis_bytes_per_subset(self.separable)
-        return per_subset * 2**n_points
+        return hierarchical_trellis_bytes(self.potential_kind, n_points)
 
     def split_potential(self, X):
         """Validate X and build the per-subset tables of every split potential.

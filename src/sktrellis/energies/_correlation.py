@@ -72,7 +72,7 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
         "beta": [Interval(Real, 0, None, closed="left")],
     }
 
-    separable = True
+    potential_kind = "separable"
 
     def __init__(self, affinity="exponential", gamma=None, beta=1.0):
         self.affinity = affinity

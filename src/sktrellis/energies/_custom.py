@@ -2,7 +2,8 @@
 import numpy as np
 from sklearn.utils._param_validation import HasMethods
 
-from .._trellis._hierarchical import SplitPotential, canonical_lefts, subsets_by_size
+from .._trellis._hierarchical import SplitPotential
+from .._trellis._subsets import canonical_lefts, split_table_layout, subsets_by_size
 from .._validation import check_exact_size
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._merge import MergeModel
@@ -61,33 +62,25 @@ class SplitEnergy(HierarchicalEnergy):
         "kw_args": [dict, None],
     }
 
-    table_bytes_per_subset = 8
+    potential_kind = "table"
 
     def __init__(self, func, kw_args=None):
         self.func = func
         self.kw_args = kw_args
 
     def split_bytes(self, n_points):
-        # The table (8 bytes per split) and one batch of index arrays handed
-        # to func (uint32 and two int64 masks, its result and as much again
-        # for what a vectorised func typically allocates).
-        n_splits = 3**n_points // 2
-        return super().split_bytes(n_points) + 8 * n_splits + 48 * min(n_splits, _BATCH_SPLITS)
+        # The trellis with its split table, and one batch of index arrays
+        # handed to func (uint32 and two int64 masks, its result and as much
+        # again for what a vectorised func typically allocates).
+        return super().split_bytes(n_points) + 48 * min(3**n_points // 2, _BATCH_SPLITS)
 
     def split_potential(self, X):
         self._validate_params()
         n_points = len(X)
         check_exact_size(n_points, self.split_bytes(n_points), "SplitEnergy")
         order, level_start = subsets_by_size(n_points)
-        rank_in_level = np.empty(1 << n_points, dtype=np.uint32)
-        rank_in_level[order] = np.arange(1 << n_points) - level_start[np.bitwise_count(order)]
-        sizes = np.arange(n_points + 1)
-        per_level = np.zeros(n_points + 1, dtype=np.int64)
-        per_level[2:] = (np.diff(level_start)[2 : n_points + 1]) * (
-            (1 << (sizes[2:] - 1)) - 1
-        )
-        level_offset = np.concatenate([[0], np.cumsum(per_level)])[:-1]
-        table = np.empty(int(per_level.sum()))
+        level_offset, rank_in_level, table_length = split_table_layout(n_points)
+        table = np.empty(table_length)
         kw_args = self.kw_args or {}
         for size in range(2, n_points + 1):
             parents = order[level_start[size] : level_start[size + 1]]

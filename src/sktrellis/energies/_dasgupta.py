@@ -56,7 +56,7 @@ class Dasgupta(HierarchicalEnergy):
         "beta": [Interval(Real, 0, None, closed="left")],
     }
 
-    separable = True
+    potential_kind = "separable"
 
     def __init__(self, affinity="rbf", gamma=None, beta=1.0):
         self.affinity = affinity

@@ -87,6 +87,8 @@ class GinkgoLikelihood(HierarchicalEnergy):
         "t_cut": [Interval(Real, 0, None, closed="neither")],
     }
 
+    potential_kind = "ginkgo"
+
     def __init__(self, lam=1.5, t_cut=16.0):
         self.lam = lam
         self.t_cut = t_cut
