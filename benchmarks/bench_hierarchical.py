@@ -4,14 +4,21 @@ For N points the inside pass evaluates sum_k C(N, k) (2**(k-1) - 1), about
 3**N / 2, splits. This script times MAP + log Z (one pass computes both) with
 the Dasgupta energy for 1 and 2 threads, and a straightforward vectorised
 NumPy implementation of the same DP (one level of subsets at a time), in the
-same run, and checks that both give the same log Z and MAP. It also times the
-outside pass (every cluster marginal) and 10**5 exact samples.
+same run, and checks that both give the same log Z and MAP. It compares the
+kernel with a plain-C reference of the same dynamic program
+(``reference_trellis.c``, compiled here with gcc) at equal thread counts, and
+times the outside pass (every cluster marginal) against the inside pass and
+10**5 exact samples.
 
     python benchmarks/bench_hierarchical.py              # N = 10..20, NumPy up to 16
-    python benchmarks/bench_hierarchical.py --max-n 22 --numpy-max-n 18
+    python benchmarks/bench_hierarchical.py --max-n 22 --numpy-max-n 18 --outside-max-n 22
 """
 import argparse
+import ctypes
 import math
+import os
+import subprocess
+import tempfile
 import time
 
 import numpy as np
@@ -52,6 +59,31 @@ def numpy_trellis(potential, n_points, max_cells=1 << 24):
     return log_z[full], log_map[full]
 
 
+def reference_kernel():
+    """The plain-C reference of reference_trellis.c, compiled with gcc and loaded."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_trellis.c")
+    library = os.path.join(tempfile.mkdtemp(), "reference_trellis.so")
+    subprocess.run(
+        ["gcc", "-O3", "-mpopcnt", "-fopenmp", "-shared", "-fPIC", source, "-o", library, "-lm"],
+        check=True,
+    )
+    function = ctypes.CDLL(library).reference_inside
+    array = np.ctypeslib.ndpointer(dtype=np.float64, flags="C_CONTIGUOUS")
+    masks = np.ctypeslib.ndpointer(dtype=np.uint32, flags="C_CONTIGUOUS")
+    function.argtypes = [ctypes.c_int, array, array, array, array, array, masks, ctypes.c_int]
+
+    def run(potential, n_threads):
+        tables = potential.arrays
+        n_points = potential.n_points
+        log_z, log_map = np.zeros(1 << n_points), np.zeros(1 << n_points)
+        best_left = np.zeros(1 << n_points, dtype=np.uint32)
+        function(n_points, tables["cluster_term"], tables["child_term"], tables["size_coef"],
+                 log_z, log_map, best_left, n_threads)
+        return log_z[-1], log_map[-1], best_left
+
+    return run
+
+
 def best_time(function, repeat):
     times = []
     for _ in range(repeat):
@@ -66,6 +98,8 @@ def main():
     parser.add_argument("--min-n", type=int, default=10)
     parser.add_argument("--max-n", type=int, default=20)
     parser.add_argument("--numpy-max-n", type=int, default=16)
+    parser.add_argument("--reference-n", type=int, nargs="*", default=[16, 18, 20])
+    parser.add_argument("--outside-max-n", type=int, default=20)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
 
@@ -94,24 +128,57 @@ def main():
               f"{two:>12.3f} {two / count * 1e9:>9.2f} {one / two:>7.2f}x "
               f"{numpy_cell:>9} {ratio_cell:>13}", flush=True)
 
-    print("\nOutside pass (all cluster marginals) and 10**5 exact samples, 2 threads")
-    print(f"{'N':>3} {'energy':>14} {'inside s':>9} {'outside s':>10} {'sample s':>9} "
-          f"{'distinct subsets sampled':>25}")
+    print("\nInside pass (MAP + log Z) against the plain-C reference, same threads "
+          "(best of 2 runs)")
+    print(f"{'N':>3} {'threads':>8} {'kernel s':>9} {'C s':>9} {'kernel / C':>11}")
+    reference = reference_kernel()
+    for n_points in args.reference_n:
+        W = rng.random((n_points, n_points))
+        potential = Dasgupta(affinity="precomputed").split_potential((W + W.T) / 2)
+        for n_threads in (1, 2):
+            kernel_seconds, trellis = best_time(
+                lambda: HierarchicalTrellis(potential, n_threads), 2
+            )
+            c_seconds, (log_z, log_map, best_left) = best_time(
+                lambda: reference(potential, n_threads), 2
+            )
+            assert np.isclose(log_z, trellis.log_partition, rtol=1e-10)
+            assert np.isclose(log_map, trellis.map_log_potential, rtol=1e-12)
+            assert np.array_equal(best_left[3:], trellis.best_left[3:])
+            print(f"{n_points:>3} {n_threads:>8} {kernel_seconds:>9.3f} {c_seconds:>9.3f} "
+                  f"{kernel_seconds / c_seconds:>10.2f}x", flush=True)
+
+    print("\nOutside pass (all cluster marginals) against the inside pass, Dasgupta on "
+          "random weights in [0, 1]")
+    print(f"{'N':>3} {'beta':>6} {'threads':>8} {'inside s':>9} {'outside s':>10} "
+          f"{'outside / inside':>17}")
+    for n_points in range(18, args.outside_max_n + 1, 2):
+        W = rng.random((n_points, n_points))
+        for beta in (1.0, 0.1):
+            potential = Dasgupta(affinity="precomputed", beta=beta).split_potential(
+                (W + W.T) / 2
+            )
+            for n_threads in (1, 2):
+                start = time.perf_counter()
+                trellis = HierarchicalTrellis(potential, n_threads)
+                inside = time.perf_counter() - start
+                start = time.perf_counter()
+                trellis.cluster_log_marginals()
+                outside = time.perf_counter() - start
+                print(f"{n_points:>3} {beta:>6} {n_threads:>8} {inside:>9.3f} {outside:>10.3f} "
+                      f"{outside / inside:>16.2f}x", flush=True)
+
+    print("\n10**5 exact samples, 2 threads")
+    print(f"{'N':>3} {'energy':>14} {'sample s':>9} {'distinct subsets sampled':>25}")
     for n_points in sorted({min(14, args.max_n), min(18, args.max_n)}):
         X = rng.normal(size=(n_points, 3))
         for beta in (1.0, 0.1):
-            potential = Dasgupta(beta=beta).split_potential(X)
-            start = time.perf_counter()
-            trellis = HierarchicalTrellis(potential, 2)
-            inside = time.perf_counter() - start
-            start = time.perf_counter()
-            trellis.cluster_log_marginals()
-            outside = time.perf_counter() - start
+            trellis = HierarchicalTrellis(Dasgupta(beta=beta).split_potential(X), 2)
             start = time.perf_counter()
             parents, _ = trellis.sample_splits(100_000, np.random.default_rng(0))
             sampling = time.perf_counter() - start
-            print(f"{n_points:>3} {'beta=' + str(beta):>14} {inside:>9.3f} {outside:>10.3f} "
-                  f"{sampling:>9.3f} {len(np.unique(parents)):>25,}", flush=True)
+            print(f"{n_points:>3} {'beta=' + str(beta):>14} {sampling:>9.3f} "
+                  f"{len(np.unique(parents)):>25,}", flush=True)
 
 
 if __name__ == "__main__":
