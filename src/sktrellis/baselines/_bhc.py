@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
 from .._trellis._hierarchical import splits_to_linkage
-from .._trellis.hierarchical_trellis import BEST_BHC_TREE_BYTES_PER_SUBSET, best_bhc_tree
+from .._trellis.bhc_trellis import BEST_BHC_TREE_BYTES_PER_SUBSET, best_bhc_tree
 from .._tree import labels_from_linkage, linkage_from_heights
 from .._validation import check_exact_size, data_sketch, effective_n_threads
 from ..energies import DirichletProcessMixture

@@ -1,6 +1,5 @@
 """User-defined energies: split (hierarchical) and cluster (flat) potentials."""
 import numpy as np
-from sklearn.utils._param_validation import HasMethods
 
 from .._trellis._hierarchical import SplitPotential
 from .._trellis._subsets import canonical_lefts, split_table_layout, subsets_by_size
