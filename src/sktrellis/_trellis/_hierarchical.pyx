@@ -126,13 +126,63 @@ def _check_table(arrays, name, length, *, allow_minus_inf=False):
 
 
 cdef class SplitPotential:
-    """Per-subset tables from which every split potential costs O(1).
+    """Per-subset tables from which the kernels evaluate any split in O(1).
 
-    Built by the energy models (``sktrellis.energies``) through the
-    ``separable``, ``ginkgo`` and ``table`` constructors. Every table is
-    checked here (length, layout, no NaN or +inf) before a kernel may read
-    it, so a faulty energy gets a ValueError instead of reading past an
-    array or giving a misleading answer.
+    The contract between a hierarchical energy and the exact trellis: an
+    energy's ``split_potential(X)`` returns one of these (public as
+    ``sktrellis.energies.SplitPotential``). Build it with a constructor:
+
+    - ``SplitPotential.separable(n_points, cluster_term, child_term,
+      size_coef)`` for every energy of the form
+      ``log psi(S; A, B) = f(S) + c(|S|) (g(A) + g(B))`` (tables f and g of
+      length 2**N indexed by subset mask, c of length N + 1). Dasgupta's
+      cost and hierarchical correlation clustering have this form; the
+      kernels then sum in linear space with one multiply-add per split, and
+      a new energy of this form needs no kernel code.
+    - ``SplitPotential.table(n_points, split_table, level_offset,
+      rank_in_level)`` for any potential, one value per canonical split in
+      the layout of ``split_table_layout`` (O(3**N) memory; what
+      :class:`~sktrellis.energies.SplitEnergy` builds).
+    - ``SplitPotential.ginkgo(n_points, mass2, lam, t_cut)``, the built-in
+      toy parton-shower likelihood (DESIGN.md section 6).
+
+    Subsets are masks (bit i <=> point i). Every table is checked on
+    construction: shape, layout, and no NaN or +inf (-inf, a forbidden
+    split, only in a split table), so a faulty energy gets a ValueError
+    instead of a wrong answer.
+
+    Parameters
+    ----------
+    n_points : int
+        Number of points N, 1 to 30.
+    kind : int
+        Internal kind code; use the constructors.
+    arrays : dict of ndarray
+        The tables of the kind.
+    params : dict
+        Scalar parameters of the kind.
+
+    Attributes
+    ----------
+    n_points : int
+    arrays : dict of ndarray
+        The validated tables (what ``nbytes`` counts).
+
+    Examples
+    --------
+    A Ward-like energy: a split of S costs |S| times the rise in the sum of
+    squares, ``log psi = -|S| (SSE(S) - SSE(A) - SSE(B))``, which is
+    separable with f(S) = -|S| SSE(S), g = SSE and c(k) = k:
+
+    >>> import numpy as np
+    >>> from sktrellis.energies import SplitPotential, subset_sizes, subset_sums
+    >>> x = np.array([0.0, 0.2, 3.0])
+    >>> size = np.maximum(subset_sizes(3), 1)
+    >>> sse = subset_sums(x**2) - subset_sums(x) ** 2 / size
+    >>> potential = SplitPotential.separable(
+    ...     3, cluster_term=-size * sse, child_term=sse, size_coef=np.arange(4.0))
+    >>> potential.evaluate([0b111], [0b011]).round(2).tolist()  # {0, 1} | {2}
+    [-16.82]
     """
     cdef readonly int n_points
     cdef readonly int kind

@@ -9,14 +9,26 @@ class HierarchicalEnergy(BaseEstimator):
     """Base class of energies over binary trees: a log potential per split.
 
     A tree's log potential is the sum of ``log psi(A, B)`` over its inner
-    nodes, where A and B are the two children. Subclasses validate the input
-    X they receive and turn it into per-subset tables from which the kernels
-    evaluate any split in O(1) (a
-    :class:`~sktrellis._trellis._hierarchical.SplitPotential`).
-    Parameters are plain constructor arguments, so an estimator's
-    ``energy__<name>`` can be grid-searched. For a new energy, the quickest
-    route is :class:`SplitEnergy` with a vectorised function; subclass this
-    only to build O(1) tables of your own.
+    nodes, where A and B are the two children. Parameters are plain
+    constructor arguments, so an estimator's ``energy__<name>`` can be
+    grid-searched.
+
+    The contract of a subclass:
+
+    - ``split_potential(X)`` validates X and returns a
+      :class:`~sktrellis.energies.SplitPotential`, per-subset tables from
+      which the kernels evaluate any split in O(1);
+    - ``potential_kind`` names the kind it returns (``"separable"``,
+      ``"ginkgo"`` or ``"table"``), from which :meth:`split_bytes` estimates
+      the memory before anything is allocated;
+    - optionally ``merge_model(X)`` (:mod:`sktrellis.energies._merge`), for
+      the greedy, beam-search and sparse-trellis estimators.
+
+    For a new energy, the quickest route is :class:`SplitEnergy` with a
+    vectorised function (one value per split, O(3**N) memory); an energy of
+    the separable form ``f(S) + c(|S|) (g(A) + g(B))`` runs as fast as the
+    built-in ones (see the gallery example "A new energy without kernel
+    code").
 
     Examples
     --------
@@ -106,7 +118,7 @@ class FlatEnergy(BaseEstimator):
     >>> import numpy as np
     >>> from sktrellis import ExactFlatClustering
     >>> from sktrellis.energies import FlatEnergy
-    >>> from sktrellis.energies._tables import subset_sums, subset_sizes
+    >>> from sktrellis.energies import subset_sizes, subset_sums
     >>> class Spread(FlatEnergy):
     ...     def __init__(self, cost=2.0):
     ...         self.cost = cost

@@ -16,6 +16,12 @@ def subset_sums(values):
     Returns
     -------
     table : ndarray of shape (2**n_points,) or (2**n_points, d)
+
+    Examples
+    --------
+    >>> from sktrellis.energies import subset_sums
+    >>> subset_sums([1.0, 10.0]).tolist()  # subsets {}, {0}, {1}, {0, 1}
+    [0.0, 1.0, 10.0, 11.0]
     """
     values = np.asarray(values, dtype=np.float64)
     n_points = values.shape[0]
@@ -37,6 +43,14 @@ def subset_pair_sums(weights):
     Returns
     -------
     table : ndarray of shape (2**n_points,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktrellis.energies import subset_pair_sums
+    >>> weights = np.array([[0, 1.0, 2.0], [1.0, 0, 4.0], [2.0, 4.0, 0]])
+    >>> subset_pair_sums(weights)[0b111], subset_pair_sums(weights)[0b101]
+    (np.float64(7.0), np.float64(2.0))
     """
     weights = np.asarray(weights, dtype=np.float64)
     n_points = weights.shape[0]
@@ -48,7 +62,22 @@ def subset_pair_sums(weights):
 
 
 def subset_sizes(n_points):
-    """Number of points of every subset, as an int64 table of length 2**n_points."""
+    """Number of points of every subset, as an int64 table of length 2**n_points.
+
+    Parameters
+    ----------
+    n_points : int
+
+    Returns
+    -------
+    table : ndarray of int64, shape (2**n_points,)
+
+    Examples
+    --------
+    >>> from sktrellis.energies import subset_sizes
+    >>> subset_sizes(2).tolist()
+    [0, 1, 1, 2]
+    """
     sizes = np.zeros(1 << n_points, dtype=np.int64)
     for i in range(n_points):
         sizes[1 << i : 2 << i] = sizes[: 1 << i] + 1
