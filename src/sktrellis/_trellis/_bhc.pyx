@@ -38,7 +38,7 @@ def best_bhc_level(const mask_t[::1] parents, const double[::1] log_cluster,
     cdef double* q = &log_best[0]
     if n == 0:
         return
-    for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
         parent = parents[i]
         low = low_bit(parent)
         rest = parent ^ low

@@ -1,5 +1,11 @@
 # The one typedef vocabulary and subset-bit convention of the sktrellis kernels.
 #
+# Scheduling, the same rule in every kernel: loops over the subsets of one
+# level that each sum over their splits use schedule="guided" (the subsets
+# cost the same, but a thread descheduled on a busy machine has its share
+# taken over by the others); loops that fill one table entry per subset
+# use schedule="static" (cheap and uniform, so the fewest chunk grabs).
+#
 # A subset of the N points is an N-bit mask: bit i set <=> point i is in the
 # subset. Masks are 32-bit because the exact trellis needs 2**N table entries
 # and memory runs out long before N = 32. The low bit of a subset ("low") is

@@ -397,9 +397,7 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
     from `prepare_separable_level`.
     """
     cdef const SplitTables* t = &potential.tables
-    cdef Py_ssize_t i, j, n = parents.shape[0]
-    cdef int size = popcount(parents[0]) if n else 0
-    cdef Py_ssize_t n_splits = (<Py_ssize_t>1 << (size - 1)) - 1 if size else 0
+    cdef Py_ssize_t i, n = parents.shape[0]
     cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
     cdef mask_t parent, low, rest, sub, left, right, arg, arg_odd, pair_bit
@@ -416,7 +414,7 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
         count = &count_view[0, 0]
 
     if t.kind == SEPARABLE:
-        for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+        for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
             parent = parents[i]
             low = low_bit(parent)
             rest = parent ^ low
@@ -471,7 +469,7 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
     # Generic kinds: one log psi evaluation per split and an online
     # logsumexp with one exp per term (the sum is rescaled only when a new
     # largest term appears), so no per-thread buffer of split values.
-    for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
         parent = parents[i]
         low = low_bit(parent)
         rest = parent ^ low
@@ -629,7 +627,7 @@ def outside_level(SplitPotential potential, const mask_t[::1] clusters,
     cdef Py_ssize_t i, n = clusters.shape[0]
     cdef int size = popcount(clusters[0]) if n else 0, d, n_sizes = n_points - size
     cdef mask_t cluster, rest, other, pair_bit, sibling
-    cdef double acc, acc_odd, top, value
+    cdef double acc, acc_odd, top
     cdef double* weight
     cdef double[:, ::1] weights
     cdef double* out = &log_out[0]
@@ -638,13 +636,13 @@ def outside_level(SplitPotential potential, const mask_t[::1] clusters,
     if n == 0:
         return
     if t.kind != SEPARABLE:
-        for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+        for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
             out[clusters[i]] = exact_log_outside(t, clusters[i], full, &log_z[0], out)
         return
     # weight[d] = exp(c(k + d) g(C) + parent_scale[k + d] + sibling_scale[d] - top):
     # the cluster part and both scales of the terms whose sibling has d points.
     weights = np.empty((n_threads, n_sizes + 1))
-    for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
         weight = &weights[threadid(), 0]
         cluster = clusters[i]
         top = -INFINITY
