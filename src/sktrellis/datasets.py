@@ -8,6 +8,7 @@ from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
 from ._trellis._hierarchical import splits_to_linkage
+from .energies._ginkgo import ginkgo_log_psi
 
 # The published toy jets: a 30 GeV-mass parent moving with |p| = 400 along (1, 1, 1).
 _ROOT_MASS2 = 900.0
@@ -32,13 +33,6 @@ def _boost(momentum, parent):
     return np.concatenate([[energy], momentum[1:] + factor * beta])
 
 
-def _log_child(tau, t, lam, t_cut):
-    log_norm = np.log(-np.expm1(-lam))
-    if t > 0:
-        return np.log(lam) - np.log(tau) - lam * t / tau - log_norm
-    return np.log(-np.expm1(-lam * t_cut / tau)) - log_norm
-
-
 def _shower(momentum, mass2, lam, t_cut, rng, leaves, nodes):
     """Split a particle recursively; returns its node (leaf index or nested pair)."""
     if mass2 < t_cut:
@@ -50,12 +44,7 @@ def _shower(momentum, mass2, lam, t_cut, rng, leaves, nodes):
     t_b = _truncated_exponential((np.sqrt(mass2) - np.sqrt(t_a)) ** 2, lam, rng)
     t_a = t_a if t_a >= t_cut else 0.0
     t_b = t_b if t_b >= t_cut else 0.0
-    big, small = max(t_a, t_b), min(t_a, t_b)
-    log_psi = (
-        _log_child(mass2, big, lam, t_cut)
-        + _log_child((np.sqrt(mass2) - np.sqrt(big)) ** 2, small, lam, t_cut)
-        - np.log(4 * np.pi)
-    )
+    log_psi = float(ginkgo_log_psi(mass2, t_a, t_b, lam, t_cut))
     # Two-body decay, isotropic in the parent's rest frame.
     parent_mass = np.sqrt(mass2)
     m_a, m_b = np.sqrt(t_a), np.sqrt(t_b)
