@@ -1,4 +1,4 @@
-"""Tree conversions at the public boundary (sktrellis._tree)."""
+"""Trees at the public boundary: sktrellis._tree conversions and the sktrellis.Tree result."""
 import numpy as np
 import pytest
 from scipy.cluster.hierarchy import fcluster, is_valid_linkage, linkage
@@ -60,3 +60,62 @@ def test_linkage_heights_are_valid_for_scipy():
     for tree in ExactHierarchicalClustering(random_state=0).fit(X).sample(30):
         assert is_valid_linkage(tree, throw=True)
         assert np.all(np.diff(tree[:, 2]) > 0)
+
+
+###############################################################################
+# The public Tree result (sktrellis.tree)
+
+def test_tree_exports_round_trip_an_estimator_linkage():
+    from scipy.cluster.hierarchy import to_tree
+
+    from sktrellis import ExactHierarchicalClustering, Tree
+
+    X = np.random.default_rng(0).normal(size=(7, 2))
+    Z = ExactHierarchicalClustering().fit(X).linkage_matrix_
+    tree = Tree(Z, names=list("abcdefg"))
+    np.testing.assert_array_equal(tree.to_numpy(), Z)
+    # Every cluster is the leaf set scipy's own tree gives for that row.
+    scipy_root, nodes = to_tree(Z, rd=True)
+    for row, members in enumerate(tree.clusters()):
+        assert members.tolist() == sorted(nodes[7 + row].pre_order())
+    newick = tree.to_newick()
+    assert newick.endswith(";") and sorted(c for c in newick if c.isalpha()) == list("abcdefg")
+
+
+def test_tree_from_children_matches_its_linkage():
+    from sktrellis import Tree
+
+    children = np.array([[0, 3], [1, 2], [4, 5]])
+    tree = Tree.from_children(children)
+    assert [m.tolist() for m in tree.clusters()] == [[0, 3], [1, 2], [0, 1, 2, 3]]
+    assert tree.n_leaves == 4
+
+
+@pytest.mark.parametrize(
+    "linkage, names, match",
+    [
+        (np.zeros((2, 3)), None, r"shape \(n_leaves - 1, 4\)"),
+        ([[0, 1, 1.0, 2], [0, 2, 2.0, 3]], None, "linkage"),
+        ([[0, 1, 1.0, 2]], ["a"], "one entry per leaf"),
+    ],
+)
+def test_bad_trees_are_refused(linkage, names, match):
+    from sktrellis import Tree
+
+    with pytest.raises(ValueError, match=match):
+        Tree(linkage, names=names)
+
+
+def test_tree_plot_draws_a_dendrogram():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sktrellis import Tree
+
+    fig, ax = plt.subplots()
+    drawn = Tree([[0, 1, 1.0, 2], [2, 3, 2.0, 3]], names=["a", "b", "c"]).plot(ax=ax)
+    assert drawn["ivl"] == ["c", "a", "b"]
+    plt.close(fig)

@@ -3,6 +3,7 @@ from ._many import fit_many
 from .flat import ExactFlatClustering
 from .hierarchical import ExactHierarchicalClustering
 from .sparse import SparseTrellisClustering
+from .tree import Tree
 
 __version__ = "0.1.0"
 
@@ -10,6 +11,7 @@ __all__ = [
     "ExactFlatClustering",
     "ExactHierarchicalClustering",
     "SparseTrellisClustering",
+    "Tree",
     "fit_many",
     "__version__",
 ]
