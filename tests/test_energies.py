@@ -7,7 +7,9 @@ import pytest
 from scipy.spatial.distance import cdist
 
 from sktrellis.datasets import make_jets
-from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
+from sktrellis.energies import (
+    CorrelationClustering, Dasgupta, DirichletProcessMixture, GinkgoLikelihood, SplitEnergy,
+)
 from sktrellis.energies._tables import subset_pair_sums, subset_sizes, subset_sums
 
 
@@ -163,3 +165,75 @@ def test_energies_are_estimator_like():
     energy = Dasgupta(gamma=0.5, beta=2.0)
     assert clone(energy).get_params() == {"affinity": "rbf", "gamma": 0.5, "beta": 2.0}
     assert repr(GinkgoLikelihood(lam=2.0)) == "GinkgoLikelihood(lam=2.0)"
+
+
+###############################################################################
+# Extreme scales: the right answer or a ValueError that says what is out of range
+
+def _tree_estimators():
+    from sktrellis import ExactFlatClustering, ExactHierarchicalClustering, SparseTrellisClustering
+    from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
+
+    return [
+        ExactHierarchicalClustering(), ExactFlatClustering(), SparseTrellisClustering(),
+        BeamSearchHierarchicalClustering(), GreedyHierarchicalClustering(),
+    ]
+
+
+@pytest.mark.parametrize("scale", [1e155, 1e300, 1e-300])
+@pytest.mark.parametrize("estimator", _tree_estimators(), ids=lambda e: type(e).__name__)
+def test_feature_scale_changes_nothing_with_the_median_heuristic(estimator, scale):
+    """Issue 12: features of 1e155 gave KeyError, IndexError or NaN linkages.
+
+    RBF similarities with the median-heuristic gamma are scale-free, so the
+    fit on X * scale must equal the fit on X.
+    """
+    from sklearn.base import clone
+
+    X = np.random.default_rng(0).normal(size=(8, 3))
+    reference = clone(estimator).fit(X)
+    scaled = clone(estimator).fit(X * scale)
+    np.testing.assert_array_equal(scaled.labels_, reference.labels_)
+    if hasattr(reference, "linkage_matrix_"):
+        assert np.all(np.isfinite(scaled.linkage_matrix_))
+        np.testing.assert_allclose(scaled.linkage_matrix_, reference.linkage_matrix_, rtol=1e-9)
+    if hasattr(reference, "log_partition_"):
+        assert scaled.log_partition_ == pytest.approx(reference.log_partition_, rel=1e-9)
+
+
+@pytest.mark.parametrize("affinity", ["rbf", "exponential"])
+def test_explicit_gamma_follows_the_feature_scale(affinity):
+    """With a fixed gamma, X * 2**k and gamma / 4**k (rbf) give the same similarities."""
+    from sktrellis.energies._affinity import similarity_matrix
+
+    X = np.random.default_rng(1).normal(size=(6, 2))
+    power = 2 if affinity == "rbf" else 1
+    base = similarity_matrix(X, affinity, 0.7, allow_negative=False)
+    for k in (-400, 450):
+        scaled = similarity_matrix(np.ldexp(X, k), affinity, np.ldexp(0.7, -power * k),
+                                   allow_negative=False)
+        np.testing.assert_allclose(scaled, base, rtol=1e-12)
+    # A huge gamma on huge features: similarities 0 off the diagonal, never NaN.
+    huge = similarity_matrix(X * 1e155, affinity, 1.0, allow_negative=False)
+    assert np.all(huge == 0.0)
+
+
+@pytest.mark.parametrize(
+    "energy, X, match",
+    [
+        (Dasgupta(affinity="precomputed"), np.full((4, 4), 1e307), "rescale the precomputed similarities"),
+        (Dasgupta(beta=1e308), np.random.default_rng(0).normal(size=(4, 2)), "lower beta"),
+        (CorrelationClustering(affinity="precomputed"), np.full((4, 4), -1e308), "rescale the precomputed weights"),
+        (DirichletProcessMixture(), np.random.default_rng(0).normal(size=(5, 2)) * 1e155, "standardize X"),
+        (DirichletProcessMixture(), np.random.default_rng(0).normal(size=(5, 2)) * 1e-300, "underflows"),
+    ],
+)
+def test_values_out_of_float64_range_are_named(energy, X, match):
+    from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
+
+    estimator = (
+        ExactFlatClustering(energy) if isinstance(energy, DirichletProcessMixture)
+        else ExactHierarchicalClustering(energy)
+    )
+    with pytest.raises(ValueError, match=match):
+        estimator.fit(X)

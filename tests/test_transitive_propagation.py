@@ -92,7 +92,7 @@ def test_rescaling_changes_no_call(monkeypatch, global_random_seed):
     # Beliefs grow geometrically and are divided by a power of two when they
     # get large; with a low threshold that happens every iteration or two,
     # and the beliefs must stay proportional to the unscaled messages.
-    monkeypatch.setattr(_transitive_propagation, "_RESCALE_ABOVE", 4.0)
+    monkeypatch.setattr(_transitive_propagation, "_RESCALE_ABOVE", 1.0)
     monkeypatch.setattr(_transitive_propagation, "_RESCALE_BY", 0.25)
     llr = _random_llr(7, np.random.default_rng(global_random_seed))
     model = TransitivePropagation(max_iter=6, convergence_iter=10**9).fit(llr)
@@ -284,3 +284,19 @@ def test_bit_pattern_parameters_are_validated(params, match):
 )
 def test_sklearn_common_checks(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("scale", [1e38, 1e300, 1e-300])
+def test_extreme_ratios_give_the_calls_of_moderate_ones(scale):
+    """Issue 12: ratios of 1e38 overflowed the float32 messages (NaN beliefs, singletons)."""
+    llr = np.array([[0, 3.0, -1], [3, 0, 3], [-1, 3, 0]])
+    reference = TransitivePropagation().fit(llr)
+    model = TransitivePropagation().fit(llr * scale)
+    np.testing.assert_array_equal(model.labels_, reference.labels_)
+    assert model.converged_ and np.all(np.isfinite(model.beliefs_))
+    assert np.array_equal(model.beliefs_ > 0, reference.beliefs_ > 0)
+
+
+def test_ratios_whose_sum_overflows_are_named():
+    with pytest.raises(ValueError, match="log likelihood ratios.*overflow.*rescale X"):
+        TransitivePropagation().fit(np.full((4, 4), 1e308) * (1 - np.eye(4)))

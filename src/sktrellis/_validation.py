@@ -34,6 +34,27 @@ def check_square_matrix(matrix, name, *, allow_negative):
     return matrix
 
 
+def check_no_overflow(values, owner, what, advice):
+    """A ValueError saying what overflowed float64, instead of NaN further on.
+
+    Parameters
+    ----------
+    values : ndarray
+        Statistics derived from the data (sums over subsets, second moments).
+    owner : str
+        Who computed them, e.g. ``"Dasgupta"``.
+    what : str
+        What they are, e.g. ``"the similarity sums over subsets"``.
+    advice : str
+        How to bring the data into range.
+    """
+    if not np.all(np.isfinite(values)):
+        raise ValueError(
+            f"{owner}: {what} overflow float64 (largest finite double is 1.8e308) "
+            f"for this data; {advice}"
+        )
+
+
 def available_memory_bytes():
     """Memory this process can still get, from /proc/meminfo where available."""
     try:

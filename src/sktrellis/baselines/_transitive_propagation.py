@@ -9,7 +9,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
-from .._validation import available_memory_bytes, check_square_matrix, data_sketch, format_bytes
+from .._validation import (
+    available_memory_bytes, check_no_overflow, check_square_matrix, data_sketch, format_bytes,
+)
 
 
 # Beliefs above this are scaled down by _RESCALE_BY (powers of two: exact).
@@ -192,6 +194,11 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64)
         self._fit_sketch = data_sketch(X)
         llr = check_square_matrix(X, "log likelihood ratio", allow_negative=True)
+        # objective_ sums up to all of them.
+        check_no_overflow(
+            np.abs(llr).sum(), "TransitivePropagation", "the sum of the |log likelihood ratios|",
+            "rescale X",
+        )
         n_points = len(llr)
         needed = message_bytes(n_points)
         available = available_memory_bytes()
@@ -245,9 +252,16 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         """Run the message updates; returns (B, n_iter, converged)."""
         n_points = len(llr)
         step = np.float32(1.0 - self.damping)
-        # B_ij = L_ij + sum_k A_ijk, all messages starting at zero.
+        # B_ij = L_ij + sum_k A_ijk, all messages starting at zero. The
+        # update is positively homogeneous, so the evidence is first divided
+        # by the power of two that brings its largest entry near 1 (exact,
+        # and no call changes): float32 messages then neither overflow on
+        # ratios of 1e38 nor underflow on ratios of 1e-300.
         evidence = llr.copy()
         np.fill_diagonal(evidence, 0.0)
+        largest = np.max(np.abs(evidence)) if evidence.size else 0.0
+        shift = int(np.frexp(largest)[1]) if largest > 0 else 0
+        evidence = np.ldexp(evidence, -shift)
         sizes = np.arange(n_points - 1, 1, -1)   # n = N - 1 - i for blocks i = 0..N-3
         messages = np.zeros(2 * int(np.sum(sizes * sizes)), dtype=np.float32)
         blocks, offset = [], 0
@@ -302,4 +316,8 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
                 converged = True
                 break
         np.fill_diagonal(beliefs, 0.0)
-        return beliefs, n_iter, converged
+        # Back to the units of the input where float64 can hold them (the
+        # loop's own rescaling already leaves only their ratios meaningful).
+        largest = np.max(np.abs(beliefs)) if beliefs.size else 0.0
+        headroom = 1000 - int(np.frexp(largest)[1]) if largest > 0 else shift
+        return np.ldexp(beliefs, min(shift, headroom)), n_iter, converged

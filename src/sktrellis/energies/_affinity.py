@@ -21,10 +21,22 @@ def similarity_matrix(X, affinity, gamma, *, allow_negative):
         return check_square_matrix(X, "affinity", allow_negative=allow_negative)
     if affinity not in ("rbf", "exponential"):
         raise ValueError(f"affinity must be one of {AFFINITIES}, got {affinity!r}")
-    distances = pdist(X, "sqeuclidean" if affinity == "rbf" else "euclidean")
+    # Distances are computed on X divided by a power of two that brings its
+    # largest entry near 1 (exact in floating point), so features of 1e155
+    # or 1e-300 neither overflow nor underflow; gamma is rescaled to match.
+    power = 2 if affinity == "rbf" else 1
+    _, exponent = np.frexp(np.max(np.abs(X))) if X.size else (0.0, 0)
+    distances = pdist(np.ldexp(X, -int(exponent)), "sqeuclidean" if affinity == "rbf" else "euclidean")
     if gamma is None:
+        # The median heuristic is scale-free: the rescaled median will do.
         scale = np.median(distances) if distances.size else 0.0
         gamma = 1.0 / scale if scale > 0 else 1.0
-    similarities = squareform(np.exp(-gamma * distances))
+        exponents = gamma * distances
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            exponents = np.ldexp(gamma * distances, power * int(exponent))
+        # gamma rescaled to infinity meets distance 0 for duplicate points.
+        exponents[distances == 0] = 0.0
+    similarities = squareform(np.exp(-exponents))
     np.fill_diagonal(similarities, 0.0)
     return similarities

@@ -1,9 +1,11 @@
 """Correlation clustering: signed pairwise weights, flat and hierarchical."""
 from numbers import Real
 
+import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._trellis._hierarchical import SplitPotential
+from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._merge import PairwiseMergeModel
@@ -102,6 +104,13 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
         # twice; zero them so a precomputed diagonal cannot leak in.
         weights = weights.copy()
         weights.flat[:: len(weights) + 1] = 0.0
+        # Every log potential is at most beta * (sum of all |weights|).
+        with np.errstate(over="ignore"):
+            bound = self.beta * np.abs(weights).sum()
+        check_no_overflow(
+            bound, "CorrelationClustering",
+            "beta * (sum of the |weights|)", "rescale the precomputed weights or lower beta",
+        )
         return weights
 
     def split_potential(self, X):
@@ -128,7 +137,8 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
         -------
         log_potential : ndarray of shape (2**n_samples,)
         """
-        return self.beta * subset_pair_sums(self.weights(X))
+        weights = self.weights(X)
+        return self.beta * subset_pair_sums(weights)
 
     def merge_model(self, X):
         """Incremental statistics for agglomerative search and sparse trellises.

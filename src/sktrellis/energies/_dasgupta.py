@@ -5,6 +5,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._trellis._hierarchical import SplitPotential
+from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import HierarchicalEnergy
 from ._merge import PairwiseMergeModel
@@ -76,7 +77,16 @@ class Dasgupta(HierarchicalEnergy):
         similarities : ndarray of shape (n_samples, n_samples)
         """
         self._validate_params()
-        return similarity_matrix(X, self.affinity, self.gamma, allow_negative=False)
+        similarities = similarity_matrix(X, self.affinity, self.gamma, allow_negative=False)
+        # Every log potential is at most beta * N * (sum of all similarities).
+        with np.errstate(over="ignore"):
+            bound = self.beta * len(similarities) * similarities.sum()
+        check_no_overflow(
+            bound, "Dasgupta",
+            "beta * N * (sum of the similarities)",
+            "rescale the precomputed similarities or lower beta",
+        )
+        return similarities
 
     def split_potential(self, X):
         within = subset_pair_sums(self.similarities(X))

@@ -5,6 +5,7 @@ import numpy as np
 from scipy.special import gammaln
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._validation import check_no_overflow
 from ._base import FlatEnergy
 from ._conjugate import beta_bernoulli_log_marginal, normal_inverse_wishart_log_marginal
 from ._tables import subset_sums
@@ -171,8 +172,15 @@ class DirichletProcessMixture(FlatEnergy):
                 f"{n_features - 1} for a proper inverse-Wishart prior"
             )
         if self.covariance_prior is None:
-            variances = X.var(axis=0)
+            with np.errstate(over="ignore", invalid="ignore"):
+                variances = X.var(axis=0)
             constant = np.flatnonzero(variances <= 0)
+            if constant.size and np.ptp(X[:, constant[0]]) > 0:
+                raise ValueError(
+                    f"the variance of feature {constant[0]} of X underflows float64 "
+                    f"(its values span {np.ptp(X[:, constant[0]])!r}); standardize X "
+                    "(e.g. sklearn.preprocessing.StandardScaler) or pass covariance_prior"
+                )
             if constant.size:
                 raise ValueError(
                     f"feature {constant[0]} of X is constant, so the default "
@@ -217,8 +225,15 @@ class DirichletProcessMixture(FlatEnergy):
             return np.hstack([ones, X])
         # Centring at the prior mean keeps the posterior scale free of
         # cancellation between large raw second moments.
-        centred = X - prior["mean"]
-        outer = centred[:, :, None] * centred[:, None, :]
+        with np.errstate(over="ignore", invalid="ignore"):
+            centred = X - prior["mean"]
+            outer = centred[:, :, None] * centred[:, None, :]
+            moments = np.abs(outer).sum(axis=0)
+        check_no_overflow(
+            moments, "DirichletProcessMixture(component='gaussian')",
+            "the second moments of X",
+            "standardize X (e.g. sklearn.preprocessing.StandardScaler)",
+        )
         return np.hstack([ones, centred, outer.reshape(len(X), -1)])
 
     def _log_marginal(self, statistics, prior, n_features):
