@@ -274,6 +274,36 @@ def test_expected_dendrogram_purity_matches_enumeration(kind, n_points, global_r
         assert expected_dendrogram_purity(labels, model) == pytest.approx(expected, rel=1e-10)
 
 
+@pytest.mark.parametrize("builder, resplit_parts", [("greedy", 0), ("sampled", 0), ("beam", 3)])
+def test_expected_dendrogram_purity_of_a_sparse_trellis_matches_enumeration(
+    builder, resplit_parts, global_random_seed
+):
+    """Issue 12: the sparse trellis raised AttributeError. Its posterior is the
+    exact one restricted to the trees it spans: enumerate all 945 trees of 6
+    points, keep those of finite log_probability, and average their purity."""
+    from sktrellis import SparseTrellisClustering
+
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 6
+    X = rng.normal(size=(n_points, 2))
+    model = SparseTrellisClustering(
+        Dasgupta(beta=1.5), builder=builder, n_seed_trees=4, resplit_parts=resplit_parts,
+        random_state=0,
+    ).fit(X)
+    labels = rng.integers(3, size=n_points)
+    trees = [children_from_splits(tree, n_points) for tree in all_trees((1 << n_points) - 1)]
+    log_p = np.array([model.log_probability(children) for children in trees])
+    spanned = np.isfinite(log_p)
+    assert spanned.sum() == model.n_trees_
+    expected = sum(
+        np.exp(lp) * naive_dendrogram_purity(labels, children)
+        for lp, children, keep in zip(log_p, trees, spanned) if keep
+    )
+    assert expected_dendrogram_purity(labels, model) == pytest.approx(expected, rel=1e-10)
+    scorer = make_posterior_scorer(expected_dendrogram_purity)
+    assert scorer(model, X, labels) == pytest.approx(expected, rel=1e-10)
+
+
 def test_expected_dendrogram_purity_tends_to_the_map_purity():
     X = np.array([[0.0], [0.2], [0.3], [5.0], [5.1], [9.0], [9.4]])
     labels = [0, 0, 1, 1, 1, 2, 2]

@@ -22,10 +22,8 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ._trellis._subsets import canonical_lefts
 from ._tree import merges_from_tree
 from ._validation import check_square_matrix, data_sketch
-from .energies._tables import subset_sums
 
 __all__ = [
     "dasgupta_cost",
@@ -300,9 +298,11 @@ def expected_dendrogram_purity(labels_true, estimator):
     """Dendrogram purity averaged over the exact posterior of the trees.
 
     ``E[DP] = sum over trees T of P(T | X) * dendrogram_purity(labels_true, T)``
-    over all (2n-3)!! trees, computed exactly (no sampling) from the trellis of
-    a fitted :class:`~sktrellis.ExactHierarchicalClustering`, in O(3**n) like
-    the fit itself.
+    computed exactly (no sampling): over all (2n-3)!! trees for a fitted
+    :class:`~sktrellis.ExactHierarchicalClustering`, in O(3**n) like the fit
+    itself; over the trees spanned by the sparse trellis, with the posterior
+    restricted to them, for a fitted :class:`~sktrellis.SparseTrellisClustering`
+    (in time linear in its number of splits).
 
     Derivation: a same-class pair {i, j} has its LCA at the node C of a tree
     exactly when C is a node whose split (A, B) puts i and j on different
@@ -321,7 +321,7 @@ def expected_dendrogram_purity(labels_true, estimator):
     ----------
     labels_true : array-like of shape (n_samples,)
         Ground-truth class of every point.
-    estimator : ExactHierarchicalClustering or Pipeline
+    estimator : ExactHierarchicalClustering, SparseTrellisClustering or Pipeline
         Fitted; a pipeline's last step is used.
 
     Returns
@@ -354,14 +354,15 @@ def expected_dendrogram_purity(labels_true, estimator):
     """
     final = _final_step(estimator)
     check_is_fitted(final)
-    trellis = getattr(final, "_trellis", None)
-    if trellis is None or not hasattr(trellis, "cluster_log_marginals"):
+    posterior = getattr(final, "_trellis", None)
+    if posterior is None or not hasattr(posterior, "split_blocks"):
         raise TypeError(
             "expected_dendrogram_purity needs the exact posterior over trees of a "
-            f"fitted ExactHierarchicalClustering; got {type(final).__name__}"
+            "fitted ExactHierarchicalClustering or SparseTrellisClustering; got "
+            f"{type(final).__name__}"
         )
     labels = _check_labels(labels_true)
-    n_points = trellis.n_points
+    n_points = posterior.n_points
     if len(labels) != n_points:
         raise ValueError(
             f"labels_true has n_samples={len(labels)} but the estimator was fitted on "
@@ -372,38 +373,19 @@ def expected_dendrogram_purity(labels_true, estimator):
     n_pairs = np.sum(counts * (counts - 1) // 2)
     if n_pairs == 0:
         return 1.0
-    cubes = np.zeros(1 << n_points)
+    cubes = 0.0
     for label in range(len(counts)):
-        cubes += subset_sums(codes == label) ** 3
-    return float(_expected_cube_gain(trellis, cubes) / n_pairs)
+        cubes = cubes + posterior.cluster_sums(codes == label) ** 3
+    sizes = posterior.cluster_sums(np.ones(n_points))
+    return float(_expected_cube_gain(posterior, cubes, sizes) / n_pairs)
 
 
-def _expected_cube_gain(trellis, cubes):
+def _expected_cube_gain(posterior, cubes, sizes):
     """Sum over nodes C and splits (A, B) of P(C, A) (T(C) - T(A) - T(B)) / (3 |C|)."""
-    log_marginals = trellis.cluster_log_marginals()
-    log_z, potential = trellis.log_z, trellis.potential
     total = 0.0
-    for size in range(2, trellis.n_points + 1):
-        parents = trellis.order[trellis.level_start[size] : trellis.level_start[size + 1]]
-        # Clusters of zero probability contribute nothing: skipping them is exact.
-        parents = parents[log_marginals[parents] > -np.inf]
-        n_splits = (1 << (size - 1)) - 1
-        step = max(1, _SPLITS_PER_BLOCK // n_splits)
-        level_total = 0.0
-        for first in range(0, len(parents), step):
-            block = parents[first : first + step]
-            lefts = canonical_lefts(block)
-            rights = block[:, None] ^ lefts
-            weight = potential.evaluate(np.repeat(block, n_splits), lefts.ravel())
-            weight = weight.reshape(lefts.shape)
-            weight += log_z[lefts]
-            weight += log_z[rights]
-            weight += (log_marginals[block] - log_z[block])[:, None]
-            np.exp(weight, out=weight)
-            gain = cubes[block][:, None] - cubes[lefts]
-            gain -= cubes[rights]
-            level_total += np.sum(weight * gain)
-        total += level_total / (3 * size)
+    for parents, lefts, rights, log_probability in posterior.split_blocks():
+        gain = cubes[parents] - cubes[lefts] - cubes[rights]
+        total += np.sum(np.exp(log_probability) * gain / (3 * sizes[parents]))
     return total
 
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from .._tree import splits_from_table
 from . import _hierarchical as kernels
-from ._subsets import count_as_int, subsets_by_size
+from ..energies._tables import subset_sums
+from ._subsets import canonical_lefts, count_as_int, subsets_by_size
 
 # A kernel call handles at most about this many splits, so KeyboardInterrupt
 # and progress messages come every fraction of a second.
@@ -215,6 +216,34 @@ class HierarchicalTrellis:
             marginals.flags.writeable = False
             self._log_marginals = marginals
         return self._log_marginals
+
+    def cluster_sums(self, values):
+        """Sums of per-point ``values`` over every subset (posterior interface)."""
+        return subset_sums(values)
+
+    def split_blocks(self, max_splits=1 << 20):
+        """(parents, lefts, rights, log P(parent is a node split so)) in blocks.
+
+        P(C, A) = P(C) psi(C; A, B) Z(A) Z(B) / Z(C); clusters of zero
+        probability are skipped (their splits have zero probability).
+        """
+        log_marginals = self.cluster_log_marginals()
+        for size in range(2, self.n_points + 1):
+            parents = self.order[self.level_start[size] : self.level_start[size + 1]]
+            parents = parents[log_marginals[parents] > -np.inf]
+            n_splits = (1 << (size - 1)) - 1
+            step = max(1, max_splits // n_splits)
+            for first in range(0, len(parents), step):
+                block = parents[first : first + step]
+                lefts = canonical_lefts(block)
+                rights = block[:, None] ^ lefts
+                log_probability = self.potential.evaluate(
+                    np.repeat(block, n_splits), lefts.ravel()
+                ).reshape(lefts.shape)
+                log_probability += self.log_z[lefts]
+                log_probability += self.log_z[rights]
+                log_probability += (log_marginals[block] - self.log_z[block])[:, None]
+                yield np.repeat(block, n_splits), lefts.ravel(), rights.ravel(), log_probability.ravel()
 
     def most_probable_clusters(self, n_top, min_size):
         """Masks and log marginals of the n_top most probable clusters of size

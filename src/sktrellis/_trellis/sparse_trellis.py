@@ -219,6 +219,31 @@ class SparseTrellis:
         found[(found >= 0) & (self.size[np.maximum(found, 0)] != sizes)] = -1
         return found
 
+    def cluster_sums(self, values):
+        """Sums of per-point ``values`` over every vertex (posterior interface)."""
+        values = np.asarray(values, dtype=np.float64)
+        sums = np.zeros((self.n_vertices,) + values.shape[1:])
+        sums[: self.n_points] = values
+        # Vertices are numbered by size, so any split of a vertex has both
+        # children done when a size level starts.
+        first_split = self.split_start[:-1]
+        for size in range(2, self.n_points + 1):
+            vertices = np.flatnonzero(self.size == size)
+            splits = first_split[vertices]
+            sums[vertices] = sums[self.left[splits]] + sums[self.right[splits]]
+        return sums
+
+    def split_blocks(self):
+        """(parents, lefts, rights, log P(parent is a node split so)) of every split."""
+        log_marginals = self.cluster_log_marginals()
+        with np.errstate(invalid="ignore"):
+            log_probability = (
+                log_marginals[self.parent] - self.log_z[self.parent] + self.log_psi
+                + self.log_z[self.left] + self.log_z[self.right]
+            )
+        log_probability[np.isnan(log_probability)] = -np.inf
+        yield self.parent, self.left, self.right, log_probability
+
     def cluster_log_marginals(self):
         """log P(vertex is a cluster of the tree) under the sparse posterior (cached)."""
         if self._log_outside is None:
