@@ -52,3 +52,51 @@ def test_too_many_rows(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([str(path)])
     assert "n_samples=40" in capsys.readouterr().err
+
+
+def test_missing_value_names_the_row_and_column(tmp_path, capsys):
+    """Issue 12: a blank numeric cell turned its column into row names."""
+    path = tmp_path / "data.csv"
+    path.write_text("a,b,name\n1,2,p\n3,,q\n5,6,r\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path)])
+    assert exit_info.value.code == 2
+    assert "line 3, column 'b': missing value" in capsys.readouterr().err
+
+
+def test_text_column_still_names_the_rows(tmp_path, capsys):
+    path = tmp_path / "data.csv"
+    path.write_text("a,b,name\n1,2,p\n3,1,q\n5,6,r\n")
+    assert main([str(path), "--n-clusters", "2", "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "3 points, 2 features" in out
+    newick = out.split("MAP tree (Newick): ")[1].splitlines()[0]
+    assert all(f"{name}:" in newick for name in "pqr")
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--top", "-1"], "--top: must be a positive integer"),
+        (["--top", "0"], "--top: must be a positive integer"),
+        (["--n-clusters", "0"], "--n-clusters: must be a positive integer"),
+        (["--energy", "ginkgo", "--beta", "2"], "--beta applies to --energy dasgupta and hcc"),
+        (["--beta", "nan"], "--beta must be a finite number"),
+        (["--plot", "/nonexistent-folder/tree.png"], "cannot be written"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_work(argv, match, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert match in captured.err and "log Z" not in captured.out
+
+
+def test_program_name_follows_how_it_was_started(monkeypatch):
+    from sktrellis.__main__ import build_parser
+
+    monkeypatch.setattr("sys.argv", ["/usr/bin/sktrellis", "--help"])
+    assert build_parser().prog == "sktrellis"
+    monkeypatch.setattr("sys.argv", ["/x/sktrellis/__main__.py"])
+    assert build_parser().prog == "python -m sktrellis"

@@ -10,6 +10,7 @@ columns E, px, py, pz).
 """
 import argparse
 import csv
+import os
 import sys
 import time
 
@@ -29,7 +30,12 @@ _ENERGIES = {
 
 
 def read_table(path):
-    """Features and row names of a CSV file with a header row."""
+    """Features and row names of a CSV file with a header row.
+
+    A column is numeric when every cell is a number; a column with any other
+    text names the rows (the first such column). A numeric column with an
+    empty cell is an error naming the cell: missing values are not guessed.
+    """
     try:
         with open(path, newline="") as stream:
             rows = [row for row in csv.reader(stream) if row]
@@ -38,39 +44,86 @@ def read_table(path):
     if len(rows) < 2:
         raise ValueError(f"{path!r} has no data rows below its header row")
     header, body = rows[0], rows[1:]
-    if any(len(row) != len(header) for row in body):
-        raise ValueError(f"{path!r}: every row must have {len(header)} fields like the header")
+    for line, row in enumerate(body, start=2):
+        if len(row) != len(header):
+            raise ValueError(
+                f"{path!r} line {line}: {len(row)} fields, but the header has {len(header)}"
+            )
 
-    def numeric(column):
+    def is_number(cell):
         try:
-            [float(row[column]) for row in body]
+            float(cell)
             return True
         except ValueError:
             return False
 
-    columns = [c for c in range(len(header)) if numeric(c)]
-    if not columns:
+    numeric, text = [], []
+    for column in range(len(header)):
+        cells = [row[column].strip() for row in body]
+        if all(is_number(cell) for cell in cells if cell):
+            numeric.append(column)
+            blank = [line for line, cell in enumerate(cells, start=2) if not cell]
+            if blank:
+                raise ValueError(
+                    f"{path!r} line {blank[0]}, column {header[column]!r}: missing value; "
+                    "fill it in or remove the row (sktrellis does not impute)"
+                )
+        else:
+            text.append(column)
+    if not numeric:
         raise ValueError(f"{path!r} has no numeric column")
-    text = [c for c in range(len(header)) if c not in columns]
     names = [row[text[0]] for row in body] if text else [str(i) for i in range(len(body))]
-    data = np.array([[float(row[c]) for c in columns] for row in body])
+    data = np.array([[float(row[c]) for c in numeric] for row in body])
     return data, names
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _program_name():
+    # "python -m sktrellis" runs __main__.py; the console script is "sktrellis".
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "python -m sktrellis" if name in ("", "__main__.py", "-m") else name
 
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="python -m sktrellis",
+        prog=_program_name(),
         description="Exact hierarchical clustering (cluster trellis) of a small dataset: "
         "the MAP tree, log Z, and the most probable clusters.",
     )
     parser.add_argument("csv", nargs="?", help="CSV file with a header row "
                         "(default: the bundled 12-flower iris subset)")
     parser.add_argument("--energy", choices=sorted(_ENERGIES), default="dasgupta")
-    parser.add_argument("--beta", type=float, default=1.0, help="inverse temperature")
-    parser.add_argument("--n-clusters", type=int, default=3, help="clusters of the flat cut")
-    parser.add_argument("--top", type=int, default=8, help="how many probable clusters to list")
+    parser.add_argument("--beta", type=float, default=None,
+                        help="inverse temperature of dasgupta and hcc (default 1.0)")
+    parser.add_argument("--n-clusters", type=_positive_int, default=3,
+                        help="clusters of the flat cut")
+    parser.add_argument("--top", type=_positive_int, default=8,
+                        help="how many probable clusters to list")
     parser.add_argument("--plot", metavar="PNG", help="save a dendrogram of the MAP tree")
     return parser
+
+
+def check_arguments(parser, args):
+    """Refuse combinations that would be silently ignored or fail after the work."""
+    if args.energy == "ginkgo" and args.beta is not None:
+        parser.error("--beta applies to --energy dasgupta and hcc; the Ginkgo likelihood "
+                     "has no temperature")
+    if args.beta is None:
+        args.beta = 1.0
+    if not np.isfinite(args.beta) or args.beta < 0:
+        parser.error(f"--beta must be a finite number >= 0, got {args.beta}")
+    if args.plot:
+        folder = os.path.dirname(os.path.abspath(args.plot))
+        target = args.plot if os.path.exists(args.plot) else folder
+        if not os.path.isdir(folder) or not os.access(target, os.W_OK):
+            parser.error(f"--plot {args.plot!r} cannot be written (check the folder exists "
+                         "and is writable)")
 
 
 def run(args):
@@ -84,7 +137,7 @@ def run(args):
     if len(data) > MAX_EXACT_POINTS:
         raise ValueError(
             f"{source} has n_samples={len(data)} rows; the exact trellis handles at most "
-            f"{MAX_EXACT_POINTS} (about 25 in practice); use SparseTrellisClustering"
+            f"{MAX_EXACT_POINTS}; use SparseTrellisClustering"
         )
     if args.energy != "ginkgo":
         spread = data.std(axis=0)
@@ -140,9 +193,10 @@ def save_dendrogram(model, names, path):
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    check_arguments(parser, args)
     try:
         run(args)
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         parser.exit(2, f"error: {error}\n")
     return 0
 
