@@ -153,6 +153,24 @@ def splits_from_merges(merges, n_points):
     return parents.astype(np.uint32), lefts.astype(np.uint32)
 
 
+def merges_from_splits(parents, lefts):
+    """Children-first (N - 1, 2) merges of a tree given as preorder splits.
+
+    Merge k is node N + k, its children listed (left part, right part);
+    inner nodes are merged in reverse preorder, so children come first.
+    """
+    parents = np.asarray(parents, dtype=np.int64)
+    lefts = np.asarray(lefts, dtype=np.int64)
+    n_points = len(parents) + 1
+    node_of = {1 << i: i for i in range(n_points)}
+    merges = np.empty((n_points - 1, 2), dtype=np.int64)
+    for k, node in enumerate(range(n_points - 2, -1, -1)):
+        parent, left = int(parents[node]), int(lefts[node])
+        merges[k] = node_of[left], node_of[parent ^ left]
+        node_of[parent] = n_points + k
+    return merges
+
+
 def labels_from_linkage(linkage, n_clusters):
     """Flat labels from undoing the last ``n_clusters - 1`` merges of a linkage.
 

@@ -136,12 +136,6 @@ def check_members(members, n_points):
     return members
 
 
-def members_to_mask(members, n_points):
-    """Subset mask (bit i <=> point i) of a cluster given as indices or a boolean mask."""
-    members = check_members(members, n_points)
-    return int(np.bitwise_or.reduce(np.left_shift(1, members.astype(np.int64))))
-
-
 def data_sketch(X):
     """A cheap fingerprint of the rows of X: their projections on a fixed random direction.
 

@@ -5,13 +5,13 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._available_if import available_if
-from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils._param_validation import HasMethods, Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
 from ._trellis.flat_trellis import FlatTrellis
-from ._validation import check_exact_size, data_sketch, effective_n_threads
+from ._validation import check_exact_size, effective_n_threads
 from .energies import CorrelationClustering
-from .hierarchical import members_to_mask
 
 
 def _energy_has(name):
@@ -23,7 +23,9 @@ def _energy_has(name):
     return check
 
 
-class ExactFlatClustering(ClusterMixin, BaseEstimator):
+class ExactFlatClustering(
+    ClusterPosteriorMixin, EnergyEstimatorMixin, ClusterMixin, BaseEstimator
+):
     """Exact inference over all partitions with the flat cluster trellis.
 
     Fits the Gibbs distribution ``P(partition | X) = prod_clusters E(C) / Z``
@@ -143,13 +145,7 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
         self.verbose = verbose
         self.n_jobs = n_jobs
 
-    def _energy(self):
-        return CorrelationClustering() if self.energy is None else self.energy
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = getattr(self.energy, "affinity", None) == "precomputed"
-        return tags
+    _default_energy = CorrelationClustering
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
@@ -168,13 +164,8 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        X = validate_data(self, X, dtype=np.float64)
-        self._fit_sketch = data_sketch(X)
+        X = self._validate_training_data(X, ensure_min_samples=1)
         n_points = X.shape[0]
-        if self.n_clusters is not None and self.n_clusters > n_points:
-            raise ValueError(
-                f"n_clusters={self.n_clusters} must be at most n_samples={n_points}"
-            )
         energy = self._energy()
         owner = type(self).__name__
         check_exact_size(n_points, energy.cluster_bytes(n_points), owner)
@@ -249,56 +240,6 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
             )
         return log_potential
 
-    def cluster_probability(self, members):
-        """Posterior probability that ``members`` form one cluster of the partition.
-
-        P(some cluster is exactly these points | X) = E(C) Z(the other
-        points) / Z, exact and O(1).
-
-        Parameters
-        ----------
-        members : array-like of int, or boolean mask of shape (n_samples,)
-            The points of the cluster.
-
-        Returns
-        -------
-        probability : float
-        """
-        check_is_fitted(self)
-        mask = members_to_mask(members, len(self.labels_))
-        trellis = self._trellis
-        log_probability = (
-            trellis.log_e[mask] + trellis.log_z[trellis.full ^ mask] - trellis.log_partition
-        )
-        return float(min(np.exp(log_probability), 1.0))
-
-    def most_probable_clusters(self, n_top=10, *, min_size=2):
-        """The clusters of highest posterior probability.
-
-        Parameters
-        ----------
-        n_top : int, default=10
-            How many clusters to return.
-        min_size : int, default=2
-            Smallest cluster size considered.
-
-        Returns
-        -------
-        clusters : list of (ndarray of int, float)
-            Members and probability, most probable first.
-        """
-        check_is_fitted(self)
-        n_points = len(self.labels_)
-        log_marginals = self._trellis.cluster_log_marginals()
-        sizes = np.bitwise_count(np.arange(len(log_marginals), dtype=np.uint64))
-        eligible = np.flatnonzero(sizes >= min_size)
-        top = eligible[np.argsort(-log_marginals[eligible], kind="stable")[:n_top]]
-        bits = np.arange(n_points)
-        return [
-            (bits[(int(mask) >> bits) & 1 == 1], float(np.exp(log_marginals[mask])))
-            for mask in top
-        ]
-
     def log_probability(self, labels):
         """Natural log of P(partition | X) for a partition of the fitted points.
 
@@ -337,6 +278,11 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
         np.bitwise_or.at(masks, cluster_of, np.left_shift(1, np.arange(n_points, dtype=np.int64)))
         return masks
 
+    @validate_params(
+        {"n_samples": [Interval(Integral, 1, None, closed="left")],
+         "random_state": ["random_state"]},
+        prefer_skip_nested_validation=True,
+    )
     def sample(self, n_samples=1, random_state=None):
         """Draw partitions exactly from the posterior P(partition | X).
 
@@ -354,8 +300,6 @@ class ExactFlatClustering(ClusterMixin, BaseEstimator):
             cluster's first point.
         """
         check_is_fitted(self)
-        if not isinstance(n_samples, Integral) or n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
         rng = check_random_state(self.random_state if random_state is None else random_state)
         return self._trellis.sample_labels(int(n_samples), rng)
 

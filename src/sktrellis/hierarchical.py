@@ -4,21 +4,19 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils._param_validation import HasMethods, Interval, validate_params
+from sklearn.utils.validation import check_is_fitted
 
+from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
 from ._trellis.hierarchical_trellis import HierarchicalTrellis
-from ._tree import (
-    labels_from_linkage,
-    linkage_from_splits,
-    merges_from_tree,
-    splits_from_merges,
-)
-from ._validation import check_exact_size, data_sketch, effective_n_threads, members_to_mask
+from ._tree import linkage_from_splits, merges_from_tree, splits_from_merges
+from ._validation import check_exact_size, effective_n_threads
 from .energies import Dasgupta
 
 
-class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
+class ExactHierarchicalClustering(
+    ClusterPosteriorMixin, EnergyEstimatorMixin, ClusterMixin, BaseEstimator
+):
     """Exact inference over all binary hierarchies with the cluster trellis.
 
     Fits the Gibbs distribution ``P(tree | X) = prod_splits psi / Z`` over all
@@ -61,6 +59,8 @@ class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
         The heights of ``linkage_matrix_``.
     n_leaves_ : int
         Number of points.
+    tree_ : Tree
+        The MAP tree as a :class:`~sktrellis.Tree` (Newick export, clusters, plot).
     log_partition_ : float
         Natural log of Z, the sum of the potentials of all trees.
     map_log_potential_ : float
@@ -111,13 +111,7 @@ class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
         self.verbose = verbose
         self.n_jobs = n_jobs
 
-    def _energy(self):
-        return Dasgupta() if self.energy is None else self.energy
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = getattr(self.energy, "affinity", None) == "precomputed"
-        return tags
+    _default_energy = Dasgupta
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
@@ -136,13 +130,8 @@ class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
-        self._fit_sketch = data_sketch(X)
+        X = self._validate_training_data(X)
         n_points = X.shape[0]
-        if self.n_clusters > n_points:
-            raise ValueError(
-                f"n_clusters={self.n_clusters} must be at most n_samples={n_points}"
-            )
         energy = self._energy()
         check_exact_size(n_points, energy.split_bytes(n_points), type(self).__name__)
         potential = energy.split_potential(X)
@@ -158,55 +147,8 @@ class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
         self.log_partition_ = trellis.log_partition
         self.map_log_potential_ = trellis.map_log_potential
         self.n_trees_ = trellis.n_trees
-        self.linkage_matrix_ = linkage_from_splits(potential, *trellis.map_splits())
-        self.children_ = self.linkage_matrix_[:, :2].astype(np.intp)
-        self.distances_ = self.linkage_matrix_[:, 2].copy()
-        self.n_leaves_ = n_points
-        self.labels_ = labels_from_linkage(self.linkage_matrix_, self.n_clusters)
+        self._set_tree(linkage_from_splits(potential, *trellis.map_splits()), self.n_clusters)
         return self
-
-    def cluster_probability(self, members):
-        """Posterior probability that ``members`` form a cluster of the tree.
-
-        P(some node of the tree has exactly these leaves | X), exact. The
-        first call runs the outside pass (O(3**N), like ``fit``), which gives
-        every cluster's probability at once; later calls are O(1).
-
-        Parameters
-        ----------
-        members : array-like of int, or boolean mask of shape (n_samples,)
-            The points of the cluster.
-
-        Returns
-        -------
-        probability : float
-        """
-        check_is_fitted(self)
-        mask = members_to_mask(members, self.n_leaves_)
-        return float(np.exp(self._trellis.cluster_log_marginals()[mask]))
-
-    def most_probable_clusters(self, n_top=10, *, min_size=2):
-        """The clusters of highest posterior probability, excluding the root.
-
-        Parameters
-        ----------
-        n_top : int, default=10
-            How many clusters to return.
-        min_size : int, default=2
-            Smallest cluster size considered (singletons have probability 1).
-
-        Returns
-        -------
-        clusters : list of (ndarray of int, float)
-            Members and probability, most probable first.
-        """
-        check_is_fitted(self)
-        masks, log_marginals = self._trellis.most_probable_clusters(n_top, min_size)
-        bits = np.arange(self.n_leaves_)
-        return [
-            (bits[(int(mask) >> bits) & 1 == 1], float(np.exp(log_marginal)))
-            for mask, log_marginal in zip(masks, log_marginals)
-        ]
 
     def log_probability(self, tree):
         """Natural log of P(tree | X) for a tree over the fitted points.
@@ -226,8 +168,14 @@ class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
         merges = merges_from_tree(tree, self.n_leaves_)
         parents, lefts = splits_from_merges(merges, self.n_leaves_)
         log_potential = self._trellis.potential.evaluate(parents, lefts).sum()
-        return float(log_potential - self.log_partition_)
+        # Rounding in log Z must not make a probability exceed one.
+        return float(min(log_potential - self.log_partition_, 0.0))
 
+    @validate_params(
+        {"n_samples": [Interval(Integral, 1, None, closed="left")],
+         "random_state": ["random_state"]},
+        prefer_skip_nested_validation=True,
+    )
     def sample(self, n_samples=1, random_state=None):
         """Draw trees exactly from the posterior P(tree | X).
 
@@ -244,8 +192,6 @@ class ExactHierarchicalClustering(ClusterMixin, BaseEstimator):
             scipy linkage matrices, heights as for ``linkage_matrix_``.
         """
         check_is_fitted(self)
-        if not isinstance(n_samples, Integral) or n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
         rng = check_random_state(self.random_state if random_state is None else random_state)
         parents, lefts = self._trellis.sample_splits(n_samples, rng)
         return list(linkage_from_splits(self._trellis.potential, parents, lefts))

@@ -5,24 +5,20 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions, validate_params
+from sklearn.utils.validation import check_is_fitted
 
+from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
 from ._trellis.hierarchical_trellis import double_factorial_trees
 from ._trellis.sparse_trellis import SparseTrellis
 from ._tree import linkage_from_merges, merges_from_tree
-from ._validation import check_members, data_sketch
-from .baselines._search import (
-    beam_search,
-    check_n_clusters,
-    greedy_tree,
-    gumbel_noise,
-    replay_tree,
-    set_tree_attributes,
-)
+from .baselines._search import beam_search, greedy_tree, gumbel_noise, replay_tree
 from .energies import Dasgupta
 
-class SparseTrellisClustering(ClusterMixin, BaseEstimator):
+
+class SparseTrellisClustering(
+    ClusterPosteriorMixin, EnergyEstimatorMixin, ClusterMixin, BaseEstimator
+):
     """Exact inference over the binary trees spanned by a chosen set of clusters.
 
     For data beyond the exact trellis (N in the tens to thousands), the
@@ -161,10 +157,7 @@ class SparseTrellisClustering(ClusterMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = getattr(self.energy, "affinity", None) == "precomputed"
-        return tags
+    _default_energy = Dasgupta
 
     def _seed_trees(self, X, model, random_state):
         """The seed trees of the builder, as AgglomerativeTrees of ``model``."""
@@ -200,11 +193,9 @@ class SparseTrellisClustering(ClusterMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
-        self._fit_sketch = data_sketch(X)
+        X = self._validate_training_data(X)
         n_points = len(X)
-        check_n_clusters(self, n_points)
-        energy = Dasgupta() if self.energy is None else self.energy
+        energy = self._energy()
         random_state = check_random_state(self.random_state)
         max_vertices = 50 * n_points if self.max_vertices is None else self.max_vertices
         start = time.perf_counter()
@@ -234,7 +225,7 @@ class SparseTrellisClustering(ClusterMixin, BaseEstimator):
         model.compact()
         self._trellis = trellis
         merges, log_potentials = trellis.merges(trellis.map_splits())
-        set_tree_attributes(self, merges, log_potentials, energy)
+        self._set_tree_from_merges(merges, log_potentials, energy)
         # The DP's own sums, so that one spanned tree gives log Z == MAP exactly.
         self.map_log_potential_ = trellis.map_log_potential
         self.log_partition_ = trellis.log_partition
@@ -253,31 +244,6 @@ class SparseTrellisClustering(ClusterMixin, BaseEstimator):
                 f"{trellis.map_log_potential:.6g}, {time.perf_counter() - start:.2f} s",
                 flush=True,
             )
-
-    def cluster_probability(self, members):
-        """Probability that ``members`` form a cluster of the tree, over the spanned trees.
-
-        P(some node of the tree has exactly these points | X, tree spanned):
-        1 for a single point or all points, 0 for a cluster that is not a
-        vertex. The first call runs the outside pass over the trellis.
-
-        Parameters
-        ----------
-        members : array-like of int, or boolean mask of shape (n_samples,)
-            The points of the cluster.
-
-        Returns
-        -------
-        probability : float
-        """
-        check_is_fitted(self)
-        members = check_members(members, self.n_leaves_)
-        if len(members) in (1, self.n_leaves_):
-            return 1.0
-        vertex = self._trellis.vertex_of([members])[0]
-        if vertex < 0:
-            return 0.0
-        return float(np.exp(self._trellis.cluster_log_marginals()[vertex]))
 
     def log_probability(self, tree):
         """Natural log of P(tree | X) under the posterior restricted to the spanned trees.
@@ -308,8 +274,14 @@ class SparseTrellisClustering(ClusterMixin, BaseEstimator):
         log_psi = trellis.model.split_log_potential(
             model_id[node], model_id[merges[:, 0]], model_id[merges[:, 1]]
         )
-        return float(np.sum(log_psi) - self.log_partition_)
+        # Rounding in log Z must not make a probability exceed one.
+        return float(min(np.sum(log_psi) - self.log_partition_, 0.0))
 
+    @validate_params(
+        {"n_samples": [Interval(Integral, 1, None, closed="left")],
+         "random_state": ["random_state"]},
+        prefer_skip_nested_validation=True,
+    )
     def sample(self, n_samples=1, random_state=None):
         """Draw trees exactly from the posterior restricted to the spanned trees.
 
@@ -326,8 +298,6 @@ class SparseTrellisClustering(ClusterMixin, BaseEstimator):
             scipy linkage matrices, heights as for ``linkage_matrix_``.
         """
         check_is_fitted(self)
-        if not isinstance(n_samples, Integral) or n_samples < 1:
-            raise ValueError(f"n_samples must be a positive integer, got {n_samples!r}")
         rng = check_random_state(self.random_state if random_state is None else random_state)
         return [
             linkage_from_merges(*self._trellis.merges(splits))

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _flat as kernels
 from ._subsets import count_as_int, subsets_by_size
+from .posterior import members_mask, most_probable_masks
 
 # A kernel call handles at most about this many (subset, cluster) pairs, so
 # KeyboardInterrupt and progress messages come every fraction of a second.
@@ -357,6 +358,20 @@ class FlatTrellis:
         marginals[np.isnan(marginals)] = -np.inf
         marginals[0] = -np.inf
         return np.minimum(marginals, 0.0)
+
+    def cluster_log_marginal(self, members):
+        """log P(the points ``members`` form a cluster of the partition), O(1)."""
+        mask = members_mask(members)
+        with np.errstate(invalid="ignore"):
+            value = self.log_e[mask] + self.log_z[self.full ^ mask] - self.log_partition
+        return float(value) if value == value else -np.inf
+
+    def most_probable_clusters(self, n_top, min_size):
+        """Members and log marginals of the n_top most probable clusters."""
+        order, level_start = subsets_by_size(self.n_points)
+        return most_probable_masks(
+            self.cluster_log_marginals(), order, level_start, n_top, min_size, self.n_points
+        )
 
     def pairwise_probability(self):
         """(N, N) matrix of P(i and j are in the same cluster)."""

@@ -13,6 +13,7 @@ from .._tree import splits_from_table
 from . import _hierarchical as kernels
 from ..energies._tables import subset_sums
 from ._subsets import canonical_lefts, count_as_int, subsets_by_size
+from .posterior import members_mask, most_probable_masks
 
 # A kernel call handles at most about this many splits, so KeyboardInterrupt
 # and progress messages come every fraction of a second.
@@ -245,23 +246,18 @@ class HierarchicalTrellis:
                 log_probability += (log_marginals[block] - self.log_z[block])[:, None]
                 yield np.repeat(block, n_splits), lefts.ravel(), rights.ravel(), log_probability.ravel()
 
+    def cluster_log_marginal(self, members):
+        """log P(the points ``members`` form a cluster of the tree)."""
+        if len(members) in (1, self.n_points):
+            return 0.0  # a leaf or the root: in every tree
+        return float(self.cluster_log_marginals()[members_mask(members)])
+
     def most_probable_clusters(self, n_top, min_size):
-        """Masks and log marginals of the n_top most probable clusters of size
-        min_size .. N - 1, most probable first (ties: by size, then mask)."""
-        log_marginals = self.cluster_log_marginals()
-        first = self.level_start[max(min_size, 1)]
-        candidates = self.order[first : self.level_start[self.n_points]]
-        # Negated in place, so the most probable come first and no second
-        # copy of 2**N values is made (the memory estimate counts two).
-        negated = log_marginals[candidates]
-        np.negative(negated, out=negated)
-        n_top = min(n_top, len(candidates))
-        if n_top < len(candidates):
-            top = np.argpartition(negated, n_top - 1)[:n_top]
-            top = top[np.lexsort((top, negated[top]))]
-        else:
-            top = np.argsort(negated, kind="stable")
-        return candidates[top], -negated[top]
+        """Members and log marginals of the n_top most probable clusters but the root."""
+        return most_probable_masks(
+            self.cluster_log_marginals(), self.order, self.level_start, n_top, min_size,
+            self.n_points - 1,
+        )
 
     def sample_splits(self, n_samples, random_state):
         """Preorder splits of n_samples trees drawn exactly from P(tree)."""

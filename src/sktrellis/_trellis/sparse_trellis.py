@@ -219,6 +219,34 @@ class SparseTrellis:
         found[(found >= 0) & (self.size[np.maximum(found, 0)] != sizes)] = -1
         return found
 
+    def vertex_members(self, vertex):
+        """The points of a vertex, increasing (down any of its splits)."""
+        points, stack = [], [int(vertex)]
+        while stack:
+            v = stack.pop()
+            if v < self.n_points:
+                points.append(v)
+            else:
+                split = self.split_start[v]
+                stack.extend((int(self.left[split]), int(self.right[split])))
+        return np.sort(np.array(points, dtype=np.int64))
+
+    def cluster_log_marginal(self, members):
+        """log P(the points ``members`` form a cluster of the tree); -inf if no vertex."""
+        if len(members) in (1, self.n_points):
+            return 0.0  # a leaf or the root: in every tree
+        vertex = self.vertex_of([np.asarray(members)])[0]
+        return float(self.cluster_log_marginals()[vertex]) if vertex >= 0 else -np.inf
+
+    def most_probable_clusters(self, n_top, min_size):
+        """Members and log marginals of the n_top most probable vertices but the root."""
+        log_marginals = self.cluster_log_marginals()
+        # Vertices are numbered by size, then lowest point: that is the tie order.
+        candidates = np.flatnonzero((self.size >= min_size) & (self.size < self.n_points))
+        values = log_marginals[candidates]
+        top = np.argsort(-values, kind="stable")[:n_top]
+        return [self.vertex_members(v) for v in candidates[top]], values[top]
+
     def cluster_sums(self, values):
         """Sums of per-point ``values`` over every vertex (posterior interface)."""
         values = np.asarray(values, dtype=np.float64)

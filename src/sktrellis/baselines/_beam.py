@@ -1,17 +1,15 @@
 """Beam search over partial hierarchical clusterings, under any hierarchical energy."""
 from numbers import Integral
 
-import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval
-from sklearn.utils.validation import validate_data
 
+from .._estimator import EnergyEstimatorMixin
 from ..energies import Dasgupta
-from ._search import beam_search, check_n_clusters, set_tree_attributes
-from .._validation import data_sketch
+from ._search import beam_search
 
 
-class BeamSearchHierarchicalClustering(ClusterMixin, BaseEstimator):
+class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):
     """Bottom-up beam search: keep the best ``beam_width`` partial clusterings.
 
     The variant of Greenberg et al. (2021): starting from the points, each of
@@ -90,10 +88,7 @@ class BeamSearchHierarchicalClustering(ClusterMixin, BaseEstimator):
         self.beam_width = beam_width
         self.n_clusters = n_clusters
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = getattr(self.energy, "affinity", None) == "precomputed"
-        return tags
+    _default_energy = Dasgupta
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
@@ -112,10 +107,8 @@ class BeamSearchHierarchicalClustering(ClusterMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
-        self._fit_sketch = data_sketch(X)
-        check_n_clusters(self, len(X))
-        energy = Dasgupta() if self.energy is None else self.energy
+        X = self._validate_training_data(X)
+        energy = self._energy()
         best = beam_search(energy.merge_model(X), self.beam_width)[0]
-        set_tree_attributes(self, best.merges, best.log_potentials, energy)
+        self._set_tree_from_merges(best.merges, best.log_potentials, energy)
         return self

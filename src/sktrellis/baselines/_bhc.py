@@ -6,12 +6,11 @@ import numpy as np
 from scipy.special import gammaln
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import validate_data
 
-from .._trellis._hierarchical import splits_to_linkage
+from .._estimator import EnergyEstimatorMixin
 from .._trellis.bhc_trellis import BEST_BHC_TREE_BYTES_PER_SUBSET, best_bhc_tree
-from .._tree import labels_from_linkage, linkage_from_heights
-from .._validation import check_exact_size, data_sketch, effective_n_threads
+from .._tree import linkage_from_heights, merges_from_splits
+from .._validation import check_exact_size, effective_n_threads
 from ..energies import DirichletProcessMixture
 
 # Candidate merges are scored this many at a time.
@@ -170,7 +169,7 @@ def greedy_merges(forest, n_points):
     return merges
 
 
-class BayesianHierarchicalClustering(ClusterMixin, BaseEstimator):
+class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):
     """Bayesian hierarchical clustering (Heller & Ghahramani 2005).
 
     Agglomerative clustering under a Dirichlet process mixture (DPM) with
@@ -366,13 +365,8 @@ class BayesianHierarchicalClustering(ClusterMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
-        self._fit_sketch = data_sketch(X)
+        X = self._validate_training_data(X)
         n_points = X.shape[0]
-        if self.n_clusters is not None and self.n_clusters > n_points:
-            raise ValueError(
-                f"n_clusters={self.n_clusters} must be at most n_samples={n_points}"
-            )
         energy = self.dpm_energy()
         forest = _Forest(_Components(energy, X), float(np.log(self.alpha)))
         if self.algorithm == "greedy":
@@ -389,15 +383,10 @@ class BayesianHierarchicalClustering(ClusterMixin, BaseEstimator):
         )
         log_r = forest.log_r[n_points:]
         split = self._cut(merges, log_r)
-        self.linkage_matrix_, order = linkage_from_heights(
-            merges, self._heights(merges, log_r, split)
-        )
+        linkage, order = linkage_from_heights(merges, self._heights(merges, log_r, split))
         self.merge_log_probability_ = log_r[order]
-        self.children_ = self.linkage_matrix_[:, :2].astype(np.intp)
-        self.distances_ = self.linkage_matrix_[:, 2].copy()
-        self.n_leaves_ = n_points
         n_clusters = int(split.sum()) + 1 if self.n_clusters is None else self.n_clusters
-        self.labels_ = labels_from_linkage(self.linkage_matrix_, n_clusters)
+        self._set_tree(linkage, n_clusters)
         self.n_clusters_ = n_clusters
         return self
 
@@ -415,9 +404,7 @@ class BayesianHierarchicalClustering(ClusterMixin, BaseEstimator):
             energy.cluster_potential(X), effective_n_threads(self.n_jobs), self.verbose,
             type(self).__name__,
         )
-        zero_costs = np.zeros((1, n_points - 1))
-        linkage = splits_to_linkage(parents[None], lefts[None], zero_costs)[0]
-        return linkage[:, :2].astype(np.int64)
+        return merges_from_splits(parents, lefts)
 
     @staticmethod
     def _cut(merges, log_r):

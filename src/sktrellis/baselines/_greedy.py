@@ -1,17 +1,15 @@
 """Greedy agglomerative clustering under any hierarchical energy."""
 from numbers import Integral
 
-import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval
-from sklearn.utils.validation import validate_data
 
+from .._estimator import EnergyEstimatorMixin
 from ..energies import Dasgupta
-from ._search import check_n_clusters, greedy_tree, set_tree_attributes
-from .._validation import data_sketch
+from ._search import greedy_tree
 
 
-class GreedyHierarchicalClustering(ClusterMixin, BaseEstimator):
+class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):
     """Bottom-up greedy clustering: always merge the best-scoring pair.
 
     Starts from the points and merges, N - 1 times, the pair of current
@@ -91,10 +89,7 @@ class GreedyHierarchicalClustering(ClusterMixin, BaseEstimator):
         self.energy = energy
         self.n_clusters = n_clusters
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.pairwise = getattr(self.energy, "affinity", None) == "precomputed"
-        return tags
+    _default_energy = Dasgupta
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
@@ -113,10 +108,8 @@ class GreedyHierarchicalClustering(ClusterMixin, BaseEstimator):
         self : object
             Fitted estimator.
         """
-        X = validate_data(self, X, ensure_min_samples=2, dtype=np.float64)
-        self._fit_sketch = data_sketch(X)
-        check_n_clusters(self, len(X))
-        energy = Dasgupta() if self.energy is None else self.energy
+        X = self._validate_training_data(X)
+        energy = self._energy()
         tree = greedy_tree(energy.merge_model(X))
-        set_tree_attributes(self, tree.merges, tree.log_potentials, energy)
+        self._set_tree_from_merges(tree.merges, tree.log_potentials, energy)
         return self

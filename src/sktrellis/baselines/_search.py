@@ -12,7 +12,6 @@ from typing import NamedTuple
 import numpy as np
 
 from .._trellis._agglomerative import row_entries, update_rows
-from .._tree import labels_from_linkage, linkage_from_merges
 
 # Scores are computed in blocks of about this many pairs.
 _BLOCK_PAIRS = 1 << 20
@@ -387,27 +386,3 @@ def beam_search(model, width):
 
 ###############################################################################
 # What the estimators share
-
-def check_n_clusters(estimator, n_points):
-    if estimator.n_clusters > n_points:
-        raise ValueError(
-            f"n_clusters={estimator.n_clusters} must be at most n_samples={n_points}"
-        )
-
-
-def set_tree_attributes(estimator, merges, log_potentials, energy):
-    """The fitted attributes of a tree: linkage, children, distances, labels, potential."""
-    n_points = len(merges) + 1
-    if not np.all(np.isfinite(log_potentials)):
-        raise ValueError(
-            f"{type(estimator).__name__} found only trees of zero potential for these "
-            f"n_samples={n_points} points under {energy!r}: some merge was forbidden "
-            "(log psi = -inf) whichever pair it took; use a larger beam_width or "
-            "SparseTrellisClustering"
-        )
-    estimator.linkage_matrix_ = linkage_from_merges(merges, log_potentials)
-    estimator.children_ = estimator.linkage_matrix_[:, :2].astype(np.intp)
-    estimator.distances_ = estimator.linkage_matrix_[:, 2].copy()
-    estimator.n_leaves_ = n_points
-    estimator.map_log_potential_ = float(np.sum(log_potentials))
-    estimator.labels_ = labels_from_linkage(estimator.linkage_matrix_, estimator.n_clusters)

@@ -1,0 +1,127 @@
+"""What every sktrellis estimator shares, in one place.
+
+``EnergyEstimatorMixin``: the energy parameter (default, "pass an instance"),
+the pairwise tag, validation of the training data, the ``n_clusters`` check
+and the fitted attributes of a tree. ``ClusterPosteriorMixin``: the cluster
+queries of an estimator holding an exact posterior (``self._trellis``,
+through the posterior interface of :mod:`sktrellis._trellis`).
+"""
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._tree import labels_from_linkage, linkage_from_merges
+from ._validation import check_members, data_sketch
+from .tree import Tree
+
+
+class EnergyEstimatorMixin:
+    """An estimator with an ``energy`` parameter and, usually, ``n_clusters``.
+
+    Subclasses set ``_default_energy``, a callable returning the energy used
+    when ``energy=None``.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        energy = getattr(self, "energy", None)
+        tags.input_tags.pairwise = getattr(energy, "affinity", None) == "precomputed"
+        return tags
+
+    def _energy(self):
+        """The energy to fit with: the parameter, or the default for None."""
+        if isinstance(self.energy, type):
+            name = self.energy.__name__
+            raise TypeError(
+                f"energy={name} is a class; pass an instance, e.g. energy={name}()"
+            )
+        return type(self)._default_energy() if self.energy is None else self.energy
+
+    def _validate_training_data(self, X, *, ensure_min_samples=2):
+        """X as finite float64 (validate_data), its sketch for the scorers, n_clusters checked."""
+        X = validate_data(self, X, ensure_min_samples=ensure_min_samples, dtype=np.float64)
+        self._fit_sketch = data_sketch(X)
+        n_clusters = getattr(self, "n_clusters", None)
+        if n_clusters is not None and n_clusters > len(X):
+            raise ValueError(f"n_clusters={n_clusters} must be at most n_samples={len(X)}")
+        return X
+
+    def _set_tree_from_merges(self, merges, log_potentials, energy):
+        """The fitted attributes of a searched tree given as merges with their log psi."""
+        n_points = len(merges) + 1
+        if not np.all(np.isfinite(log_potentials)):
+            raise ValueError(
+                f"{type(self).__name__} found only trees of zero potential for these "
+                f"n_samples={n_points} points under {energy!r}: some merge was forbidden "
+                "(log psi = -inf) whichever pair it took; use a larger beam_width or "
+                "SparseTrellisClustering"
+            )
+        self._set_tree(linkage_from_merges(merges, log_potentials), self.n_clusters)
+        self.map_log_potential_ = float(np.sum(log_potentials))
+
+    def _set_tree(self, linkage, n_clusters):
+        """The fitted attributes of a tree given as a scipy linkage matrix."""
+        self.linkage_matrix_ = linkage
+        self.children_ = linkage[:, :2].astype(np.intp)
+        self.distances_ = linkage[:, 2].copy()
+        self.n_leaves_ = len(linkage) + 1
+        self.labels_ = labels_from_linkage(linkage, n_clusters)
+        self.tree_ = Tree(linkage)
+
+
+class ClusterPosteriorMixin:
+    """Cluster queries of an estimator whose ``_trellis`` holds an exact posterior."""
+
+    def cluster_probability(self, members):
+        """Posterior probability that ``members`` form a cluster.
+
+        Exact, under the estimator's posterior (see its class docstring for
+        over which trees or partitions). The first query may run the
+        outside pass, which gives every cluster's probability at once; later
+        queries are O(1).
+
+        Parameters
+        ----------
+        members : array-like of int, or boolean mask of shape (n_samples,)
+            The points of the cluster.
+
+        Returns
+        -------
+        probability : float
+        """
+        check_is_fitted(self)
+        members = check_members(members, len(self.labels_))
+        return float(np.exp(min(self._trellis.cluster_log_marginal(members), 0.0)))
+
+    @validate_params(
+        {
+            "n_top": [Interval(Integral, 1, None, closed="left")],
+            "min_size": [Interval(Integral, 1, None, closed="left")],
+        },
+        prefer_skip_nested_validation=True,
+    )
+    def most_probable_clusters(self, n_top=10, *, min_size=2):
+        """The clusters of highest posterior probability.
+
+        Certain clusters (the whole set of a tree, which is always its root)
+        are left out.
+
+        Parameters
+        ----------
+        n_top : int, default=10
+            How many clusters to return, at least 1.
+        min_size : int, default=2
+            Smallest cluster size considered, at least 1 (singletons are
+            certain clusters of a tree).
+
+        Returns
+        -------
+        clusters : list of (ndarray of int, float)
+            Members and probability, most probable first (ties: smaller
+            clusters first).
+        """
+        check_is_fitted(self)
+        members, log_marginals = self._trellis.most_probable_clusters(n_top, min_size)
+        return [(m, float(np.exp(min(v, 0.0)))) for m, v in zip(members, log_marginals)]
