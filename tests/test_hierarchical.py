@@ -585,3 +585,64 @@ def test_an_energy_with_a_wrong_table_gets_a_clear_error():
 
     with pytest.raises(ValueError, match="'child_term' must have shape"):
         ExactHierarchicalClustering(Broken()).fit(np.zeros((4, 2)))
+
+
+###############################################################################
+# Public method parameters (issue 12)
+
+def _posterior_estimators():
+    from sktrellis import ExactFlatClustering, SparseTrellisClustering
+
+    return [ExactHierarchicalClustering(), ExactFlatClustering(), SparseTrellisClustering()]
+
+
+@pytest.mark.parametrize("estimator", _posterior_estimators(), ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_top": -1}, "'n_top' parameter .* must be an int in the range"),
+        ({"n_top": 0}, "'n_top' parameter"),
+        ({"n_top": 2.5}, "'n_top' parameter"),
+        ({"min_size": 0}, "'min_size' parameter"),
+    ],
+)
+def test_most_probable_clusters_parameters_are_validated(estimator, kwargs, match):
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    model = estimator.fit(np.random.default_rng(0).normal(size=(6, 2)))
+    with pytest.raises(InvalidParameterError, match=match):
+        model.most_probable_clusters(**kwargs)
+
+
+@pytest.mark.parametrize("estimator", _posterior_estimators(), ids=lambda e: type(e).__name__)
+def test_most_probable_clusters_are_ranked_and_exclude_certain_clusters(estimator):
+    n_points = 6
+    model = estimator.fit(np.random.default_rng(1).normal(size=(n_points, 2)))
+    clusters = model.most_probable_clusters(n_top=1000, min_size=1)
+    probabilities = [p for _, p in clusters]
+    assert probabilities == sorted(probabilities, reverse=True)
+    for members, probability in clusters:
+        assert probability == pytest.approx(model.cluster_probability(members), abs=1e-12)
+    if not hasattr(model, "pairwise_probability_"):
+        # Trees: neither the root nor (with min_size=2) any singleton is listed.
+        assert all(len(m) < n_points for m, _ in clusters)
+        assert all(len(m) >= 2 for m, _ in model.most_probable_clusters(n_top=1000))
+
+
+@pytest.mark.parametrize("estimator", _posterior_estimators(), ids=lambda e: type(e).__name__)
+def test_energy_class_instead_of_instance_says_so(estimator):
+    from sklearn.base import clone
+
+    from sktrellis.energies import CorrelationClustering
+
+    energy = CorrelationClustering if "Flat" in type(estimator).__name__ else Dasgupta
+    with pytest.raises(TypeError, match=rf"energy={energy.__name__} is a class; pass an instance"):
+        clone(estimator).set_params(energy=energy).fit(np.zeros((4, 2)) + np.arange(4)[:, None])
+
+
+def test_log_probability_is_never_positive_at_low_temperature():
+    """Issue 12: at beta=1e8 rounding in log Z made log P(MAP tree) positive."""
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    model = ExactHierarchicalClustering(Dasgupta(beta=1e8)).fit(X)
+    assert model.log_probability(model.linkage_matrix_) <= 0.0
+    assert model.log_probability(model.linkage_matrix_) == pytest.approx(0.0, abs=1e-6)

@@ -171,6 +171,7 @@ def test_dendrogram_purity_does_not_mutate_input(global_random_seed):
         ([0, 1, 0], [[0, 4], [1, 2]], "earlier merges"),
         ([0, 1, 0], [[0, 1.5], [2, 3]], "integers"),
         ([0, 1, 0], [[0, 1, -1.0, 2], [2, 3, 1.0, 3]], "negative"),
+        ([0.0, np.nan, 0.0], [[0, 1], [2, 3]], "labels_true contains NaN"),
     ],
 )
 def test_dendrogram_purity_errors(labels, tree, match):
@@ -185,7 +186,7 @@ def test_dendrogram_purity_errors(labels, tree, match):
 @pytest.mark.parametrize("n_points", [2, 3, 6, 25])
 def test_dasgupta_cost_matches_naive(n_points, global_random_seed):
     rng = np.random.default_rng(global_random_seed + n_points)
-    weights = rng.normal(size=(n_points, n_points))
+    weights = rng.random(size=(n_points, n_points))
     affinity = weights + weights.T
     for _ in range(5):
         children = random_children(n_points, rng)
@@ -227,6 +228,7 @@ def test_dasgupta_cost_edge_cases():
         ([[0, 1]], np.ones((3, 3)), r"affinity has n_samples=3 but the tree has 1 rows"),
         ([[0, 0]], np.ones((2, 2)), "exactly once"),
         (np.zeros((0, 2)), np.zeros((0, 0)), "empty"),
+        ([[0, 1]], [[0, -1.0], [-1.0, 0]], "negative entries"),
     ],
 )
 def test_dasgupta_cost_errors(tree, affinity, match):

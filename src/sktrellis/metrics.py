@@ -50,6 +50,10 @@ def _check_labels(labels_true):
         raise ValueError(f"labels_true must be 1-dimensional, got shape {labels.shape}")
     if labels.size == 0:
         raise ValueError("labels_true is empty: dendrogram purity needs at least one point")
+    if labels.dtype.kind in "fc" and not np.all(np.isfinite(labels)):
+        raise ValueError(
+            "labels_true contains NaN or infinity; every point needs a class label"
+        )
     return labels
 
 
@@ -257,8 +261,9 @@ def dasgupta_cost(tree, affinity):
     Raises
     ------
     ValueError
-        If ``affinity`` is not a symmetric finite square matrix or the tree
-        is not a valid binary tree over its ``n_samples`` points.
+        If ``affinity`` is not a symmetric, finite, non-negative square
+        matrix or the tree is not a valid binary tree over its ``n_samples``
+        points.
 
     References
     ----------
@@ -275,7 +280,9 @@ def dasgupta_cost(tree, affinity):
     >>> dasgupta_cost([[0, 2], [1, 3]], affinity)  # 2 * 1 + 3 * (5 + 1)
     20.0
     """
-    affinity = check_square_matrix(affinity, "affinity", allow_negative=True)
+    # Dasgupta's cost is defined for non-negative similarities (a negative
+    # one would reward cutting it high in the tree).
+    affinity = check_square_matrix(affinity, "affinity", allow_negative=False)
     n_points = affinity.shape[0]
     if n_points == 0:
         raise ValueError("affinity is empty: the cost needs at least one point")
