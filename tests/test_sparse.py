@@ -392,3 +392,20 @@ def test_bad_sample_requests():
         model.sample(0)
     with pytest.raises(ValueError, match="shape"):
         model.log_probability(np.zeros((2, 4)))
+
+
+@pytest.mark.parametrize("root_log_z, uniform", [(0.0, 1.0 - 2.0**-53), (1000.0, 0.5)])
+def test_sampler_falls_back_to_a_possible_split_never_index_minus_one(root_log_z, uniform):
+    """Issue 12: with no split chosen (rounding, or every weight underflowing
+    against an inconsistent log Z) the sampler read right[-1]."""
+    from sktrellis._trellis import _sparse as kernels
+
+    # Points 0, 1, 2; vertex 3 = {0, 1}; root 4 = {0, 1, 2} with two splits.
+    split_start = np.array([0, 0, 0, 0, 1, 3])
+    left = np.array([0, 3, 0])
+    right = np.array([1, 2, 1])
+    log_psi = np.array([0.0, 0.0, -np.inf])
+    log_z = np.array([0.0, 0.0, 0.0, 0.0, root_log_z])
+    splits = kernels.sample_splits(split_start, left, right, log_psi, log_z,
+                                   np.full((1, 2), uniform))
+    assert splits[0].tolist() == [1, 0], "the only possible split of the root, then of {0, 1}"

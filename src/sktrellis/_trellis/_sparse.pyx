@@ -244,9 +244,9 @@ def sample_splits(const intp_t[::1] split_start, const intp_t[::1] left, const i
     cdef Py_ssize_t n_points = n_inner + 1, n_vertices = split_start.shape[0] - 1
     cdef intp_t[:, ::1] out = np.empty((n_samples, n_inner), dtype=np.int64)
     cdef intp_t* stack = <intp_t*>malloc((n_points + 1) * sizeof(intp_t))
-    cdef Py_ssize_t r, node, top, k, chosen
+    cdef Py_ssize_t r, node, top, k, chosen, last_positive, heaviest
     cdef intp_t v
-    cdef double total, target
+    cdef double total, target, weight, best
     if stack == NULL:
         raise MemoryError("could not allocate the sampling stack")
     try:
@@ -270,12 +270,26 @@ def sample_splits(const intp_t[::1] split_start, const intp_t[::1] left, const i
                     target = uniforms[r, node] * total
                     total = 0.0
                     chosen = -1
+                    # If rounding keeps the running sum at or below the target
+                    # (or every weight underflowed), take the last split of
+                    # positive weight, else the heaviest one, as the exact
+                    # samplers do: never an index of -1.
+                    last_positive = -1
+                    heaviest = split_start[v]
+                    best = -INFINITY
                     for k in range(split_start[v], split_start[v + 1]):
-                        total = total + exp(
-                            log_psi[k] + log_z[left[k]] + log_z[right[k]] - log_z[v])
+                        weight = log_psi[k] + log_z[left[k]] + log_z[right[k]] - log_z[v]
+                        if weight > best:
+                            best = weight
+                            heaviest = k
+                        if exp(weight) > 0.0:
+                            last_positive = k
+                        total = total + exp(weight)
                         if total > target:
                             chosen = k
                             break
+                    if chosen < 0:
+                        chosen = last_positive if last_positive >= 0 else heaviest
                     out[r, node] = chosen
                     node += 1
                     top += 1
