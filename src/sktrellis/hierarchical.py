@@ -77,10 +77,9 @@ class ExactHierarchicalClustering(
 
     References
     ----------
-    C. Greenberg, S. Macaluso, N. Monath, A. Dubey, P. Flaherty, M. Zaheer,
-    A. Ahmed, K. Cranmer, A. McCallum. Exact and approximate hierarchical
-    clustering using A*. / Compact representation of uncertainty in
-    hierarchical clustering (cluster trellis). AISTATS 2021.
+    C. S. Greenberg, S. Macaluso, N. Monath, J.-A. Lee, P. Flaherty, K. Cranmer,
+    A. McGregor, A. McCallum. Data structures & algorithms for exact inference
+    in hierarchical clustering. AISTATS 2021.
 
     Examples
     --------

@@ -115,8 +115,9 @@ class SparseTrellisClustering(
 
     References
     ----------
-    C. Greenberg, S. Macaluso, N. Monath et al. Data structures & algorithms
-    for exact inference in hierarchical clustering. AISTATS 2021.
+    C. S. Greenberg, S. Macaluso, N. Monath, J.-A. Lee, P. Flaherty, K. Cranmer,
+    A. McGregor, A. McCallum. Data structures & algorithms for exact inference
+    in hierarchical clustering. AISTATS 2021.
 
     Examples
     --------

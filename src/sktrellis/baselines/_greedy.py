@@ -63,8 +63,9 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
 
     References
     ----------
-    C. Greenberg, S. Macaluso, N. Monath et al. Data structures & algorithms
-    for exact inference in hierarchical clustering. AISTATS 2021.
+    C. S. Greenberg, S. Macaluso, N. Monath, J.-A. Lee, P. Flaherty, K. Cranmer,
+    A. McGregor, A. McCallum. Data structures & algorithms for exact inference
+    in hierarchical clustering. AISTATS 2021.
     B. Moseley, J. Wang. Approximation bounds for hierarchical clustering:
     average linkage, bisecting k-means, and local search. NeurIPS 2017.
 

@@ -21,7 +21,7 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
     ``log psi(A, B) = -beta * (sum of w_ij > 0 across A, B
     + sum of |w_ij| for w_ij < 0 inside A and inside B)``.
 
-    Flat (Bansal et al. 2004; Craig et al. 2018): a cluster's log potential
+    Flat (Bansal et al. 2004; Greenberg et al. 2018): a cluster's log potential
     is ``beta * sum of w_ij inside it``.
 
     Parameters
@@ -41,10 +41,12 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
     References
     ----------
     N. Bansal, A. Blum, S. Chawla. Correlation clustering. Machine Learning 2004.
-    C. Greenberg et al. Compact representation of uncertainty in hierarchical
-    clustering (cluster trellis). AISTATS 2021.
-    C. S. Greenberg et al. Compact representation of uncertainty in
-    clustering. NeurIPS 2018.
+    C. S. Greenberg, S. Macaluso, N. Monath, J.-A. Lee, P. Flaherty, K. Cranmer,
+    A. McGregor, A. McCallum. Data structures & algorithms for exact inference
+    in hierarchical clustering. AISTATS 2021.
+    C. S. Greenberg, N. Monath, A. Kobren, P. Flaherty, A. McGregor,
+    A. McCallum. Compact representation of uncertainty in clustering.
+    NeurIPS 2018.
 
     Examples
     --------

@@ -95,9 +95,12 @@ class DirichletProcessMixture(FlatEnergy):
     References
     ----------
     R. M. Neal. Markov chain sampling methods for Dirichlet process mixture
-    models. JCGS 2000. K. P. Murphy. Conjugate Bayesian analysis of the
-    Gaussian distribution, 2007. C. S. Greenberg et al. Compact representation
-    of uncertainty in clustering. NeurIPS 2018.
+    models. JCGS 2000.
+    K. P. Murphy. Conjugate Bayesian analysis of the Gaussian distribution,
+    2007.
+    C. S. Greenberg, N. Monath, A. Kobren, P. Flaherty, A. McGregor,
+    A. McCallum. Compact representation of uncertainty in clustering.
+    NeurIPS 2018.
 
     Examples
     --------

@@ -69,7 +69,10 @@ class GinkgoLikelihood(HierarchicalEnergy):
     References
     ----------
     K. Cranmer, S. Macaluso, D. Pappadopulo. Toy generative model for jets
-    (Ginkgo), 2019. C. Greenberg et al. AISTATS 2021.
+    (Ginkgo), 2019.
+    C. S. Greenberg, S. Macaluso, N. Monath, J.-A. Lee, P. Flaherty, K. Cranmer,
+    A. McGregor, A. McCallum. Data structures & algorithms for exact inference
+    in hierarchical clustering. AISTATS 2021.
 
     Examples
     --------
