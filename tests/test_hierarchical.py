@@ -646,3 +646,12 @@ def test_log_probability_is_never_positive_at_low_temperature():
     model = ExactHierarchicalClustering(Dasgupta(beta=1e8)).fit(X)
     assert model.log_probability(model.linkage_matrix_) <= 0.0
     assert model.log_probability(model.linkage_matrix_) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_exact_tree_counts_fit_their_128_bits_up_to_the_cap():
+    """Issue 12: counts wrapped at N=30; the cap keeps (2N-3)!! below 2**128."""
+    from sktrellis._trellis.hierarchical_trellis import double_factorial_trees
+    from sktrellis._validation import MAX_EXACT_POINTS
+
+    assert double_factorial_trees(MAX_EXACT_POINTS) < 2**128
+    assert double_factorial_trees(30) > 2**128  # why the cap matters
