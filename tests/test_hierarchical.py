@@ -128,6 +128,48 @@ def test_log_marginals_match_enumeration_at_extreme_temperatures(beta, kind, ker
     assert model.log_partition_ == pytest.approx(log_z, rel=1e-12)
 
 
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [3, 5, 7])
+def test_clade_support_and_mcc_tree_match_enumeration(kind, n_points, global_random_seed, kernel_threads):
+    """Issue 13: exact support of any tree's clusters, and the MCC tree.
+
+    Oracle: marginals summed over all enumerated trees; the MCC tree is the
+    enumerated tree of largest product of its clusters' marginals.
+    """
+    from scipy.cluster.hierarchy import linkage as scipy_linkage
+
+    rng = np.random.default_rng(global_random_seed + 3 * n_points)
+    energy, X = _problem(kind, n_points, rng)
+    potential = energy.split_potential(X)
+    log_z, _, trees, values = brute_force(potential, n_points)
+    model = _fit_or_infeasible(energy, X, log_z)
+    marginal = np.zeros(1 << n_points)
+    for tree, probability in zip(trees, np.exp(values - log_z)):
+        for parent, left in tree:
+            marginal[left] += probability
+            marginal[parent ^ left] += probability
+    marginal[(1 << n_points) - 1] = 1.0
+    marginal[1 << np.arange(n_points)] = 1.0
+
+    other = scipy_linkage(rng.normal(size=(n_points, 2)), "average")
+    for tree in (None, other):
+        Z = model.linkage_matrix_ if tree is None else tree
+        masks = [1 << i for i in range(n_points)]
+        for a, b in Z[:, :2].astype(int):
+            masks.append(masks[a] | masks[b])
+        expected = marginal[masks[n_points:]]
+        np.testing.assert_allclose(model.clade_support(tree), expected, atol=1e-12)
+
+    credibility = [
+        np.prod([marginal[c] for c in {p for p, _ in t} | {a for _, a in t} | {p ^ a for p, a in t}])
+        for t in trees
+    ]
+    linkage, log_credibility = model.max_clade_credibility_tree()
+    assert np.exp(log_credibility) == pytest.approx(max(credibility), rel=1e-9, abs=1e-300)
+    assert is_valid_linkage(linkage)
+    assert np.prod(model.clade_support(linkage)) == pytest.approx(max(credibility), rel=1e-9)
+
+
 def _children_from_splits(tree, n_points):
     """children_ array (children first) of a list of (parent, left) splits."""
     node_of = {1 << i: i for i in range(n_points)}

@@ -152,3 +152,19 @@ def test_missing_matplotlib_is_a_clear_import_error(monkeypatch):
         plot_dendrogram(model)
     with pytest.raises(ImportError, match="sktrellis\\[plot\\]"):
         plot_pairwise_probability(np.eye(3))
+
+
+def test_dendrogram_of_another_tree_shows_its_exact_support():
+    """Issue 13: any tree over the fitted points, each node with its clade support."""
+    from scipy.cluster.hierarchy import linkage
+
+    X = np.random.default_rng(3).normal(size=(7, 2))
+    model = ExactHierarchicalClustering().fit(X)
+    greedy = linkage(X, "single")
+    fig, ax = plt.subplots()
+    plot_dendrogram(model, tree=greedy, ax=ax)
+    shown = sorted(float(t.get_text()) for t in ax.texts)
+    assert shown == pytest.approx(sorted(np.round(model.clade_support(greedy)[:-1], 2)))
+    plt.close(fig)
+    with pytest.raises(ValueError, match="linkage matrix over the fitted points"):
+        plot_dendrogram(model, tree=greedy[:-1])

@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._tree import labels_from_linkage, linkage_from_merges
+from ._tree import labels_from_linkage, linkage_from_merges, merges_from_tree
 from ._validation import check_members, data_sketch
 from .tree import Tree
 
@@ -125,3 +125,42 @@ class ClusterPosteriorMixin:
         check_is_fitted(self)
         members, log_marginals = self._trellis.most_probable_clusters(n_top, min_size)
         return [(m, float(np.exp(min(v, 0.0)))) for m, v in zip(members, log_marginals)]
+
+
+class TreePosteriorMixin(ClusterPosteriorMixin):
+    """Cluster queries of a posterior over trees, plus the support of a tree's nodes."""
+
+    def clade_support(self, tree=None):
+        """Posterior probability of every cluster of a tree, aligned with its rows.
+
+        What pvclust estimates from bootstrap re-clusterings, but exact: for
+        row k of the linkage matrix (or ``children_`` array), the posterior
+        probability that the leaves under that merge form a cluster. Any
+        tree over the fitted points works: the MAP tree (default), a scipy
+        linkage of the same data, a greedy tree.
+
+        Parameters
+        ----------
+        tree : ndarray of shape (n_samples - 1, 4) or (n_samples - 1, 2), default=None
+            A scipy linkage matrix or ``children_`` array; None means
+            ``linkage_matrix_``.
+
+        Returns
+        -------
+        support : ndarray of shape (n_samples - 1,)
+            The last row (the root) has support 1.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis import ExactHierarchicalClustering
+        >>> X = np.array([[0.0], [0.2], [3.0], [3.1], [3.5]])
+        >>> model = ExactHierarchicalClustering().fit(X)
+        >>> model.clade_support().round(2).tolist()
+        [0.63, 0.3, 0.68, 1.0]
+        """
+        check_is_fitted(self)
+        linkage = self.linkage_matrix_ if tree is None else tree
+        merges = merges_from_tree(linkage, self.n_leaves_)
+        members = Tree.from_children(merges).clusters()
+        return np.array([self.cluster_probability(m) for m in members])

@@ -7,15 +7,16 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, validate_params
 from sklearn.utils.validation import check_is_fitted
 
-from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
-from ._trellis.hierarchical_trellis import HierarchicalTrellis
+from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
+from ._trellis.best_tree import max_clade_credibility_tree
+from ._trellis.hierarchical_trellis import HierarchicalTrellis, threads_for
 from ._tree import linkage_from_splits, merges_from_tree, splits_from_merges
 from ._validation import check_exact_size, effective_n_threads
 from .energies import Dasgupta
 
 
 class ExactHierarchicalClustering(
-    ClusterPosteriorMixin, EnergyEstimatorMixin, ClusterMixin, BaseEstimator
+    TreePosteriorMixin, EnergyEstimatorMixin, ClusterMixin, BaseEstimator
 ):
     """Exact inference over all binary hierarchies with the cluster trellis.
 
@@ -148,6 +149,41 @@ class ExactHierarchicalClustering(
         self.n_trees_ = trellis.n_trees
         self._set_tree(linkage_from_splits(potential, *trellis.map_splits()), self.n_clusters)
         return self
+
+    def max_clade_credibility_tree(self):
+        """The tree whose clusters have the largest product of posterior marginals.
+
+        The maximum-clade-credibility (MCC) tree of phylogenetics, exact over
+        all (2N - 3)!! trees: the same O(3**N) subset recursion as ``fit``,
+        over the cluster log marginals (the first call runs the outside
+        pass). It summarises the posterior by its best-supported clusters,
+        where the MAP tree is its single most probable tree.
+
+        Returns
+        -------
+        linkage : ndarray of shape (n_samples - 1, 4)
+            The MCC tree in scipy format, heights as for ``linkage_matrix_``.
+        log_credibility : float
+            Sum of the log marginals of its clusters (0 when every cluster
+            is certain).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis import ExactHierarchicalClustering
+        >>> X = np.array([[0.0], [0.2], [3.0], [3.1], [3.5]])
+        >>> model = ExactHierarchicalClustering().fit(X)
+        >>> linkage, log_credibility = model.max_clade_credibility_tree()
+        >>> bool(np.exp(log_credibility) >= np.prod(model.clade_support()))
+        True
+        """
+        check_is_fitted(self)
+        trellis = self._trellis
+        log_credibility, parents, lefts = max_clade_credibility_tree(
+            trellis.cluster_log_marginals(), threads_for(3**self.n_leaves_ // 2, trellis.n_threads),
+            self.verbose, type(self).__name__,
+        )
+        return linkage_from_splits(trellis.potential, parents, lefts), log_credibility
 
     def log_probability(self, tree):
         """Natural log of P(tree | X) for a tree over the fitted points.

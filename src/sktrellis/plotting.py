@@ -35,21 +35,26 @@ def _final_step(estimator):
     return estimator
 
 
-def plot_dendrogram(estimator, *, ax=None, annotate=True, fmt="{:.2f}", **dendrogram_kwargs):
-    """Dendrogram of the MAP tree, each cluster annotated with its marginal.
+def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}",
+                    **dendrogram_kwargs):
+    """Dendrogram of a tree, each cluster annotated with its posterior support.
 
-    Draws ``estimator.linkage_matrix_`` with
-    :func:`scipy.cluster.hierarchy.dendrogram` and writes above every inner
-    node (except the root, which is certain) the posterior probability
-    ``P(cluster | X)`` that its leaves form a cluster of the tree, from
-    ``estimator.cluster_probability``. A low number flags a merge that the
-    MAP tree makes but the posterior doubts.
+    Draws ``estimator.linkage_matrix_`` (the MAP tree), or any other tree
+    over the fitted points, with :func:`scipy.cluster.hierarchy.dendrogram`
+    and writes above every inner node (except the root, which is certain)
+    the posterior probability ``P(cluster | X)`` that its leaves form a
+    cluster of the tree, from ``estimator.cluster_probability``: exact
+    clade support, where pvclust would bootstrap. A low number flags a merge
+    that the tree makes but the posterior doubts.
 
     Parameters
     ----------
     estimator : fitted estimator or Pipeline
         With ``linkage_matrix_``, and ``cluster_probability`` when
         ``annotate=True`` (e.g. :class:`~sktrellis.ExactHierarchicalClustering`).
+    tree : ndarray of shape (n_samples - 1, 4), default=None
+        A scipy linkage matrix over the fitted points to draw instead of the
+        MAP tree (a greedy tree, ``max_clade_credibility_tree()[0]``, ...).
     ax : matplotlib Axes, default=None
         Where to draw; None uses the current Axes.
     annotate : bool, default=True
@@ -100,7 +105,12 @@ def plot_dendrogram(estimator, *, ax=None, annotate=True, fmt="{:.2f}", **dendro
             f"{type(final).__name__} has no cluster_probability to annotate the nodes "
             "with; pass annotate=False"
         )
-    Z = np.asarray(final.linkage_matrix_, dtype=np.float64)
+    Z = np.asarray(final.linkage_matrix_ if tree is None else tree, dtype=np.float64)
+    if Z.shape != final.linkage_matrix_.shape:
+        raise ValueError(
+            f"tree must be a linkage matrix over the fitted points, shape "
+            f"{final.linkage_matrix_.shape}; got {Z.shape}"
+        )
     ax = _axes(ax)
     info = dendrogram(Z, ax=ax, **dendrogram_kwargs)
     if not annotate:

@@ -8,7 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 
-from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
+from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
 from ._trellis.hierarchical_trellis import double_factorial_trees
 from ._trellis.sparse_trellis import SparseTrellis
 from ._tree import linkage_from_merges, merges_from_tree
@@ -17,7 +17,7 @@ from .energies import Dasgupta
 
 
 class SparseTrellisClustering(
-    ClusterPosteriorMixin, EnergyEstimatorMixin, ClusterMixin, BaseEstimator
+    TreePosteriorMixin, EnergyEstimatorMixin, ClusterMixin, BaseEstimator
 ):
     """Exact inference over the binary trees spanned by a chosen set of clusters.
 

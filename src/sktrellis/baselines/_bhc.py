@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._estimator import EnergyEstimatorMixin
-from .._trellis.bhc_trellis import BEST_BHC_TREE_BYTES_PER_SUBSET, best_bhc_tree
+from .._trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
 from .._tree import linkage_from_heights, merges_from_splits
 from .._validation import check_exact_size, effective_n_threads
 from ..energies import DirichletProcessMixture
@@ -395,7 +395,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         n_points = X.shape[0]
         check_exact_size(
             n_points,
-            (energy.table_bytes_per_subset + BEST_BHC_TREE_BYTES_PER_SUBSET) << n_points,
+            (energy.table_bytes_per_subset + BEST_TREE_BYTES_PER_SUBSET) << n_points,
             'BayesianHierarchicalClustering(algorithm="exact")',
             way_out='algorithm="greedy"',
         )

@@ -1,8 +1,10 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Kernel of exact Bayesian hierarchical clustering: the tree of largest q(T).
+"""The binary tree that maximises a score built from per-cluster values.
 
-Driven level by level by ``bhc_trellis.best_bhc_tree``; trusts its input
-like every kernel here.
+Two recursions share one kernel, driven level by level by
+``best_tree.py``: Bayesian hierarchical clustering's q*(S) (log-add of the
+cluster's own term) and the maximum-clade-credibility tree (sum of log
+marginals). Trusts its input like every kernel here.
 """
 from cython.parallel cimport prange
 from libc.math cimport INFINITY
@@ -23,14 +25,21 @@ from ._common cimport log_add, low_bit, mask_t, next_submask
 #
 # a max-product recursion with one addition per subset: log q*(S) =
 # log_add(log a(S), max_A [log q*(A) + log q*(S ^ A)]).
+#
+# The maximum-clade-credibility tree maximises the product of its clusters'
+# marginals; in logs best(S) = log P(S) + max_A [best(A) + best(S ^ A)], the
+# same loop with a plain addition.
 
-def best_bhc_level(const mask_t[::1] parents, const double[::1] log_cluster,
-                   double[::1] log_best, mask_t[::1] best_left, int n_threads):
-    """Fill log q*(S) and its best split for `parents` (all of one size >= 2).
+def best_tree_level(const mask_t[::1] parents, const double[::1] log_cluster,
+                    double[::1] log_best, mask_t[::1] best_left, bint log_add_cluster,
+                    int n_threads):
+    """Fill log_best(S) and its best split for `parents` (all of one size >= 2).
 
-    `log_cluster` holds log a(C) of every subset, `log_best` log q* of every
-    smaller subset (singletons: log a). Ties go to the first split in
-    increasing order of the left mask.
+    log_best(S) = log_cluster[S] (+) max_A [log_best(A) + log_best(S ^ A)],
+    where (+) is log_add when `log_add_cluster` (BHC's q*) and + otherwise
+    (clade credibility). `log_best` holds every smaller subset (singletons
+    as the caller set them). Ties go to the first split in increasing order
+    of the left mask.
     """
     cdef Py_ssize_t i, n = parents.shape[0]
     cdef mask_t parent, low, rest, sub, left, arg, arg_odd, pair_bit
@@ -72,5 +81,8 @@ def best_bhc_level(const mask_t[::1] parents, const double[::1] log_cluster,
         if best_odd > best or (best_odd == best and arg_odd < arg):
             best = best_odd
             arg = arg_odd
-        q[parent] = log_add(log_cluster[parent], best)
+        if log_add_cluster:
+            q[parent] = log_add(log_cluster[parent], best)
+        else:
+            q[parent] = log_cluster[parent] + best
         best_left[parent] = arg
