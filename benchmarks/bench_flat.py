@@ -78,6 +78,7 @@ def main():
     parser.add_argument("--min-n", type=int, default=10)
     parser.add_argument("--max-n", type=int, default=20)
     parser.add_argument("--numpy-max-n", type=int, default=16)
+    parser.add_argument("--count-n", type=int, nargs="*", default=[16, 18, 20])
     args = parser.parse_args()
     rng = np.random.default_rng(0)
 
@@ -117,6 +118,19 @@ def main():
               f"{ratio_cell:>9} {counts[1]:>12.3f} {counts[1] / pairs * 1e9:>8.2f} "
               f"{counts[2]:>12.3f} {counts[2] / pairs * 1e9:>8.2f} {full[2]:>9.3f}",
               flush=True)
+
+    print("\nThe cluster-count pass only as deep as needed, 2 threads: the plain fit, the "
+          "fit with n_clusters=3 (counts 3 deep) and n_clusters_probability_ (N deep)")
+    print(f"{'N':>3} {'plain s':>8} {'k=3 fit s':>10} {'k=3 / plain':>12} "
+          f"{'all k s':>8} {'all k / plain':>14}")
+    for n_points in args.count_n:
+        log_e = CorrelationClustering().cluster_potential(rng.normal(size=(n_points, 3)))
+        plain, _ = best_time(lambda: FlatTrellis(log_e, 2), 1)
+        constrained, _ = best_time(lambda: FlatTrellis(log_e, 2, n_clusters=3), 1)
+        all_counts, _ = best_time(lambda: FlatTrellis(log_e, 2).log_partition_by_count, 1)
+        all_counts -= plain
+        print(f"{n_points:>3} {plain:>8.3f} {constrained:>10.3f} {constrained / plain:>11.2f}x "
+              f"{all_counts:>8.3f} {all_counts / plain:>13.2f}x", flush=True)
 
     print("\nPairwise matrix (superset-sum transform) and 10**5 exact samples, 2 threads")
     print(f"{'N':>3} {'energy':>10} {'fit s':>8} {'pairwise s':>11} {'sample s':>9} "

@@ -30,9 +30,11 @@ def kernel_threads(request, monkeypatch):
     threshold at 0 and 3 threads (more than this 2-core machine has, so
     threads interleave), small brute-force problems exercise the OpenMP loops.
     """
-    from sktrellis import hierarchical
-    from sktrellis._trellis import hierarchical_trellis
+    from sktrellis import flat, hierarchical
+    from sktrellis._trellis import flat_trellis, hierarchical_trellis
 
     monkeypatch.setattr(hierarchical_trellis, "_PARALLEL_MIN_SPLITS", 0)
-    monkeypatch.setattr(hierarchical, "effective_n_threads", lambda n_jobs: request.param)
+    monkeypatch.setattr(flat_trellis, "_PARALLEL_MIN_WORK", 0)
+    for module in (hierarchical, flat):
+        monkeypatch.setattr(module, "effective_n_threads", lambda n_jobs: request.param)
     return request.param

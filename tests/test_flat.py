@@ -69,7 +69,9 @@ def _fit_or_infeasible(model, X, log_z):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [1, 2, 3, 5, 7, 9])
-def test_log_partition_map_and_counts_match_enumeration(kind, n_points, global_random_seed):
+def test_log_partition_map_and_counts_match_enumeration(
+    kind, n_points, global_random_seed, kernel_threads
+):
     rng = np.random.default_rng(global_random_seed + 1000 * n_points)
     energy, X = _problem(kind, n_points, rng)
     log_potential, partitions, values, _ = _enumerate(energy, X)
@@ -92,7 +94,9 @@ def test_log_partition_map_and_counts_match_enumeration(kind, n_points, global_r
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [3, 6, 8])
-def test_marginals_counts_and_probabilities_match_enumeration(kind, n_points, global_random_seed):
+def test_marginals_counts_and_probabilities_match_enumeration(
+    kind, n_points, global_random_seed, kernel_threads
+):
     rng = np.random.default_rng(global_random_seed + 7 * n_points)
     energy, X = _problem(kind, n_points, rng)
     _, partitions, values, n_clusters = _enumerate(energy, X)
@@ -135,7 +139,9 @@ def test_marginals_counts_and_probabilities_match_enumeration(kind, n_points, gl
 
 @pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
 @pytest.mark.parametrize("n_points", [4, 8])
-def test_map_with_each_number_of_clusters_matches_enumeration(kind, n_points, global_random_seed):
+def test_map_with_each_number_of_clusters_matches_enumeration(
+    kind, n_points, global_random_seed, kernel_threads
+):
     rng = np.random.default_rng(global_random_seed + 31 * n_points)
     energy, X = _problem(kind, n_points, rng)
     log_potential, partitions, values, n_clusters = _enumerate(energy, X)

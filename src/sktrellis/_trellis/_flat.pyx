@@ -253,9 +253,9 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
                 const double[::1] cluster_scale, const double[:, ::1] gain,
                 const double[::1] count_scale, const intp_t[::1] offsets,
                 double[::1] log_zk, const double[::1] scaled_zk,
-                double[::1] log_mapk, int max_clusters, const intp_t[:, ::1] binomial,
+                const intp_t[:, ::1] binomial,
                 double[:, ::1] work, mask_t[:, ::1] spread, int n_threads):
-    """Fill log Z(S, j) (and log MAP(S, j) for j <= max_clusters) of `parents`.
+    """Fill log Z(S, j) of `parents` for every number of clusters j.
 
     Row S of the count tables starts at offsets[S] and holds j = 1..|S|. For
     the level of size k, with mzc(b, j) the largest log Z(R, j) over |R| = b,
@@ -275,26 +275,23 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
     points, enumerated in index space (Gosper's hack) and mapped to masks by
     two lookup tables of 2**((k - 1) / 2) entries (`spread`, per thread).
     Two accumulator rows alternate so consecutive updates do not wait on
-    each other. `max_clusters` = 0 skips the MAP table; `work` is per-thread
+    each other. `work` is per-thread
     scratch of shape (n_threads, 5 * (N + 2)).
     """
     cdef Py_ssize_t i, n = parents.shape[0]
     cdef int size = popcount(parents[0]) if n else 0
-    cdef int j, t, a, n_rest, n_map, width = gain.shape[1] + 1
+    cdef int j, t, a, n_rest, width = gain.shape[1] + 1
     cdef int n_low_bits = (size - 1) // 2
     cdef Py_ssize_t q, n_clusters, low_count = <Py_ssize_t>1 << n_low_bits
     cdef mask_t parent, low, rest, sub, cluster, other, bits, bit, index, ahead
     cdef mask_t low_mask = <mask_t>(low_count - 1)
-    cdef double c, best_e, value
+    cdef double c
     cdef double* acc
-    cdef double* best
     cdef double* top
     cdef double* banks
     cdef double* out
     cdef mask_t* spread_low
     cdef mask_t* spread_high
-    cdef const double* row
-    cdef const double* map_row
     cdef const double* g
     cdef bint fallback
     cdef const double* e = &log_e[0]
@@ -304,13 +301,11 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
     cdef Py_ssize_t gain_stride = gain.shape[1]
     cdef const intp_t* off = &offsets[0]
     cdef double* lz = &log_zk[0]
-    cdef double* mk = &log_mapk[0] if max_clusters > 0 else NULL
     if n == 0:
         return
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
         acc = &work[threadid(), 0]
-        best = acc + width
-        top = best + width
+        top = acc + width
         banks = top + width
         spread_low = &spread[threadid(), 0]
         spread_high = spread_low + low_count
@@ -334,12 +329,10 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
                 spread_high[(<Py_ssize_t>1 << t) + q] = spread_high[q] | bit
         for j in range(size + 1):
             acc[j] = 0.0
-            best[j] = -INFINITY
         for a in range(1, size):
             n_rest = size - a
             for j in range(2 * width):
                 banks[j] = 0.0
-            n_map = n_rest if n_rest < max_clusters - 1 else max_clusters - 1
             n_clusters = binomial[size - 1, a - 1]
             index = <mask_t>((1 << (a - 1)) - 1)
             ahead = index
@@ -356,13 +349,6 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
                 c = u[cluster]
                 if c > 0.0:
                     axpy(banks + (q & 1) * width, v + off[other], c, n_rest)
-                if n_map > 0:
-                    best_e = e[cluster]
-                    map_row = mk + off[other]
-                    for j in range(1, n_map + 1):
-                        value = best_e + map_row[j - 1]
-                        if value > best[j + 1]:
-                            best[j + 1] = value
                 index = next_same_size(index)
             g = gains + a * gain_stride
             for j in range(1, n_rest + 1):
@@ -379,35 +365,74 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
                 fallback = True
         if fallback:
             exact_count_sums(parent, size, e, lz, off, &count_scale[0], acc, top, out)
-        if max_clusters > 0:
-            out = mk + off[parent]
-            out[0] = e[parent]
-            n_map = size if size < max_clusters else max_clusters
-            for j in range(2, n_map + 1):
-                out[j - 1] = best[j]
 
 
-def best_first_cluster(const double[::1] log_e, const double[::1] log_mapk,
-                       const intp_t[::1] offsets, mask_t subset, int n_clusters):
+###############################################################################
+# MAP partition into a given number of clusters
+#
+# M(S, j), the largest log potential of a partition of S into j clusters,
+# obeys M(S, 1) = log E(S) and M(S, j) = max_C [log E(C) + M(S \ C, j - 1)]
+# over the clusters C holding low(S). Only j <= k is needed for the MAP
+# into k clusters, so the table is k deep whatever N: one row of k doubles
+# per subset, indexed by the mask (no offsets), read once per
+# (subset, cluster) pair like the plain pass.
+
+def constrained_map_level(const mask_t[::1] parents, const double[::1] log_e,
+                          double[:, ::1] log_mapk, int n_threads):
+    """Fill rows M(S, 1..k) of `log_mapk` (shape (2**N, k)) for `parents` of one size.
+
+    Rows of smaller subsets must be filled, with -inf where j > |S|.
+    """
+    cdef Py_ssize_t i, n = parents.shape[0]
+    cdef int depth = log_mapk.shape[1], j
+    cdef mask_t parent, low, rest, sub, cluster
+    cdef double e_cluster, value
+    cdef double* out
+    cdef const double* row
+    cdef double* m = &log_mapk[0, 0]
+    cdef const double* e = &log_e[0]
+    if n == 0:
+        return
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
+        parent = parents[i]
+        low = low_bit(parent)
+        rest = parent ^ low
+        out = m + <Py_ssize_t>parent * depth
+        out[0] = e[parent]
+        for j in range(1, depth):
+            out[j] = -INFINITY
+        sub = 0
+        # Proper clusters only: the whole parent is the one-cluster row.
+        while sub != rest:
+            cluster = low | sub
+            e_cluster = e[cluster]
+            if e_cluster > -INFINITY:
+                row = m + <Py_ssize_t>(parent ^ cluster) * depth
+                for j in range(1, depth):
+                    value = e_cluster + row[j - 1]
+                    if value > out[j]:
+                        out[j] = value
+            sub = next_submask(sub, rest)
+
+
+def best_first_cluster(const double[::1] log_e, const double[:, ::1] log_mapk,
+                       mask_t subset, int n_clusters):
     """The MAP cluster holding low(subset) among partitions into n_clusters >= 2 clusters.
 
-    Recomputes the maximisation of `count_level` for one subset from the
-    same sums, so it finds the same maximum (ties go to the first cluster in
-    increasing mask order): the constrained MAP partition needs no argmax
-    table.
+    Recomputes the maximisation of `constrained_map_level` for one subset
+    from the same sums, so it finds the same maximum (ties go to the first
+    cluster in increasing mask order): the MAP needs no argmax table.
     """
-    cdef mask_t low = low_bit(subset), rest = subset ^ low, sub = 0, cluster, other
+    cdef mask_t low = low_bit(subset), rest = subset ^ low, sub = 0, cluster
     cdef mask_t arg = 0
     cdef double best = -INFINITY, value
     with nogil:
         while sub != rest:
             cluster = low | sub
-            other = subset ^ cluster
-            if popcount(other) >= n_clusters - 1:
-                value = log_e[cluster] + log_mapk[offsets[other] + n_clusters - 2]
-                if value > best:
-                    best = value
-                    arg = cluster
+            value = log_e[cluster] + log_mapk[subset ^ cluster, n_clusters - 2]
+            if value > best:
+                best = value
+                arg = cluster
             sub = next_submask(sub, rest)
     return arg
 

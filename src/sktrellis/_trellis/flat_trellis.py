@@ -30,9 +30,11 @@ _SAMPLE_CACHE_DOUBLES = 1 << 22
 # cluster marginals, and the sampler's cache index and cache fit in the
 # same budget.
 _BYTES_PER_SUBSET = 112
-# Bytes per (subset, number of clusters) entry: log Z(S, j), its scaled
-# copy, and log MAP(S, j); there are N 2**(N-1) entries.
-_BYTES_PER_COUNT_ENTRY = 24
+# Bytes per (subset, number of clusters) entry of the count pass: log Z(S, j)
+# and its scaled copy; there are N 2**(N-1) entries. The max-only table of a
+# fit with n_clusters=k (8 k bytes per subset, k <= N) is never larger and
+# is freed before the count pass can run.
+_BYTES_PER_COUNT_ENTRY = 16
 
 
 def bell_number(n_points):
@@ -150,10 +152,10 @@ class _InsidePass:
 
 
 class _CountPass:
-    """log Z(S, j) for every number of clusters j, and log MAP(S, j) for j <= max_clusters."""
+    """log Z(S, j) for every number of clusters j."""
 
-    def __init__(self, levels, n_threads, max_clusters):
-        self.levels, self.n_threads, self.max_clusters = levels, n_threads, max_clusters
+    def __init__(self, levels, n_threads):
+        self.levels, self.n_threads = levels, n_threads
         n_points = levels.n_points
         # The row of subset S holds j = 1..|S| clusters; rows of one size are
         # contiguous, in the order of `levels.order`.
@@ -170,7 +172,6 @@ class _CountPass:
         n_entries = self.entry_start[-1]
         self.log_zk = np.empty(n_entries)
         self.scaled_zk = np.empty(n_entries)
-        self.log_mapk = np.empty(n_entries if max_clusters else 0)
         self.work = np.empty((n_threads, 5 * (n_points + 2)))
         self.spread = np.empty((n_threads, 2 << (n_points // 2)), dtype=np.uint32)
         self.binomial = np.array(
@@ -186,8 +187,6 @@ class _CountPass:
         levels = self.levels
         if size == 1:
             self.log_zk[self.rows(1)] = levels.log_e[parents]
-            if self.max_clusters:
-                self.log_mapk[self.rows(1)] = levels.log_e[parents]
             return
         # count_scale[j]: the largest term of any subset of this size with j
         # clusters; gain[a, j] rescales a cluster of size a and a rest with j.
@@ -212,8 +211,8 @@ class _CountPass:
         for first in range(0, len(parents), chunk):
             kernels.count_level(
                 parents[first : first + chunk], levels.log_e, levels.cluster_scale, gain,
-                count_scale, self.offsets, self.log_zk, self.scaled_zk, self.log_mapk,
-                self.max_clusters, self.binomial, self.work, self.spread, threads,
+                count_scale, self.offsets, self.log_zk, self.scaled_zk,
+                self.binomial, self.work, self.spread, threads,
             )
 
     def finish(self, size, parents):
@@ -227,6 +226,29 @@ class _CountPass:
     def row(self, table, subset):
         """Entries j = 1..|subset| of a count table."""
         return table[self.offsets[subset] : self.offsets[subset] + self.levels.sizes[subset]]
+
+
+class _ConstrainedMapPass:
+    """M(S, j) = log MAP over partitions of S into j clusters, for j = 1..k only."""
+
+    def __init__(self, levels, n_threads, depth):
+        self.levels, self.n_threads = levels, n_threads
+        self.log_mapk = np.full((1 << levels.n_points, depth), -np.inf)
+
+    def level(self, size, parents):
+        if size == 1:
+            self.log_mapk[parents, 0] = self.levels.log_e[parents]
+            return
+        n_pairs = (1 << (size - 1)) * self.log_mapk.shape[1]
+        threads = _threads(self.n_threads, len(parents) * n_pairs)
+        chunk = max(1, _CHUNK_PAIRS // n_pairs)
+        for first in range(0, len(parents), chunk):
+            kernels.constrained_map_level(
+                parents[first : first + chunk], self.levels.log_e, self.log_mapk, threads
+            )
+
+    def finish(self, size, parents):
+        """Nothing to rescale: the max table is kept in log space."""
 
 
 class FlatTrellis:
@@ -243,9 +265,10 @@ class FlatTrellis:
     n_clusters : int or None
         Also find the MAP partition with exactly this many clusters.
 
-    The pass with a cluster-count dimension (log Z per number of clusters,
-    four to six times the cost of the plain pass) runs in the constructor
-    when `n_clusters` is given, and otherwise on first use of
+    With `n_clusters` = k the constructor also finds the MAP partition into
+    exactly k clusters, by a max-only pass whose count dimension is k deep
+    (about the cost of the plain pass). The pass with the full count
+    dimension (log Z per number of clusters, N deep) runs on first use of
     `log_partition_by_count`.
     """
 
@@ -259,7 +282,7 @@ class FlatTrellis:
         self._log_partition_by_count = None
         self._run_inside()
         if n_clusters is not None:
-            self._run_count()
+            self._run_constrained()
 
     @property
     def full(self):
@@ -300,22 +323,26 @@ class FlatTrellis:
         )
 
     def _run_count(self):
+        """log Z over the partitions into k clusters, for every k."""
         (counting,) = self._levels(
-            [lambda levels: _CountPass(levels, self.n_threads, self.n_clusters or 0)],
-            "clusters counted",
+            [lambda levels: _CountPass(levels, self.n_threads)], "clusters counted"
         )
-        full = self.full
         self._log_partition_by_count = np.concatenate(
-            [[-np.inf], counting.row(counting.log_zk, full)]
+            [[-np.inf], counting.row(counting.log_zk, self.full)]
         )
-        if self.n_clusters:
-            self.constrained_map_log_potential = float(
-                counting.row(counting.log_mapk, full)[self.n_clusters - 1]
-            )
-            self.constrained_map_labels = (
-                self._constrained_labels(counting, self.n_clusters)
-                if self.constrained_map_log_potential > -np.inf else None
-            )
+
+    def _run_constrained(self):
+        """The MAP partition into exactly n_clusters clusters (a max table k deep)."""
+        k = self.n_clusters
+        (constrained,) = self._levels(
+            [lambda levels: _ConstrainedMapPass(levels, self.n_threads, k)],
+            f"MAP with {k} clusters",
+        )
+        self.constrained_map_log_potential = float(constrained.log_mapk[self.full, k - 1])
+        self.constrained_map_labels = (
+            self._constrained_labels(constrained.log_mapk, k)
+            if self.constrained_map_log_potential > -np.inf else None
+        )
 
     @property
     def log_partition_by_count(self):
@@ -334,13 +361,13 @@ class FlatTrellis:
             label += 1
         return labels
 
-    def _constrained_labels(self, counting, n_clusters):
+    def _constrained_labels(self, log_mapk, n_clusters):
         labels = np.empty(self.n_points, dtype=np.int64)
         subset = self.full
         for label in range(n_clusters):
             remaining = n_clusters - label
             cluster = subset if remaining == 1 else int(kernels.best_first_cluster(
-                self.log_e, counting.log_mapk, counting.offsets, subset, remaining
+                self.log_e, log_mapk, subset, remaining
             ))
             labels[[i for i in range(self.n_points) if cluster >> i & 1]] = label
             subset ^= cluster
