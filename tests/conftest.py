@@ -31,10 +31,9 @@ def kernel_threads(request, monkeypatch):
     threads interleave), small brute-force problems exercise the OpenMP loops.
     """
     from sktrellis import flat, hierarchical
-    from sktrellis._trellis import flat_trellis, hierarchical_trellis
+    from sktrellis._trellis import levels
 
-    monkeypatch.setattr(hierarchical_trellis, "_PARALLEL_MIN_SPLITS", 0)
-    monkeypatch.setattr(flat_trellis, "_PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(levels, "PARALLEL_MIN_TERMS", 0)
     for module in (hierarchical, flat):
         monkeypatch.setattr(module, "effective_n_threads", lambda n_jobs: request.param)
     return request.param

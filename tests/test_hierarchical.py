@@ -503,9 +503,9 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     import tracemalloc
 
     from sktrellis import hierarchical
-    from sktrellis._trellis import hierarchical_trellis
+    from sktrellis._trellis import hierarchical_trellis, levels
 
-    monkeypatch.setattr(hierarchical_trellis, "_PARALLEL_MIN_SPLITS", 0)
+    monkeypatch.setattr(levels, "PARALLEL_MIN_TERMS", 0)
     monkeypatch.setattr(hierarchical_trellis, "_SAMPLE_CACHE_MIN_DOUBLES", 1)
     monkeypatch.setattr(hierarchical, "effective_n_threads", lambda n_jobs: 16)
     n_points = 11 if kind == "table" else 14

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
 from ._trellis.best_tree import max_clade_credibility_tree
-from ._trellis.hierarchical_trellis import HierarchicalTrellis, threads_for
+from ._trellis.hierarchical_trellis import HierarchicalTrellis
 from ._tree import linkage_from_splits, merges_from_tree, splits_from_merges
 from ._validation import check_exact_size, effective_n_threads
 from .energies import Dasgupta
@@ -180,8 +180,7 @@ class ExactHierarchicalClustering(
         check_is_fitted(self)
         trellis = self._trellis
         log_credibility, parents, lefts = max_clade_credibility_tree(
-            trellis.cluster_log_marginals(), threads_for(3**self.n_leaves_ // 2, trellis.n_threads),
-            self.verbose, type(self).__name__,
+            trellis.cluster_log_marginals(), trellis.n_threads, self.verbose, type(self).__name__,
         )
         return linkage_from_splits(trellis.potential, parents, lefts), log_credibility
 

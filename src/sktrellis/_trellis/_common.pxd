@@ -45,12 +45,19 @@ cdef extern from *:
     static inline void sktrellis_count_add(uint64_t* acc, const uint64_t* a) {
         sktrellis_store_count(acc, sktrellis_load_count(acc) + sktrellis_load_count(a));
     }
+    /* Sums are taken in linear space, every term scaled by the largest term
+       any subset of the level can have, so each term is <= 1. A sum of at
+       least this is exact to the last digit: a term lost to underflow is
+       below 1e-308 and there are at most 2**30 of them. A subset whose
+       scaled sum falls below it is redone exactly in log space. */
+    static const double sktrellis_linear_sum_floor = 1e-250;
     static inline int sktrellis_popcount(uint32_t x) { return __builtin_popcount(x); }
     static inline int sktrellis_ctz(uint32_t x) { return __builtin_ctz(x); }
     """
     void count_add_product "sktrellis_count_add_product"(
         uint64_t* acc, const uint64_t* a, const uint64_t* b) noexcept nogil
     void count_add "sktrellis_count_add"(uint64_t* acc, const uint64_t* a) noexcept nogil
+    const double LINEAR_SUM_FLOOR "sktrellis_linear_sum_floor"
     int popcount "sktrellis_popcount"(uint32_t x) noexcept nogil
     int ctz "sktrellis_ctz"(uint32_t x) noexcept nogil
 

@@ -25,15 +25,11 @@ from libc.stdint cimport uint64_t
 import numpy as np
 
 from ._common cimport (
+    LINEAR_SUM_FLOOR,
     count_add, ctz, deposit, intp_t, low_bit, mask_t, next_submask,
     popcount, search_cumulative,
 )
 
-# Sums are taken in linear space, every term scaled by the largest term any
-# subset of the level can have. A subset whose scaled sum falls below this
-# (its terms are then far below the level's scale and may have underflowed)
-# is redone exactly in log space.
-cdef double LINEAR_SUM_FLOOR = 1e-250
 
 # The count pass reads one row of a large table per (subset, cluster) pair,
 # scattered across the table: it asks for the rows of later pairs ahead of

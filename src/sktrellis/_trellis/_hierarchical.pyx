@@ -23,6 +23,7 @@ import numpy as np
 from ._subsets import split_table_layout
 
 from ._common cimport (
+    LINEAR_SUM_FLOOR,
     count_add_product, ctz, deposit, extract_rank, intp_t, log_add, low_bit, mask_t,
     next_submask, popcount, search_cumulative,
 )
@@ -39,10 +40,6 @@ cdef enum:
     GINKGO = 1
     TABLE = 2
 
-# A separable level is summed in linear space; if the sum of a subset falls
-# below this (its terms are then far below the level's scale), the subset is
-# redone exactly in log space.
-cdef double LINEAR_SUM_FLOOR = 1e-250
 
 
 cdef struct SplitTables:

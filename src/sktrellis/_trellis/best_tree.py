@@ -10,7 +10,7 @@ import numpy as np
 from .._tree import splits_from_table
 from . import _best_tree as kernels
 from ._subsets import subsets_by_size
-from .hierarchical_trellis import _CHUNK_SPLITS, report_level
+from .levels import chunk_size, report_level, threads_for
 
 #: Bytes per subset of best_bhc_tree and max_clade_credibility_tree besides
 #: the cluster table: the best value (8), best split (4) and subsets by size (4).
@@ -29,11 +29,12 @@ def _best_tree(log_cluster, log_leaf, log_add_cluster, n_threads, verbose, owner
     for size in range(2, n_points + 1):
         parents = order[level_start[size] : level_start[size + 1]]
         n_splits = (1 << (size - 1)) - 1
-        chunk = max(1, _CHUNK_SPLITS // n_splits)
+        chunk = chunk_size(n_splits)
+        threads = threads_for(len(parents) * n_splits, n_threads)
         for first in range(0, len(parents), chunk):
             kernels.best_tree_level(
                 parents[first : first + chunk], log_cluster, log_best, best_left,
-                log_add_cluster, n_threads,
+                log_add_cluster, threads,
             )
         if verbose:
             report_level(owner, "best tree", size, n_points, len(parents), n_splits, start)

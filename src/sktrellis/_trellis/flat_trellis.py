@@ -13,14 +13,9 @@ import numpy as np
 
 from . import _flat as kernels
 from ._subsets import count_as_int, subsets_by_size
+from .levels import chunk_size, report_level, threads_for
 from .posterior import members_mask, most_probable_masks
 
-# A kernel call handles at most about this many (subset, cluster) pairs, so
-# KeyboardInterrupt and progress messages come every fraction of a second.
-_CHUNK_PAIRS = 1 << 27
-# Below this much work (pairs, or table entries) a kernel runs on one
-# thread: starting a parallel region would cost more than it saves.
-_PARALLEL_MIN_WORK = 1 << 17
 # The sampler caches the cluster distributions of subsets it meets twice,
 # up to this many doubles or one per subset, whichever is more.
 _SAMPLE_CACHE_DOUBLES = 1 << 22
@@ -55,10 +50,6 @@ def flat_trellis_bytes(n_points):
         + _BYTES_PER_COUNT_ENTRY * n_points * (1 << max(n_points - 1, 0))
         + 8 * _SAMPLE_CACHE_DOUBLES
     )
-
-
-def _threads(n_threads, work):
-    return n_threads if work >= _PARALLEL_MIN_WORK else 1
 
 
 def _exp_shifted(values, shift):
@@ -133,10 +124,10 @@ class _InsidePass:
         stop = levels.level_start[size + 1]
         kernels.scale_cluster_factors(
             levels.cluster_scale, levels.order, stop, size_gain, self.cluster_factors,
-            _threads(self.n_threads, stop),
+            threads_for(stop, self.n_threads),
         )
-        threads = _threads(self.n_threads, len(parents) << (size - 1))
-        chunk = max(1, _CHUNK_PAIRS >> (size - 1))
+        threads = threads_for(len(parents) << (size - 1), self.n_threads)
+        chunk = chunk_size(1 << (size - 1))
         for first in range(0, len(parents), chunk):
             kernels.inside_level(
                 parents[first : first + chunk], levels.log_e, self.log_z, self.log_map,
@@ -206,8 +197,8 @@ class _CountPass:
             )
         # The inner loop runs over the rest's numbers of clusters.
         work = len(parents) * size << (size - 1)
-        threads = _threads(self.n_threads, work)
-        chunk = max(1, _CHUNK_PAIRS // (size << (size - 1)))
+        threads = threads_for(work, self.n_threads)
+        chunk = chunk_size(size << (size - 1))
         for first in range(0, len(parents), chunk):
             kernels.count_level(
                 parents[first : first + chunk], levels.log_e, levels.cluster_scale, gain,
@@ -240,8 +231,8 @@ class _ConstrainedMapPass:
             self.log_mapk[parents, 0] = self.levels.log_e[parents]
             return
         n_pairs = (1 << (size - 1)) * self.log_mapk.shape[1]
-        threads = _threads(self.n_threads, len(parents) * n_pairs)
-        chunk = max(1, _CHUNK_PAIRS // n_pairs)
+        threads = threads_for(len(parents) * n_pairs, self.n_threads)
+        chunk = chunk_size(n_pairs)
         for first in range(0, len(parents), chunk):
             kernels.constrained_map_level(
                 parents[first : first + chunk], self.levels.log_e, self.log_mapk, threads
@@ -299,11 +290,8 @@ class FlatTrellis:
                 one_pass.level(size, parents)
                 one_pass.finish(size, parents)
             if self.verbose:
-                print(
-                    f"[{self.owner}] {name}, subsets of size {size}/{self.n_points}: "
-                    f"{len(parents)} subsets x {1 << (size - 1)} clusters, "
-                    f"{time.perf_counter() - start:.2f} s",
-                    flush=True,
+                report_level(
+                    self.owner, name, size, self.n_points, len(parents), 1 << (size - 1), start
                 )
         return built
 
@@ -404,7 +392,7 @@ class FlatTrellis:
         """(N, N) matrix of P(i and j are in the same cluster)."""
         table = np.exp(self.cluster_log_marginals())
         # One parallel loop of 2**(N-1) additions per point.
-        threads = _threads(self.n_threads, len(table) // 2)
+        threads = threads_for(len(table) // 2, self.n_threads)
         return np.minimum(kernels.pairwise_from_marginals(table, self.n_points, threads), 1.0)
 
     def sample_labels(self, n_samples, random_state):

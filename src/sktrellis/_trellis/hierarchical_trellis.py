@@ -13,17 +13,12 @@ from .._tree import splits_from_table
 from . import _hierarchical as kernels
 from ..energies._tables import subset_sums
 from ._subsets import canonical_lefts, count_as_int, subsets_by_size
+from .levels import chunk_size, report_level, threads_for
 from .posterior import members_mask, most_probable_masks
 
-# A kernel call handles at most about this many splits, so KeyboardInterrupt
-# and progress messages come every fraction of a second.
-_CHUNK_SPLITS = 1 << 28
 # The sampler caches the split distributions of subsets it meets twice, in
 # a buffer of one double per subset (at least this many doubles).
 _SAMPLE_CACHE_MIN_DOUBLES = 1 << 20
-# Below this many splits a kernel call runs on one thread: waking a team
-# costs more than the work, badly so when the other cores are busy.
-_PARALLEL_MIN_SPLITS = 1 << 16
 
 #: Bytes per subset of the trellis tables kept from fit to the last query:
 #: subsets by size (4), log Z (8), log MAP (8), MAP split (4); the generic
@@ -37,11 +32,6 @@ _INSIDE_BYTES = {"separable": 32, "ginkgo": 0, "table": 0}
 #: temporaries of most_probable_clusters (16) and the sampler's cache index
 #: and cache (16).
 _QUERY_BYTES = 24
-
-
-def threads_for(n_splits, n_threads):
-    """Threads worth using for a kernel call over n_splits splits."""
-    return n_threads if n_splits >= _PARALLEL_MIN_SPLITS else 1
 
 
 def hierarchical_trellis_bytes(kind, n_points):
@@ -73,15 +63,6 @@ def hierarchical_trellis_bytes(kind, n_points):
 def double_factorial_trees(n_points):
     """(2N - 3)!!, the number of rooted binary trees with N labelled leaves."""
     return math.prod(range(1, 2 * n_points - 2, 2)) if n_points > 1 else 1
-
-
-def report_level(owner, stage, size, n_points, n_subsets, n_terms, start):
-    """One progress line of a level-by-level pass (``verbose``)."""
-    print(
-        f"[{owner}] {stage}, subsets of size {size}/{n_points}: "
-        f"{n_subsets} subsets x {n_terms} terms, {time.perf_counter() - start:.2f} s",
-        flush=True,
-    )
 
 
 class HierarchicalTrellis:
@@ -132,7 +113,7 @@ class HierarchicalTrellis:
                     self.potential, size, self.order, self.level_start,
                     self.log_z, self.log_map, left_factors, right_factors, n_threads,
                 )
-            chunk = max(1, _CHUNK_SPLITS // n_splits)
+            chunk = chunk_size(n_splits)
             for first in range(0, len(parents), chunk):
                 kernels.inside_level(
                     self.potential, parents[first : first + chunk],
@@ -190,7 +171,7 @@ class HierarchicalTrellis:
                     potential, size, order, level_start, self.log_z,
                     sibling_factor, sibling_scale, n_threads,
                 )
-            chunk = max(1, _CHUNK_SPLITS // n_terms)
+            chunk = chunk_size(n_terms)
             for first in range(0, len(clusters), chunk):
                 kernels.outside_level(
                     potential, clusters[first : first + chunk], self.log_z, log_out,
