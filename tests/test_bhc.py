@@ -411,3 +411,97 @@ def test_sklearn_common_checks(estimator, check):
 )
 def test_sklearn_common_checks_exact(estimator, check):
     check(estimator)
+
+
+###############################################################################
+# Predictive distribution (issue 13)
+
+def _tree_consistent_partitions(children, n_points):
+    """Every partition whose clusters are nodes of the tree, as lists of member lists."""
+    members = [[i] for i in range(n_points)]
+    partitions = [[[[i]]] for i in range(n_points)]
+    for a, b in children:
+        members.append(members[a] + members[b])
+        partitions.append(
+            [[members[-1]]] + [pa + pb for pa in partitions[a] for pb in partitions[b]]
+        )
+    return partitions[-1]
+
+
+def _brute_force_predictive(energy, X, partitions, log_weights, X_new):
+    """sum_P P(P) [sum_C n_C / (N + alpha) p(x | D_C) + alpha / (N + alpha) p(x)]."""
+    n_points = len(X)
+    prior = energy._prior(X)
+    new_stats = energy._point_statistics(X_new, prior)
+    log_prior_predictive = energy._log_marginal(new_stats, prior, X.shape[1])
+    weights = np.exp(log_weights - logsumexp(log_weights))
+    total = np.zeros(len(X_new))
+    for partition, weight in zip(partitions, weights):
+        labels = np.empty(n_points, dtype=int)
+        for label, cluster in enumerate(partition):
+            labels[cluster] = label
+        log_pred = energy.log_predictive(X, labels, X_new)
+        sizes = np.bincount(labels)
+        density = np.exp(log_pred) @ sizes / (n_points + energy.alpha)
+        density += energy.alpha / (n_points + energy.alpha) * np.exp(log_prior_predictive)
+        total += weight * density
+    return np.log(total)
+
+
+@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("algorithm", ["greedy", "exact"])
+@pytest.mark.parametrize("n_points", [2, 4, 6])
+def test_predictive_matches_the_sum_over_tree_consistent_partitions(
+    component, algorithm, n_points, global_random_seed
+):
+    rng = np.random.default_rng(global_random_seed + n_points)
+    if component == "gaussian":
+        X = np.r_[rng.normal(0, 1, (n_points // 2, 2)), rng.normal(3, 1, (n_points - n_points // 2, 2))]
+        X_new = rng.normal(1.5, 2, (5, 2))
+    else:
+        X = rng.integers(0, 2, (n_points, 4)).astype(float)
+        X_new = rng.integers(0, 2, (5, 4)).astype(float)
+    model = BayesianHierarchicalClustering(
+        alpha=0.7, component=component, algorithm=algorithm
+    ).fit(X)
+    energy = model.dpm_energy()
+    log_a = energy.cluster_potential(X)            # log alpha Gamma(n_C) p(D_C)
+    partitions = _tree_consistent_partitions(model.children_, n_points)
+    log_weights = np.array([
+        sum(log_a[sum(1 << i for i in cluster)] for cluster in partition)
+        for partition in partitions
+    ])
+    expected = _brute_force_predictive(energy, X, partitions, log_weights, X_new)
+    np.testing.assert_allclose(model.score_samples(X_new), expected, rtol=1e-10, atol=1e-10)
+
+    # predict_proba: the same sums restricted to each flat cluster's subtree.
+    probabilities = model.predict_proba(X_new)
+    assert probabilities.shape == (5, model.n_clusters_)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(model.predict(X_new), probabilities.argmax(axis=1))
+
+    if n_points == 2:
+        # Every partition of two points is consistent with the tree: the
+        # exact DPM posterior predictive, from the flat trellis's posterior.
+        exact = ExactFlatClustering(energy).fit(X)
+        all_partitions = [[[0, 1]], [[0], [1]]]
+        log_post = np.array([exact.log_probability(labels) for labels in ([0, 0], [0, 1])])
+        np.testing.assert_allclose(
+            model.score_samples(X_new),
+            _brute_force_predictive(energy, X, all_partitions, log_post, X_new),
+            rtol=1e-10,
+        )
+
+
+def test_predictive_rejects_bad_new_points():
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    model = BayesianHierarchicalClustering().fit(X)
+    with pytest.raises(ValueError, match="features"):
+        model.predict_proba(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        model.score_samples([[np.nan, 0.0]])
+    binary = BayesianHierarchicalClustering(component="bernoulli").fit(
+        np.random.default_rng(0).integers(0, 2, (6, 3)).astype(float)
+    )
+    with pytest.raises(ValueError, match="binary"):
+        binary.predict([[0.0, 0.5, 1.0]])

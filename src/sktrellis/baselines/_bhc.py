@@ -3,9 +3,10 @@ import heapq
 from numbers import Integral
 
 import numpy as np
-from scipy.special import gammaln
+from scipy.special import gammaln, logsumexp
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._estimator import EnergyEstimatorMixin
 from .._trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
@@ -16,6 +17,8 @@ from ..energies import DirichletProcessMixture
 # Candidate merges are scored this many at a time.
 _BLOCK_PAIRS = 1 << 15
 _LOG_HALF = np.log(0.5)
+# New points x nodes whose predictive densities are evaluated at once.
+_PREDICT_BLOCK = 1 << 16
 
 
 def merge_recursion(log_alpha, size, log_marginal, log_d_left, log_tree_left,
@@ -388,7 +391,154 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         n_clusters = int(split.sum()) + 1 if self.n_clusters is None else self.n_clusters
         self._set_tree(linkage, n_clusters)
         self.n_clusters_ = n_clusters
+        self._store_predictive(forest, merges)
         return self
+
+    def _store_predictive(self, forest, merges):
+        """Per-node statistics and log weights of the predictive distribution.
+
+        log w_k = log r_k + sum over the strict ancestors i of log(1 - r_i)
+        + log(n_k / (N + alpha)): the probability that node k is a cluster of
+        the tree-consistent partition, times the DPM's weight of joining it.
+        """
+        n_points = len(merges) + 1
+        n_nodes = 2 * n_points - 1
+        with np.errstate(divide="ignore"):
+            log_not_r = np.log1p(-np.exp(np.minimum(forest.log_r, 0.0)))
+        log_path = np.zeros(n_nodes)        # sum of log(1 - r_i) over strict ancestors
+        for k in range(len(merges) - 1, -1, -1):
+            node = n_points + k
+            for child in merges[k]:
+                log_path[child] = log_path[node] + log_not_r[node]
+        log_scale = np.log(n_points + self.alpha)
+        self._node_statistics = forest.statistics
+        self._node_log_marginal = forest.log_marginal
+        self._node_log_weight = forest.log_r + log_path + np.log(forest.size) - log_scale
+        self._new_cluster_log_weight = np.log(self.alpha) - log_scale
+        self._components = forest.components
+        # The flat cluster of each node, -1 above the cut (several clusters).
+        node_label = np.full(n_nodes, -1)
+        node_label[:n_points] = self.labels_
+        for k, (a, b) in enumerate(merges):
+            if node_label[a] == node_label[b]:
+                node_label[n_points + k] = node_label[a]
+        self._node_label = node_label
+
+    def _node_log_densities(self, X):
+        """log w_k + log p(x | D_k) of every new point and node, and the new-cluster term."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        components = self._components
+        energy, prior = components.energy, components.prior
+        if energy.component == "bernoulli":
+            energy._check_binary(X, "X")
+        new = energy._point_statistics(X, prior)
+        n_nodes = len(self._node_statistics)
+        out = np.empty((len(X), n_nodes))
+        step = max(1, _PREDICT_BLOCK // max(n_nodes, 1))
+        for first in range(0, len(X), step):
+            block = new[first : first + step]
+            joint = (block[:, None, :] + self._node_statistics[None, :, :]).reshape(
+                -1, new.shape[1]
+            )
+            after = components.log_marginal(joint).reshape(len(block), n_nodes)
+            out[first : first + len(block)] = after - self._node_log_marginal
+        out += self._node_log_weight
+        prior_predictive = components.log_marginal(new) + self._new_cluster_log_weight
+        return out, prior_predictive
+
+    def score_samples(self, X):
+        """Log predictive density log p(x | D, T) of new points.
+
+        Heller & Ghahramani's predictive distribution (section "Learning and
+        prediction"): a sum over the nodes k of the tree of p(x | D_k),
+        weighted by ``r_k prod_{ancestors i} (1 - r_i)``, the probability that
+        node k is a cluster of the tree-consistent partition. Here each node
+        is also weighted by ``n_k / (N + alpha)`` and the new-cluster term
+        ``alpha / (N + alpha) p(x)`` is added: the DPM's posterior predictive
+        averaged over the tree-consistent partitions, which integrates to one
+        (the paper's weights alone sum to the expected number of clusters).
+        With every partition consistent with the tree (N <= 2) it is the
+        exact DPM posterior predictive.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features)
+            New points, with the features of the fitted data.
+
+        Returns
+        -------
+        log_density : ndarray of shape (n_new,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis.baselines import BayesianHierarchicalClustering
+        >>> rng = np.random.default_rng(0)
+        >>> X = np.r_[rng.normal(0, 0.3, (8, 1)), rng.normal(5, 0.3, (8, 1))]
+        >>> model = BayesianHierarchicalClustering().fit(X)
+        >>> bool(model.score_samples([[0.05]])[0] > model.score_samples([[2.5]])[0])
+        True
+        """
+        log_nodes, log_new = self._node_log_densities(X)
+        return np.logaddexp(logsumexp(log_nodes, axis=1), log_new)
+
+    def predict_proba(self, X):
+        """Probability that each new point belongs to each cluster of ``labels_``.
+
+        The predictive mass of the nodes inside each flat cluster of the cut
+        tree (the cluster's subtree), normalised over the clusters; nodes
+        above the cut hold several clusters and a new cluster would hold
+        none, so neither takes part.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features)
+
+        Returns
+        -------
+        probabilities : ndarray of shape (n_new, n_clusters_)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis.baselines import BayesianHierarchicalClustering
+        >>> rng = np.random.default_rng(0)
+        >>> X = np.r_[rng.normal(0, 0.3, (8, 1)), rng.normal(5, 0.3, (8, 1))]
+        >>> model = BayesianHierarchicalClustering().fit(X)
+        >>> model.labels_.tolist()
+        [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
+        >>> model.predict_proba([[0.05], [5.1]]).round(2).tolist()
+        [[0.99, 0.01], [0.01, 0.99]]
+        """
+        log_nodes, _ = self._node_log_densities(X)
+        log_cluster = np.full((len(log_nodes), self.n_clusters_), -np.inf)
+        for label in range(self.n_clusters_):
+            inside = self._node_label == label
+            log_cluster[:, label] = logsumexp(log_nodes[:, inside], axis=1)
+        return np.exp(log_cluster - logsumexp(log_cluster, axis=1, keepdims=True))
+
+    def predict(self, X):
+        """The most probable cluster of ``labels_`` for each new point.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_new,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis.baselines import BayesianHierarchicalClustering
+        >>> rng = np.random.default_rng(0)
+        >>> X = np.r_[rng.normal(0, 0.3, (8, 1)), rng.normal(5, 0.3, (8, 1))]
+        >>> BayesianHierarchicalClustering().fit(X).predict([[4.9], [-0.3]]).tolist()
+        [1, 0]
+        """
+        return np.argmax(self.predict_proba(X), axis=1)
 
     def _exact_merges(self, energy, X):
         """Children-first merges of the tree of largest d_T p(D | T), by the trellis."""
