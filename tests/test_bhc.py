@@ -416,7 +416,7 @@ def test_sklearn_common_checks_exact(estimator, check):
 ###############################################################################
 # Predictive distribution (issue 13)
 
-def _tree_consistent_partitions(children, n_points):
+def _partitions_as_member_lists(children, n_points):
     """Every partition whose clusters are nodes of the tree, as lists of member lists."""
     members = [[i] for i in range(n_points)]
     partitions = [[[[i]]] for i in range(n_points)]
@@ -466,7 +466,7 @@ def test_predictive_matches_the_sum_over_tree_consistent_partitions(
     ).fit(X)
     energy = model.dpm_energy()
     log_a = energy.cluster_potential(X)            # log alpha Gamma(n_C) p(D_C)
-    partitions = _tree_consistent_partitions(model.children_, n_points)
+    partitions = _partitions_as_member_lists(model.children_, n_points)
     log_weights = np.array([
         sum(log_a[sum(1 << i for i in cluster)] for cluster in partition)
         for partition in partitions
@@ -505,3 +505,52 @@ def test_predictive_rejects_bad_new_points():
     )
     with pytest.raises(ValueError, match="binary"):
         binary.predict([[0.0, 0.5, 1.0]])
+
+
+###############################################################################
+# Hyperparameter learning (issue 13)
+
+def _brute_force_log_marginal(energy, X, children):
+    """log p(D | T): sum over tree-consistent partitions of prod a(C), over d_T."""
+    n_points = len(X)
+    log_a = energy.cluster_potential(X)                 # log alpha Gamma(n) p(D_C)
+    partitions = _partitions_as_member_lists(children, n_points)
+    log_num = [sum(log_a[sum(1 << i for i in c)] for c in p) for p in partitions]
+    log_den = [sum(np.log(energy.alpha) + gammaln(len(c)) for c in p) for p in partitions]
+    return logsumexp(log_num) - logsumexp(log_den)
+
+
+@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+def test_learned_hyperparameters_maximise_the_root_marginal_likelihood(component):
+    rng = np.random.default_rng(0)
+    if component == "gaussian":
+        X = np.r_[rng.normal(0, 0.5, (4, 2)), rng.normal(3, 0.5, (3, 2))]
+    else:
+        X = np.r_[rng.random((4, 5)) < 0.85, rng.random((3, 5)) < 0.15].astype(float)
+    fixed = BayesianHierarchicalClustering(component=component).fit(X)
+    model = BayesianHierarchicalClustering(component=component, hyperparameters="learn").fit(X)
+    assert model.log_marginal_likelihood_ >= fixed.log_marginal_likelihood_ - 1e-12
+    assert model.hyperparameter_log_likelihoods_[0] == pytest.approx(
+        fixed.log_marginal_likelihood_, rel=1e-12
+    )
+    # The best E step is kept (later ones improved by less than 1e-9 relative).
+    assert model.log_marginal_likelihood_ == pytest.approx(
+        model.hyperparameter_log_likelihoods_.max(), rel=1e-9
+    )
+
+    def value(alpha, scale):
+        energy = model._scaled_energy(X, alpha, scale)
+        return _brute_force_log_marginal(energy, X, model.children_)
+
+    best = value(model.alpha_, model.prior_scale_)
+    assert best == pytest.approx(model.log_marginal_likelihood_, rel=1e-10)
+    # A local maximum over both hyperparameters for the final tree.
+    for factor_alpha, factor_scale in [(1.05, 1), (0.95, 1), (1, 1.05), (1, 0.95)]:
+        assert value(model.alpha_ * factor_alpha, model.prior_scale_ * factor_scale) <= best + 1e-6
+
+
+def test_fixed_hyperparameters_are_reported_as_given():
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    model = BayesianHierarchicalClustering(alpha=2.5).fit(X)
+    assert model.alpha_ == 2.5 and model.prior_scale_ == 1.0
+    assert len(model.hyperparameter_log_likelihoods_) == 1

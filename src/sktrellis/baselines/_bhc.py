@@ -3,6 +3,7 @@ import heapq
 from numbers import Integral
 
 import numpy as np
+from scipy.optimize import minimize
 from scipy.special import gammaln, logsumexp
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -17,6 +18,10 @@ from ..energies import DirichletProcessMixture
 # Candidate merges are scored this many at a time.
 _BLOCK_PAIRS = 1 << 15
 _LOG_HALF = np.log(0.5)
+# Hyperparameter learning stops after this many E steps, or when log p(D | T)
+# improves by less than this relative amount.
+_EM_MAX_ITER = 20
+_EM_TOLERANCE = 1e-9
 # New points x nodes whose predictive densities are evaluated at once.
 _PREDICT_BLOCK = 1 << 16
 
@@ -221,6 +226,15 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         ``"exact"``: the tree with the largest DPM lower bound (largest
         ``d_T p(D | T)``) among all (2N - 3)!! binary trees, by a dynamic
         program over all 2**N subsets (O(3**N) time; about N <= 22).
+    hyperparameters : {"fixed", "learn"}, default="fixed"
+        ``"learn"``: maximise the root marginal likelihood p(D | T) over
+        ``alpha`` and the scale of the component prior (a factor on
+        ``covariance_prior``, or on both Beta pseudo-counts), EM-like
+        (section "Learning and prediction"): the tree for the current
+        values (E step), then both values for that tree by a Nelder-Mead
+        search in log space (M step), until p(D | T) stops improving. The
+        given ``alpha`` and prior are the starting point; the best values
+        found are ``alpha_`` and ``prior_scale_``.
     verbose : int, default=0
         ``"exact"``: print the progress of the dynamic program.
     n_jobs : int, default=None
@@ -239,6 +253,13 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         probable one.
     n_clusters_ : int
         Number of clusters of ``labels_``.
+    alpha_ : float
+        The concentration used for the tree: ``alpha``, or the learned one.
+    prior_scale_ : float
+        The factor applied to the component prior's scale (1.0 unless
+        ``hyperparameters="learn"``).
+    hyperparameter_log_likelihoods_ : ndarray of shape (n_iter,)
+        log p(D | T) after each E step (one entry without learning).
     linkage_matrix_ : ndarray of shape (n_samples - 1, 4)
         The tree in scipy format, children first, heights non-decreasing. A
         node's height is the largest ``-log r`` in its subtree, capped at
@@ -310,6 +331,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         **DirichletProcessMixture._parameter_constraints,
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "algorithm": [StrOptions({"greedy", "exact"})],
+        "hyperparameters": [StrOptions({"fixed", "learn"})],
         "verbose": ["verbose"],
         "n_jobs": [Integral, None],
     }
@@ -317,7 +339,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
     def __init__(self, alpha=1.0, component="gaussian", *, mean_prior=None,
                  mean_precision_prior=1.0, degrees_of_freedom_prior=None,
                  covariance_prior=None, bernoulli_prior=(1.0, 1.0), n_clusters=None,
-                 algorithm="greedy", verbose=0, n_jobs=None):
+                 algorithm="greedy", hyperparameters="fixed", verbose=0, n_jobs=None):
         self.alpha = alpha
         self.component = component
         self.mean_prior = mean_prior
@@ -327,6 +349,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         self.bernoulli_prior = bernoulli_prior
         self.n_clusters = n_clusters
         self.algorithm = algorithm
+        self.hyperparameters = hyperparameters
         self.verbose = verbose
         self.n_jobs = n_jobs
 
@@ -352,6 +375,50 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
             **{name: getattr(self, name) for name in DirichletProcessMixture._get_param_names()}
         )
 
+    def _scaled_energy(self, X, alpha, scale):
+        """The DPM energy with concentration alpha and the component prior scaled by scale."""
+        energy = self.dpm_energy().set_params(alpha=alpha)
+        if scale == 1.0:
+            return energy
+        if self.component == "bernoulli":
+            return energy.set_params(
+                bernoulli_prior=tuple(scale * np.asarray(self.bernoulli_prior, dtype=float))
+            )
+        covariance = energy._prior(X)["scale"]
+        return energy.set_params(covariance_prior=scale * covariance)
+
+    def _build_tree(self, X, alpha, scale):
+        """The tree for these hyperparameters, as a filled _Forest and its merges."""
+        n_points = X.shape[0]
+        energy = self._scaled_energy(X, alpha, scale)
+        forest = _Forest(_Components(energy, X), float(np.log(alpha)))
+        if self.algorithm == "greedy":
+            return forest, greedy_merges(forest, n_points)
+        merges = self._exact_merges(energy, X)
+        for k, (a, b) in enumerate(merges):
+            forest.merge(n_points + k, a, b)
+        return forest, merges
+
+    def _tree_log_likelihood(self, X, merges, alpha, scale):
+        """log p(D | T) of a fixed tree under these hyperparameters."""
+        n_points = X.shape[0]
+        forest = _Forest(_Components(self._scaled_energy(X, alpha, scale), X), float(np.log(alpha)))
+        for k, (a, b) in enumerate(merges):
+            forest.merge(n_points + k, a, b)
+        return forest.log_tree[-1]
+
+    def _best_hyperparameters(self, X, merges, alpha, scale):
+        """M step: alpha and the prior scale maximising p(D | T) for this tree."""
+        def objective(log_values):
+            value = self._tree_log_likelihood(X, merges, *np.exp(log_values))
+            return -value if np.isfinite(value) else np.inf
+
+        result = minimize(
+            objective, np.log([alpha, scale]), method="Nelder-Mead",
+            options={"xatol": 1e-4, "fatol": 1e-9, "maxiter": 400},
+        )
+        return tuple(float(v) for v in np.exp(result.x))
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Build the tree, its BHC quantities and the flat cut.
@@ -370,19 +437,27 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         """
         X = self._validate_training_data(X)
         n_points = X.shape[0]
-        energy = self.dpm_energy()
-        forest = _Forest(_Components(energy, X), float(np.log(self.alpha)))
-        if self.algorithm == "greedy":
-            merges = greedy_merges(forest, n_points)
-        else:
-            merges = self._exact_merges(energy, X)
-            for k, (a, b) in enumerate(merges):
-                forest.merge(n_points + k, a, b)
+        alpha, scale = float(self.alpha), 1.0
+        forest, merges = self._build_tree(X, alpha, scale)
+        history = [forest.log_tree[-1]]
+        if self.hyperparameters == "learn":
+            best = (history[-1], alpha, scale, forest, merges)
+            for _ in range(_EM_MAX_ITER):
+                alpha, scale = self._best_hyperparameters(X, merges, alpha, scale)
+                forest, merges = self._build_tree(X, alpha, scale)
+                history.append(forest.log_tree[-1])
+                if history[-1] > best[0] + _EM_TOLERANCE * max(1.0, abs(best[0])):
+                    best = (history[-1], alpha, scale, forest, merges)
+                else:
+                    break
+            _, alpha, scale, forest, merges = best
+        self.alpha_, self.prior_scale_ = alpha, scale
+        self.hyperparameter_log_likelihoods_ = np.array(history)
         root = 2 * n_points - 2
         self.log_marginal_likelihood_ = float(forest.log_tree[root])
         self.log_evidence_lower_bound_ = float(
             forest.log_tree[root] + forest.log_d[root]
-            + gammaln(self.alpha) - gammaln(self.alpha + n_points)
+            + gammaln(alpha) - gammaln(alpha + n_points)
         )
         log_r = forest.log_r[n_points:]
         split = self._cut(merges, log_r)
@@ -410,11 +485,11 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
             node = n_points + k
             for child in merges[k]:
                 log_path[child] = log_path[node] + log_not_r[node]
-        log_scale = np.log(n_points + self.alpha)
+        log_scale = np.log(n_points + self.alpha_)
         self._node_statistics = forest.statistics
         self._node_log_marginal = forest.log_marginal
         self._node_log_weight = forest.log_r + log_path + np.log(forest.size) - log_scale
-        self._new_cluster_log_weight = np.log(self.alpha) - log_scale
+        self._new_cluster_log_weight = np.log(self.alpha_) - log_scale
         self._components = forest.components
         # The flat cluster of each node, -1 above the cut (several clusters).
         node_label = np.full(n_nodes, -1)
