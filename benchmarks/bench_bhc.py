@@ -13,6 +13,11 @@ so for stratified subsets of iris (Gaussian components) and of binarised
 digits 0-2 (Bernoulli components, as in the paper), and compares the
 clusters of BHC's cut with the exact MAP partition.
 
+Part 3 learns the hyperparameters (``hyperparameters="learn"``: alpha and
+the component prior's scale maximising p(D | T), EM-like) on stratified
+subsets of iris (Gaussian) and binarised digits 0-2 (Bernoulli), and shows
+how log p(D | T) and the dendrogram purity of the tree move.
+
     python benchmarks/bench_bhc.py                  # about a minute
     python benchmarks/bench_bhc.py --sizes 8 12 16 18 20 --max-n 4000
 """
@@ -42,7 +47,7 @@ def speed(max_n):
           f"{'log p(D|T)':>12} {'DPM bound':>12}")
     X, y = load_iris(return_X_y=True)
     rows = [("iris", X, y, 5)]
-    for n_points in (500, 1000, 2000, 4000):
+    for n_points in (500, 1000, 2000, 4000, 5000):
         if n_points <= max_n:
             X, y = make_blobs(n_points, n_features=4, centers=5, cluster_std=1.5,
                               random_state=n_points)
@@ -122,15 +127,58 @@ def bounds(sizes, n_subsets):
                   f"{m[8]:>9.4f} {m[9]:>7.3f} {m[10]:>8.3f}", flush=True)
 
 
+def learning(sizes, n_subsets):
+    from sktrellis.metrics import dendrogram_purity
+
+    iris_X, iris_y = load_iris(return_X_y=True)
+    digits = load_digits()
+    keep = digits.target < 3
+    digit_X = (digits.data[keep] >= 8).astype(float)
+    digit_y = digits.target[keep]
+    problems = [("iris", iris_X, iris_y, {}), ("digits 0-2", digit_X, digit_y,
+                                               {"component": "bernoulli"})]
+    print(f"\nHyperparameter learning (greedy BHC; default priors as the start), "
+          f"{n_subsets} stratified subsets per row (means)")
+    print(f"{'data':>11} {'N':>4} {'log p(D|T) fixed':>17} {'learned':>9} "
+          f"{'purity fixed':>13} {'learned':>8} {'alpha_':>7} {'scale_':>7} {'E steps':>8} "
+          f"{'seconds':>8}")
+    rng = np.random.default_rng(1)
+    for name, X_all, y_all, params in problems:
+        for n_points in sizes:
+            cells = []
+            for _ in range(n_subsets):
+                index = stratified(y_all, n_points, rng)
+                X, y = X_all[index], y_all[index]
+                if params.get("component") == "bernoulli":
+                    X = X[:, X.std(axis=0) > 0]
+                fixed = BayesianHierarchicalClustering(**params).fit(X)
+                start = time.perf_counter()
+                learned = BayesianHierarchicalClustering(hyperparameters="learn", **params).fit(X)
+                seconds = time.perf_counter() - start
+                cells.append([
+                    fixed.log_marginal_likelihood_, learned.log_marginal_likelihood_,
+                    dendrogram_purity(y, fixed.linkage_matrix_),
+                    dendrogram_purity(y, learned.linkage_matrix_),
+                    learned.alpha_, learned.prior_scale_,
+                    len(learned.hyperparameter_log_likelihoods_), seconds,
+                ])
+            m = np.mean(cells, axis=0)
+            print(f"{name:>11} {n_points:>4} {m[0]:>17.2f} {m[1]:>9.2f} {m[2]:>13.3f} "
+                  f"{m[3]:>8.3f} {m[4]:>7.3f} {m[5]:>7.3f} {m[6]:>8.1f} {m[7]:>8.2f}",
+                  flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-n", type=int, default=2000)
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 12, 16, 18])
     parser.add_argument("--subsets", type=int, default=5)
+    parser.add_argument("--learn-sizes", type=int, nargs="+", default=[30, 60, 150])
     args = parser.parse_args()
     start = time.perf_counter()
     speed(args.max_n)
     bounds(args.sizes, args.subsets)
+    learning(args.learn_sizes, args.subsets)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
 
 
