@@ -222,7 +222,9 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         r_k < 0.5. Otherwise the tree is cut into exactly this many clusters
         (the top ``n_clusters - 1`` rows of ``linkage_matrix_`` undone).
     algorithm : {"greedy", "exact"}, default="greedy"
-        ``"greedy"``: Heller & Ghahramani's agglomeration, O(N**2 log N).
+        ``"greedy"``: Heller & Ghahramani's agglomeration, O(N**2 log N)
+        time and O(N**2) memory (about 16 N**2 bytes: the pair scores and
+        their indices, 400 MB at N = 5,000, fitted in about 45 s here).
         ``"exact"``: the tree with the largest DPM lower bound (largest
         ``d_T p(D | T)``) among all (2N - 3)!! binary trees, by a dynamic
         program over all 2**N subsets (O(3**N) time; about N <= 22).
