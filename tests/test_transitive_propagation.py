@@ -13,8 +13,11 @@ from sktrellis.baselines import _transitive_propagation
 from sktrellis.datasets import make_bit_patterns
 
 
-def naive_max_sum(llr, n_iter, damping):
+def naive_max_sum(llr, n_iter, damping, combine=max):
     """Beliefs after n_iter rounds of the paper's eqs. 12-14, two states per edge.
+
+    ``combine=np.logaddexp`` gives sum-product (the paper's extension)
+    instead of max-sum.
 
     H = 0 is "same cluster", H = 1 "different"; S_ij(H) = -H L_ij; a triple
     forbids exactly one "different" edge among its three. Messages to the
@@ -41,7 +44,9 @@ def naive_max_sum(llr, n_iter, damping):
             i, j = e
             out = np.full(2, -np.inf)
             for h_ij, h_jk, h_ki in valid:
-                out[h_ij] = max(out[h_ij], rho[edge(j, k), i][h_jk] + rho[edge(k, i), j][h_ki])
+                out[h_ij] = combine(
+                    out[h_ij], rho[edge(j, k), i][h_jk] + rho[edge(k, i), j][h_ki]
+                )
             new[e, k] = out
         alpha = {key: damping * alpha[key] + (1 - damping) * new[key] for key in alpha}
     beliefs = np.zeros((n, n))
@@ -300,3 +305,61 @@ def test_extreme_ratios_give_the_calls_of_moderate_ones(scale):
 def test_ratios_whose_sum_overflows_are_named():
     with pytest.raises(ValueError, match="log likelihood ratios.*overflow.*rescale X"):
         TransitivePropagation().fit(np.full((4, 4), 1e308) * (1 - np.eye(4)))
+
+
+###############################################################################
+# Sum-product marginals (issue 13)
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("n_points", [3, 5, 6])
+@pytest.mark.parametrize("damping", [0.0, 0.5])
+def test_sum_product_update_matches_two_state_messages(n_points, damping, global_random_seed):
+    rng = np.random.default_rng(global_random_seed + n_points)
+    llr = _random_llr(n_points, rng, scale=1.0)
+    for max_iter in (1, 3):
+        model = TransitivePropagation(method="sum-product", damping=damping, max_iter=max_iter)
+        model.fit(llr)
+        expected = naive_max_sum(llr, model.n_iter_, damping, combine=np.logaddexp)
+        np.testing.assert_allclose(model.beliefs_, expected, atol=1e-5 * max(1, np.abs(expected).max()))
+
+
+def _exact_pairwise(llr):
+    """P(i ~ j) under P(partition) ~ exp(sum of L_ij inside clusters), by enumeration."""
+    from scipy.special import logsumexp
+
+    n = len(llr)
+    labels = np.array([_labels_of(p, n) for p in all_partitions(list(range(n)))])
+    log_weights = np.array([partition_objective(llr, row) for row in labels])
+    weights = np.exp(log_weights - logsumexp(log_weights))
+    together = labels[:, :, None] == labels[:, None, :]
+    return np.einsum("p,pij->ij", weights, together)
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0, 1e35])
+def test_sum_product_is_exact_on_a_single_triple(scale, global_random_seed):
+    """N = 3: one transitivity factor, a tree-shaped factor graph, so BP is exact."""
+    llr = _random_llr(3, np.random.default_rng(global_random_seed), scale=1.0) * scale
+    model = TransitivePropagation(method="sum-product").fit(llr)
+    assert model.converged_
+    clipped = np.clip(llr, -1e4, 1e4)
+    np.testing.assert_allclose(model.pairwise_probability_, _exact_pairwise(clipped), atol=1e-5)
+
+
+def test_sum_product_marginals_agree_with_the_flat_trellis_on_clear_clusters():
+    """Loopy BP is approximate; on well-separated read clusters it is close to exact."""
+    from sktrellis import ExactFlatClustering
+    from sktrellis.energies import CorrelationClustering
+
+    _, _, llr = make_bit_patterns(3, reads_per_template=3, error_rate=0.02, random_state=0)
+    model = TransitivePropagation(method="sum-product").fit(llr)
+    exact = ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(llr)
+    assert model.converged_
+    probabilities = model.pairwise_probability_
+    assert np.array_equal(probabilities, probabilities.T) and np.all(np.diag(probabilities) == 1)
+    assert np.all((probabilities >= 0) & (probabilities <= 1))
+    assert np.abs(probabilities - exact.pairwise_probability_).mean() < 0.01
+
+
+def test_max_sum_has_no_pairwise_probability():
+    model = TransitivePropagation().fit(_random_llr(4, np.random.default_rng(0)))
+    assert not hasattr(model, "pairwise_probability_")

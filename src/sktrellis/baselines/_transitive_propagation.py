@@ -4,6 +4,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.sparse.csgraph import connected_components
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -14,9 +15,15 @@ from .._validation import (
 )
 
 
-# Beliefs above this are scaled down by _RESCALE_BY (powers of two: exact).
+# Max-sum: beliefs above this are scaled down by _RESCALE_BY (powers of two: exact).
 _RESCALE_ABOVE = 2.0**64
 _RESCALE_BY = 2.0**-64
+# Sum-product: log odds beyond +-1e4 are certainties (a probability within
+# e**-10000 of 0 or 1); ratios and beliefs are clipped there, so that loopy
+# reinforcement of certain pairs cannot overflow the float32 messages.
+_LOG_ODDS_CLIP = 1e4
+# Sum-product has converged when no pairwise probability moves by more than this.
+_SUM_PRODUCT_TOLERANCE = 1e-6
 
 
 def message_bytes(n_points):
@@ -42,6 +49,23 @@ def _max_sum_update(p, q, out, work):
     np.maximum(out, 0, out=out)
     np.maximum(p, q, out=work)
     np.maximum(work, 0, out=work)
+    np.subtract(out, work, out=out)
+    return out
+
+
+def _sum_product_update(p, q, out, work):
+    """out = log(1 + e^(p + q)) - log(1 + e^p + e^q): the sum-product message.
+
+    The same triple as :func:`_max_sum_update` with sums in place of
+    maxima: given the log odds p and q of the other two edges, the allowed
+    configurations are all three "same" or the third edge "same" alone
+    (numerator, this edge "same") against none, or either other edge alone
+    (denominator, this edge "different").
+    """
+    np.add(p, q, out=out)
+    np.logaddexp(out, 0, out=out)
+    np.logaddexp(p, q, out=work)
+    np.logaddexp(work, 0, out=work)
     np.subtract(out, work, out=out)
     return out
 
@@ -87,6 +111,17 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         messages have converged when no call is heading for a flip or the
         first flip is at least ``convergence_iter`` iterations away, and
         the calls are transitive (see Notes).
+    method : {"max-sum", "sum-product"}, default="max-sum"
+        ``"max-sum"``: the paper's algorithm, for the MAP partition.
+        ``"sum-product"``: the extension the paper proposes, loopy belief
+        propagation with sums in place of maxima (the same triple messages,
+        ``log(1 + e^(P+Q)) - log(1 + e^P + e^Q)``), whose beliefs are the
+        log odds of the marginal probability that two points share a
+        cluster under ``P(partition) ~ exp(sum of L_ij inside clusters)``:
+        ``pairwise_probability_``. Exact when the factor graph is a tree
+        (N = 3), approximate (loopy) beyond; stops when no belief moves by
+        more than 1e-6 in probability. Log odds are clipped at +-1e4
+        (certainties), so ratios beyond that count as certain.
     affinity : {"precomputed"}, default="precomputed"
         X is the (n, n) symmetric matrix of log likelihood ratios
         ``log f0 / f1`` (positive: same cluster more likely). The diagonal
@@ -103,6 +138,12 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         evidence many times over, so beliefs grow geometrically with the
         iterations, and they are divided by powers of two whenever they
         exceed 2**64 to stay finite.
+    pairwise_probability_ : ndarray of shape (n_samples, n_samples)
+        ``method="sum-product"`` only: the approximate marginal probability
+        ``sigmoid(beliefs_)`` that i and j share a cluster; ones on the
+        diagonal. Compare with ``ExactFlatClustering(CorrelationClustering(
+        affinity="precomputed")).fit(X).pairwise_probability_``, the exact
+        value of the same distribution.
     transitive_ : bool
         Whether the pairwise calls form a partition (every pair of points
         within a connected component is called "same cluster"). When False,
@@ -161,13 +202,16 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         "damping": [Interval(Real, 0.0, 1.0, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "convergence_iter": [Interval(Integral, 1, None, closed="left")],
+        "method": [StrOptions({"max-sum", "sum-product"})],
         "affinity": [StrOptions({"precomputed"})],
     }
 
-    def __init__(self, damping=0.5, max_iter=200, convergence_iter=1000, affinity="precomputed"):
+    def __init__(self, damping=0.5, max_iter=200, convergence_iter=1000, method="max-sum",
+                 affinity="precomputed"):
         self.damping = damping
         self.max_iter = max_iter
         self.convergence_iter = convergence_iter
+        self.method = method
         self.affinity = affinity
 
     def __sklearn_tags__(self):
@@ -226,6 +270,9 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         self.transitive_ = bool(np.array_equal(same, together))
         self.objective_ = float(np.triu(np.where(together, llr, 0.0), 1).sum())
         self.beliefs_ = beliefs
+        if self.method == "sum-product":
+            self.pairwise_probability_ = expit(beliefs)
+            np.fill_diagonal(self.pairwise_probability_, 1.0)
         return self
 
     def _stable(self, beliefs, change):
@@ -257,11 +304,20 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         # by the power of two that brings its largest entry near 1 (exact,
         # and no call changes): float32 messages then neither overflow on
         # ratios of 1e38 nor underflow on ratios of 1e-300.
+        #
+        # Sum-product is not homogeneous: the ratios are used as given,
+        # clipped where they are certainties anyway.
         evidence = llr.copy()
         np.fill_diagonal(evidence, 0.0)
-        largest = np.max(np.abs(evidence)) if evidence.size else 0.0
-        shift = int(np.frexp(largest)[1]) if largest > 0 else 0
-        evidence = np.ldexp(evidence, -shift)
+        sum_product = self.method == "sum-product"
+        update = _sum_product_update if sum_product else _max_sum_update
+        if sum_product:
+            np.clip(evidence, -_LOG_ODDS_CLIP, _LOG_ODDS_CLIP, out=evidence)
+            shift = 0
+        else:
+            largest = np.max(np.abs(evidence)) if evidence.size else 0.0
+            shift = int(np.frexp(largest)[1]) if largest > 0 else 0
+            evidence = np.ldexp(evidence, -shift)
         sizes = np.arange(n_points - 1, 1, -1)   # n = N - 1 - i for blocks i = 0..N-3
         messages = np.zeros(2 * int(np.sum(sizes * sizes)), dtype=np.float32)
         blocks, offset = [], 0
@@ -293,7 +349,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
                 np.subtract(current[i + 1 :, i + 1 :], to_jk, out=edge_jk)  # B_jk - A_jki
                 for block, (p, q) in ((to_ij, (edge_jk, edge_ji)), (to_jk, (edge_ij, edge_ji))):
                     # block <- damping * block + (1 - damping) * new message
-                    _max_sum_update(p, q, new, work)
+                    update(p, q, new, work)
                     new -= block
                     new *= step
                     block += new
@@ -304,6 +360,13 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
                 updated[i + 1 :, i + 1 :] += to_jk
             change = updated - beliefs
             beliefs = updated
+            if sum_product:
+                np.clip(beliefs, -_LOG_ODDS_CLIP, _LOG_ODDS_CLIP, out=beliefs)
+                moved = np.abs(expit(beliefs) - expit(beliefs - change))
+                if not moved.size or moved.max() <= _SUM_PRODUCT_TOLERANCE:
+                    converged = True
+                    break
+                continue
             if np.abs(beliefs).max() > _RESCALE_ABOVE:
                 # On a dense loopy graph with hard constraints the beliefs grow
                 # geometrically (each sums N - 2 messages of their own size);
