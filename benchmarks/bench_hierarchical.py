@@ -24,6 +24,7 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 
+from sktrellis._trellis import _hierarchical as kernels
 from sktrellis._trellis._subsets import canonical_lefts, subsets_by_size
 from sktrellis._trellis.hierarchical_trellis import HierarchicalTrellis
 from sktrellis.energies import Dasgupta
@@ -174,8 +175,11 @@ def main():
         X = rng.normal(size=(n_points, 3))
         for beta in (1.0, 0.1):
             trellis = HierarchicalTrellis(Dasgupta(beta=beta).split_potential(X), 2)
+            uniforms = np.random.default_rng(0).random((100_000, n_points - 1))
             start = time.perf_counter()
-            parents, _ = trellis.sample_splits(100_000, np.random.default_rng(0))
+            parents, _ = kernels.sample_splits(
+                trellis.potential, trellis.log_z, uniforms, np.empty(1 << n_points)
+            )
             sampling = time.perf_counter() - start
             print(f"{n_points:>3} {'beta=' + str(beta):>14} {sampling:>9.3f} "
                   f"{len(np.unique(parents)):>25,}", flush=True)

@@ -9,6 +9,7 @@ through the posterior interface of :mod:`sktrellis._trellis`).
 from numbers import Integral
 
 import numpy as np
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -164,3 +165,27 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         merges = merges_from_tree(linkage, self.n_leaves_)
         members = Tree.from_children(merges).clusters()
         return np.array([self.cluster_probability(m) for m in members])
+
+    @validate_params(
+        {"n_samples": [Interval(Integral, 1, None, closed="left")],
+         "random_state": ["random_state"]},
+        prefer_skip_nested_validation=True,
+    )
+    def sample(self, n_samples=1, random_state=None):
+        """Draw trees exactly from the posterior (see the class for over which trees).
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of trees.
+        random_state : int, RandomState instance or None, default=None
+            Seed; None uses the estimator's ``random_state``.
+
+        Returns
+        -------
+        trees : list of ndarray of shape (n_leaves - 1, 4)
+            scipy linkage matrices, heights as for ``linkage_matrix_``.
+        """
+        check_is_fitted(self)
+        rng = check_random_state(self.random_state if random_state is None else random_state)
+        return self._trellis.sample_linkages(n_samples, rng)

@@ -3,8 +3,7 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
-from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval, validate_params
+from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
@@ -204,28 +203,3 @@ class ExactHierarchicalClustering(
         log_potential = self._trellis.potential.evaluate(parents, lefts).sum()
         # Rounding in log Z must not make a probability exceed one.
         return float(min(log_potential - self.log_partition_, 0.0))
-
-    @validate_params(
-        {"n_samples": [Interval(Integral, 1, None, closed="left")],
-         "random_state": ["random_state"]},
-        prefer_skip_nested_validation=True,
-    )
-    def sample(self, n_samples=1, random_state=None):
-        """Draw trees exactly from the posterior P(tree | X).
-
-        Parameters
-        ----------
-        n_samples : int, default=1
-            Number of trees.
-        random_state : int, RandomState instance or None, default=None
-            Seed; None uses the estimator's ``random_state``.
-
-        Returns
-        -------
-        trees : list of ndarray of shape (n_leaves - 1, 4)
-            scipy linkage matrices, heights as for ``linkage_matrix_``.
-        """
-        check_is_fitted(self)
-        rng = check_random_state(self.random_state if random_state is None else random_state)
-        parents, lefts = self._trellis.sample_splits(n_samples, rng)
-        return list(linkage_from_splits(self._trellis.potential, parents, lefts))

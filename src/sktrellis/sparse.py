@@ -5,13 +5,13 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
 from ._trellis.hierarchical_trellis import double_factorial_trees
 from ._trellis.sparse_trellis import SparseTrellis
-from ._tree import linkage_from_merges, merges_from_tree
+from ._tree import merges_from_tree
 from .baselines._search import beam_search, greedy_tree, gumbel_noise, replay_tree
 from .energies import Dasgupta
 
@@ -277,30 +277,3 @@ class SparseTrellisClustering(
         )
         # Rounding in log Z must not make a probability exceed one.
         return float(min(np.sum(log_psi) - self.log_partition_, 0.0))
-
-    @validate_params(
-        {"n_samples": [Interval(Integral, 1, None, closed="left")],
-         "random_state": ["random_state"]},
-        prefer_skip_nested_validation=True,
-    )
-    def sample(self, n_samples=1, random_state=None):
-        """Draw trees exactly from the posterior restricted to the spanned trees.
-
-        Parameters
-        ----------
-        n_samples : int, default=1
-            Number of trees.
-        random_state : int, RandomState instance or None, default=None
-            Seed; None uses the estimator's ``random_state``.
-
-        Returns
-        -------
-        trees : list of ndarray of shape (n_leaves - 1, 4)
-            scipy linkage matrices, heights as for ``linkage_matrix_``.
-        """
-        check_is_fitted(self)
-        rng = check_random_state(self.random_state if random_state is None else random_state)
-        return [
-            linkage_from_merges(*self._trellis.merges(splits))
-            for splits in self._trellis.sample_splits(n_samples, rng)
-        ]

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from .._tree import splits_from_table
+from .._tree import linkage_from_splits, splits_from_table
 from . import _hierarchical as kernels
 from ..energies._tables import subset_sums
 from ._subsets import canonical_lefts, count_as_int, subsets_by_size
@@ -240,8 +240,9 @@ class HierarchicalTrellis:
             self.n_points - 1,
         )
 
-    def sample_splits(self, n_samples, random_state):
-        """Preorder splits of n_samples trees drawn exactly from P(tree)."""
+    def sample_linkages(self, n_samples, random_state):
+        """Linkage matrices of n_samples trees drawn exactly from P(tree)."""
         uniforms = random_state.random((n_samples, self.n_points - 1))
         cache = np.empty(max(1 << self.n_points, _SAMPLE_CACHE_MIN_DOUBLES))
-        return kernels.sample_splits(self.potential, self.log_z, uniforms, cache)
+        parents, lefts = kernels.sample_splits(self.potential, self.log_z, uniforms, cache)
+        return list(linkage_from_splits(self.potential, parents, lefts))

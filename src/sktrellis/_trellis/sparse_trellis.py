@@ -10,6 +10,7 @@ from itertools import combinations
 
 import numpy as np
 
+from .._tree import linkage_from_merges
 from . import _sparse as kernels
 
 _MASK64 = (1 << 64) - 1
@@ -149,11 +150,13 @@ class SparseTrellis:
         """Split indices of the MAP tree, preorder."""
         return kernels.map_splits(self.best, self.left, self.right, self.n_points)
 
-    def sample_splits(self, n_samples, random_state):
+    def sample_linkages(self, n_samples, random_state):
+        """Linkage matrices of n_samples trees drawn exactly from the sparse posterior."""
         uniforms = random_state.random((n_samples, self.n_points - 1))
-        return kernels.sample_splits(
+        samples = kernels.sample_splits(
             self.split_start, self.left, self.right, self.log_psi, self.log_z, uniforms
         )
+        return [linkage_from_merges(*self.merges(splits)) for splits in samples]
 
     def merges(self, splits):
         """Merges (children first, node ids as in scipy) and log psi of a tree's splits."""
