@@ -26,7 +26,10 @@ from scipy.special import logsumexp
 
 from sktrellis._trellis import _hierarchical as kernels
 from sktrellis._trellis._subsets import canonical_lefts, subsets_by_size
-from sktrellis._trellis.hierarchical_trellis import HierarchicalTrellis
+from sktrellis._trellis.hierarchical_trellis import (
+    _SAMPLE_CACHE_MIN_DOUBLES,
+    HierarchicalTrellis,
+)
 from sktrellis.energies import Dasgupta
 
 
@@ -178,7 +181,8 @@ def main():
             uniforms = np.random.default_rng(0).random((100_000, n_points - 1))
             start = time.perf_counter()
             parents, _ = kernels.sample_splits(
-                trellis.potential, trellis.log_z, uniforms, np.empty(1 << n_points)
+                trellis.potential, trellis.log_z, uniforms,
+                np.empty(max(1 << n_points, _SAMPLE_CACHE_MIN_DOUBLES)),
             )
             sampling = time.perf_counter() - start
             print(f"{n_points:>3} {'beta=' + str(beta):>14} {sampling:>9.3f} "
