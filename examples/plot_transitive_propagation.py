@@ -45,3 +45,15 @@ ax.set_title("log-likelihood ratios, reads sorted by cluster")
 fig.colorbar(image, ax=ax)
 fig.tight_layout()
 plt.show()
+
+# %%
+# Pairwise marginals by sum-product
+# ---------------------------------
+# The paper's proposed extension replaces max by sum in the same messages:
+# the beliefs then approximate the probability that two reads share a
+# template under P(partition) ~ exp(sum of the ratios inside clusters). On
+# the 14 reads the flat trellis gives those probabilities exactly.
+sum_product = TransitivePropagation(method="sum-product").fit(sub)
+error = np.abs(sum_product.pairwise_probability_ - exact.pairwise_probability_)
+print(f"sum-product pairwise probabilities: mean |error| {error.mean():.4f}, "
+      f"max {error.max():.4f} against the exact marginals")
