@@ -2,12 +2,14 @@
 from ._many import fit_many
 from .flat import ExactFlatClustering
 from .hierarchical import ExactHierarchicalClustering
+from .search import BestFirstHierarchicalClustering
 from .sparse import SparseTrellisClustering
 from .tree import Tree
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BestFirstHierarchicalClustering",
     "ExactFlatClustering",
     "ExactHierarchicalClustering",
     "SparseTrellisClustering",
