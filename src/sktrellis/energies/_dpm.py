@@ -59,7 +59,11 @@ class DirichletProcessMixture(FlatEnergy):
         clusters (the prior expects about ``alpha log(1 + N / alpha)``).
     component : {"gaussian", "bernoulli"}, default="gaussian"
         ``"gaussian"``: multivariate normal with unknown mean and full
-        covariance under a Normal-Inverse-Wishart prior. ``"bernoulli"``:
+        covariance under a Normal-Inverse-Wishart prior; computed in units
+        of a power of two near the largest magnitude of X (exact), so
+        features anywhere from 1e-300 to 1e300 give the posterior of the
+        same data at unit scale, with log p(X) shifted by the Jacobian
+        ``-n_samples * n_features * log(scale)``. ``"bernoulli"``:
         independent binary features (X holds only 0 and 1), each with a
         Beta prior on its probability of a 1.
     mean_prior : array-like of shape (n_features,), default=None
