@@ -19,7 +19,12 @@ from sktrellis import (  # noqa: E402
     ExactHierarchicalClustering,
     SparseTrellisClustering,
 )
-from sktrellis.energies import CorrelationClustering, Dasgupta  # noqa: E402
+from sktrellis.energies import (  # noqa: E402
+    CorrelationClustering,
+    Dasgupta,
+    DirichletProcessMixture,
+    GinkgoLikelihood,
+)
 from sktrellis.baselines import (  # noqa: E402
     BayesianHierarchicalClustering,
     BeamSearchHierarchicalClustering,
@@ -38,6 +43,9 @@ ESTIMATORS = [
     TransitivePropagation(max_iter=20),
     ExactHierarchicalClustering(Dasgupta(affinity="precomputed"), n_clusters=1),
     ExactFlatClustering(CorrelationClustering(affinity="precomputed")),
+    ExactFlatClustering(DirichletProcessMixture()),
+    ExactHierarchicalClustering(CorrelationClustering(), n_clusters=1),
+    ExactHierarchicalClustering(GinkgoLikelihood(), n_clusters=1),
 ]
 
 
@@ -88,13 +96,19 @@ def test_fit_gives_a_valid_model_or_a_clear_error(estimator):
               suppress_health_check=[HealthCheck.too_slow])
     @given(datasets(square))
     def check(X):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             try:
                 model = estimator.fit(X)
             except (ValueError, TypeError) as error:
                 assert str(error), "an error without a message"
                 return
+        # A fit that succeeds must not have overflowed on the way: a NumPy
+        # RuntimeWarning raised in sktrellis' own code means a wrong answer
+        # (scikit-learn's finiteness checks may warn before refusing input).
+        ours = [w for w in caught if issubclass(w.category, RuntimeWarning)
+                and "sktrellis" in w.filename]
+        assert not ours, f"{ours[0].filename}:{ours[0].lineno}: {ours[0].message}"
         _check_fitted(model, len(X))
 
     check()

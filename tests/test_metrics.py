@@ -12,7 +12,7 @@ from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from sktrellis import ExactHierarchicalClustering
+from sktrellis import ExactHierarchicalClustering, SparseTrellisClustering
 from sktrellis.energies import CorrelationClustering, Dasgupta
 from sktrellis.metrics import (
     dasgupta_cost,
@@ -314,6 +314,43 @@ def test_expected_dendrogram_purity_tends_to_the_map_purity():
     assert expected == pytest.approx(dendrogram_purity(labels, cold.linkage_matrix_), rel=1e-9)
     pipeline = make_pipeline(StandardScaler(), ExactHierarchicalClustering()).fit(X)
     assert 0 < expected_dendrogram_purity(labels, pipeline) < 1
+
+
+def spanned_trees(model, n_points):
+    """Every tree over n_points whose clusters are all vertices of a fitted sparse trellis."""
+    trees = all_trees((1 << n_points) - 1)
+    masks = sorted({parent for tree in trees for parent, _ in tree}
+                   | {left for tree in trees for _, left in tree}
+                   | {parent ^ left for tree in trees for parent, left in tree})
+    found = model._trellis.vertex_of([np.flatnonzero([m >> i & 1 for i in range(n_points)])
+                                      for m in masks])
+    present = {m for m, v in zip(masks, found) if v >= 0}
+    return [tree for tree in trees
+            if all(p in present and a in present and p ^ a in present for p, a in tree)]
+
+
+@pytest.mark.parametrize("n_points", [4, 5, 6])
+@pytest.mark.parametrize("builder", ["greedy", "beam", "sampled"])
+def test_expected_dendrogram_purity_of_sparse_trellis(n_points, builder, global_random_seed):
+    """Over the spanned trees, by enumeration; the reproduction of issue 12."""
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(n_points, 2))
+    energy = Dasgupta(beta=0.7)
+    model = SparseTrellisClustering(energy, builder=builder, n_seed_trees=2,
+                                    random_state=global_random_seed).fit(X)
+    trees = spanned_trees(model, n_points)
+    values = tree_log_potentials(energy.split_potential(X), trees)
+    # The certificate that the enumeration sees the trellis' trees.
+    assert logsumexp(values) == pytest.approx(model.log_partition_, rel=1e-9)
+    probabilities = np.exp(values - logsumexp(values))
+    for n_classes in (2, 3):
+        labels = rng.integers(n_classes, size=n_points)
+        purities = [naive_dendrogram_purity(labels, children_from_splits(tree, n_points))
+                    for tree in trees]
+        expected = float(np.dot(probabilities, purities))
+        assert expected_dendrogram_purity(labels, model) == pytest.approx(expected, rel=1e-9)
+        scorer = make_posterior_scorer(expected_dendrogram_purity)
+        assert scorer(model, X, labels) == pytest.approx(expected, rel=1e-9)
 
 
 def test_expected_dendrogram_purity_errors():

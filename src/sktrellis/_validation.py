@@ -34,6 +34,18 @@ def check_square_matrix(matrix, name, *, allow_negative):
     return matrix
 
 
+def unit_exponent(*arrays):
+    """e such that every entry divided by 2**e is below 1 in magnitude (0 for all zeros).
+
+    Dividing by a power of two is exact in floating point, so a model that
+    is invariant to the scale of the features up to a known constant can
+    work on ``np.ldexp(X, -e)``: features anywhere in float64's range give
+    the answer of the same data at unit scale, without overflow in squares.
+    """
+    largest = max((float(np.max(np.abs(a))) for a in arrays if np.size(a)), default=0.0)
+    return int(np.frexp(largest)[1]) if largest > 0 else 0
+
+
 def check_no_overflow(values, owner, what, advice):
     """A ValueError saying what overflowed float64, instead of NaN further on.
 

@@ -386,7 +386,8 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
             return energy.set_params(
                 bernoulli_prior=tuple(scale * np.asarray(self.bernoulli_prior, dtype=float))
             )
-        covariance = energy._prior(X)["scale"]
+        prior = energy._prior(X)  # its "scale" is in units of 2**prior["unit"]
+        covariance = np.ldexp(prior["scale"], 2 * prior["unit"])
         return energy.set_params(covariance_prior=scale * covariance)
 
     def _build_tree(self, X, alpha, scale):

@@ -5,7 +5,7 @@ import numpy as np
 from scipy.special import gammaln
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._validation import check_no_overflow
+from .._validation import check_no_overflow, unit_exponent
 from ._base import FlatEnergy
 from ._conjugate import beta_bernoulli_log_marginal, normal_inverse_wishart_log_marginal
 from ._tables import subset_sums
@@ -59,7 +59,11 @@ class DirichletProcessMixture(FlatEnergy):
         clusters (the prior expects about ``alpha log(1 + N / alpha)``).
     component : {"gaussian", "bernoulli"}, default="gaussian"
         ``"gaussian"``: multivariate normal with unknown mean and full
-        covariance under a Normal-Inverse-Wishart prior. ``"bernoulli"``:
+        covariance under a Normal-Inverse-Wishart prior; computed in units
+        of a power of two near the largest magnitude of X (exact), so
+        features anywhere from 1e-300 to 1e300 give the posterior of the
+        same data at unit scale, with log p(X) shifted by the Jacobian
+        ``-n_samples * n_features * log(scale)``. ``"bernoulli"``:
         independent binary features (X holds only 0 and 1), each with a
         Beta prior on its probability of a 1.
     mean_prior : array-like of shape (n_features,), default=None
@@ -157,8 +161,14 @@ class DirichletProcessMixture(FlatEnergy):
                 )
             return {"a": prior[0], "b": prior[1]}
 
+        # The Gaussian model works in units of 2**unit (an exact rescaling)
+        # so that squares of features anywhere in float64's range, 1e-300 to
+        # 1e300, stay finite and normal; _log_marginal adds back the
+        # Jacobian, -|C| n_features unit log 2. "mean" and "scale" are in
+        # those units.
         if self.mean_prior is None:
-            mean = X.mean(axis=0)
+            unit = unit_exponent(X)
+            mean = np.ldexp(X, -unit).mean(axis=0)
         else:
             mean = np.asarray(self.mean_prior, dtype=np.float64)
             if mean.shape != (n_features,) or not np.all(np.isfinite(mean)):
@@ -166,6 +176,8 @@ class DirichletProcessMixture(FlatEnergy):
                     f"mean_prior must be {n_features} finite numbers (one per feature), "
                     f"got shape {mean.shape}"
                 )
+            unit = unit_exponent(X, mean)
+            mean = np.ldexp(mean, -unit)
         dof = self.degrees_of_freedom_prior
         if dof is None:
             dof = n_features
@@ -176,7 +188,7 @@ class DirichletProcessMixture(FlatEnergy):
             )
         if self.covariance_prior is None:
             with np.errstate(over="ignore", invalid="ignore"):
-                variances = X.var(axis=0)
+                variances = np.ldexp(X, -unit).var(axis=0)
             constant = np.flatnonzero(variances <= 0)
             if constant.size and np.ptp(X[:, constant[0]]) > 0:
                 raise ValueError(
@@ -192,7 +204,7 @@ class DirichletProcessMixture(FlatEnergy):
                 )
             scale = np.diag(variances)
         elif np.ndim(self.covariance_prior) == 0:
-            scale = float(self.covariance_prior) * np.eye(n_features)
+            scale = np.ldexp(float(self.covariance_prior) * np.eye(n_features), -2 * unit)
         else:
             scale = np.asarray(self.covariance_prior, dtype=np.float64)
             if scale.shape != (n_features, n_features):
@@ -206,7 +218,9 @@ class DirichletProcessMixture(FlatEnergy):
                 np.linalg.cholesky(scale)
             except np.linalg.LinAlgError:
                 raise ValueError("covariance_prior must be positive definite") from None
+            scale = np.ldexp(scale, -2 * unit)
         return {
+            "unit": unit,
             "mean": mean, "mean_precision": float(self.mean_precision_prior),
             "degrees_of_freedom": float(dof), "scale": scale,
         }
@@ -229,7 +243,7 @@ class DirichletProcessMixture(FlatEnergy):
         # Centring at the prior mean keeps the posterior scale free of
         # cancellation between large raw second moments.
         with np.errstate(over="ignore", invalid="ignore"):
-            centred = X - prior["mean"]
+            centred = np.ldexp(X, -prior["unit"]) - prior["mean"]
             outer = centred[:, :, None] * centred[:, None, :]
             moments = np.abs(outer).sum(axis=0)
         check_no_overflow(
@@ -246,11 +260,14 @@ class DirichletProcessMixture(FlatEnergy):
         if self.component == "bernoulli":
             return beta_bernoulli_log_marginal(counts, sums, a=prior["a"], b=prior["b"])
         outer = statistics[:, 1 + n_features :].reshape(-1, n_features, n_features)
-        return normal_inverse_wishart_log_marginal(
+        log_marginal = normal_inverse_wishart_log_marginal(
             counts, sums, outer, mean=np.zeros(n_features),
             mean_precision=prior["mean_precision"],
             degrees_of_freedom=prior["degrees_of_freedom"], scale=prior["scale"],
         )
+        if prior["unit"]:
+            log_marginal -= counts * (n_features * prior["unit"] * np.log(2.0))
+        return log_marginal
 
     def cluster_bytes(self, n_points):
         """Peak memory of the table, its chunked statistics and the flat trellis, in bytes.

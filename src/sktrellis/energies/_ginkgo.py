@@ -9,6 +9,9 @@ from ._base import HierarchicalEnergy
 from ._merge import MergeModel
 from ._tables import subset_sums
 
+# Sums of momenta up to this have squares well inside float64.
+_LARGEST_MOMENTUM_SUM = 1e150
+
 
 def invariant_mass2(momenta):
     """t = E**2 - |p|**2 of four-momenta (..., 4) ordered (E, px, py, pz)."""
@@ -113,6 +116,17 @@ class GinkgoLikelihood(HierarchicalEnergy):
             raise ValueError(
                 "GinkgoLikelihood needs four-momenta (E, px, py, pz): X must have "
                 f"shape (n_samples, 4), got {X.shape}"
+            )
+        # Invariant masses square sums of up to n momenta: beyond this their
+        # squares overflow float64 (and |p| below would read inf). The
+        # likelihood is not scale-free (t_cut fixes the units), so refuse.
+        largest = float(np.max(np.abs(X))) if X.size else 0.0
+        if largest * max(len(X), 1) > _LARGEST_MOMENTUM_SUM:
+            raise ValueError(
+                f"GinkgoLikelihood: four-momenta up to {largest!r} over n_samples={len(X)} "
+                "particles overflow float64 invariant masses (their sum must stay below "
+                f"{_LARGEST_MOMENTUM_SUM:.0e}); express them in larger units and scale "
+                "t_cut by the square of the same factor"
             )
         energy = X[:, 0]
         momentum = np.sqrt(np.sum(X[:, 1:] ** 2, axis=1))
