@@ -319,6 +319,39 @@ def test_large_problems_are_consistent(beta, global_random_seed):
     assert np.triu(pairwise, 1).sum() == pytest.approx(expected_pairs, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
+@pytest.mark.parametrize("n_points", [5, 9])
+def test_count_passes_in_small_chunks_match_enumeration(
+    kind, n_points, kernel_threads, global_random_seed, monkeypatch
+):
+    """Count and constrained-MAP passes split into many kernel calls per level.
+
+    Both passes visit a filtered part of each level (the subsets without
+    point 0); tiny chunks check that every call writes the right rows.
+    """
+    from sktrellis._trellis import levels
+
+    monkeypatch.setattr(levels, "CHUNK_TERMS", 16)
+    rng = np.random.default_rng(global_random_seed + 59 * n_points)
+    energy, X = _problem(kind, n_points, rng)
+    log_potential, _, values, n_clusters = _enumerate(energy, X)
+    log_z = logsumexp(values)
+    model = _fit_or_infeasible(ExactFlatClustering(energy), X, log_z)
+    for k in range(1, n_points + 1):
+        candidates = values[n_clusters == k]
+        feasible = np.isfinite(candidates).any()
+        expected = logsumexp(candidates) if feasible else -np.inf
+        assert model.n_clusters_log_partition_[k] == pytest.approx(expected, rel=1e-12, abs=1e-10)
+        if feasible and k in (2, n_points - 1):
+            constrained = ExactFlatClustering(energy, n_clusters=k).fit(X)
+            assert constrained.map_log_potential_ == pytest.approx(
+                candidates.max(), rel=1e-12, abs=1e-10
+            )
+            assert partition_log_potentials(log_potential, constrained.labels_[None])[0] == (
+                pytest.approx(candidates.max(), rel=1e-12, abs=1e-10)
+            )
+
+
 def test_threads_give_identical_results(global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     energy, _ = random_cluster_energy(11, rng, forbidden=0.05)

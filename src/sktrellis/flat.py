@@ -94,13 +94,16 @@ class ExactFlatClustering(
     Notes
     -----
     Cost: the inside pass visits the (3**N - 1) / 2 (subset, cluster)
-    pairs, at about 1.5 ns per pair on one core for log Z and MAP together;
-    the pass with a cluster-count dimension (for ``n_clusters_probability_``
-    and ``n_clusters``) does ``|S \\ C|`` multiply-adds per pair, about N / 3,
-    and costs 4-6 times more. N = 18 fits in about a second on two cores,
-    N = 20 in 10-25 s (see ``benchmarks/bench_flat.py``). Memory is about
-    ``(128 + 12 N) * 2**N`` bytes plus 32 MiB for the sampler: 0.4 GiB at
-    N = 20, 1.6 GiB at N = 22, 6.5 GiB at N = 24.
+    pairs, at about 1.5 ns per pair on one core for log Z and MAP together.
+    ``n_clusters_probability_`` needs a pass with a cluster-count dimension,
+    ``|S \\ C|`` multiply-adds per pair, and ``n_clusters`` = k a max-only
+    pass k deep; both visit only the subsets without the first point (the
+    only ones the recursion from all points reads), a third of the pairs,
+    and each costs about as much as the plain fit. N = 18 fits in about a
+    second on two cores, N = 20 in 10-25 s (see
+    ``benchmarks/bench_flat.py``). Memory is about ``(128 + 4 N) * 2**N``
+    bytes plus 32 MiB for the sampler: 0.2 GiB at N = 20, 0.9 GiB at
+    N = 22, 3.5 GiB at N = 24.
 
     References
     ----------
@@ -211,8 +214,7 @@ class ExactFlatClustering(
         """log Z over the partitions into k clusters, k = 0..n_samples.
 
         Needs a second pass over the trellis with a cluster-count dimension
-        (four to six times the cost of ``fit``'s), run in ``fit`` when
-        ``n_clusters`` is set and otherwise on first access, then kept.
+        (about the cost of ``fit``), run on first access, then kept.
         """
         check_is_fitted(self)
         return self._trellis.log_partition_by_count

@@ -26,7 +26,8 @@ _SAMPLE_CACHE_DOUBLES = 1 << 22
 # same budget.
 _BYTES_PER_SUBSET = 112
 # Bytes per (subset, number of clusters) entry of the count pass: log Z(S, j)
-# and its scaled copy; there are N 2**(N-1) entries. The max-only table of a
+# and its scaled copy, for the subsets without point 0 and the full set:
+# (N - 1) 2**(N-2) + N entries. The max-only table of a
 # fit with n_clusters=k (8 k bytes per subset, k <= N) is never larger and
 # is freed before the count pass can run.
 _BYTES_PER_COUNT_ENTRY = 16
@@ -47,7 +48,7 @@ def flat_trellis_bytes(n_points):
     """Memory the flat trellis needs for n_points (energy table excluded), in bytes."""
     return (
         (_BYTES_PER_SUBSET << n_points)
-        + _BYTES_PER_COUNT_ENTRY * n_points * (1 << max(n_points - 1, 0))
+        + _BYTES_PER_COUNT_ENTRY * ((n_points - 1) * (1 << n_points) // 4 + n_points)
         + 8 * _SAMPLE_CACHE_DOUBLES
     )
 
@@ -142,24 +143,33 @@ class _InsidePass:
         self.rest_factors[parents, 1] = self.log_map[parents]
 
 
+def _reached(size, parents, n_points):
+    """The subsets of a level that the full set's recursion reads.
+
+    The cluster of a subset holds its lowest point, so the rest of the full
+    set, and every rest below it, lacks point 0: only those subsets (and the
+    full set) are needed, with sum_s C(N - 1, s) 2**(s-1) ~ 3**(N-1) / 2
+    (subset, cluster) pairs, a third of the plain pass's. The plain pass
+    still visits every subset: the cluster marginals read log Z of any
+    complement.
+    """
+    return parents if size == n_points else parents[(parents & 1) == 0]
+
+
 class _CountPass:
-    """log Z(S, j) for every number of clusters j."""
+    """log Z(S, j) for every number of clusters j, S without point 0 or the full set."""
 
     def __init__(self, levels, n_threads):
         self.levels, self.n_threads = levels, n_threads
         n_points = levels.n_points
         # The row of subset S holds j = 1..|S| clusters; rows of one size are
-        # contiguous, in the order of `levels.order`.
+        # contiguous, in increasing mask order. Subsets outside the pass have
+        # no row and their offsets are never read.
+        n_rows = [math.comb(max(n_points - 1, 0), size) for size in range(n_points + 1)]
+        n_rows[n_points] = 1
         self.entry_start = np.zeros(n_points + 2, dtype=np.int64)
-        for size in range(n_points + 1):
-            self.entry_start[size + 1] = (
-                self.entry_start[size] + math.comb(n_points, size) * size
-            )
-        self.offsets = np.empty(1 << n_points, dtype=np.int64)
-        ordered_sizes = levels.sizes[levels.order].astype(np.int64)
-        self.offsets[levels.order] = self.entry_start[ordered_sizes] + (
-            np.arange(1 << n_points) - levels.level_start[ordered_sizes]
-        ) * ordered_sizes
+        self.entry_start[1:] = np.cumsum(np.multiply(n_rows, np.arange(n_points + 1)))
+        self.offsets = np.zeros(1 << n_points, dtype=np.int64)
         n_entries = self.entry_start[-1]
         self.log_zk = np.empty(n_entries)
         self.scaled_zk = np.empty(n_entries)
@@ -176,6 +186,8 @@ class _CountPass:
 
     def level(self, size, parents):
         levels = self.levels
+        parents = _reached(size, parents, levels.n_points)
+        self.offsets[parents] = self.entry_start[size] + size * np.arange(len(parents))
         if size == 1:
             self.log_zk[self.rows(1)] = levels.log_e[parents]
             return
@@ -208,7 +220,7 @@ class _CountPass:
 
     def finish(self, size, parents):
         """Scale the finished level for the levels above it."""
-        block = self.log_zk[self.rows(size)].reshape(len(parents), size)
+        block = self.log_zk[self.rows(size)].reshape(-1, size)
         self.best_zk[size, 1 : size + 1] = block.max(axis=0)
         self.scaled_zk[self.rows(size)] = _exp_shifted(
             block, self.best_zk[size, 1 : size + 1]
@@ -220,13 +232,18 @@ class _CountPass:
 
 
 class _ConstrainedMapPass:
-    """M(S, j) = log MAP over partitions of S into j clusters, for j = 1..k only."""
+    """M(S, j) = log MAP over partitions of S into j clusters, for j = 1..k only.
+
+    Filled for the subsets without point 0 and the full set (see `_reached`);
+    the other rows stay -inf and are never read.
+    """
 
     def __init__(self, levels, n_threads, depth):
         self.levels, self.n_threads = levels, n_threads
         self.log_mapk = np.full((1 << levels.n_points, depth), -np.inf)
 
     def level(self, size, parents):
+        parents = _reached(size, parents, self.levels.n_points)
         if size == 1:
             self.log_mapk[parents, 0] = self.levels.log_e[parents]
             return
@@ -257,10 +274,11 @@ class FlatTrellis:
         Also find the MAP partition with exactly this many clusters.
 
     With `n_clusters` = k the constructor also finds the MAP partition into
-    exactly k clusters, by a max-only pass whose count dimension is k deep
-    (about the cost of the plain pass). The pass with the full count
-    dimension (log Z per number of clusters, N deep) runs on first use of
-    `log_partition_by_count`.
+    exactly k clusters, by a max-only pass whose count dimension is k deep.
+    The pass with the full count dimension (log Z per number of clusters,
+    N deep) runs on first use of `log_partition_by_count`. Both visit only
+    the subsets without point 0 and the full set, a third of the (subset,
+    cluster) pairs (see `_reached`).
     """
 
     def __init__(self, log_e, n_threads=1, verbose=0, owner="trellis", n_clusters=None):
