@@ -12,19 +12,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
 from sktrellis._validation import MAX_EXACT_POINTS
 
-# Number of samples in the data of the scikit-learn checks that use more
-# than a handful of points.
-_CHECK_N_SAMPLES = {
-    "check_fit_score_takes_y": 30,
-    "check_pipeline_consistency": 30,
-    "check_estimators_pickle": 30,
-    "check_positive_only_tag_during_fit": 150,
-    "check_dtype_object": 56,
-    "check_clustering": 50,
-    "check_fit_idempotent": 80,
-    "check_fit_check_is_fitted": 100,
-    "check_n_features_in": 100,
-}
+from .common import COMMON_CHECK_N_SAMPLES
+
 # Expected to fail exactly when their data is above the exact estimators'
 # cap on N, which does not depend on the host (so no check starts a
 # 10**14-split dynamic program on a large machine).
@@ -34,7 +23,7 @@ _EXACT_FAILURES = {
         f"{MAX_EXACT_POINTS}: the size ValueError naming SparseTrellisClustering "
         "(restored at small N in test_restored_common_checks)"
     )
-    for check, n_samples in _CHECK_N_SAMPLES.items()
+    for check, n_samples in COMMON_CHECK_N_SAMPLES.items()
     if n_samples > MAX_EXACT_POINTS
 }
 EXPECTED_FAILURES = {

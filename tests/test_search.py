@@ -1,4 +1,7 @@
 """Best-first search against the exact trellis and brute-force enumeration."""
+import _thread
+import threading
+
 import numpy as np
 import pytest
 from scipy.cluster.hierarchy import is_valid_linkage
@@ -6,12 +9,13 @@ from sklearn.datasets import make_blobs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import BestFirstHierarchicalClustering, ExactHierarchicalClustering
+from sktrellis import search as search_module
 from sktrellis.datasets import make_jets
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
 from sktrellis.energies._bounds import search_bound
-from sktrellis.search import BestFirstSearch, _SplitGenerator
+from sktrellis._trellis._best_first import MAX_POINTS, BestFirstSearch, SplitGenerator
 
-from .common import brute_force
+from .common import COMMON_CHECK_N_SAMPLES, brute_force
 
 KINDS = ["dasgupta", "hcc", "ginkgo"]
 
@@ -36,13 +40,12 @@ def _search(energy, X, seed_tree=None):
     search = BestFirstSearch(search_bound(energy, X), len(X))
     if seed_tree is not None:
         search.add_tree(*seed_tree)
-    while not search.root.solved:
-        search.step()
+    assert search.run() == "optimal"
     return search
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("n_points", [4, 7, 10])
+@pytest.mark.parametrize("n_points", [4, 7, 10, 12])
 def test_bound_is_admissible_on_every_subset(kind, n_points, global_random_seed):
     """lower(S) <= cost of the best tree over S, for all 2**N - 1 subsets."""
     rng = np.random.default_rng(global_random_seed)
@@ -125,13 +128,13 @@ def test_generator_yields_every_split_once_above_its_key(kind, size, global_rand
     energy, X = _problem(kind, 9, rng)
     bound = search_bound(energy, X)
     members = np.sort(rng.choice(9, size=size, replace=False))
-    generator = _SplitGenerator(bound, members)
+    generator = SplitGenerator(bound, members)
     seen, keys, values = set(), [], []
     while True:
         key = generator.next_key
-        in_a, _ = generator.pop_split(bound, np.inf)
+        in_a = generator.pop_split()
         if in_a is None:
-            assert not generator.heap, "fewer than 1000 states between two splits here"
+            assert not generator.n_open, "fewer than 4096 states between two splits here"
             break
         assert in_a[0] and not in_a.all()
         seen.add(tuple(in_a))
@@ -165,7 +168,7 @@ def test_search_finds_the_trellis_map(kind, n_points, incumbent, global_random_s
     energy, X = _problem(kind, n_points, rng)
     exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
     search = _search(energy, X)
-    assert -search.root.upper == pytest.approx(exact, rel=1e-9, abs=1e-9)
+    assert -search.upper == pytest.approx(exact, rel=1e-9, abs=1e-9)
     assert search.gap == 0.0
     model = BestFirstHierarchicalClustering(energy, incumbent=incumbent).fit(X)
     assert model.stop_reason_ == "optimal"
@@ -182,7 +185,7 @@ def test_search_matches_brute_force(kind, global_random_seed):
     energy, X = _problem(kind, 6, rng)
     _, best, _, _ = brute_force(energy.split_potential(X), 6)
     search = _search(energy, X)
-    assert -search.root.upper == pytest.approx(best, rel=1e-9, abs=1e-9)
+    assert -search.upper == pytest.approx(best, rel=1e-9, abs=1e-9)
     # The tree it returns has the potential it claims.
     merges, log_potentials = search.merges()
     assert merges.shape == (5, 2)
@@ -230,19 +233,33 @@ def test_max_time_stops_the_search():
 
 
 def test_ctrl_c_returns_the_best_tree_with_its_gap(monkeypatch):
+    """A real SIGINT during the kernel: the fit returns its best tree and gap."""
     calls = []
 
-    def interrupted(search):
-        calls.append(1)
-        raise KeyboardInterrupt
+    class Interrupted(search_module.BestFirstSearch):
+        def run(self, *args, **kwargs):
+            if not calls:
+                # Raised in the main thread once the kernel's slice returns.
+                threading.Timer(0.05, _thread.interrupt_main).start()
+            calls.append(1)
+            return super().run(*args, **kwargs)
 
-    monkeypatch.setattr(BestFirstSearch, "step", interrupted)
-    X = np.random.default_rng(0).normal(size=(14, 2))
+    monkeypatch.setattr(search_module, "BestFirstSearch", Interrupted)
+    # Random points: far from proven within max_time, so only Ctrl-C ends it.
+    X = np.random.default_rng(0).normal(size=(40, 2))
     with pytest.warns(UserWarning, match=r"stopped \(interrupted\)"):
-        model = BestFirstHierarchicalClustering().fit(X)
-    assert calls == [1]
+        model = BestFirstHierarchicalClustering(max_time=600).fit(X)
+    assert calls
     assert model.stop_reason_ == "interrupted"
-    assert model.map_log_potential_ == pytest.approx(model.incumbent_log_potential_)
+    tol = 1e-9 * abs(model.incumbent_log_potential_)
+    assert model.map_log_potential_ >= model.incumbent_log_potential_ - tol
+    assert model.optimality_gap_ > 0.0
+
+
+def test_more_than_64_points_is_refused_before_any_work():
+    X = np.random.default_rng(0).normal(size=(65, 2))
+    with pytest.raises(ValueError, match="n_samples=65 must be 1 to 64"):
+        BestFirstHierarchicalClustering().fit(X)
 
 
 def test_verbose_reports_bounds(capsys):
@@ -274,12 +291,44 @@ def test_errors(params, X, match):
         BestFirstHierarchicalClustering(**params).fit(X)
 
 
-# The checks fit 30-150 random points: a short budget, whose stop warns.
+# The checks fit 30-150 random points: a short budget, whose stop warns;
+# those above 64 points are refused (restored below at N <= 64).
+_SEARCH_FAILURES = {
+    check: (f"uses {n_samples} samples; the search keys clusters by 64-bit masks "
+            f"(at most {MAX_POINTS} points): restored in test_restored_common_checks")
+    for check, n_samples in COMMON_CHECK_N_SAMPLES.items()
+    if n_samples > MAX_POINTS
+}
+
+
 @pytest.mark.filterwarnings("ignore:BestFirstHierarchicalClustering stopped")
 @parametrize_with_checks(
     [BestFirstHierarchicalClustering(max_time=0.2)],
-    expected_failed_checks=lambda estimator: {},
+    expected_failed_checks=lambda estimator: _SEARCH_FAILURES,
     xfail_strict=True,
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.filterwarnings("ignore:BestFirstHierarchicalClustering stopped")
+def test_restored_common_checks(global_random_seed):
+    """What the refused common checks verify, on 64 points."""
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    X = np.random.default_rng(global_random_seed).normal(size=(64, 3))
+    model = BestFirstHierarchicalClustering(max_time=0.2, incumbent="beam")
+    with pytest.raises(NotFittedError):
+        check_is_fitted(model)
+    model.fit(X)
+    check_is_fitted(model)
+    # check_n_features_in
+    assert model.n_features_in_ == 3
+    # check_fit_idempotent (the incumbent fixes the tree when the budget is tiny)
+    again = clone(model).set_params(max_clusters=1).fit(X)
+    np.testing.assert_array_equal(
+        again.labels_, clone(model).set_params(max_clusters=1).fit(X).labels_)
+    # check_positive_only_tag_during_fit: negative features are fine.
+    clone(model).fit(X - 100.0)

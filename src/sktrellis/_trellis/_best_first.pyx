@@ -1,0 +1,598 @@
+# distutils: language = c++
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Best-first AND/OR search (AO*) for the minimum-cost tree over up to 64 points.
+
+Clusters live in a hash map keyed by their 64-bit mask; nothing is sized
+by 2**N. Each iteration walks from the root along the splits of smallest
+lower bound (``cost + lower(A) + lower(B)``) to a cluster whose next
+ungenerated split could be the best, generates that one split, and revises
+the bounds of the clusters on the path bottom-up. A cluster's lower bound
+is the smallest over its generated splits and its generator's next key, so
+it stays admissible; bounds of clusters off the path are revised when the
+walk next passes them (they can only be too low, never too high). A
+cluster is solved when its lower bound meets the cost of its best known
+subtree; the search ends when the root is solved, or at a budget with the
+certified gap between the two.
+
+The splits of a cluster come from a lazy generator: a best-first search
+over partial assignments of the cluster's points (sorted; the lowest
+always on side A) to the sides A and B, keyed by the bound's lower bound on
+every split completing the assignment (``_search_bounds.pxd``). The key
+never decreases along an assignment, so splits leave the generator in
+order of their bound and its smallest open key bounds every split not yet
+generated: the 2**(|S| - 1) splits of a large cluster are never all held.
+
+Costs are ``-log psi``; everything runs without the GIL, and a call of
+``BestFirstSearch.run`` returns within about ``seconds`` so that the
+Python driver can report progress, check its budget and let Ctrl-C in.
+"""
+from libc.math cimport INFINITY, fabs, isfinite
+from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy, memset
+from libcpp.unordered_map cimport unordered_map
+from libcpp.vector cimport vector
+from cython.operator cimport dereference as deref
+
+import numpy as np
+
+from ._search_bounds cimport MAX_SEARCH_POINTS, SearchBound
+
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clock_id, timespec* tp)
+    enum: CLOCK_MONOTONIC
+
+
+#: Most points a search takes: clusters are keyed by 64-bit masks.
+MAX_POINTS = MAX_SEARCH_POINTS
+
+
+cdef inline double now_seconds() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + 1e-9 * ts.tv_nsec
+
+
+cdef inline double tolerance(double value) noexcept nogil:
+    """Slack for float sums: a bound within this of a cost counts as meeting it."""
+    if not isfinite(value):
+        return 0.0
+    return 1e-9 * max(1.0, fabs(value))
+
+
+cdef inline int members_of(uint64_t mask, int* members) noexcept nogil:
+    """The sorted points of ``mask``; returns their number."""
+    cdef int m = 0, i = 0
+    while mask:
+        if mask & 1:
+            members[m] = i
+            m += 1
+        mask >>= 1
+        i += 1
+    return m
+
+
+cdef inline uint64_t side_a_mask(const int* members, int m, uint64_t sides) noexcept nogil:
+    cdef uint64_t mask = 0
+    cdef int k
+    for k in range(m):
+        if not (sides >> k) & 1:
+            mask |= (<uint64_t>1) << members[k]
+    return mask
+
+
+###############################################################################
+# Lazy split generation
+
+# Partial states one generator call may pop before handing back control, so
+# a single expansion never outlasts the driver's time slice by much.
+cdef enum:
+    MAX_POPS = 4096
+
+cdef struct HeapEntry:
+    double key
+    int64_t order      # ties go to the newest state: depth first
+    int slot
+
+cdef struct PartialState:
+    int n_assigned
+    uint64_t sides
+    double assigned    # what the assigned points pay already
+
+cdef struct Generator:
+    int m
+    int members[MAX_SEARCH_POINTS]
+    double base
+    int64_t n_pushed
+    vector[HeapEntry] heap
+    vector[PartialState] states
+    vector[double] penalties      # 2 m per state slot: pen_A then pen_B
+    vector[int] free_slots
+
+
+cdef inline bint entry_before(const HeapEntry* x, const HeapEntry* y) noexcept nogil:
+    return x.key < y.key or (x.key == y.key and x.order > y.order)
+
+
+cdef int heap_push(vector[HeapEntry]& heap, HeapEntry entry) except -1 nogil:
+    heap.push_back(entry)
+    cdef size_t child = heap.size() - 1, parent
+    while child > 0:
+        parent = (child - 1) // 2
+        if not entry_before(&entry, &heap[parent]):
+            break
+        heap[child] = heap[parent]
+        child = parent
+    heap[child] = entry
+    return 0
+
+
+cdef HeapEntry heap_pop(vector[HeapEntry]& heap) noexcept nogil:
+    cdef HeapEntry top = heap[0], last = heap.back()
+    heap.pop_back()
+    cdef size_t n = heap.size(), hole = 0, child
+    if n == 0:
+        return top
+    while True:
+        child = 2 * hole + 1
+        if child >= n:
+            break
+        if child + 1 < n and entry_before(&heap[child + 1], &heap[child]):
+            child += 1
+        if not entry_before(&heap[child], &last):
+            break
+        heap[hole] = heap[child]
+        hole = child
+    heap[hole] = last
+    return top
+
+
+cdef int new_slot(Generator* g) except -1 nogil:
+    cdef int slot
+    if not g.free_slots.empty():
+        slot = g.free_slots.back()
+        g.free_slots.pop_back()
+        return slot
+    slot = <int>g.states.size()
+    g.states.resize(slot + 1)
+    g.penalties.resize(<size_t>(slot + 1) * 2 * g.m)
+    return slot
+
+
+cdef double split_key(Generator* g, SearchBound bound, uint64_t sides) noexcept nogil:
+    """split_cost + lower(A) + lower(B) of a complete split."""
+    cdef int part[2][MAX_SEARCH_POINTS]
+    cdef int size[2]
+    cdef int k, side
+    size[0] = size[1] = 0
+    for k in range(g.m):
+        side = (sides >> k) & 1
+        part[side][size[side]] = g.members[k]
+        size[side] += 1
+    return (bound.split_cost_(g.members, g.m, sides) + bound.lower_(part[0], size[0])
+            + bound.lower_(part[1], size[1]))
+
+
+cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t sides,
+                    double assigned, const double* pen_a, const double* pen_b) except -1 nogil:
+    cdef int m = g.m, k, slot
+    cdef double free_part = 0.0, key
+    cdef HeapEntry entry
+    for k in range(n_assigned, m):
+        free_part += pen_a[k] if pen_a[k] < pen_b[k] else pen_b[k]
+    key = g.base + bound.scale * (assigned + free_part)
+    if bound.refine and n_assigned == m and sides:
+        key = max(key, split_key(g, bound, sides))
+    slot = new_slot(g)
+    g.states[slot].n_assigned = n_assigned
+    g.states[slot].sides = sides
+    g.states[slot].assigned = assigned
+    memcpy(&g.penalties[<size_t>slot * 2 * m], pen_a, m * sizeof(double))
+    memcpy(&g.penalties[<size_t>slot * 2 * m + m], pen_b, m * sizeof(double))
+    g.n_pushed += 1
+    entry.key = key
+    entry.order = g.n_pushed
+    entry.slot = slot
+    heap_push(g.heap, entry)
+    return 0
+
+
+cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask) except -1 nogil:
+    cdef double pen_a[MAX_SEARCH_POINTS]
+    cdef double pen_b[MAX_SEARCH_POINTS]
+    g.m = members_of(mask, g.members)
+    g.base = bound.base_(g.members, g.m)
+    g.n_pushed = 0
+    memset(pen_a, 0, g.m * sizeof(double))
+    memset(pen_b, 0, g.m * sizeof(double))
+    bound.increments_(g.members, g.m, 0, 0, 0, pen_a, pen_b)
+    push_state(g, bound, 1, 0, 0.0, pen_a, pen_b)
+    return 0
+
+
+cdef inline double next_key(const Generator* g) noexcept nogil:
+    return g.heap[0].key if not g.heap.empty() else INFINITY
+
+
+cdef int pop_split(Generator* g, SearchBound bound, double ceiling, uint64_t* sides_out) except -1 nogil:
+    """Find the next split with key below ``ceiling``: 1 (in ``sides_out``) or 0.
+
+    0 also after MAX_POPS partial states without a complete split; the
+    heap keeps its place and its top key stays a valid bound. States whose
+    key reaches ``ceiling`` (the cost of a known tree over the cluster)
+    are dropped: no split under them can do better.
+    """
+    cdef double pen_a[MAX_SEARCH_POINTS]
+    cdef double pen_b[MAX_SEARCH_POINTS]
+    cdef double new_a[MAX_SEARCH_POINTS]
+    cdef double new_b[MAX_SEARCH_POINTS]
+    cdef int m = g.m, side, n_assigned, pops
+    cdef HeapEntry entry
+    cdef PartialState state
+    cdef uint64_t new_sides
+    cdef double threshold = ceiling - tolerance(ceiling), paid
+    for pops in range(MAX_POPS):
+        if g.heap.empty():
+            return 0
+        entry = heap_pop(g.heap)
+        state = g.states[entry.slot]
+        g.free_slots.push_back(entry.slot)
+        if entry.key >= threshold:
+            continue
+        n_assigned = state.n_assigned
+        if n_assigned == m:
+            if state.sides:
+                sides_out[0] = state.sides
+                return 1
+            continue
+        memcpy(pen_a, &g.penalties[<size_t>entry.slot * 2 * m], m * sizeof(double))
+        memcpy(pen_b, &g.penalties[<size_t>entry.slot * 2 * m + m], m * sizeof(double))
+        for side in range(2):
+            new_sides = state.sides | ((<uint64_t>side) << n_assigned)
+            paid = state.assigned + (pen_a[n_assigned] if side == 0 else pen_b[n_assigned])
+            memcpy(new_a, pen_a, m * sizeof(double))
+            memcpy(new_b, pen_b, m * sizeof(double))
+            bound.increments_(g.members, m, new_sides, n_assigned, side, new_a, new_b)
+            push_state(g, bound, n_assigned + 1, new_sides, paid, new_a, new_b)
+    return 0
+
+
+cdef size_t release_generator(Generator* g) noexcept nogil:
+    """Free a generator's states; returns how many were open."""
+    cdef size_t n_open = g.heap.size()
+    vector[HeapEntry]().swap(g.heap)
+    vector[PartialState]().swap(g.states)
+    vector[double]().swap(g.penalties)
+    vector[int]().swap(g.free_slots)
+    return n_open
+
+
+cdef class SplitGenerator:
+    """The splits of one cluster, one at a time in order of their bound (for tests).
+
+    Parameters
+    ----------
+    bound : SearchBound
+    members : array-like of int
+        The cluster's points, sorted, at most 64.
+    """
+
+    # A one-element vector, so that the generator's C++ members are
+    # constructed and destroyed with the object.
+    cdef vector[Generator] g
+    cdef SearchBound bound
+
+    def __init__(self, SearchBound bound, members):
+        cdef uint64_t mask = 0
+        for i in members:
+            mask |= (<uint64_t>1) << int(i)
+        self.bound = bound
+        self.g.resize(1)
+        start_generator(&self.g[0], bound, mask)
+
+    @property
+    def next_key(self):
+        """A lower bound on the key of every split not generated yet."""
+        return next_key(&self.g[0])
+
+    @property
+    def n_open(self):
+        """Open partial states."""
+        return self.g[0].heap.size()
+
+    def pop_split(self, double ceiling=INFINITY):
+        """The next split (boolean ``in_a`` over the members) below ``ceiling``, or None."""
+        cdef uint64_t sides
+        if not pop_split(&self.g[0], self.bound, ceiling, &sides):
+            return None
+        return np.array([not (sides >> k) & 1 for k in range(self.g[0].m)], dtype=bool)
+
+
+###############################################################################
+# AND/OR best-first search
+
+cdef struct Split:
+    double cost
+    int a, b          # cluster ids of the two sides, a holding the lower point
+
+
+cdef enum:
+    # Reasons ``run`` returns.
+    SOLVED = 0
+    SLICE_OVER = 1
+    STATE_CAP = 2
+
+
+cdef class BestFirstSearch:
+    """AO*-style best-first search for the minimum-cost tree over N <= 64 points.
+
+    Parameters
+    ----------
+    bound : SearchBound
+        The energy's admissible bound.
+    n_points : int
+        Number of points, 1 to 64.
+
+    Attributes
+    ----------
+    n_states : int
+        Clusters plus open partial states of the split generators: what the
+        memory cap counts.
+    n_clusters, n_expanded, n_splits, n_iterations : int
+    """
+
+    cdef SearchBound bound
+    cdef readonly int n_points
+    cdef unordered_map[uint64_t, int] index
+    # One entry per cluster id.
+    cdef vector[uint64_t] mask
+    cdef vector[int] size
+    cdef vector[double] lower_bound, upper_bound
+    cdef vector[int] best          # index into splits[id] of the best subtree's split, or -1
+    cdef vector[int] generator     # index into generators, or -1
+    cdef vector[char] solved_flag
+    cdef vector[uint64_t] seed     # mask A of the incumbent's split, generated again later
+    cdef vector[vector[Split]] splits
+    cdef vector[Generator] generators
+    cdef vector[int] path
+    cdef readonly int64_t n_states, n_expanded, n_splits, n_iterations
+    cdef int root
+
+    def __init__(self, SearchBound bound, int n_points):
+        if not 1 <= n_points <= MAX_SEARCH_POINTS:
+            raise ValueError(
+                f"best-first search keys clusters by 64-bit masks: n_samples={n_points} "
+                f"must be 1 to {MAX_SEARCH_POINTS}; use SparseTrellisClustering"
+            )
+        self.bound = bound
+        self.n_points = n_points
+        self.root = self.cluster(((<uint64_t>1) << (n_points - 1) << 1) - 1)
+
+    cdef int cluster(self, uint64_t mask) except -1 nogil:
+        """The id of the cluster ``mask``, created with its bounds on first use."""
+        cdef unordered_map[uint64_t, int].iterator found = self.index.find(mask)
+        cdef int members[MAX_SEARCH_POINTS]
+        cdef int node, m
+        cdef double cost
+        cdef Split split
+        if found != self.index.end():
+            return deref(found).second
+        node = <int>self.mask.size()
+        self.index[mask] = node
+        m = members_of(mask, members)
+        self.mask.push_back(mask)
+        self.size.push_back(m)
+        self.lower_bound.push_back(self.bound.lower_(members, m))
+        self.upper_bound.push_back(INFINITY)
+        self.best.push_back(-1)
+        self.generator.push_back(-1)
+        self.solved_flag.push_back(0)
+        self.seed.push_back(0)
+        self.splits.push_back(vector[Split]())
+        self.n_states += 1
+        if m == 1:
+            self.lower_bound[node] = 0.0
+            self.upper_bound[node] = 0.0
+            self.solved_flag[node] = 1
+        elif m == 2:
+            cost = self.bound.split_cost_(members, m, 2)
+            self.lower_bound[node] = cost
+            self.upper_bound[node] = cost
+            split.cost = cost
+            split.a = self.cluster((<uint64_t>1) << members[0])
+            split.b = self.cluster((<uint64_t>1) << members[1])
+            self.splits[node].push_back(split)
+            self.best[node] = 0
+            self.solved_flag[node] = 1
+        return node
+
+    def add_tree(self, masks_a, masks_b):
+        """Seed the upper bounds with a tree: the (A, B) masks of its splits, children first."""
+        cdef uint64_t a, b, low
+        cdef int members[MAX_SEARCH_POINTS]
+        cdef int node, m, k
+        cdef uint64_t sides
+        cdef Split split
+        for a_int, b_int in zip(masks_a, masks_b):
+            a, b = a_int, b_int
+            low = (a | b) & (~(a | b) + 1)
+            if not a & low:
+                a, b = b, a
+            split.a = self.cluster(a)
+            split.b = self.cluster(b)
+            node = self.cluster(a | b)
+            if self.solved_flag[node]:
+                continue
+            m = members_of(a | b, members)
+            sides = 0
+            for k in range(m):
+                if b >> members[k] & 1:
+                    sides |= (<uint64_t>1) << k
+            split.cost = self.bound.split_cost_(members, m, sides)
+            self.splits[node].push_back(split)
+            self.seed[node] = a
+            self.revise(node, NULL, NULL)
+
+    cdef int revise(self, int node, double* follow_value, double* next_out) except -2 nogil:
+        """Recompute the bounds of ``node`` from its splits; return the split to follow (or -1)."""
+        cdef vector[Split]* node_splits = &self.splits[node]
+        cdef int follow = -1, k
+        cdef double best_value = INFINITY, value, upper, lower, key
+        cdef Split* split
+        for k in range(<int>node_splits.size()):
+            split = &node_splits[0][k]
+            value = split.cost + self.lower_bound[split.a] + self.lower_bound[split.b]
+            if value < best_value:
+                follow, best_value = k, value
+            upper = split.cost + self.upper_bound[split.a] + self.upper_bound[split.b]
+            if upper < self.upper_bound[node]:
+                self.upper_bound[node] = upper
+                self.best[node] = k
+        if self.generator[node] < 0:
+            # Not expanded yet: its own bound stands for every split.
+            key = self.lower_bound[node]
+        else:
+            key = next_key(&self.generators[self.generator[node]])
+        lower = min(best_value, min(key, self.upper_bound[node]))
+        if lower > self.lower_bound[node]:
+            self.lower_bound[node] = lower
+        if self.lower_bound[node] >= self.upper_bound[node] - tolerance(self.upper_bound[node]):
+            self.lower_bound[node] = self.upper_bound[node]
+            self.solved_flag[node] = 1
+            if self.generator[node] >= 0:
+                self.n_states -= release_generator(&self.generators[self.generator[node]])
+        if follow_value != NULL:
+            follow_value[0] = best_value
+            next_out[0] = key
+        return follow
+
+    cdef int expand(self, int node) except -1 nogil:
+        """Generate the next split of ``node`` (and its two clusters)."""
+        cdef Generator* g
+        cdef uint64_t sides, a
+        cdef Split split
+        cdef int before, found
+        if self.generator[node] < 0:
+            self.generator[node] = <int>self.generators.size()
+            self.generators.resize(self.generators.size() + 1)
+            start_generator(&self.generators.back(), self.bound, self.mask[node])
+            self.n_expanded += 1
+            self.n_states += 1
+        g = &self.generators[self.generator[node]]
+        while True:
+            before = <int>g.heap.size()
+            found = pop_split(g, self.bound, self.upper_bound[node], &sides)
+            self.n_states += <int>g.heap.size() - before
+            if not found:
+                return 0
+            a = side_a_mask(g.members, g.m, sides)
+            if a == self.seed[node]:
+                continue
+            split.cost = self.bound.split_cost_(g.members, g.m, sides)
+            # Creating clusters never moves the generators.
+            split.a = self.cluster(a)
+            split.b = self.cluster(self.mask[node] ^ a)
+            self.splits[node].push_back(split)
+            self.n_splits += 1
+            return 0
+
+    cdef int step(self) except -1 nogil:
+        """One walk from the root: generate one split and revise the path's bounds."""
+        cdef int node = self.root, follow, a, b, k
+        cdef double value, key
+        self.path.clear()
+        while True:
+            follow = self.revise(node, &value, &key)
+            if self.solved_flag[node]:
+                break
+            if key <= value:
+                self.expand(node)
+                self.revise(node, NULL, NULL)
+                break
+            self.path.push_back(node)
+            a = self.splits[node][follow].a
+            b = self.splits[node][follow].b
+            # Both solved would make ``value`` a tree cost, hence the node solved.
+            if self.solved_flag[a] or (not self.solved_flag[b] and self.size[b] > self.size[a]):
+                node = b
+            else:
+                node = a
+        for k in range(<int>self.path.size() - 1, -1, -1):
+            self.revise(self.path[k], NULL, NULL)
+        self.n_iterations += 1
+        return 0
+
+    def run(self, double seconds=INFINITY, int64_t max_states=-1, int64_t max_steps=-1):
+        """Iterate until the root is solved or for about ``seconds``.
+
+        Returns "optimal", "slice" (time or ``max_steps`` used up) or
+        "max_states" (``n_states`` reached ``max_states``).
+        """
+        cdef int reason
+        cdef int64_t steps = 0
+        cdef double deadline
+        with nogil:
+            deadline = now_seconds() + seconds
+            while True:
+                if self.solved_flag[self.root]:
+                    reason = SOLVED
+                    break
+                if max_states >= 0 and self.n_states >= max_states:
+                    reason = STATE_CAP
+                    break
+                if (max_steps >= 0 and steps >= max_steps) or (
+                        steps % 64 == 0 and now_seconds() >= deadline):
+                    reason = SLICE_OVER
+                    break
+                self.step()
+                steps += 1
+        return ("optimal", "slice", "max_states")[reason]
+
+    def step_once(self):
+        """One iteration (for tests)."""
+        self.step()
+
+    @property
+    def solved(self):
+        """Whether the root is solved (the best tree is proven optimal)."""
+        return bool(self.solved_flag[self.root])
+
+    @property
+    def upper(self):
+        """Cost of the best tree found (inf if none)."""
+        return self.upper_bound[self.root]
+
+    @property
+    def lower(self):
+        """Lower bound on the cost of every tree."""
+        return self.lower_bound[self.root]
+
+    @property
+    def gap(self):
+        """upper - lower, >= 0; 0 when proven optimal."""
+        return max(0.0, self.upper_bound[self.root] - self.lower_bound[self.root])
+
+    @property
+    def n_clusters(self):
+        return self.mask.size()
+
+    def merges(self):
+        """The best tree found as (merges, log potentials), children first."""
+        merges, log_potentials = [], []
+        self._build(self.root, merges, log_potentials)
+        return np.array(merges, dtype=np.int64).reshape(-1, 2), np.array(log_potentials)
+
+    def _build(self, int node, list merges, list log_potentials):
+        cdef Split split
+        if self.size[node] == 1:
+            return int(self.mask[node]).bit_length() - 1
+        split = self.splits[node][self.best[node]]
+        left = self._build(split.a, merges, log_potentials)
+        right = self._build(split.b, merges, log_potentials)
+        merges.append((left, right))
+        log_potentials.append(-split.cost)
+        return self.n_points + len(merges) - 1

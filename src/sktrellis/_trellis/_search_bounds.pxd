@@ -1,0 +1,30 @@
+# The contract between the best-first search (_best_first.pyx) and an
+# energy's admissible bound. The search minimises the cost -log phi of a
+# tree over up to 64 points. A cluster is given as its sorted point indices
+# (`members`, m of them); a split of it as `sides`, bit k set <=> members[k]
+# on side B (members[0], the lowest point, is always on side A).
+
+from libc.stdint cimport uint64_t
+
+from ._common cimport float64_t
+
+# Clusters are keyed by 64-bit masks.
+cdef enum:
+    MAX_SEARCH_POINTS = 64
+
+
+cdef class SearchBound:
+    # The bound of a partial assignment is
+    #     base(S) + scale * (assigned + sum over unassigned u of min(pen_A(u), pen_B(u))),
+    # where `assigned` is what the assigned points already pay and pen_X(u)
+    # what u would pay with the assigned points on side X.
+    cdef readonly double scale
+    # Whether a complete split's key should be raised to its own bound
+    # split_cost + lower(A) + lower(B) (for bounds blind to the assignment).
+    cdef readonly bint refine
+
+    cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil
+    cdef double lower_(self, const int* members, int m) noexcept nogil
+    cdef double base_(self, const int* members, int m) noexcept nogil
+    cdef void increments_(self, const int* members, int m, uint64_t sides, int position,
+                          int side, double* pen_a, double* pen_b) noexcept nogil

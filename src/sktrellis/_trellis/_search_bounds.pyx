@@ -1,0 +1,442 @@
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Admissible bounds for the exact best-first search over trees (issue 14).
+
+The search (``_best_first.pyx``) minimises the *cost* of a tree, ``-log phi
+= sum over inner nodes of -log psi(A, B)``, and never tabulates the 2**N
+subsets: every quantity here is computed from the raw pairwise matrix or
+the four-momenta, for one cluster at a time. A bound provides
+
+- ``split_cost(S; A, B)``: ``-log psi(A, B)`` of one split, exactly;
+- ``lower(S)``: a lower bound on the cost of every tree over the cluster
+  (so ``-lower`` is an upper bound on the best subtree's log potential),
+  exact for one and two points;
+- ``base(S)`` and ``increments``: the pieces of a lower bound on
+  ``split_cost + lower(A) + lower(B)`` over every split consistent with a
+  partial assignment of the points to the two sides (see the contract in
+  ``_search_bounds.pxd``), by which the search generates the splits of a
+  cluster lazily, in order of that bound.
+
+Each class's docstring proves its bound; ``tests/test_search.py`` checks it
+on every subset against the exact trellis. Everything here trusts its input
+(validated by ``sktrellis.energies._bounds.search_bound``).
+"""
+from libc.math cimport INFINITY, exp, log, log1p, M_PI, sqrt
+from libc.stdint cimport uint64_t
+
+import numpy as np
+
+from ._common cimport float64_t, intp_t
+
+
+cdef inline double max3(double a, double b, double c) noexcept nogil:
+    if b > a:
+        a = b
+    return c if c > a else a
+
+
+cdef inline double min3(double a, double b, double c) noexcept nogil:
+    if b < a:
+        a = b
+    return c if c < a else a
+
+
+cdef inline int side_of(uint64_t sides, int k) noexcept nogil:
+    return <int>((sides >> k) & 1)
+
+
+###############################################################################
+# The contract, with Python access for tests and the estimator
+
+
+cdef class SearchBound:
+    """Base class of the admissible bounds; see ``_search_bounds.pxd``."""
+
+    cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil:
+        return INFINITY
+
+    cdef double lower_(self, const int* members, int m) noexcept nogil:
+        return 0.0
+
+    cdef double base_(self, const int* members, int m) noexcept nogil:
+        return self.lower_(members, m)
+
+    cdef void increments_(self, const int* members, int m, uint64_t sides, int position,
+                          int side, double* pen_a, double* pen_b) noexcept nogil:
+        pass
+
+    def split_cost(self, members, in_a):
+        """-log psi of the split of ``members`` (sorted) putting ``in_a`` on side A."""
+        cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
+        return self.split_cost_(&points[0], points.shape[0], _sides_of(in_a))
+
+    def lower(self, members):
+        """Lower bound on the cost of every tree over ``members`` (sorted)."""
+        cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
+        if points.shape[0] == 0:
+            return 0.0
+        return self.lower_(&points[0], points.shape[0])
+
+    def base(self, members):
+        """The assignment-free part of the split keys of ``members`` (sorted)."""
+        cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
+        return self.base_(&points[0], points.shape[0])
+
+    def increments(self, members, sides, int position, int side, double[::1] pen_a,
+                   double[::1] pen_b):
+        """Add to pen_a, pen_b what ``members[position]`` going to ``side`` costs the others.
+
+        ``sides[:position]`` holds the sides (0 = A) of the points assigned
+        before; only entries after ``position`` change.
+        """
+        cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
+        self.increments_(&points[0], points.shape[0], _sides_of(np.asarray(sides) != 0),
+                         position, side, &pen_a[0], &pen_b[0])
+
+
+def _sides_of(in_b):
+    """The ``sides`` bits of a boolean array (True = side B)."""
+    cdef uint64_t sides = 0
+    cdef int k
+    for k, flag in enumerate(np.asarray(in_b, dtype=bool)):
+        if flag:
+            sides |= (<uint64_t>1) << k
+    return sides
+
+
+###############################################################################
+# Dasgupta
+
+
+cdef class DasguptaBound(SearchBound):
+    """The triplet bound of Dasgupta's cost.
+
+    Cost of a tree T over S: ``beta * sum_{inner v} |v| W(left, right) =
+    beta * sum_{i<j} w_ij |lca(i, j)|``. Write ``|lca(i, j)| = 2 + #{k in S:
+    k in lca(i, j)}``. In a triple {i, j, k} the tree first joins one pair,
+    say (i, j), and then k: k is not under lca(i, j), while j is under
+    lca(i, k) and i under lca(j, k). So the triple adds ``w_ik + w_jk =
+    (w_ij + w_ik + w_jk) - w_ij`` to the cost, and
+
+    ``cost(T) = beta * (2 W(S) + sum over triples of (sum of its three
+    weights - weight of the pair T joins first))``
+
+    ``>= beta * (2 W(S) + sum over triples of its two smallest weights) =:
+    lower(S)``, since the pair joined first weighs at most the triple's
+    largest weight. Equality for |S| <= 3 and when the tree joins the
+    heaviest pair of every triple first.
+
+    For a split (A, B) of S the same identity gives ``split_cost(A, B) +
+    lower(A) + lower(B) = lower(S) + beta * sum over the triples the split
+    separates of (max weight - weight of the pair kept on one side)``: each
+    separated triple has its two cross pairs paid by the split and the
+    triples inside A or B are counted by lower(A) and lower(B). Every term
+    is non-negative, so a partial assignment of points to sides bounds all
+    its completions from below by the separated triples among the assigned
+    points (``assigned``) plus, for each unassigned u, the cheaper side for
+    the triples (u, i, j) with i and j assigned (disjoint triple sets for
+    distinct u).
+
+    Parameters
+    ----------
+    similarities : ndarray of shape (n, n)
+        Non-negative similarities; the diagonal is ignored.
+    beta : float
+        Inverse temperature of :class:`~sktrellis.energies.Dasgupta`.
+    """
+
+    cdef readonly object w
+    cdef const float64_t* weight
+    cdef Py_ssize_t n
+    cdef readonly double beta
+
+    def __init__(self, similarities, double beta):
+        w = np.array(similarities, dtype=np.float64, order="C")
+        np.fill_diagonal(w, 0.0)
+        cdef const float64_t[:, ::1] view = w
+        self.w = w
+        self.n = w.shape[0]
+        self.weight = &view[0, 0] if self.n else NULL
+        self.beta = beta
+        self.scale = beta
+        # The key of a complete split is its bound already.
+        self.refine = False
+
+    cdef inline double wt(self, int i, int j) noexcept nogil:
+        return self.weight[i * self.n + j]
+
+    cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil:
+        cdef double cross = 0.0
+        cdef int x, y
+        for x in range(m):
+            if side_of(sides, x):
+                continue
+            for y in range(m):
+                if side_of(sides, y):
+                    cross += self.wt(members[x], members[y])
+        return self.beta * m * cross
+
+    cdef double lower_(self, const int* members, int m) noexcept nogil:
+        cdef double pairs = 0.0, largest = 0.0, w_ij
+        cdef int x, y, z, i, j
+        for x in range(m):
+            i = members[x]
+            for y in range(x + 1, m):
+                j = members[y]
+                w_ij = self.wt(i, j)
+                pairs += w_ij
+                for z in range(y + 1, m):
+                    largest += max3(w_ij, self.wt(i, members[z]), self.wt(j, members[z]))
+        # Sum of the two smallest = sum of all three - the largest; each pair
+        # is in m - 2 triples.
+        if m < 3:
+            return self.beta * 2 * pairs
+        return self.beta * (2 * pairs + (m - 2) * pairs - largest)
+
+    cdef void increments_(self, const int* members, int m, uint64_t sides, int position,
+                          int side, double* pen_a, double* pen_b) noexcept nogil:
+        # For each unassigned u and each point i assigned before, the triple
+        # (u, p, i), p = members[position], is separated whichever side u
+        # takes unless all three share one; it then pays (its largest
+        # weight - the weight of the pair kept together).
+        cdef int p = members[position], u, i, x, k
+        cdef double w_up, w_ui, w_pi, largest, add_a, add_b
+        for x in range(position + 1, m):
+            u = members[x]
+            w_up = self.wt(u, p)
+            add_a = 0.0
+            add_b = 0.0
+            for k in range(position):
+                i = members[k]
+                w_ui = self.wt(u, i)
+                w_pi = self.wt(p, i)
+                largest = max3(w_up, w_ui, w_pi)
+                if side == 0:
+                    if side_of(sides, k) == 0:
+                        add_b += largest - w_pi
+                    else:
+                        add_a += largest - w_up
+                        add_b += largest - w_ui
+                else:
+                    if side_of(sides, k) == 0:
+                        add_a += largest - w_ui
+                        add_b += largest - w_up
+                    else:
+                        add_a += largest - w_pi
+            pen_a[x] += add_a
+            pen_b[x] += add_b
+
+
+###############################################################################
+# Hierarchical correlation clustering
+
+
+cdef class CorrelationBound(SearchBound):
+    """A lower bound on the hierarchical correlation-clustering cost.
+
+    A split costs ``beta * (P_cross(A, B) + N(A) + N(B))`` with P the
+    positive weight and N the magnitude of the negative weight inside a set.
+    Summing over a tree, every positive pair is cut exactly once and a
+    negative pair is paid at every inner node below the root that holds it,
+    so ``cost(T over S) = beta * (P(S) + sum over the inner nodes v != root
+    of N(v))`` (singletons hold no pair). The root's two children keep, in
+    every triple of S, at least one pair on one side (two sides, three
+    points), and a kept pair is paid at least at that child. Each pair lies
+    in |S| - 2 triples, so
+
+    ``cost(T) >= beta * (P(S) + sum over triples of the smallest negative
+    magnitude among its pairs / (|S| - 2)) =: lower(S)``.
+
+    For a split (A, B): ``split_cost + lower(A) + lower(B) >= beta * (P(S)
+    + N(A) + N(B))`` as ``P_cross + P(A) + P(B) = P(S)``; with a partial
+    assignment, N(A) + N(B) is at least the negative weight among the
+    assigned points of each side plus, for each unassigned u, the smaller
+    of its negative weight to the assigned points of A and of B.
+    ``lower`` alone is weak (the 1 / (|S| - 2) factor); most of the pruning
+    comes from the split keys.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n, n)
+        Signed weights; the diagonal is ignored.
+    beta : float
+        Inverse temperature of :class:`~sktrellis.energies.CorrelationClustering`.
+    """
+
+    cdef readonly object pos, neg
+    cdef const float64_t* positive
+    cdef const float64_t* negative
+    cdef Py_ssize_t n
+    cdef readonly double beta
+
+    def __init__(self, weights, double beta):
+        weights = np.array(weights, dtype=np.float64)
+        np.fill_diagonal(weights, 0.0)
+        pos = np.ascontiguousarray(weights.clip(min=0))
+        neg = np.ascontiguousarray(-weights.clip(max=0))
+        cdef const float64_t[:, ::1] pos_view = pos
+        cdef const float64_t[:, ::1] neg_view = neg
+        self.pos, self.neg = pos, neg
+        self.n = pos.shape[0]
+        self.positive = &pos_view[0, 0] if self.n else NULL
+        self.negative = &neg_view[0, 0] if self.n else NULL
+        self.beta = beta
+        self.scale = beta
+        # Splits leave in order of the partial-assignment key.
+        self.refine = False
+
+    cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil:
+        cdef double total = 0.0
+        cdef int x, y
+        cdef Py_ssize_t row
+        for x in range(m):
+            row = members[x] * self.n
+            for y in range(x + 1, m):
+                if side_of(sides, x) != side_of(sides, y):
+                    total += self.positive[row + members[y]]
+                else:
+                    total += self.negative[row + members[y]]
+        return self.beta * total
+
+    cdef double base_(self, const int* members, int m) noexcept nogil:
+        cdef double total = 0.0
+        cdef int x, y
+        cdef Py_ssize_t row
+        for x in range(m):
+            row = members[x] * self.n
+            for y in range(x + 1, m):
+                total += self.positive[row + members[y]]
+        return self.beta * total
+
+    cdef double lower_(self, const int* members, int m) noexcept nogil:
+        cdef double kept = 0.0, n_ij
+        cdef int x, y, z, i, j, k
+        if m >= 3:
+            for x in range(m):
+                i = members[x]
+                for y in range(x + 1, m):
+                    j = members[y]
+                    n_ij = self.negative[i * self.n + j]
+                    for z in range(y + 1, m):
+                        k = members[z]
+                        kept += min3(n_ij, self.negative[i * self.n + k],
+                                     self.negative[j * self.n + k])
+            kept /= m - 2
+        return self.base_(members, m) + self.beta * kept
+
+    cdef void increments_(self, const int* members, int m, uint64_t sides, int position,
+                          int side, double* pen_a, double* pen_b) noexcept nogil:
+        cdef double* pen = pen_a if side == 0 else pen_b
+        cdef Py_ssize_t row = members[position] * self.n
+        cdef int x
+        for x in range(position + 1, m):
+            pen[x] += self.negative[row + members[x]]
+
+
+###############################################################################
+# Ginkgo
+
+
+cdef class GinkgoBound(SearchBound):
+    """An upper bound on the Ginkgo log likelihood of any tree over a cluster.
+
+    Write ``n = log(1 - exp(-lam))``. Every inner node v of a tree of
+    non-zero likelihood has ``t_v >= t_cut``, and masses are superadditive
+    (``sqrt t_P >= sqrt t_a + sqrt t_b``), so ``t_P' >= t_b``. Bounds on the
+    two terms of ``log psi``:
+
+    - a leaf child: ``log(1 - exp(-lam t_cut / tau)) - n <= -n`` for any tau;
+      with ``tau = t_P >= t_cut`` (the heavier child) ``<= 0``;
+    - the heavier child when inner (always, once the node has 3 or more
+      points, as inner masses exceed leaf masses 0): with ``t_a >= t_cut``,
+      ``g(t_P, t_a) <= log(lam / t_P) - lam t_cut / t_P - n =: H(t_P)``;
+    - the lighter child when inner: ``g(tau, t_b) = log(lam / tau) - lam
+      t_b / tau - n`` over ``tau >= t_b >= t_cut`` is largest at ``tau =
+      max(lam, 1) t_b`` and then decreases in t_b, so it is at most its
+      value at ``t_b = t_cut``: ``L_inner``.
+
+    So the root split of a cluster S of 3 or more points has ``log psi <=
+    G(t_S) = H(t_S) + max(-n, L_inner) - log(4 pi)``, any inner node at most
+    ``G_max = max(max_{t >= t_cut} G(t), -log(4 pi))`` (the second for two
+    leaves, whose terms are <= 0), and the |S| - 2 inner nodes below the
+    root at most G_max each:
+    ``log phi(T over S) <= G(t_S) + (|S| - 2) G_max``, and ``-inf`` (cost
+    +inf) when ``t_S < t_cut``. It knows nothing of how the points pair
+    up, so it prunes little: expect the gap, not a proof, past small N.
+
+    Parameters
+    ----------
+    momenta : ndarray of shape (n, 4)
+        Four-momenta (E, px, py, pz), validated.
+    lam, t_cut : float
+        Parameters of :class:`~sktrellis.energies.GinkgoLikelihood`.
+    """
+
+    cdef readonly object momenta
+    cdef const float64_t* p4
+    cdef readonly double lam, t_cut
+    cdef double log_lam, log_norm, light_max, node_max
+
+    def __init__(self, momenta, double lam, double t_cut):
+        momenta = np.ascontiguousarray(momenta, dtype=np.float64)
+        cdef const float64_t[:, ::1] view = momenta
+        self.momenta = momenta
+        self.p4 = &view[0, 0] if momenta.shape[0] else NULL
+        self.lam, self.t_cut = lam, t_cut
+        self.log_lam = log(lam)
+        self.log_norm = log(-np.expm1(-lam))
+        cdef double t_star = max(lam, 1.0) * t_cut
+        self.light_max = max(-self.log_norm,
+                             log(lam / t_star) - lam * t_cut / t_star - self.log_norm)
+        # H(t) = log(lam / t) - lam t_cut / t - n peaks at t = lam t_cut (or t_cut).
+        self.node_max = max(self.root_bound(max(lam * t_cut, t_cut)), -log(4 * M_PI))
+        self.scale = 0.0
+        # The split order comes from the complete split's own bound.
+        self.refine = True
+
+    cdef inline double root_bound(self, double mass2) noexcept nogil:
+        return (self.log_lam - log(mass2) - self.lam * self.t_cut / mass2 - self.log_norm
+                + self.light_max - log(4 * M_PI))
+
+    cdef double mass2(self, const int* members, int m, uint64_t sides, int side) noexcept nogil:
+        """t of the points of ``members`` on ``side`` (leaves: 0)."""
+        cdef double total[4]
+        cdef int x, c, count = 0
+        total[0] = total[1] = total[2] = total[3] = 0.0
+        for x in range(m):
+            if side_of(sides, x) == side:
+                count += 1
+                for c in range(4):
+                    total[c] += self.p4[4 * members[x] + c]
+        if count < 2:
+            return 0.0
+        return total[0] * total[0] - total[1] * total[1] - total[2] * total[2] - total[3] * total[3]
+
+    cdef inline double child_term(self, double tau, double t) noexcept nogil:
+        # g(tau, t) of DESIGN.md section 6.
+        if tau <= 0.0:
+            return -INFINITY
+        if t > 0.0:
+            return self.log_lam - log(tau) - self.lam * t / tau - self.log_norm
+        return log1p(-exp(-self.lam * self.t_cut / tau)) - self.log_norm
+
+    cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil:
+        cdef double t_parent = self.mass2(members, m, 0, 0)
+        cdef double t_left = self.mass2(members, m, sides, 0)
+        cdef double t_right = self.mass2(members, m, sides, 1)
+        cdef double heavy = max(t_left, t_right), light = min(t_left, t_right), root
+        if t_parent < self.t_cut:
+            return INFINITY
+        root = sqrt(max(t_parent, 0.0)) - sqrt(max(heavy, 0.0))
+        return -(self.child_term(t_parent, heavy) + self.child_term(root * root, light)
+                 - log(4 * M_PI))
+
+    cdef double lower_(self, const int* members, int m) noexcept nogil:
+        cdef double t
+        if m == 1:
+            return 0.0
+        if m == 2:
+            return self.split_cost_(members, m, 2)
+        t = self.mass2(members, m, 0, 0)
+        if t < self.t_cut:
+            return INFINITY
+        return -(self.root_bound(t) + (m - 2) * self.node_max)
