@@ -162,8 +162,6 @@ def test_generator_yields_every_split_once_above_its_key(kind, size, global_rand
 @pytest.mark.parametrize("incumbent", ["sparse", "beam"])
 def test_search_finds_the_trellis_map(kind, n_points, incumbent, global_random_seed):
     """Proven optimal, equal to the exact trellis, with and without an incumbent."""
-    if kind == "ginkgo" and n_points > 5:
-        pytest.skip("the Ginkgo bound prunes little: 2.5 s at N = 8 (brute force covers N = 6)")
     rng = np.random.default_rng(global_random_seed + n_points)
     energy, X = _problem(kind, n_points, rng)
     exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
@@ -332,3 +330,17 @@ def test_restored_common_checks(global_random_seed):
         again.labels_, clone(model).set_params(max_clusters=1).fit(X).labels_)
     # check_positive_only_tag_during_fit: negative features are fine.
     clone(model).fit(X - 100.0)
+
+
+@pytest.mark.parametrize("n_points", [11, 13])
+def test_ginkgo_past_the_exact_clusters(n_points, global_random_seed):
+    """Clusters above the bound's exact size are searched: still the trellis MAP."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem("ginkgo", n_points, rng)
+    exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
+    bound = search_bound(energy, X)
+    assert bound.exact_size < n_points
+    search = _search(energy, X)
+    assert -search.upper == pytest.approx(exact, rel=1e-9, abs=1e-9)
+    merges, log_potentials = search.merges()
+    assert log_potentials.sum() == pytest.approx(exact, rel=1e-9, abs=1e-9)

@@ -110,7 +110,11 @@ cdef struct Generator:
     int64_t n_pushed
     vector[HeapEntry] heap
     vector[PartialState] states
-    vector[double] penalties      # 2 m per state slot: pen_A then pen_B
+    # pen_A then pen_B of every state slot, `width` each: m, or 0 for a
+    # bound blind to the assignment (scale 0), whose states then take no
+    # memory for them.
+    int width
+    vector[double] penalties
     vector[int] free_slots
 
 
@@ -159,7 +163,7 @@ cdef int new_slot(Generator* g) except -1 nogil:
         return slot
     slot = <int>g.states.size()
     g.states.resize(slot + 1)
-    g.penalties.resize(<size_t>(slot + 1) * 2 * g.m)
+    g.penalties.resize(<size_t>(slot + 1) * 2 * g.width)
     return slot
 
 
@@ -191,8 +195,9 @@ cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t si
     g.states[slot].n_assigned = n_assigned
     g.states[slot].sides = sides
     g.states[slot].assigned = assigned
-    memcpy(&g.penalties[<size_t>slot * 2 * m], pen_a, m * sizeof(double))
-    memcpy(&g.penalties[<size_t>slot * 2 * m + m], pen_b, m * sizeof(double))
+    if g.width:
+        memcpy(&g.penalties[<size_t>slot * 2 * m], pen_a, m * sizeof(double))
+        memcpy(&g.penalties[<size_t>slot * 2 * m + m], pen_b, m * sizeof(double))
     g.n_pushed += 1
     entry.key = key
     entry.order = g.n_pushed
@@ -207,6 +212,7 @@ cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask) except 
     g.m = members_of(mask, g.members)
     g.base = bound.base_(g.members, g.m)
     g.n_pushed = 0
+    g.width = g.m if bound.scale != 0.0 else 0
     memset(pen_a, 0, g.m * sizeof(double))
     memset(pen_b, 0, g.m * sizeof(double))
     bound.increments_(g.members, g.m, 0, 0, 0, pen_a, pen_b)
@@ -249,8 +255,12 @@ cdef int pop_split(Generator* g, SearchBound bound, double ceiling, uint64_t* si
                 sides_out[0] = state.sides
                 return 1
             continue
-        memcpy(pen_a, &g.penalties[<size_t>entry.slot * 2 * m], m * sizeof(double))
-        memcpy(pen_b, &g.penalties[<size_t>entry.slot * 2 * m + m], m * sizeof(double))
+        if g.width:
+            memcpy(pen_a, &g.penalties[<size_t>entry.slot * 2 * m], m * sizeof(double))
+            memcpy(pen_b, &g.penalties[<size_t>entry.slot * 2 * m + m], m * sizeof(double))
+        else:
+            memset(pen_a, 0, m * sizeof(double))
+            memset(pen_b, 0, m * sizeof(double))
         for side in range(2):
             new_sides = state.sides | ((<uint64_t>side) << n_assigned)
             paid = state.assigned + (pen_a[n_assigned] if side == 0 else pen_b[n_assigned])
@@ -319,6 +329,39 @@ cdef struct Split:
     double cost
     int a, b          # cluster ids of the two sides, a holding the lower point
 
+cdef struct SplitKey:
+    double key        # cost + lower(A) + lower(B), as last computed
+    int index         # into the cluster's splits
+
+
+cdef int split_heap_push(vector[SplitKey]& heap, SplitKey entry) except -1 nogil:
+    heap.push_back(entry)
+    cdef size_t child = heap.size() - 1, parent
+    while child > 0:
+        parent = (child - 1) // 2
+        if heap[parent].key <= entry.key:
+            break
+        heap[child] = heap[parent]
+        child = parent
+    heap[child] = entry
+    return 0
+
+
+cdef void split_heap_sift_down(vector[SplitKey]& heap, size_t hole) noexcept nogil:
+    cdef SplitKey moving = heap[hole]
+    cdef size_t n = heap.size(), child
+    while True:
+        child = 2 * hole + 1
+        if child >= n:
+            break
+        if child + 1 < n and heap[child + 1].key < heap[child].key:
+            child += 1
+        if heap[child].key >= moving.key:
+            break
+        heap[hole] = heap[child]
+        hole = child
+    heap[hole] = moving
+
 
 cdef enum:
     # Reasons ``run`` returns.
@@ -357,8 +400,9 @@ cdef class BestFirstSearch:
     cdef vector[char] solved_flag
     cdef vector[uint64_t] seed     # mask A of the incumbent's split, generated again later
     cdef vector[vector[Split]] splits
+    cdef vector[vector[SplitKey]] split_heap   # the open splits, see ``revise``
     cdef vector[Generator] generators
-    cdef vector[int] path
+    cdef vector[int] path, path_split
     cdef readonly int64_t n_states, n_expanded, n_splits, n_iterations
     cdef int root
 
@@ -377,8 +421,6 @@ cdef class BestFirstSearch:
         cdef unordered_map[uint64_t, int].iterator found = self.index.find(mask)
         cdef int members[MAX_SEARCH_POINTS]
         cdef int node, m
-        cdef double cost
-        cdef Split split
         if found != self.index.end():
             return deref(found).second
         node = <int>self.mask.size()
@@ -393,22 +435,47 @@ cdef class BestFirstSearch:
         self.solved_flag.push_back(0)
         self.seed.push_back(0)
         self.splits.push_back(vector[Split]())
+        self.split_heap.push_back(vector[SplitKey]())
         self.n_states += 1
         if m == 1:
             self.lower_bound[node] = 0.0
             self.upper_bound[node] = 0.0
             self.solved_flag[node] = 1
-        elif m == 2:
-            cost = self.bound.split_cost_(members, m, 2)
-            self.lower_bound[node] = cost
-            self.upper_bound[node] = cost
-            split.cost = cost
-            split.a = self.cluster((<uint64_t>1) << members[0])
-            split.b = self.cluster((<uint64_t>1) << members[1])
-            self.splits[node].push_back(split)
-            self.best[node] = 0
-            self.solved_flag[node] = 1
+        elif m == 2 or m <= self.bound.exact_size:
+            self.solve_exactly(node, members, m)
         return node
+
+    cdef int solve_exactly(self, int node, const int* members, int m) except -1 nogil:
+        """Solve a cluster by trying every split, its parts solved the same way.
+
+        The parts are clusters of the map, so each subset is solved once
+        however many clusters share it: the trellis recursion over the
+        subsets of the small clusters the search reaches.
+        """
+        cdef uint64_t sides, a, full = self.mask[node]
+        cdef Split split, best
+        cdef double value, best_value = INFINITY
+        best.a = best.b = -1
+        best.cost = INFINITY
+        # sides: bit k set <=> members[k] in B; members[0] stays in A.
+        for sides in range(2, (<uint64_t>1) << m, 2):
+            split.cost = self.bound.split_cost_(members, m, sides)
+            if not split.cost < INFINITY:
+                continue
+            a = side_a_mask(members, m, sides)
+            split.a = self.cluster(a)
+            split.b = self.cluster(full ^ a)
+            value = split.cost + self.upper_bound[split.a] + self.upper_bound[split.b]
+            if value < best_value:
+                best_value, best = value, split
+        self.n_splits += ((<uint64_t>1) << (m - 1)) - 1
+        self.lower_bound[node] = best_value
+        self.upper_bound[node] = best_value
+        if best.a >= 0:
+            self.splits[node].push_back(best)
+            self.best[node] = 0
+        self.solved_flag[node] = 1
+        return 0
 
     def add_tree(self, masks_a, masks_b):
         """Seed the upper bounds with a tree: the (A, B) masks of its splits, children first."""
@@ -433,25 +500,58 @@ cdef class BestFirstSearch:
                 if b >> members[k] & 1:
                     sides |= (<uint64_t>1) << k
             split.cost = self.bound.split_cost_(members, m, sides)
-            self.splits[node].push_back(split)
+            self.add_split(node, split)
             self.seed[node] = a
-            self.revise(node, NULL, NULL)
+            self.revise(node, -1, NULL, NULL)
 
-    cdef int revise(self, int node, double* follow_value, double* next_out) except -2 nogil:
-        """Recompute the bounds of ``node`` from its splits; return the split to follow (or -1)."""
-        cdef vector[Split]* node_splits = &self.splits[node]
-        cdef int follow = -1, k
-        cdef double best_value = INFINITY, value, upper, lower, key
+    cdef int add_split(self, int node, Split split) except -1 nogil:
+        cdef SplitKey entry
+        entry.index = <int>self.splits[node].size()
+        entry.key = split.cost + self.lower_bound[split.a] + self.lower_bound[split.b]
+        self.splits[node].push_back(split)
+        split_heap_push(self.split_heap[node], entry)
+        self.improve_upper(node, entry.index)
+        return 0
+
+    cdef inline void improve_upper(self, int node, int k) noexcept nogil:
+        cdef Split* split = &self.splits[node][k]
+        cdef double upper = split.cost + self.upper_bound[split.a] + self.upper_bound[split.b]
+        if upper < self.upper_bound[node]:
+            self.upper_bound[node] = upper
+            self.best[node] = k
+
+    cdef int revise(self, int node, int followed, double* follow_value,
+                    double* next_out) except -2 nogil:
+        """Revise the bounds of ``node``; return the split to follow (or -1).
+
+        The splits sit in a heap keyed by ``cost + lower(A) + lower(B)`` as
+        last computed. Lower bounds only rise, so a stale key is still a
+        lower bound: refreshing the top until it is current finds the
+        smallest without rescanning every split (the root of a Ginkgo search
+        holds tens of thousands). The upper bound (a real tree's cost) is
+        revised from each split refreshed and from ``followed``, the split
+        the walk went down, whose parts' subtrees may have improved.
+        """
+        cdef vector[SplitKey]* heap = &self.split_heap[node]
+        cdef int follow = -1
+        cdef double best_value = INFINITY, value, lower, key
         cdef Split* split
-        for k in range(<int>node_splits.size()):
-            split = &node_splits[0][k]
+        if followed >= 0:
+            self.improve_upper(node, followed)
+        while not heap.empty():
+            follow = heap[0][0].index
+            split = &self.splits[node][follow]
             value = split.cost + self.lower_bound[split.a] + self.lower_bound[split.b]
-            if value < best_value:
-                follow, best_value = k, value
-            upper = split.cost + self.upper_bound[split.a] + self.upper_bound[split.b]
-            if upper < self.upper_bound[node]:
-                self.upper_bound[node] = upper
-                self.best[node] = k
+            self.improve_upper(node, follow)
+            if value > heap[0][0].key:
+                heap[0][0].key = value
+                split_heap_sift_down(heap[0], 0)
+                continue
+            # A key a hair too high (a part's lower bound snapped down to its
+            # cost when it was solved) only needs lowering at the top.
+            heap[0][0].key = value
+            best_value = value
+            break
         if self.generator[node] < 0:
             # Not expanded yet: its own bound stands for every split.
             key = self.lower_bound[node]
@@ -465,6 +565,7 @@ cdef class BestFirstSearch:
             self.solved_flag[node] = 1
             if self.generator[node] >= 0:
                 self.n_states -= release_generator(&self.generators[self.generator[node]])
+            vector[SplitKey]().swap(heap[0])
         if follow_value != NULL:
             follow_value[0] = best_value
             next_out[0] = key
@@ -496,7 +597,7 @@ cdef class BestFirstSearch:
             # Creating clusters never moves the generators.
             split.a = self.cluster(a)
             split.b = self.cluster(self.mask[node] ^ a)
-            self.splits[node].push_back(split)
+            self.add_split(node, split)
             self.n_splits += 1
             return 0
 
@@ -505,15 +606,17 @@ cdef class BestFirstSearch:
         cdef int node = self.root, follow, a, b, k
         cdef double value, key
         self.path.clear()
+        self.path_split.clear()
         while True:
-            follow = self.revise(node, &value, &key)
+            follow = self.revise(node, -1, &value, &key)
             if self.solved_flag[node]:
                 break
             if key <= value:
                 self.expand(node)
-                self.revise(node, NULL, NULL)
+                self.revise(node, -1, NULL, NULL)
                 break
             self.path.push_back(node)
+            self.path_split.push_back(follow)
             a = self.splits[node][follow].a
             b = self.splits[node][follow].b
             # Both solved would make ``value`` a tree cost, hence the node solved.
@@ -522,7 +625,7 @@ cdef class BestFirstSearch:
             else:
                 node = a
         for k in range(<int>self.path.size() - 1, -1, -1):
-            self.revise(self.path[k], NULL, NULL)
+            self.revise(self.path[k], self.path_split[k], NULL, NULL)
         self.n_iterations += 1
         return 0
 

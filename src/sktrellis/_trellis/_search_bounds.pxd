@@ -22,6 +22,11 @@ cdef class SearchBound:
     # Whether a complete split's key should be raised to its own bound
     # split_cost + lower(A) + lower(B) (for bounds blind to the assignment).
     cdef readonly bint refine
+    # Clusters of at most this many points are solved exactly on creation,
+    # by the recursion over all their splits (memoised in the search's
+    # cluster map), instead of searched: worth it where the bound prunes
+    # little.
+    cdef readonly int exact_size
 
     cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil
     cdef double lower_(self, const int* members, int m) noexcept nogil

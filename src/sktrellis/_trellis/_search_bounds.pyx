@@ -369,6 +369,9 @@ cdef class GinkgoBound(SearchBound):
         Four-momenta (E, px, py, pz), validated.
     lam, t_cut : float
         Parameters of :class:`~sktrellis.energies.GinkgoLikelihood`.
+    exact_size : int, default=10
+        Clusters of at most this many points are solved exactly (the bound
+        would have the search enumerate their splits anyway).
     """
 
     cdef readonly object momenta
@@ -376,7 +379,7 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly double lam, t_cut
     cdef double log_lam, log_norm, light_max, node_max
 
-    def __init__(self, momenta, double lam, double t_cut):
+    def __init__(self, momenta, double lam, double t_cut, int exact_size=10):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
         cdef const float64_t[:, ::1] view = momenta
         self.momenta = momenta
@@ -392,6 +395,7 @@ cdef class GinkgoBound(SearchBound):
         self.scale = 0.0
         # The split order comes from the complete split's own bound.
         self.refine = True
+        self.exact_size = exact_size
 
     cdef inline double root_bound(self, double mass2) noexcept nogil:
         return (self.log_lam - log(mass2) - self.lam * self.t_cut / mass2 - self.log_norm
