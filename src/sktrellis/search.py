@@ -18,6 +18,11 @@ from .sparse import SparseTrellisClustering
 
 # Longest the search kernel runs between two checks of the budget and Ctrl-C.
 _SLICE_SECONDS = 0.1
+# Memory the search may take by default, and a state's size besides its
+# penalties (heap entry, record, container slack; measured: 76 bytes for
+# Ginkgo, whose states carry none).
+_DEFAULT_MEMORY = 2 * 2**30
+_STATE_BYTES = 64
 
 
 ###############################################################################
@@ -51,12 +56,13 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     max_time : float, default=None
         Stop after this many seconds (checked about every 0.1 s); None
         means no limit.
-    max_clusters : int, default=3_000_000
+    max_clusters : int, default=None
         Stop when this many search states are stored (clusters plus open
-        partial splits of the lazy generators): the memory cap. A partial
-        split holds two penalties per point of its cluster: measured peaks
-        are about 0.7 KB per state for Dasgupta at N = 40 (so the default
-        stays under about 2 GB) and 0.05 KB for Ginkgo.
+        partial splits of the lazy generators): the memory cap. None means
+        as many as fit in about 2 GiB: a state takes about 64 bytes, plus
+        two float64 penalties per point for the Dasgupta and correlation
+        bounds (measured peaks: 0.7 KB per state for Dasgupta at N = 40,
+        0.08 KB for Ginkgo).
     incumbent : {"sparse", "beam"}, default="sparse"
         The tree the search starts from: the MAP of a
         :class:`~sktrellis.SparseTrellisClustering` (seeded by beam search;
@@ -129,14 +135,14 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     _parameter_constraints = {
         "energy": [HasMethods(["split_potential"]), None],
         "max_time": [Interval(Real, 0, None, closed="neither"), None],
-        "max_clusters": [Interval(Integral, 1, None, closed="left")],
+        "max_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "incumbent": [StrOptions({"sparse", "beam"})],
         "beam_width": [Interval(Integral, 1, None, closed="left")],
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
     }
 
-    def __init__(self, energy=None, *, max_time=None, max_clusters=3_000_000, incumbent="sparse",
+    def __init__(self, energy=None, *, max_time=None, max_clusters=None, incumbent="sparse",
                  beam_width=5, n_clusters=2, verbose=0):
         self.energy = energy
         self.max_time = max_time
@@ -167,8 +173,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         X = self._validate_training_data(X)
         n_points = len(X)
         energy = self._energy()
+        bound = search_bound(energy, X)
         # Before the incumbent: refuses more than 64 points at once.
-        search = BestFirstSearch(search_bound(energy, X), n_points)
+        search = BestFirstSearch(bound, n_points)
         start = time.perf_counter()
         if self.incumbent == "beam":
             tree = beam_search(energy.merge_model(X), self.beam_width)[0]
@@ -179,7 +186,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             incumbent = sparse.map_log_potential_
         masks = masks_from_merges(merges, n_points)
         search.add_tree([masks[a] for a, _ in merges], [masks[b] for _, b in merges])
-        self.stop_reason_ = self._run(search, start)
+        self.stop_reason_ = self._run(search, bound, start)
         if not np.isfinite(search.upper):
             if self.stop_reason_ == "optimal":
                 raise ValueError(
@@ -201,8 +208,12 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         self.n_clusters_stored_ = search.n_clusters
         return self
 
-    def _run(self, search, start):
+    def _run(self, search, bound, start):
         deadline = np.inf if self.max_time is None else start + self.max_time
+        max_states = self.max_clusters
+        if max_states is None:
+            state_bytes = _STATE_BYTES + (16 * search.n_points if bound.scale else 0)
+            max_states = _DEFAULT_MEMORY // state_bytes
         report = start + 1.0
         reason = "optimal"
         try:
@@ -217,7 +228,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 # The kernel runs without the GIL in slices of at most this
                 # long: Ctrl-C, the clock and the report are checked between.
                 outcome = search.run(seconds=min(_SLICE_SECONDS, deadline - now),
-                                     max_states=self.max_clusters)
+                                     max_states=max_states)
                 if outcome == "max_states":
                     reason = "max_clusters"
                     break
