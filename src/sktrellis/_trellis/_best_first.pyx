@@ -93,41 +93,39 @@ cdef inline uint64_t side_a_mask(const int* members, int m, uint64_t sides) noex
 cdef enum:
     MAX_POPS = 4096
 
-cdef struct HeapEntry:
+cdef struct PartialState:
     double key
     int64_t order      # ties go to the newest state: depth first
-    int slot
-
-cdef struct PartialState:
-    int n_assigned
     uint64_t sides
     double assigned    # what the assigned points pay already
+    int n_assigned
+    int penalties      # slot of its penalties in the pool of its size, -1 none
 
 cdef struct Generator:
     int m
     int members[MAX_SEARCH_POINTS]
     double base
     int64_t n_pushed
-    vector[HeapEntry] heap
-    vector[PartialState] states
-    # pen_A then pen_B of every state slot, `width` each: m, or 0 for a
-    # bound blind to the assignment (scale 0), whose states then take no
-    # memory for them.
-    int width
-    vector[double] penalties
-    vector[int] free_slots
+    vector[PartialState] heap
+    # A state with r points still unassigned keeps pen_A and pen_B of just
+    # those points, 2 r doubles in pool r (only they are read again), so a
+    # deep state costs little; a bound blind to the assignment (scale 0)
+    # keeps none.
+    bint keeps_penalties
+    vector[vector[double]] pool
+    vector[vector[int]] free_slots
 
 
-cdef inline bint entry_before(const HeapEntry* x, const HeapEntry* y) noexcept nogil:
+cdef inline bint state_before(const PartialState* x, const PartialState* y) noexcept nogil:
     return x.key < y.key or (x.key == y.key and x.order > y.order)
 
 
-cdef int heap_push(vector[HeapEntry]& heap, HeapEntry entry) except -1 nogil:
+cdef int heap_push(vector[PartialState]& heap, PartialState entry) except -1 nogil:
     heap.push_back(entry)
     cdef size_t child = heap.size() - 1, parent
     while child > 0:
         parent = (child - 1) // 2
-        if not entry_before(&entry, &heap[parent]):
+        if not state_before(&entry, &heap[parent]):
             break
         heap[child] = heap[parent]
         child = parent
@@ -135,8 +133,8 @@ cdef int heap_push(vector[HeapEntry]& heap, HeapEntry entry) except -1 nogil:
     return 0
 
 
-cdef HeapEntry heap_pop(vector[HeapEntry]& heap) noexcept nogil:
-    cdef HeapEntry top = heap[0], last = heap.back()
+cdef PartialState heap_pop(vector[PartialState]& heap) noexcept nogil:
+    cdef PartialState top = heap[0], last = heap.back()
     heap.pop_back()
     cdef size_t n = heap.size(), hole = 0, child
     if n == 0:
@@ -145,9 +143,9 @@ cdef HeapEntry heap_pop(vector[HeapEntry]& heap) noexcept nogil:
         child = 2 * hole + 1
         if child >= n:
             break
-        if child + 1 < n and entry_before(&heap[child + 1], &heap[child]):
+        if child + 1 < n and state_before(&heap[child + 1], &heap[child]):
             child += 1
-        if not entry_before(&heap[child], &last):
+        if not state_before(&heap[child], &last):
             break
         heap[hole] = heap[child]
         hole = child
@@ -155,16 +153,37 @@ cdef HeapEntry heap_pop(vector[HeapEntry]& heap) noexcept nogil:
     return top
 
 
-cdef int new_slot(Generator* g) except -1 nogil:
-    cdef int slot
-    if not g.free_slots.empty():
-        slot = g.free_slots.back()
-        g.free_slots.pop_back()
-        return slot
-    slot = <int>g.states.size()
-    g.states.resize(slot + 1)
-    g.penalties.resize(<size_t>(slot + 1) * 2 * g.width)
+cdef int store_penalties(Generator* g, int n_assigned, const double* pen_a,
+                         const double* pen_b) except -2 nogil:
+    """Keep pen_A, pen_B of the unassigned points; returns the slot (-1: nothing kept)."""
+    cdef int r = g.m - n_assigned, slot
+    if not g.keeps_penalties or r == 0:
+        return -1
+    if not g.free_slots[r].empty():
+        slot = g.free_slots[r].back()
+        g.free_slots[r].pop_back()
+    else:
+        slot = <int>(g.pool[r].size() // (2 * r))
+        g.pool[r].resize(g.pool[r].size() + 2 * r)
+    memcpy(&g.pool[r][<size_t>slot * 2 * r], &pen_a[n_assigned], r * sizeof(double))
+    memcpy(&g.pool[r][<size_t>slot * 2 * r + r], &pen_b[n_assigned], r * sizeof(double))
     return slot
+
+
+cdef int load_penalties(Generator* g, const PartialState* state, double* pen_a,
+                        double* pen_b) except -1 nogil:
+    """pen_A, pen_B of a popped state (zero where not kept); frees its slot."""
+    cdef int r = g.m - state.n_assigned
+    memset(pen_a, 0, g.m * sizeof(double))
+    memset(pen_b, 0, g.m * sizeof(double))
+    if state.penalties < 0:
+        return 0
+    memcpy(&pen_a[state.n_assigned], &g.pool[r][<size_t>state.penalties * 2 * r],
+           r * sizeof(double))
+    memcpy(&pen_b[state.n_assigned], &g.pool[r][<size_t>state.penalties * 2 * r + r],
+           r * sizeof(double))
+    g.free_slots[r].push_back(state.penalties)
+    return 0
 
 
 cdef double split_key(Generator* g, SearchBound bound, uint64_t sides) noexcept nogil:
@@ -183,26 +202,21 @@ cdef double split_key(Generator* g, SearchBound bound, uint64_t sides) noexcept 
 
 cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t sides,
                     double assigned, const double* pen_a, const double* pen_b) except -1 nogil:
-    cdef int m = g.m, k, slot
-    cdef double free_part = 0.0, key
-    cdef HeapEntry entry
-    for k in range(n_assigned, m):
+    cdef int k
+    cdef double free_part = 0.0
+    cdef PartialState state
+    for k in range(n_assigned, g.m):
         free_part += pen_a[k] if pen_a[k] < pen_b[k] else pen_b[k]
-    key = g.base + bound.scale * (assigned + free_part)
-    if bound.refine and n_assigned == m and sides:
-        key = max(key, split_key(g, bound, sides))
-    slot = new_slot(g)
-    g.states[slot].n_assigned = n_assigned
-    g.states[slot].sides = sides
-    g.states[slot].assigned = assigned
-    if g.width:
-        memcpy(&g.penalties[<size_t>slot * 2 * m], pen_a, m * sizeof(double))
-        memcpy(&g.penalties[<size_t>slot * 2 * m + m], pen_b, m * sizeof(double))
+    state.key = g.base + bound.scale * (assigned + free_part)
+    if bound.refine and n_assigned == g.m and sides:
+        state.key = max(state.key, split_key(g, bound, sides))
     g.n_pushed += 1
-    entry.key = key
-    entry.order = g.n_pushed
-    entry.slot = slot
-    heap_push(g.heap, entry)
+    state.order = g.n_pushed
+    state.sides = sides
+    state.assigned = assigned
+    state.n_assigned = n_assigned
+    state.penalties = store_penalties(g, n_assigned, pen_a, pen_b)
+    heap_push(g.heap, state)
     return 0
 
 
@@ -212,7 +226,9 @@ cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask) except 
     g.m = members_of(mask, g.members)
     g.base = bound.base_(g.members, g.m)
     g.n_pushed = 0
-    g.width = g.m if bound.scale != 0.0 else 0
+    g.keeps_penalties = bound.scale != 0.0
+    g.pool.resize(g.m + 1)
+    g.free_slots.resize(g.m + 1)
     memset(pen_a, 0, g.m * sizeof(double))
     memset(pen_b, 0, g.m * sizeof(double))
     bound.increments_(g.members, g.m, 0, 0, 0, pen_a, pen_b)
@@ -237,17 +253,15 @@ cdef int pop_split(Generator* g, SearchBound bound, double ceiling, uint64_t* si
     cdef double new_a[MAX_SEARCH_POINTS]
     cdef double new_b[MAX_SEARCH_POINTS]
     cdef int m = g.m, side, n_assigned, pops
-    cdef HeapEntry entry
     cdef PartialState state
     cdef uint64_t new_sides
     cdef double threshold = ceiling - tolerance(ceiling), paid
     for pops in range(MAX_POPS):
         if g.heap.empty():
             return 0
-        entry = heap_pop(g.heap)
-        state = g.states[entry.slot]
-        g.free_slots.push_back(entry.slot)
-        if entry.key >= threshold:
+        state = heap_pop(g.heap)
+        load_penalties(g, &state, pen_a, pen_b)
+        if state.key >= threshold:
             continue
         n_assigned = state.n_assigned
         if n_assigned == m:
@@ -255,12 +269,6 @@ cdef int pop_split(Generator* g, SearchBound bound, double ceiling, uint64_t* si
                 sides_out[0] = state.sides
                 return 1
             continue
-        if g.width:
-            memcpy(pen_a, &g.penalties[<size_t>entry.slot * 2 * m], m * sizeof(double))
-            memcpy(pen_b, &g.penalties[<size_t>entry.slot * 2 * m + m], m * sizeof(double))
-        else:
-            memset(pen_a, 0, m * sizeof(double))
-            memset(pen_b, 0, m * sizeof(double))
         for side in range(2):
             new_sides = state.sides | ((<uint64_t>side) << n_assigned)
             paid = state.assigned + (pen_a[n_assigned] if side == 0 else pen_b[n_assigned])
@@ -274,10 +282,9 @@ cdef int pop_split(Generator* g, SearchBound bound, double ceiling, uint64_t* si
 cdef size_t release_generator(Generator* g) noexcept nogil:
     """Free a generator's states; returns how many were open."""
     cdef size_t n_open = g.heap.size()
-    vector[HeapEntry]().swap(g.heap)
-    vector[PartialState]().swap(g.states)
-    vector[double]().swap(g.penalties)
-    vector[int]().swap(g.free_slots)
+    vector[PartialState]().swap(g.heap)
+    vector[vector[double]]().swap(g.pool)
+    vector[vector[int]]().swap(g.free_slots)
     return n_open
 
 
