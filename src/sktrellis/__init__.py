@@ -2,7 +2,7 @@
 from ._many import fit_many
 from .flat import ExactFlatClustering
 from .hierarchical import ExactHierarchicalClustering
-from .search import BestFirstHierarchicalClustering
+from .best_first import BestFirstHierarchicalClustering
 from .sparse import SparseTrellisClustering
 from .tree import Tree
 

@@ -16,7 +16,7 @@ the four-momenta, for one cluster at a time. A bound provides
   ``_search_bounds.pxd``), by which the search generates the splits of a
   cluster lazily, in order of that bound.
 
-Each class's docstring proves its bound; ``tests/test_search.py`` checks it
+Each class's docstring proves its bound; ``tests/test_best_first.py`` checks it
 on every subset against the exact trellis. Everything here trusts its input
 (validated by ``sktrellis.energies._bounds.search_bound``).
 """

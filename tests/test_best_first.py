@@ -9,7 +9,7 @@ from sklearn.datasets import make_blobs
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import BestFirstHierarchicalClustering, ExactHierarchicalClustering
-from sktrellis import search as search_module
+from sktrellis import best_first as search_module
 from sktrellis.datasets import make_jets
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
 from sktrellis.energies._bounds import search_bound

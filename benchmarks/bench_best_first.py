@@ -12,8 +12,8 @@
     next to beam search, the sparse trellis and (N <= 20) the exact MAP of
     the trellis (log likelihoods).
 
-    python benchmarks/bench_search.py                      # all parts
-    python benchmarks/bench_search.py --part b --sizes 32 40 --budget 600
+    python benchmarks/bench_best_first.py                      # all parts
+    python benchmarks/bench_best_first.py --part b --sizes 32 40 --budget 600
 """
 import argparse
 import time
