@@ -224,6 +224,7 @@ cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask) except 
     cdef double pen_a[MAX_SEARCH_POINTS]
     cdef double pen_b[MAX_SEARCH_POINTS]
     g.m = members_of(mask, g.members)
+    bound.order_(g.members, g.m)
     g.base = bound.base_(g.members, g.m)
     g.n_pushed = 0
     g.keeps_penalties = bound.scale != 0.0
@@ -323,10 +324,15 @@ cdef class SplitGenerator:
 
     def pop_split(self, double ceiling=INFINITY):
         """The next split (boolean ``in_a`` over the members) below ``ceiling``, or None."""
-        cdef uint64_t sides
+        cdef uint64_t sides, a
+        cdef int k
         if not pop_split(&self.g[0], self.bound, ceiling, &sides):
             return None
-        return np.array([not (sides >> k) & 1 for k in range(self.g[0].m)], dtype=bool)
+        a = side_a_mask(self.g[0].members, self.g[0].m, sides)
+        # In the order of the sorted members, the lowest on side A.
+        in_a = np.array(sorted(self.g[0].members[k] for k in range(self.g[0].m)))
+        in_a = np.array([bool(a >> int(i) & 1) for i in in_a])
+        return in_a if in_a[0] else ~in_a
 
 
 ###############################################################################
@@ -598,6 +604,8 @@ cdef class BestFirstSearch:
             if not found:
                 return 0
             a = side_a_mask(g.members, g.m, sides)
+            if not a & self.mask[node] & (~self.mask[node] + 1):
+                a ^= self.mask[node]
             if a == self.seed[node]:
                 continue
             split.cost = self.bound.split_cost_(g.members, g.m, sides)

@@ -33,3 +33,6 @@ cdef class SearchBound:
     cdef double base_(self, const int* members, int m) noexcept nogil
     cdef void increments_(self, const int* members, int m, uint64_t sides, int position,
                           int side, double* pen_a, double* pen_b) noexcept nogil
+    # The order in which the split generator assigns a cluster's points
+    # (in place; any order is correct, a good one prunes sooner).
+    cdef void order_(self, int* members, int m) noexcept nogil
