@@ -205,7 +205,8 @@ def test_structured_data_past_the_trellis():
 def test_budget_stop_reports_a_valid_gap(kind, global_random_seed):
     """Stopped early: the exact MAP lies between the tree found and the bound."""
     rng = np.random.default_rng(global_random_seed)
-    energy, X = _problem(kind, 11, rng)
+    # Above the Ginkgo bound's exact size, so that the root is searched.
+    energy, X = _problem(kind, 13, rng)
     exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
     model = BestFirstHierarchicalClustering(energy, max_clusters=1, incumbent="beam", beam_width=1)
     with pytest.warns(UserWarning, match=r"stopped \(max_clusters\) before proving"):
@@ -332,7 +333,7 @@ def test_restored_common_checks(global_random_seed):
     clone(model).fit(X - 100.0)
 
 
-@pytest.mark.parametrize("n_points", [11, 13])
+@pytest.mark.parametrize("n_points", [13, 14])
 def test_ginkgo_past_the_exact_clusters(n_points, global_random_seed):
     """Clusters above the bound's exact size are searched: still the trellis MAP."""
     rng = np.random.default_rng(global_random_seed)

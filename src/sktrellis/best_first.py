@@ -51,7 +51,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     energy : Dasgupta, CorrelationClustering or GinkgoLikelihood, default=None
         Energy model; None means ``Dasgupta()``. Other energies have no
         admissible bound yet and are refused. The Ginkgo bound knows little
-        about the tree: clusters of up to 10 particles are solved exactly
+        about the tree: clusters of up to 12 particles are solved exactly
         instead, and the search proves jets of up to about 16 particles
         optimal (by near-exhaustive search); past that it reports the
         certified gap.

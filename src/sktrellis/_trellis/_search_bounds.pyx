@@ -407,7 +407,7 @@ cdef class GinkgoBound(SearchBound):
         Four-momenta (E, px, py, pz), validated.
     lam, t_cut : float
         Parameters of :class:`~sktrellis.energies.GinkgoLikelihood`.
-    exact_size : int, default=10
+    exact_size : int, default=12
         Clusters of at most this many points are solved exactly (the bound
         would have the search enumerate their splits anyway).
     """
@@ -417,7 +417,7 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly double lam, t_cut
     cdef double log_lam, log_norm, light_max, node_max
 
-    def __init__(self, momenta, double lam, double t_cut, int exact_size=10):
+    def __init__(self, momenta, double lam, double t_cut, int exact_size=12):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
         cdef const float64_t[:, ::1] view = momenta
         self.momenta = momenta
