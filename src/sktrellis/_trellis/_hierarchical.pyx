@@ -139,8 +139,8 @@ def _split_function_capsule(module_name, name):
             f"function is declared {declaration}"
         )
     capsule = exported[name]
-    signature = PyCapsule_GetName(capsule)
-    expected = PyCapsule_GetName(reference["ginkgo_log_psi"])
+    cdef bytes signature = PyCapsule_GetName(capsule)
+    cdef bytes expected = PyCapsule_GetName(reference["ginkgo_log_psi"])
     if signature != expected:
         raise ValueError(
             f"C function {name!r} of module {module_name!r} has the signature "
@@ -519,6 +519,11 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
     cdef const double* lf = &left_factors[0, 0]
     cdef const double* rf = &right_factors[0, 0]
     cdef bint with_counts = counts is not None
+    # A function potential is called directly, its pointer and data held in
+    # registers rather than reloaded from the tables after each opaque call.
+    cdef bint is_function = t.kind == FUNCTION
+    cdef split_log_psi_t function = t.function
+    cdef const SplitData* data = &t.data
     if n == 0:
         return
     if with_counts:
@@ -596,7 +601,10 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
         while sub != rest:
             left = low | sub
             right = parent ^ left
-            psi = split_log_potential(t, parent, left)
+            if is_function:
+                psi = function(data, parent, left)
+            else:
+                psi = split_log_potential(t, parent, left)
             if psi > -INFINITY:
                 value = psi + z[left] + z[right]
                 if value > top:
