@@ -12,7 +12,8 @@ gets that for free: tabulate f and g over all 2**N subsets with NumPy
 (:func:`~sktrellis.energies.subset_sums` and friends), hand them to
 :meth:`SplitPotential.separable <sktrellis.energies.SplitPotential>`, and
 the kernels run it in linear space with one multiply-add per split, as fast
-as the built-in Dasgupta energy.
+as the built-in Dasgupta energy. (An O(1) energy that is not of this form
+runs at kernel speed as a C function: see "A new O(1) energy in Cython".)
 
 Here a Ward-like energy: a split of S costs ``beta |S|`` times the rise in
 the within-cluster sum of squares, ``SSE(S) - SSE(A) - SSE(B)`` (the Ward

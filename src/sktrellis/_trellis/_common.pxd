@@ -15,7 +15,9 @@
 from libc.stdint cimport uint32_t, uint64_t, int64_t
 from libc.math cimport INFINITY, exp, log, log1p
 
-ctypedef uint32_t mask_t
+# mask_t is part of the public C contract of split potentials.
+from sktrellis.energies cimport mask_t
+
 ctypedef double float64_t
 ctypedef int64_t intp_t
 

@@ -14,13 +14,19 @@ with log Z({i}) = log MAP({i}) = 0. Subsets are processed by size ("levels");
 all subsets of one size are independent, which is what the OpenMP loops use.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, exp, log, log1p, isfinite
+from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.math cimport INFINITY, exp, log, isfinite
 from libc.stdint cimport uint64_t
 from libc.string cimport memset
+
+import importlib
 
 import numpy as np
 
 from ._subsets import split_table_layout
+
+from sktrellis.energies cimport SplitData, split_log_psi_t
 
 from ._common cimport (
     LINEAR_SUM_FLOOR,
@@ -34,12 +40,14 @@ from ._common cimport (
 # Kinds of split potential. SEPARABLE covers every energy of the form
 #     log psi(S; A, B) = f(S) + c(|S|) * (g(A) + g(B)),
 # (Dasgupta, hierarchical correlation clustering): its inside pass runs in
-# linear space with one multiply-add per split instead of one exp.
+# linear space with one multiply-add per split instead of one exp. FUNCTION
+# is any other O(1) potential, a compiled function of per-subset tables
+# (the public C contract of sktrellis/energies/__init__.pxd; the Ginkgo
+# likelihood is one). TABLE holds log psi of every split (O(3**N) memory).
 cdef enum:
     SEPARABLE = 0
-    GINKGO = 1
+    FUNCTION = 1
     TABLE = 2
-
 
 
 cdef struct SplitTables:
@@ -47,45 +55,22 @@ cdef struct SplitTables:
     const double* cluster_term      # SEPARABLE: f(S)
     const double* child_term        # SEPARABLE: g(X)
     const double* size_coef         # SEPARABLE: c(k), k = 0..N
-    const double* mass2             # GINKGO: invariant mass squared t(S)
-    const double* sqrt_mass2        # GINKGO: sqrt(t(S))
-    double lam, t_cut, log_lam, log_norm, leaf_log_norm_shift
+    split_log_psi_t function        # FUNCTION: log psi of one split
+    SplitData data                  # FUNCTION: the tables and parameters it reads
     const double* split_table       # TABLE: log psi of every canonical split
     const intp_t* level_offset      # TABLE: start of each level in split_table
     const mask_t* rank_in_level     # TABLE: rank of S among subsets of its size
 
 
-cdef inline double ginkgo_child_term(const SplitTables* t, double tau, double child_mass2) noexcept nogil:
-    # g(tau, t) of DESIGN.md section 6: a child's mass given its parent's scale.
-    if child_mass2 > 0.0:
-        if tau <= 0.0:
-            return -INFINITY
-        return t.log_lam - log(tau) - t.lam * child_mass2 / tau - t.log_norm
-    if tau <= 0.0:
-        return -INFINITY
-    return log1p(-exp(-t.lam * t.t_cut / tau)) - t.log_norm
-
-
 cdef inline double split_log_potential(const SplitTables* t, mask_t parent, mask_t left) noexcept nogil:
     """log psi(parent; left, parent ^ left) for a canonical split (low bit in left)."""
-    cdef mask_t right = parent ^ left, low
-    cdef double t_parent, t_a, t_b, root_a, scale_b
+    cdef mask_t low
     cdef int size
     if t.kind == SEPARABLE:
         return t.cluster_term[parent] + t.size_coef[popcount(parent)] * (
-            t.child_term[left] + t.child_term[right])
-    if t.kind == GINKGO:
-        t_parent = t.mass2[parent]
-        if t_parent < t.t_cut:
-            return -INFINITY
-        if t.mass2[left] >= t.mass2[right]:
-            t_a = t.mass2[left]; t_b = t.mass2[right]; root_a = t.sqrt_mass2[left]
-        else:
-            t_a = t.mass2[right]; t_b = t.mass2[left]; root_a = t.sqrt_mass2[right]
-        scale_b = t.sqrt_mass2[parent] - root_a
-        return (ginkgo_child_term(t, t_parent, t_a)
-                + ginkgo_child_term(t, scale_b * scale_b, t_b)
-                + t.leaf_log_norm_shift)
+            t.child_term[left] + t.child_term[parent ^ left])
+    if t.kind == FUNCTION:
+        return t.function(&t.data, parent, left)
     size = popcount(parent)
     low = low_bit(parent)
     return t.split_table[t.level_offset[size]
@@ -99,12 +84,21 @@ MAX_POTENTIAL_POINTS = 30
 
 
 def _check_table(arrays, name, length, *, allow_minus_inf=False):
-    """The named float64 table, C-contiguous, of `length` entries, finite (or -inf)."""
+    """The named float64 table, C-contiguous, finite (or -inf), stored back in `arrays`.
+
+    It must have `length` entries, or be any non-empty 1-d array when
+    `length` is None.
+    """
     table = arrays.get(name)
     if table is None:
         raise ValueError(f"SplitPotential needs a table {name!r}")
     table = np.ascontiguousarray(table, dtype=np.float64)
-    if table.shape != (length,):
+    if length is None and (table.ndim != 1 or table.size == 0):
+        raise ValueError(
+            f"SplitPotential table {name!r} must be a non-empty 1-d array, got shape "
+            f"{table.shape}"
+        )
+    if length is not None and table.shape != (length,):
         raise ValueError(
             f"SplitPotential table {name!r} must have shape ({length},), got {table.shape}"
         )
@@ -112,7 +106,7 @@ def _check_table(arrays, name, length, *, allow_minus_inf=False):
     if not allow_minus_inf:
         bad |= table == -np.inf
     if bad.any():
-        allowed = "finite or -inf (a forbidden split)" if allow_minus_inf else "finite"
+        allowed = "finite or -inf" if allow_minus_inf else "finite"
         index = int(np.flatnonzero(bad)[0])
         raise ValueError(
             f"SplitPotential table {name!r} has a non-finite entry {float(table[index])} "
@@ -122,31 +116,81 @@ def _check_table(arrays, name, length, *, allow_minus_inf=False):
     return table
 
 
+def _split_function_capsule(module_name, name):
+    """The capsule of the C split log potential `name` of the compiled module `module_name`.
+
+    Cython exports a module's ``cdef api`` functions (and those declared in
+    its .pxd) in ``__pyx_capi__``, each capsule named by its C signature,
+    with the typedefs spelled after the .pxd declaring them. The built-in
+    Ginkgo function is declared with the types of the public contract, so
+    its signature is the one every split function must have.
+    """
+    from ._ginkgo import __pyx_capi__ as reference
+
+    module = importlib.import_module(module_name)
+    exported = getattr(module, "__pyx_capi__", {})
+    declaration = (
+        f"cdef api double {name}(const SplitData* data, mask_t parent, mask_t left) "
+        "noexcept nogil, with SplitData and mask_t cimported from sktrellis.energies"
+    )
+    if name not in exported:
+        raise ValueError(
+            f"module {module_name!r} exports no C function {name!r}; a split potential "
+            f"function is declared {declaration}"
+        )
+    capsule = exported[name]
+    cdef bytes signature = PyCapsule_GetName(capsule)
+    cdef bytes expected = PyCapsule_GetName(reference["ginkgo_log_psi"])
+    if signature != expected:
+        raise ValueError(
+            f"C function {name!r} of module {module_name!r} has the signature "
+            f"{signature.decode()!r}, not {expected.decode()!r}; declare it {declaration}"
+        )
+    return capsule
+
+
 cdef class SplitPotential:
     """Per-subset tables from which the kernels evaluate any split in O(1).
 
     The contract between a hierarchical energy and the exact trellis: an
     energy's ``split_potential(X)`` returns one of these (public as
-    ``sktrellis.energies.SplitPotential``). Build it with a constructor:
+    ``sktrellis.energies.SplitPotential``). It provides ``log psi(S; A, B)``
+    for every canonical split of every subset S of the N points:
+
+    - subsets are masks (bit i set <=> point i in the subset), tables of
+      2**N entries are indexed by mask;
+    - a split is visited once, as (A, S ^ A) with A holding the lowest
+      point of S, so the potential need not be symmetric in its children;
+    - ``log psi`` is finite, or -inf for a forbidden split (a tree using it
+      has probability zero); never NaN or +inf.
+
+    Build it with a constructor, fastest first:
 
     - ``SplitPotential.separable(n_points, cluster_term, child_term,
       size_coef)`` for every energy of the form
       ``log psi(S; A, B) = f(S) + c(|S|) (g(A) + g(B))`` (tables f and g of
-      length 2**N indexed by subset mask, c of length N + 1). Dasgupta's
-      cost and hierarchical correlation clustering have this form; the
-      kernels then sum in linear space with one multiply-add per split, and
-      a new energy of this form needs no kernel code.
+      length 2**N, c of length N + 1). Dasgupta's cost and hierarchical
+      correlation clustering have this form; the kernels then sum in
+      linear space with one multiply-add per split.
+    - ``SplitPotential.from_cython(n_points, module, name, tables,
+      params)`` for any other potential that is O(1) per split: a C
+      function of the user's own compiled Cython module, with the
+      signature declared in ``sktrellis/energies/__init__.pxd`` (installed
+      with the package), reads the given float64 tables and scalar
+      parameters. The built-in Ginkgo likelihood is one
+      (``SplitPotential.ginkgo(n_points, mass2, lam, t_cut)``, DESIGN.md
+      section 6); the gallery example "A new O(1) energy in Cython" writes
+      another. It runs at the speed of a built-in energy.
     - ``SplitPotential.table(n_points, split_table, level_offset,
       rank_in_level)`` for any potential, one value per canonical split in
       the layout of ``split_table_layout`` (O(3**N) memory; what
-      :class:`~sktrellis.energies.SplitEnergy` builds).
-    - ``SplitPotential.ginkgo(n_points, mass2, lam, t_cut)``, the built-in
-      toy parton-shower likelihood (DESIGN.md section 6).
+      :class:`~sktrellis.energies.SplitEnergy` builds from a NumPy
+      function, no compiler needed).
 
-    Subsets are masks (bit i <=> point i). Every table is checked on
-    construction: shape, layout, and no NaN or +inf (-inf, a forbidden
-    split, only in a split table), so a faulty energy gets a ValueError
-    instead of a wrong answer.
+    Every table is checked on construction: shape, layout, and no NaN or
+    +inf (-inf only in a split table or a function's tables), so a faulty
+    energy gets a ValueError instead of a wrong answer. A function's own
+    results are not checked in the hot loops; ``evaluate`` shows them.
 
     Parameters
     ----------
@@ -191,6 +235,7 @@ cdef class SplitPotential:
         cdef const double[::1] view
         cdef const intp_t[::1] offsets
         cdef const mask_t[::1] ranks
+        cdef Py_ssize_t k
         if not 1 <= n_points <= MAX_POTENTIAL_POINTS:
             raise ValueError(
                 f"SplitPotential supports 1 to {MAX_POTENTIAL_POINTS} points, got "
@@ -198,6 +243,7 @@ cdef class SplitPotential:
             )
         arrays = dict(arrays)
         n_subsets = 1 << n_points
+        self._free_function_data()
         memset(&self.tables, 0, sizeof(SplitTables))
         self.tables.kind = kind
         if kind == SEPARABLE:
@@ -207,22 +253,33 @@ cdef class SplitPotential:
             self.tables.child_term = &view[0]
             view = _check_table(arrays, "size_coef", n_points + 1)
             self.tables.size_coef = &view[0]
-        elif kind == GINKGO:
-            view = _check_table(arrays, "mass2", n_subsets)
-            self.tables.mass2 = &view[0]
-            view = _check_table(arrays, "sqrt_mass2", n_subsets)
-            self.tables.sqrt_mass2 = &view[0]
-            lam, t_cut = float(params["lam"]), float(params["t_cut"])
-            if not (np.isfinite(lam) and lam > 0 and np.isfinite(t_cut) and t_cut >= 0):
-                raise ValueError(
-                    f"the Ginkgo potential needs a finite lam > 0 and t_cut >= 0, got "
-                    f"lam={lam!r}, t_cut={t_cut!r}"
-                )
-            self.tables.lam = lam
-            self.tables.t_cut = t_cut
-            self.tables.log_lam = log(lam)
-            self.tables.log_norm = log(-np.expm1(-lam))
-            self.tables.leaf_log_norm_shift = -log(4.0 * np.pi)
+        elif kind == FUNCTION:
+            capsule = _split_function_capsule(params["module"], params["function"])
+            values = np.asarray(params["values"], dtype=np.float64).ravel()
+            if np.isnan(values).any():
+                raise ValueError(f"SplitPotential parameters must not be NaN, got {values}")
+            for name in list(arrays):
+                _check_table(arrays, name, None, allow_minus_inf=True)
+            self.tables.function = <split_log_psi_t>PyCapsule_GetPointer(
+                capsule, PyCapsule_GetName(capsule))
+            self.tables.data.n_points = n_points
+            # One block each, freed with the object; the tables themselves
+            # are the arrays kept in self.arrays.
+            table_pointers = <const double**>PyMem_Malloc((len(arrays) + 1) * sizeof(double*))
+            param_values = <double*>PyMem_Malloc((len(values) + 1) * sizeof(double))
+            if table_pointers == NULL or param_values == NULL:
+                PyMem_Free(table_pointers)
+                PyMem_Free(param_values)
+                raise MemoryError()
+            for k, name in enumerate(arrays):
+                view = arrays[name]
+                table_pointers[k] = &view[0]
+            for k in range(len(values)):
+                param_values[k] = values[k]
+            self.tables.data.tables = table_pointers
+            self.tables.data.params = param_values
+            params = {"module": params["module"], "function": params["function"],
+                      "values": tuple(values.tolist())}
         elif kind == TABLE:
             level_offset, rank_in_level, table_length = split_table_layout(n_points)
             view = _check_table(arrays, "split_table", table_length, allow_minus_inf=True)
@@ -246,6 +303,15 @@ cdef class SplitPotential:
         self.arrays = arrays
         self.params = params
 
+    def __dealloc__(self):
+        self._free_function_data()
+
+    cdef void _free_function_data(self) noexcept:
+        PyMem_Free(<void*>self.tables.data.tables)
+        PyMem_Free(<void*>self.tables.data.params)
+        self.tables.data.tables = NULL
+        self.tables.data.params = NULL
+
     @classmethod
     def separable(cls, int n_points, cluster_term, child_term, size_coef):
         """log psi(S; A, B) = cluster_term[S] + size_coef[|S|] * (child_term[A] + child_term[B])."""
@@ -254,12 +320,57 @@ cdef class SplitPotential:
             "size_coef": size_coef}, {})
 
     @classmethod
+    def from_cython(cls, int n_points, module, str name, tables, params=()):
+        """log psi(S; A, B) from a C function of a compiled Cython module.
+
+        The function is declared, with the types of the public contract
+        ``sktrellis/energies/__init__.pxd``::
+
+            from sktrellis.energies cimport SplitData, mask_t
+
+            cdef api double name(const SplitData* data, mask_t parent,
+                                 mask_t left) noexcept nogil:
+                ...
+
+        and returns log psi(parent; left, parent ^ left) for the canonical
+        split (``left`` holds the lowest point of ``parent``): finite, or
+        -inf for a forbidden split, never NaN or +inf. It may be called
+        from several threads at once and only reads ``data``:
+        ``data.tables[k]`` is the k-th table below, ``data.params[j]`` the
+        j-th parameter, ``data.n_points`` is N.
+
+        Parameters
+        ----------
+        n_points : int
+            Number of points N, 1 to 30.
+        module : module or str
+            The compiled module (or its importable name) exporting the
+            function; named in a pickle, so the potential pickles.
+        name : str
+            Name of the function in the module.
+        tables : dict of str to array-like
+            Float64 tables the function reads, in order (usually of 2**N
+            entries indexed by subset mask); finite or -inf.
+        params : sequence of float, default=()
+            Scalar parameters the function reads, in order.
+
+        Returns
+        -------
+        potential : SplitPotential
+        """
+        module_name = module if isinstance(module, str) else module.__name__
+        return cls(n_points, FUNCTION, dict(tables),
+                   {"module": module_name, "function": name, "values": params})
+
+    @classmethod
     def ginkgo(cls, int n_points, mass2, double lam, double t_cut):
-        """The Ginkgo splitting likelihood from the invariant mass squared of every subset."""
-        mass2 = np.ascontiguousarray(mass2, dtype=np.float64)
-        return cls(n_points, GINKGO, {
-            "mass2": mass2, "sqrt_mass2": np.sqrt(np.maximum(mass2, 0.0))},
-            {"lam": lam, "t_cut": t_cut})
+        """The Ginkgo splitting likelihood from the invariant mass squared of every subset.
+
+        A function potential of ``sktrellis._trellis._ginkgo``.
+        """
+        from ._ginkgo import ginkgo_potential
+
+        return ginkgo_potential(n_points, mass2, lam, t_cut)
 
     @classmethod
     def table(cls, int n_points, split_table, level_offset, rank_in_level):
@@ -272,13 +383,17 @@ cdef class SplitPotential:
             "rank_in_level": rank_in_level}, {})
 
     @staticmethod
-    def table_bytes(kind, int n_points):
-        """Bytes of the tables of a potential of `kind` ("separable", "ginkgo", "table")."""
+    def table_bytes(kind, int n_points, int bytes_per_subset=0):
+        """Bytes of the tables of a potential of `kind` ("separable", "function", "table").
+
+        A function potential's tables are its energy's: `bytes_per_subset`
+        per subset.
+        """
         n_subsets = 1 << n_points
         if kind == "separable":
             return 16 * n_subsets + 8 * (n_points + 1)
-        if kind == "ginkgo":
-            return 16 * n_subsets
+        if kind == "function":
+            return bytes_per_subset * n_subsets
         if kind == "table":
             # the split table, and its layout (int64 offsets, uint32 ranks)
             return 8 * (3**n_points // 2) + 4 * n_subsets + 8 * (n_points + 1)
@@ -404,6 +519,11 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
     cdef const double* lf = &left_factors[0, 0]
     cdef const double* rf = &right_factors[0, 0]
     cdef bint with_counts = counts is not None
+    # A function potential is called directly, its pointer and data held in
+    # registers rather than reloaded from the tables after each opaque call.
+    cdef bint is_function = t.kind == FUNCTION
+    cdef split_log_psi_t function = t.function
+    cdef const SplitData* data = &t.data
     if n == 0:
         return
     if with_counts:
@@ -481,7 +601,10 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
         while sub != rest:
             left = low | sub
             right = parent ^ left
-            psi = split_log_potential(t, parent, left)
+            if is_function:
+                psi = function(data, parent, left)
+            else:
+                psi = split_log_potential(t, parent, left)
             if psi > -INFINITY:
                 value = psi + z[left] + z[right]
                 if value > top:

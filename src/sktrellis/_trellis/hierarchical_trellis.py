@@ -26,10 +26,10 @@ _SAMPLE_CACHE_MIN_DOUBLES = 1 << 24
 #: Bytes per subset of the trellis tables kept from fit to the last query:
 #: subsets by size (4), log Z (8), log MAP (8), MAP split (4); the generic
 #: kinds add 128-bit tree counts (16).
-_TABLE_BYTES = {"separable": 24, "ginkgo": 40, "table": 40}
+_TABLE_BYTES = {"separable": 24, "function": 40, "table": 40}
 #: Bytes per subset of the inside pass's temporaries: the 16-byte
 #: (factor, MAP) records of both children (separable kind only).
-_INSIDE_BYTES = {"separable": 32, "ginkgo": 0, "table": 0}
+_INSIDE_BYTES = {"separable": 32, "function": 0, "table": 0}
 #: Bytes per subset after fit: the cached cluster log marginals (8), plus the
 #: largest of the outside pass's parent and sibling factors (16), the
 #: temporaries of most_probable_clusters (16) and the sampler's cache index
@@ -37,11 +37,12 @@ _INSIDE_BYTES = {"separable": 32, "ginkgo": 0, "table": 0}
 _QUERY_BYTES = 24
 
 
-def hierarchical_trellis_bytes(kind, n_points):
+def hierarchical_trellis_bytes(kind, n_points, table_bytes_per_subset=0):
     """Peak memory of an exact hierarchical fit and all its queries, in bytes.
 
-    Counts the potential's tables of `kind` ("separable", "ginkgo" or
-    "table", see ``SplitPotential.table_bytes``), the trellis tables, and
+    Counts the potential's tables of `kind` ("separable", "function" or
+    "table", see ``SplitPotential.table_bytes``; a function potential has
+    `table_bytes_per_subset`), the trellis tables, and
     the largest of the temporaries of the inside pass, the outside pass, the
     cluster queries and the sampler; nothing depends on the thread count.
     The samples themselves (8 (N - 1) bytes per tree) are not included.
@@ -50,6 +51,7 @@ def hierarchical_trellis_bytes(kind, n_points):
     ----------
     kind : str
     n_points : int
+    table_bytes_per_subset : int, default=0
 
     Returns
     -------
@@ -57,7 +59,7 @@ def hierarchical_trellis_bytes(kind, n_points):
     """
     per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES)
     return (
-        kernels.SplitPotential.table_bytes(kind, n_points)
+        kernels.SplitPotential.table_bytes(kind, n_points, table_bytes_per_subset)
         + per_subset * (1 << n_points)
         + 8 * _SAMPLE_CACHE_MIN_DOUBLES
     )

@@ -6,7 +6,9 @@ parameters (``get_params``/``set_params``), so an estimator's
 
 A new energy needs no kernel code: subclass :class:`HierarchicalEnergy`
 and return a :class:`SplitPotential` from ``split_potential(X)`` (the
-separable form runs at the speed of the built-in energies), or subclass
+separable form, and any O(1) potential written as a C function against the
+public Cython contract ``sktrellis/energies/__init__.pxd``, run at the
+speed of the built-in energies), or subclass
 :class:`FlatEnergy` and return a table of cluster log potentials; the
 subset tables :func:`subset_sums`, :func:`subset_pair_sums` and
 :func:`subset_sizes` build either in O(2**N) vectorised steps.

@@ -19,16 +19,20 @@ class HierarchicalEnergy(BaseEstimator):
       :class:`~sktrellis.energies.SplitPotential`, per-subset tables from
       which the kernels evaluate any split in O(1);
     - ``potential_kind`` names the kind it returns (``"separable"``,
-      ``"ginkgo"`` or ``"table"``), from which :meth:`split_bytes` estimates
-      the memory before anything is allocated;
+      ``"function"`` or ``"table"``), from which :meth:`split_bytes`
+      estimates the memory before anything is allocated (with
+      ``table_bytes_per_subset`` for a function potential's own tables);
     - optionally ``merge_model(X)`` (:mod:`sktrellis.energies._merge`), for
       the greedy, beam-search and sparse-trellis estimators.
 
     For a new energy, the quickest route is :class:`SplitEnergy` with a
-    vectorised function (one value per split, O(3**N) memory); an energy of
-    the separable form ``f(S) + c(|S|) (g(A) + g(B))`` runs as fast as the
-    built-in ones (see the gallery example "A new energy without kernel
-    code").
+    vectorised function (one value per split, O(3**N) memory). An energy
+    of the separable form ``f(S) + c(|S|) (g(A) + g(B))`` needs only NumPy
+    tables and runs as fast as the built-in ones (gallery example "A new
+    energy without kernel code"); any other O(1) energy runs as fast as a
+    built-in one as a C function of a small Cython module of its own
+    (:meth:`SplitPotential.from_cython`, gallery example "A new O(1)
+    energy in Cython"). Neither needs an edit of the package.
 
     Examples
     --------
@@ -46,9 +50,13 @@ class HierarchicalEnergy(BaseEstimator):
     """
 
     #: The kind of SplitPotential that split_potential builds: "separable"
-    #: (``f(S) + c(|S|) (g(A) + g(B))``, the fast kernel path), "ginkgo" or
+    #: (``f(S) + c(|S|) (g(A) + g(B))``, the fast kernel path), "function"
+    #: (a compiled function of per-subset tables, ``from_cython``) or
     #: "table" (every split tabulated). The memory estimate follows from it.
     potential_kind = "table"
+    #: Bytes per subset of the tables of a "function" potential (the other
+    #: kinds have a fixed layout), counted by the memory estimate.
+    table_bytes_per_subset = 0
 
     def split_bytes(self, n_points):
         """Peak memory of the energy's tables, the trellis and its queries, in bytes.
@@ -62,7 +70,9 @@ class HierarchicalEnergy(BaseEstimator):
         -------
         n_bytes : int
         """
-        return hierarchical_trellis_bytes(self.potential_kind, n_points)
+        return hierarchical_trellis_bytes(
+            self.potential_kind, n_points, self.table_bytes_per_subset
+        )
 
     def split_potential(self, X):
         """Validate X and build the per-subset tables of every split potential.

@@ -93,7 +93,9 @@ class GinkgoLikelihood(HierarchicalEnergy):
         "t_cut": [Interval(Real, 0, None, closed="neither")],
     }
 
-    potential_kind = "ginkgo"
+    potential_kind = "function"
+    # The invariant mass squared of every subset and its square root.
+    table_bytes_per_subset = 16
 
     def __init__(self, lam=1.5, t_cut=16.0):
         self.lam = lam
