@@ -24,7 +24,7 @@ from ._subsets import split_table_layout
 
 from ._common cimport (
     LINEAR_SUM_FLOOR,
-    count_add_product, ctz, extract_rank, intp_t, log_add, low_bit, mask_t, next_submask,
+    count_add_product, extract_rank, intp_t, log_add, low_bit, mask_t, next_submask,
     popcount,
 )
 from ._sampling cimport WeightCache, draw_part
@@ -739,71 +739,3 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
                 top += 1
                 stack[top] = left
     return np.asarray(parents), np.asarray(lefts)
-
-
-###############################################################################
-# From split lists to scipy linkage matrices
-
-def splits_to_linkage(const mask_t[:, ::1] parents, const mask_t[:, ::1] lefts,
-                      const double[:, ::1] node_costs):
-    """Linkage matrices of trees given as preorder split lists.
-
-    `parents`, `lefts` and `node_costs` have shape (n_trees, N-1): inner
-    nodes in preorder with the left subtree first (so a node's children sit
-    at preorder positions i + 1 and i + |left|), and each node's non-negative
-    cost. A node's height is the total cost of its subtree, which never
-    decreases towards the root. Rows are emitted children-first in order of
-    increasing height (ties: later preorder first, i.e. descendants first),
-    smaller child id first; row k's height is raised by k * 1e-9 * (tree
-    height) / (N - 1) at most so heights are distinct and
-    ``fcluster(Z, k, "maxclust")`` cuts exactly the top k - 1 rows.
-    Returns an (n_trees, N-1, 4) float64 array.
-    """
-    cdef Py_ssize_t n_trees = parents.shape[0], n_inner = parents.shape[1]
-    cdef Py_ssize_t n_points = n_inner + 1
-    cdef double[:, :, ::1] linkage = np.zeros((n_trees, n_inner, 4))
-    cdef double[::1] height = np.empty(n_inner)
-    cdef intp_t[::1] row_order = np.empty(n_inner, dtype=np.int64)
-    cdef intp_t[::1] row_of_node = np.empty(n_inner, dtype=np.int64)
-    cdef Py_ssize_t r, k, q, node, child, left_size, moving
-    cdef intp_t ids[2]
-    cdef mask_t child_mask
-    cdef double tie_step
-    with nogil:
-        for r in range(n_trees):
-            for node in range(n_inner - 1, -1, -1):
-                height[node] = node_costs[r, node]
-                left_size = popcount(lefts[r, node])
-                if left_size > 1:
-                    height[node] += height[node + 1]
-                if popcount(parents[r, node]) - left_size > 1:
-                    height[node] += height[node + left_size]
-            # Insertion sort of nodes by (height, -preorder): N is small.
-            for k in range(n_inner):
-                moving = n_inner - 1 - k
-                q = k
-                while q > 0 and height[row_order[q - 1]] > height[moving]:
-                    row_order[q] = row_order[q - 1]
-                    q -= 1
-                row_order[q] = moving
-            for k in range(n_inner):
-                row_of_node[row_order[k]] = k
-            tie_step = 1e-9 * (height[0] if height[0] > 1.0 else 1.0) / n_inner
-            for k in range(n_inner):
-                node = row_order[k]
-                left_size = popcount(lefts[r, node])
-                for child in range(2):
-                    child_mask = lefts[r, node] if child == 0 else parents[r, node] ^ lefts[r, node]
-                    if popcount(child_mask) == 1:
-                        ids[child] = ctz(child_mask)
-                    elif child == 0:
-                        ids[child] = n_points + row_of_node[node + 1]
-                    else:
-                        ids[child] = n_points + row_of_node[node + left_size]
-                if ids[0] > ids[1]:
-                    ids[0], ids[1] = ids[1], ids[0]
-                linkage[r, k, 0] = ids[0]
-                linkage[r, k, 1] = ids[1]
-                linkage[r, k, 2] = height[node] + k * tie_step
-                linkage[r, k, 3] = popcount(parents[r, node])
-    return np.asarray(linkage)
