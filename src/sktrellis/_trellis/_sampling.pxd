@@ -8,8 +8,9 @@
 # j-th is deposit(j, S ^ low(S))): all of them for the flat trellis, all but
 # S itself for the hierarchical one. Only log w differs, so each sampler
 # passes its own as a function pointer. Every call site passes a constant
-# static inline function, which gcc -O3 inlines into the loops below:
-# measured as fast as the two hand-written loops this replaced.
+# static inline function, which gcc -O3 inlines into the loops below (no
+# indirect call is left in the built modules): as fast as a loop written
+# out for one sampler, measured.
 
 from libc.math cimport exp
 
