@@ -10,7 +10,7 @@ arrays exist only at the public boundary.
 import numpy as np
 from scipy.cluster.hierarchy import is_valid_linkage
 
-from ._trellis._hierarchical import splits_to_linkage
+from ._trellis._linkage import linkage_rows, merges_to_linkage, splits_to_merges
 
 
 def splits_from_table(best_left, n_points):
@@ -34,9 +34,8 @@ def splits_from_table(best_left, n_points):
 def linkage_from_splits(potential, parents, lefts):
     """scipy linkage matrices of trees given as preorder splits.
 
-    Each inner node costs its energy ``-log psi``, shifted per tree by the
-    most negative energy (if any) so costs are non-negative; a node's height
-    is the total cost of its subtree, so heights increase towards the root.
+    The trees' merges (:func:`merges_from_splits`) with each inner node's
+    log psi, by :func:`linkage_from_merges`.
 
     Parameters
     ----------
@@ -50,65 +49,45 @@ def linkage_from_splits(potential, parents, lefts):
     single = np.ndim(parents) == 1
     parents = np.atleast_2d(parents).astype(np.uint32)
     lefts = np.atleast_2d(lefts).astype(np.uint32)
-    costs = -potential.evaluate(parents.ravel(), lefts.ravel()).reshape(parents.shape)
-    costs -= np.minimum(costs.min(axis=1, keepdims=True), 0.0)
-    linkage = splits_to_linkage(parents, lefts, np.ascontiguousarray(costs))
+    log_potentials = potential.evaluate(parents.ravel(), lefts.ravel()).reshape(parents.shape)
+    # Merge k is preorder node N - 2 - k.
+    linkage = linkage_from_merges(merges_from_splits(parents, lefts), log_potentials[:, ::-1])
     return linkage[0] if single else linkage
 
 
 def linkage_from_merges(merges, log_potentials):
-    """scipy linkage matrix of a tree given as merges, for any number of points.
+    """scipy linkage matrices of trees given as merges, for any number of points.
 
-    The rules of :func:`linkage_from_splits` (and so the same matrix for the
-    same tree) without N-bit masks: each inner node costs ``-log psi``,
-    shifted by the most negative cost (if any) so costs are non-negative; a
-    node's height is the total cost of its subtree; rows go in order of
-    increasing height, ties descendants first (later in the preorder that
-    visits the child holding the lower point first), smaller child id
-    first; row k is raised by ``k * 1e-9 * max(tree height, 1) / (N - 1)``
-    so heights are distinct and ``fcluster(Z, k, "maxclust")`` cuts exactly
-    the top k - 1 rows.
+    Each inner node costs ``-log psi``, shifted per tree by the most
+    negative cost (if any) so costs are non-negative; a node's height is the
+    total cost of its subtree, so heights increase towards the root. Rows go
+    in order of increasing height, ties descendants first (later in the
+    preorder that visits the child holding the lower point first), smaller
+    child id first; row k is raised by ``k * 1e-9 * max(tree height, 1) /
+    (N - 1)`` so heights are distinct and ``fcluster(Z, k, "maxclust")``
+    cuts exactly the top k - 1 rows.
 
     Parameters
     ----------
-    merges : ndarray of shape (N - 1, 2)
+    merges : ndarray of shape (n_trees, N - 1, 2) or (N - 1, 2)
         Children first: points are 0..N-1 and merge k is node N + k.
-    log_potentials : ndarray of shape (N - 1,)
+    log_potentials : ndarray of shape (n_trees, N - 1) or (N - 1,)
         log psi of the split each merge creates; all finite.
 
     Returns
     -------
-    linkage : ndarray of shape (N - 1, 4)
+    linkage : ndarray of shape (n_trees, N - 1, 4) or (N - 1, 4)
     """
-    merges = np.asarray(merges, dtype=np.int64)
-    n_inner = len(merges)
-    n_points = n_inner + 1
-    costs = -np.asarray(log_potentials, dtype=np.float64)
-    if n_inner:
-        costs = costs - min(costs.min(), 0.0)
-    height = np.zeros(n_points + n_inner)
-    low = np.arange(n_points + n_inner)
-    for k, (a, b) in enumerate(merges):
-        node = n_points + k
-        height[node] = costs[k] + height[a] + height[b]
-        low[node] = min(low[a], low[b])
-    preorder = np.empty(n_inner, dtype=np.int64)
-    stack = [n_points + n_inner - 1]
-    position = 0
-    while stack:
-        node = stack.pop()
-        if node < n_points:
-            continue
-        preorder[node - n_points] = position
-        position += 1
-        a, b = merges[node - n_points]
-        stack.extend((b, a) if low[a] < low[b] else (a, b))
-    order = np.lexsort((-preorder, height[n_points:]))
-    root_height = height[-1] if n_inner else 0.0
-    tie_step = 1e-9 * max(root_height, 1.0) / max(n_inner, 1)
-    return _linkage_rows(
-        merges, order, height[n_points + order] + np.arange(n_inner) * tie_step
-    )
+    single = np.ndim(merges) == 2
+    merges = np.ascontiguousarray(merges, dtype=np.int64)
+    if single:
+        merges = merges[None]
+    costs = np.array(log_potentials, dtype=np.float64, order="C").reshape(merges.shape[:2])
+    np.negative(costs, out=costs)
+    if costs.shape[1]:
+        costs -= np.minimum(costs.min(axis=1, keepdims=True), 0.0)
+    linkage = merges_to_linkage(merges, costs)
+    return linkage[0] if single else linkage
 
 
 def merges_from_tree(tree, n_points):
@@ -154,21 +133,25 @@ def splits_from_merges(merges, n_points):
 
 
 def merges_from_splits(parents, lefts):
-    """Children-first (N - 1, 2) merges of a tree given as preorder splits.
+    """Children-first merges of trees given as preorder splits.
 
     Merge k is node N + k, its children listed (left part, right part);
-    inner nodes are merged in reverse preorder, so children come first.
+    inner nodes are merged in reverse preorder (merge k is preorder node
+    N - 2 - k), so children come first.
+
+    Parameters
+    ----------
+    parents, lefts : ndarray of shape (n_trees, N - 1) or (N - 1,)
+
+    Returns
+    -------
+    merges : ndarray of shape (n_trees, N - 1, 2) or (N - 1, 2)
     """
-    parents = np.asarray(parents, dtype=np.int64)
-    lefts = np.asarray(lefts, dtype=np.int64)
-    n_points = len(parents) + 1
-    node_of = {1 << i: i for i in range(n_points)}
-    merges = np.empty((n_points - 1, 2), dtype=np.int64)
-    for k, node in enumerate(range(n_points - 2, -1, -1)):
-        parent, left = int(parents[node]), int(lefts[node])
-        merges[k] = node_of[left], node_of[parent ^ left]
-        node_of[parent] = n_points + k
-    return merges
+    single = np.ndim(parents) == 1
+    parents = np.ascontiguousarray(np.atleast_2d(parents), dtype=np.uint32)
+    lefts = np.ascontiguousarray(np.atleast_2d(lefts), dtype=np.uint32)
+    merges = splits_to_merges(parents, lefts)
+    return merges[0] if single else merges
 
 
 def labels_from_linkage(linkage, n_clusters):
@@ -232,31 +215,7 @@ def linkage_from_heights(merges, heights):
     order : ndarray of shape (N - 1,)
         Row r of ``linkage`` is merge ``order[r]``.
     """
-    merges = np.asarray(merges, dtype=np.int64)
+    merges = np.ascontiguousarray(merges, dtype=np.int64)
     heights = np.asarray(heights, dtype=np.float64)
     order = np.argsort(heights, kind="stable")
-    return _linkage_rows(merges, order, heights[order]), order
-
-
-def _linkage_rows(merges, order, row_heights):
-    """Linkage whose row r is merge ``order[r]`` at height ``row_heights[r]``.
-
-    Node ids are renumbered to the new rows (leaves keep theirs) and the
-    smaller child id comes first; ``order`` must keep children before
-    parents.
-    """
-    n_inner = len(merges)
-    n_points = n_inner + 1
-    size = np.ones(n_points + n_inner, dtype=np.int64)
-    for k, (a, b) in enumerate(merges):
-        size[n_points + k] = size[a] + size[b]
-    row_of = np.empty(n_inner, dtype=np.int64)
-    row_of[order] = np.arange(n_inner)
-    ids = merges.copy()
-    inner = merges >= n_points
-    ids[inner] = n_points + row_of[merges[inner] - n_points]
-    linkage = np.empty((n_inner, 4))
-    linkage[:, :2] = np.sort(ids[order], axis=1)
-    linkage[:, 2] = row_heights
-    linkage[:, 3] = size[n_points + order]
-    return linkage
+    return linkage_rows(merges, order, np.ascontiguousarray(heights[order])), order

@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._trellis._hierarchical import splits_to_linkage
+from ._tree import linkage_from_merges, merges_from_splits
 from .energies._ginkgo import ginkgo_log_psi
 
 # The published toy jets: a 30 GeV-mass parent moving with |p| = 400 along (1, 1, 1).
@@ -167,8 +167,8 @@ def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=_ROOT_
         leaf_mask = [1 << int(p) for p in permutation]
         parents, lefts, node_ids = _preorder_splits(tree, leaf_mask)
         log_psi = np.array(nodes)[node_ids]
-        costs = -log_psi - min(0.0, (-log_psi).min())
-        linkage = splits_to_linkage(parents[None], lefts[None], costs[None])[0]
+        # Merge k is preorder node N - 2 - k.
+        linkage = linkage_from_merges(merges_from_splits(parents, lefts), log_psi[::-1])
         jets.append(Bunch(momenta=momenta, linkage=linkage, log_likelihood=float(log_psi.sum())))
     return jets
 

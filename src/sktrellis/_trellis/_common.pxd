@@ -107,23 +107,6 @@ cdef inline double log_add(double a, double b) noexcept nogil:
     return a + log1p(exp(b - a))
 
 
-cdef inline Py_ssize_t search_cumulative(const double* cdf, Py_ssize_t n, double u) noexcept nogil:
-    """First j with cdf[j] > u * cdf[n - 1]: entries of zero weight are never chosen.
-
-    Comparing with u times the computed total, rather than normalising,
-    keeps rounding in log Z from leaving mass outside [0, 1).
-    """
-    cdef double target = u * cdf[n - 1]
-    cdef Py_ssize_t lo = 0, hi = n - 1, mid
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if cdf[mid] > target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
 cdef inline object count_to_int(const uint64_t* words):
     """Exact Python int from a count stored as (low, high) uint64 words."""
     return (int(words[1]) << 64) | int(words[0])

@@ -19,16 +19,15 @@ which is what the OpenMP loops use.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, exp, log, isfinite
-from libc.stdlib cimport free, realloc
 from libc.stdint cimport uint64_t
 
 import numpy as np
 
 from ._common cimport (
     LINEAR_SUM_FLOOR,
-    count_add, ctz, deposit, intp_t, low_bit, mask_t, next_submask,
-    popcount, search_cumulative,
+    count_add, ctz, intp_t, low_bit, mask_t, next_submask, popcount,
 )
+from ._sampling cimport WeightCache, draw_part
 
 
 # The count pass reads one row of a large table per (subset, cluster) pair,
@@ -463,8 +462,20 @@ def pairwise_from_marginals(double[::1] table, int n_points, int n_threads):
 ###############################################################################
 # Exact sampling
 
+cdef struct ClusterSampling:
+    const double* log_e
+    const double* log_z
+
+
+cdef inline double cluster_log_weight(const void* model, mask_t subset,
+                                      mask_t cluster) noexcept nogil:
+    """log [E(cluster) Z(subset \\ cluster)], for draw_part."""
+    cdef const ClusterSampling* m = <const ClusterSampling*>model
+    return m.log_e[cluster] + m.log_z[subset ^ cluster]
+
+
 def sample_partitions(const double[::1] log_e, const double[::1] log_z,
-                      const double[:, ::1] uniforms, Py_ssize_t cache_limit):
+                      const double[:, ::1] uniforms, double[::1] cache):
     """Draw partitions top-down from P(partition) = prod E(C) / Z(all points).
 
     The cluster of the lowest remaining point of S is C with probability
@@ -474,96 +485,33 @@ def sample_partitions(const double[::1] log_e, const double[::1] log_z,
     labelled in the order they are drawn, which is the order of their first
     point. Returns the (n_samples, N) int64 labels.
 
-    A subset met for the first time is drawn by a scan that stops at the
-    chosen cluster; from its second visit on, its cumulative cluster weights
-    are cached (binary search per draw) while fewer than `cache_limit`
-    doubles are in use. Broad posteriors meet many subsets only once, and
-    caching those would cost more in fresh memory than the scan.
+    Clusters are drawn by ``draw_part`` (``_sampling.pxd``), which keeps the
+    cumulative cluster weights of subsets met more than once in `cache`
+    while it has room; the caller allocates it, so its size is part of the
+    estimator's memory estimate.
     """
     cdef int n_points = uniforms.shape[1]
     cdef Py_ssize_t n_samples = uniforms.shape[0]
     cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
     cdef intp_t[:, ::1] labels = np.zeros((n_samples, n_points), dtype=np.int64)
-    # -1: never met, -2: met once, >= 0: offset of the cached weights.
     cdef intp_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
-    cdef double* cache = NULL
-    cdef double* cdf
-    cdef double* grown
-    cdef Py_ssize_t cache_used = 0, cache_capacity = 0, n_clusters, r, j, wanted
-    cdef mask_t subset, low, rest, sub, cluster, bits
-    cdef double total, u
+    cdef WeightCache weights = WeightCache(&cache_start[0], &cache[0], 0, cache.shape[0])
+    cdef ClusterSampling model = ClusterSampling(&log_e[0], &log_z[0])
+    cdef Py_ssize_t r
+    cdef mask_t subset, cluster, bits
     cdef int label
-    try:
-        with nogil:
-            for r in range(n_samples):
-                subset = full
-                label = 0
-                while subset:
-                    low = low_bit(subset)
-                    rest = subset ^ low
-                    n_clusters = <Py_ssize_t>1 << popcount(rest)
-                    u = uniforms[r, label]
-                    if n_clusters == 1:
-                        cluster = low
-                    elif cache_start[subset] >= 0:
-                        cluster = low | deposit(<mask_t>search_cumulative(
-                            cache + cache_start[subset], n_clusters, u), rest)
-                    elif cache_start[subset] == -2 and cache_used + n_clusters <= cache_limit:
-                        if cache_used + n_clusters > cache_capacity:
-                            # If the cache cannot grow, draw without it.
-                            wanted = max(2 * cache_capacity, cache_used + n_clusters)
-                            grown = <double*>realloc(cache, sizeof(double) * wanted)
-                            if grown != NULL:
-                                cache = grown
-                                cache_capacity = wanted
-                        if cache_used + n_clusters <= cache_capacity:
-                            cdf = cache + cache_used
-                            cache_start[subset] = cache_used
-                            cache_used += n_clusters
-                            total = 0.0
-                            sub = 0
-                            for j in range(n_clusters):
-                                cluster = low | sub
-                                total = total + exp(log_e[cluster] + log_z[subset ^ cluster]
-                                                    - log_z[subset])
-                                cdf[j] = total
-                                sub = next_submask(sub, rest)
-                            cluster = low | deposit(
-                                <mask_t>search_cumulative(cdf, n_clusters, u), rest)
-                        else:
-                            cluster = scan_cluster(&log_e[0], &log_z[0], subset, u)
-                    else:
-                        if cache_start[subset] == -1:
-                            cache_start[subset] = -2
-                        cluster = scan_cluster(&log_e[0], &log_z[0], subset, u)
-                    bits = cluster
-                    while bits:
-                        labels[r, ctz(bits)] = label
-                        bits = bits ^ low_bit(bits)
-                    label += 1
-                    subset = subset ^ cluster
-    finally:
-        free(cache)
+    with nogil:
+        for r in range(n_samples):
+            subset = full
+            label = 0
+            while subset:
+                cluster = draw_part(&model, cluster_log_weight, subset,
+                                    <Py_ssize_t>1 << (popcount(subset) - 1),
+                                    log_z[subset], uniforms[r, label], &weights)
+                bits = cluster
+                while bits:
+                    labels[r, ctz(bits)] = label
+                    bits = bits ^ low_bit(bits)
+                label += 1
+                subset = subset ^ cluster
     return np.asarray(labels)
-
-
-
-cdef inline mask_t scan_cluster(const double* log_e, const double* log_z, mask_t subset,
-                                double u) noexcept nogil:
-    """The cluster whose cumulative probability first exceeds u, by a scan that stops there."""
-    cdef mask_t low = low_bit(subset), rest = subset ^ low, sub = 0, cluster
-    cdef mask_t last_possible = low
-    cdef double total = 0.0, weight
-    while True:
-        cluster = low | sub
-        weight = exp(log_e[cluster] + log_z[subset ^ cluster] - log_z[subset])
-        if weight > 0.0:
-            total = total + weight
-            last_possible = cluster
-            if total > u:
-                return cluster
-        if sub == rest:
-            break
-        sub = next_submask(sub, rest)
-    # Rounding left the total a hair below u: the last possible cluster.
-    return last_possible

@@ -30,9 +30,10 @@ from sktrellis.energies cimport SplitData, split_log_psi_t
 
 from ._common cimport (
     LINEAR_SUM_FLOOR,
-    count_add_product, ctz, deposit, extract_rank, intp_t, log_add, low_bit, mask_t,
-    next_submask, popcount, search_cumulative,
+    count_add_product, extract_rank, intp_t, log_add, low_bit, mask_t, next_submask,
+    popcount,
 )
+from ._sampling cimport WeightCache, draw_part
 
 ###############################################################################
 # Split potentials
@@ -803,6 +804,17 @@ def outside_level(SplitPotential potential, const mask_t[::1] clusters,
 ###############################################################################
 # Exact sampling
 
+cdef struct SplitSampling:
+    const SplitTables* tables
+    const double* log_z
+
+
+cdef inline double split_log_weight(const void* model, mask_t parent, mask_t left) noexcept nogil:
+    """log [psi(parent; left, parent ^ left) Z(left) Z(parent ^ left)], for draw_part."""
+    cdef const SplitSampling* m = <const SplitSampling*>model
+    return split_log_potential(m.tables, parent, left) + m.log_z[left] + m.log_z[parent ^ left]
+
+
 def sample_splits(SplitPotential potential, const double[::1] log_z,
                   const double[:, ::1] uniforms, double[::1] cache):
     """Draw trees top-down from P(tree) = prod psi / Z(root).
@@ -813,27 +825,22 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
     (n_samples, N-1): the inner nodes in preorder, left child (the part
     holding the parent's low bit) first.
 
-    A subset met for the first time is drawn by a scan that stops at the
-    chosen split; from its second visit on, its cumulative split weights are
-    kept in `cache` (binary search per draw) while it has room. Broad
-    posteriors meet many subsets only once, and caching those would cost
-    more in fresh memory than the scan. The caller allocates `cache`, so
-    its size is part of the estimator's memory estimate.
+    Splits are drawn by ``draw_part`` (``_sampling.pxd``), which keeps the
+    cumulative split weights of subsets met more than once in `cache` while
+    it has room; the caller allocates it, so its size is part of the
+    estimator's memory estimate.
     """
-    cdef const SplitTables* t = &potential.tables
     cdef int n_points = potential.n_points
     cdef Py_ssize_t n_samples = uniforms.shape[0], n_inner = n_points - 1
     cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
     cdef mask_t[:, ::1] parents = np.zeros((n_samples, n_inner), dtype=np.uint32)
     cdef mask_t[:, ::1] lefts = np.zeros((n_samples, n_inner), dtype=np.uint32)
-    # -1: never met, -2: met once, >= 0: offset of the cached weights.
     cdef intp_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
-    cdef Py_ssize_t cache_used = 0, cache_capacity = cache.shape[0], n_splits, r, node, top
-    cdef Py_ssize_t j
-    cdef double* cdf
+    cdef WeightCache weights = WeightCache(&cache_start[0], &cache[0], 0, cache.shape[0])
+    cdef SplitSampling model = SplitSampling(&potential.tables, &log_z[0])
+    cdef Py_ssize_t r, node, top
     cdef mask_t stack[64]
-    cdef mask_t parent, low, rest, sub, left
-    cdef double total, u
+    cdef mask_t parent, left
     with nogil:
         for r in range(n_samples):
             top = 0
@@ -844,33 +851,9 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
                 top -= 1
                 if popcount(parent) < 2:
                     continue
-                low = low_bit(parent)
-                rest = parent ^ low
-                n_splits = (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1
-                u = uniforms[r, node]
-                if n_splits == 1:
-                    left = low
-                elif cache_start[parent] >= 0:
-                    left = low | deposit(<mask_t>search_cumulative(
-                        &cache[cache_start[parent]], n_splits, u), rest)
-                elif cache_start[parent] == -2 and cache_used + n_splits <= cache_capacity:
-                    cdf = &cache[cache_used]
-                    cache_start[parent] = cache_used
-                    cache_used += n_splits
-                    total = 0.0
-                    sub = 0
-                    for j in range(n_splits):
-                        left = low | sub
-                        total = total + exp(split_log_potential(t, parent, left)
-                                            + log_z[left] + log_z[parent ^ left]
-                                            - log_z[parent])
-                        cdf[j] = total
-                        sub = next_submask(sub, rest)
-                    left = low | deposit(<mask_t>search_cumulative(cdf, n_splits, u), rest)
-                else:
-                    if cache_start[parent] == -1:
-                        cache_start[parent] = -2
-                    left = scan_split(t, &log_z[0], parent, u)
+                left = draw_part(&model, split_log_weight, parent,
+                                 (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1,
+                                 log_z[parent], uniforms[r, node], &weights)
                 parents[r, node] = parent
                 lefts[r, node] = left
                 node += 1
@@ -879,90 +862,3 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
                 top += 1
                 stack[top] = left
     return np.asarray(parents), np.asarray(lefts)
-
-
-cdef inline mask_t scan_split(const SplitTables* t, const double* log_z, mask_t parent,
-                              double u) noexcept nogil:
-    """The split whose cumulative probability first exceeds u, by a scan that stops there."""
-    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0, left, last_possible = low
-    cdef double total = 0.0, weight
-    while sub != rest:
-        left = low | sub
-        weight = exp(split_log_potential(t, parent, left) + log_z[left] + log_z[parent ^ left]
-                     - log_z[parent])
-        if weight > 0.0:
-            total = total + weight
-            last_possible = left
-            if total > u:
-                return left
-        sub = next_submask(sub, rest)
-    # Rounding left the total a hair below u: the last possible split.
-    return last_possible
-
-
-###############################################################################
-# From split lists to scipy linkage matrices
-
-def splits_to_linkage(const mask_t[:, ::1] parents, const mask_t[:, ::1] lefts,
-                      const double[:, ::1] node_costs):
-    """Linkage matrices of trees given as preorder split lists.
-
-    `parents`, `lefts` and `node_costs` have shape (n_trees, N-1): inner
-    nodes in preorder with the left subtree first (so a node's children sit
-    at preorder positions i + 1 and i + |left|), and each node's non-negative
-    cost. A node's height is the total cost of its subtree, which never
-    decreases towards the root. Rows are emitted children-first in order of
-    increasing height (ties: later preorder first, i.e. descendants first),
-    smaller child id first; row k's height is raised by k * 1e-9 * (tree
-    height) / (N - 1) at most so heights are distinct and
-    ``fcluster(Z, k, "maxclust")`` cuts exactly the top k - 1 rows.
-    Returns an (n_trees, N-1, 4) float64 array.
-    """
-    cdef Py_ssize_t n_trees = parents.shape[0], n_inner = parents.shape[1]
-    cdef Py_ssize_t n_points = n_inner + 1
-    cdef double[:, :, ::1] linkage = np.zeros((n_trees, n_inner, 4))
-    cdef double[::1] height = np.empty(n_inner)
-    cdef intp_t[::1] row_order = np.empty(n_inner, dtype=np.int64)
-    cdef intp_t[::1] row_of_node = np.empty(n_inner, dtype=np.int64)
-    cdef Py_ssize_t r, k, q, node, child, left_size, moving
-    cdef intp_t ids[2]
-    cdef mask_t child_mask
-    cdef double tie_step
-    with nogil:
-        for r in range(n_trees):
-            for node in range(n_inner - 1, -1, -1):
-                height[node] = node_costs[r, node]
-                left_size = popcount(lefts[r, node])
-                if left_size > 1:
-                    height[node] += height[node + 1]
-                if popcount(parents[r, node]) - left_size > 1:
-                    height[node] += height[node + left_size]
-            # Insertion sort of nodes by (height, -preorder): N is small.
-            for k in range(n_inner):
-                moving = n_inner - 1 - k
-                q = k
-                while q > 0 and height[row_order[q - 1]] > height[moving]:
-                    row_order[q] = row_order[q - 1]
-                    q -= 1
-                row_order[q] = moving
-            for k in range(n_inner):
-                row_of_node[row_order[k]] = k
-            tie_step = 1e-9 * (height[0] if height[0] > 1.0 else 1.0) / n_inner
-            for k in range(n_inner):
-                node = row_order[k]
-                left_size = popcount(lefts[r, node])
-                for child in range(2):
-                    child_mask = lefts[r, node] if child == 0 else parents[r, node] ^ lefts[r, node]
-                    if popcount(child_mask) == 1:
-                        ids[child] = ctz(child_mask)
-                    elif child == 0:
-                        ids[child] = n_points + row_of_node[node + 1]
-                    else:
-                        ids[child] = n_points + row_of_node[node + left_size]
-                if ids[0] > ids[1]:
-                    ids[0], ids[1] = ids[1], ids[0]
-                linkage[r, k, 0] = ids[0]
-                linkage[r, k, 1] = ids[1]
-                linkage[r, k, 2] = height[node] + k * tie_step
-                linkage[r, k, 3] = popcount(parents[r, node])
-    return np.asarray(linkage)

@@ -16,8 +16,9 @@ from ._subsets import count_as_int, subsets_by_size
 from .levels import chunk_size, report_level, threads_for
 from .posterior import members_mask, most_probable_masks
 
-# The sampler caches the cluster distributions of subsets it meets twice,
-# up to this many doubles or one per subset, whichever is more.
+# The sampler caches the cumulative cluster weights of subsets it meets
+# twice, in a buffer of this many doubles or one per subset, whichever is
+# more. np.empty only commits the pages the sampler writes.
 _SAMPLE_CACHE_DOUBLES = 1 << 22
 # Bytes per subset of the tables below: the per-size scaled energies, log Z,
 # log MAP, MAP cluster, subsets by size, offsets, two 16-byte factor
@@ -416,5 +417,5 @@ class FlatTrellis:
     def sample_labels(self, n_samples, random_state):
         """(n_samples, N) labels of partitions drawn exactly from P(partition)."""
         uniforms = random_state.random((n_samples, self.n_points))
-        cache_limit = max(1 << self.n_points, _SAMPLE_CACHE_DOUBLES)
-        return kernels.sample_partitions(self.log_e, self.log_z, uniforms, cache_limit)
+        cache = np.empty(max(1 << self.n_points, _SAMPLE_CACHE_DOUBLES))
+        return kernels.sample_partitions(self.log_e, self.log_z, uniforms, cache)
