@@ -20,13 +20,16 @@ Each class's docstring proves its bound; ``tests/test_best_first.py`` checks it
 on every subset against the exact trellis. Everything here trusts its input
 (validated by ``sktrellis.energies._bounds.search_bound``).
 """
-from libc.math cimport INFINITY, exp, log, log1p, M_PI, sqrt
+from libc.math cimport INFINITY, log, M_PI, sqrt
 from libc.stdint cimport uint64_t
 
 import numpy as np
 
 from ._common cimport float64_t, intp_t
 from ._search_bounds cimport MAX_SEARCH_POINTS
+from ._ginkgo cimport LOG_LAM, LOG_NORM, N_PARAMS, log_psi_of_masses
+
+from ._ginkgo import ginkgo_params
 
 
 cdef inline double max3(double a, double b, double c) noexcept nogil:
@@ -415,6 +418,7 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly object momenta
     cdef const float64_t* p4
     cdef readonly double lam, t_cut
+    cdef double params[N_PARAMS]
     cdef double log_lam, log_norm, light_max, node_max
 
     def __init__(self, momenta, double lam, double t_cut, int exact_size=12):
@@ -423,8 +427,10 @@ cdef class GinkgoBound(SearchBound):
         self.momenta = momenta
         self.p4 = &view[0, 0] if momenta.shape[0] else NULL
         self.lam, self.t_cut = lam, t_cut
-        self.log_lam = log(lam)
-        self.log_norm = log(-np.expm1(-lam))
+        for k, value in enumerate(ginkgo_params(lam, t_cut)):
+            self.params[k] = value
+        self.log_lam = self.params[LOG_LAM]
+        self.log_norm = self.params[LOG_NORM]
         cdef double t_star = max(lam, 1.0) * t_cut
         self.light_max = max(-self.log_norm,
                              log(lam / t_star) - lam * t_cut / t_star - self.log_norm)
@@ -453,24 +459,13 @@ cdef class GinkgoBound(SearchBound):
             return 0.0
         return total[0] * total[0] - total[1] * total[1] - total[2] * total[2] - total[3] * total[3]
 
-    cdef inline double child_term(self, double tau, double t) noexcept nogil:
-        # g(tau, t) of DESIGN.md section 6.
-        if tau <= 0.0:
-            return -INFINITY
-        if t > 0.0:
-            return self.log_lam - log(tau) - self.lam * t / tau - self.log_norm
-        return log1p(-exp(-self.lam * self.t_cut / tau)) - self.log_norm
-
     cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil:
         cdef double t_parent = self.mass2(members, m, 0, 0)
         cdef double t_left = self.mass2(members, m, sides, 0)
         cdef double t_right = self.mass2(members, m, sides, 1)
-        cdef double heavy = max(t_left, t_right), light = min(t_left, t_right), root
-        if t_parent < self.t_cut:
-            return INFINITY
-        root = sqrt(max(t_parent, 0.0)) - sqrt(max(heavy, 0.0))
-        return -(self.child_term(t_parent, heavy) + self.child_term(root * root, light)
-                 - log(4 * M_PI))
+        return -log_psi_of_masses(self.params, t_parent, sqrt(max(t_parent, 0.0)),
+                                  t_left, sqrt(max(t_left, 0.0)),
+                                  t_right, sqrt(max(t_right, 0.0)))
 
     cdef double lower_(self, const int* members, int m) noexcept nogil:
         cdef double t
