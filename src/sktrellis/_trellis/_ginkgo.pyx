@@ -4,7 +4,7 @@
 One implementation of the public C contract of split potentials
 (``sktrellis/energies/__init__.pxd``): the kernels know nothing of it.
 """
-from libc.math cimport log
+from libc.math cimport log, sqrt
 
 import numpy as np
 
@@ -61,3 +61,28 @@ def ginkgo_params(double lam, double t_cut):
     # The decay direction is isotropic: 1 / (4 pi) per split.
     params[ISOTROPIC] = -log(4.0 * np.pi)
     return params
+
+
+def log_psi_of_mass_arrays(mass2_parent, mass2_left, mass2_right, double lam, double t_cut):
+    """Vectorised log psi of splits from the three invariant masses squared (broadcast).
+
+    The same C formula as the kernels evaluate, for the merge models of the
+    greedy and beam searches and for ``make_jets``.
+    """
+    parent, left, right = np.broadcast_arrays(
+        *(np.asarray(v, dtype=np.float64) for v in (mass2_parent, mass2_left, mass2_right)))
+    shape = parent.shape
+    cdef const double[::1] t_p = np.ascontiguousarray(parent).ravel()
+    cdef const double[::1] t_l = np.ascontiguousarray(left).ravel()
+    cdef const double[::1] t_r = np.ascontiguousarray(right).ravel()
+    cdef double[::1] out = np.empty(t_p.shape[0])
+    cdef double params[N_PARAMS]
+    cdef Py_ssize_t i
+    for i, value in enumerate(ginkgo_params(lam, t_cut)):
+        params[i] = value
+    with nogil:
+        for i in range(t_p.shape[0]):
+            out[i] = log_psi_of_masses(params, t_p[i], sqrt(max(t_p[i], 0.0)),
+                                       t_l[i], sqrt(max(t_l[i], 0.0)),
+                                       t_r[i], sqrt(max(t_r[i], 0.0)))
+    return np.asarray(out).reshape(shape)

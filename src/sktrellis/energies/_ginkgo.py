@@ -4,6 +4,7 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
+from .._trellis._ginkgo import log_psi_of_mass_arrays
 from .._trellis._hierarchical import SplitPotential
 from ._base import HierarchicalEnergy
 from ._merge import MergeModel
@@ -22,26 +23,12 @@ def invariant_mass2(momenta):
 def ginkgo_log_psi(mass2_parent, mass2_left, mass2_right, lam, t_cut):
     """Vectorised log psi of Ginkgo splits from the three invariant masses squared.
 
-    The formula of :class:`GinkgoLikelihood`, as the exact kernel evaluates
-    it: a child with ``t <= 0`` is a leaf, a parent below ``t_cut`` cannot
-    split.
+    The formula of :class:`GinkgoLikelihood`, evaluated by the same C code as
+    the exact kernel: a child with ``t <= 0`` is a leaf, a parent below
+    ``t_cut`` cannot split.
     """
-    mass2_parent, mass2_left, mass2_right = np.broadcast_arrays(
-        *(np.asarray(v, dtype=np.float64) for v in (mass2_parent, mass2_left, mass2_right))
-    )
-    log_norm = np.log(-np.expm1(-lam))
-
-    def child_term(tau, t):
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            inner = np.log(lam) - np.log(tau) - lam * t / tau - log_norm
-            leaf = np.log1p(-np.exp(-lam * t_cut / tau)) - log_norm
-        return np.where(tau > 0, np.where(t > 0, inner, leaf), -np.inf)
-
-    heavy = np.maximum(mass2_left, mass2_right)
-    light = np.minimum(mass2_left, mass2_right)
-    scale_light = (np.sqrt(np.maximum(mass2_parent, 0.0)) - np.sqrt(np.maximum(heavy, 0.0))) ** 2
-    log_psi = child_term(mass2_parent, heavy) + child_term(scale_light, light) - np.log(4 * np.pi)
-    return np.where(mass2_parent < t_cut, -np.inf, log_psi)
+    return log_psi_of_mass_arrays(mass2_parent, mass2_left, mass2_right, float(lam),
+                                  float(t_cut))
 
 
 class GinkgoLikelihood(HierarchicalEnergy):
