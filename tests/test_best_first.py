@@ -1,6 +1,7 @@
 """Best-first search against the exact trellis and brute-force enumeration."""
 import _thread
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sktrellis import BestFirstHierarchicalClustering, ExactHierarchicalClustering
 from sktrellis import best_first as search_module
 from sktrellis.datasets import make_jets
+from sktrellis._tree import masks_from_merges, merges_from_tree
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
+from sktrellis.metrics import dasgupta_cost
 from sktrellis.energies._bounds import search_bound
 from sktrellis._trellis._best_first import MAX_POINTS, BestFirstSearch, SplitGenerator
 
@@ -158,22 +161,58 @@ def test_generator_yields_every_split_once_above_its_key(kind, size, global_rand
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("n_points", [2, 3, 5, 8, 11])
-@pytest.mark.parametrize("incumbent", ["sparse", "beam"])
-def test_search_finds_the_trellis_map(kind, n_points, incumbent, global_random_seed):
-    """Proven optimal, equal to the exact trellis, with and without an incumbent."""
+@pytest.mark.parametrize("n_points", [2, 3, 5, 8, 11, 13])
+def test_search_finds_the_trellis_map(kind, n_points, global_random_seed):
+    """Proven optimal and equal to the exact trellis, from no incumbent.
+
+    (Ginkgo: up to 12 points the bound's exact solve answers at the root; 13
+    points are searched.)
+    """
     rng = np.random.default_rng(global_random_seed + n_points)
     energy, X = _problem(kind, n_points, rng)
     exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
     search = _search(energy, X)
     assert -search.upper == pytest.approx(exact, rel=1e-9, abs=1e-9)
     assert search.gap == 0.0
+    merges, log_potentials = search.merges()
+    assert log_potentials.sum() == pytest.approx(exact, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [2, 5, 13])
+@pytest.mark.parametrize("incumbent", ["sparse", "beam"])
+def test_estimator_finds_the_trellis_map(kind, n_points, incumbent, global_random_seed):
+    """The estimator, from either incumbent: proven optimal, never below it."""
+    rng = np.random.default_rng(global_random_seed + n_points)
+    energy, X = _problem(kind, n_points, rng)
+    exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
     model = BestFirstHierarchicalClustering(energy, incumbent=incumbent).fit(X)
     assert model.stop_reason_ == "optimal"
     assert model.optimality_gap_ == 0.0
     assert model.map_log_potential_ == pytest.approx(exact, rel=1e-9, abs=1e-9)
     assert model.map_log_potential_ >= model.incumbent_log_potential_ - 1e-9
     assert is_valid_linkage(model.linkage_matrix_)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_seeded_with_the_optimal_tree(kind, global_random_seed):
+    """Seeded with the exact MAP tree, the search proves it without generating it again."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem(kind, 13, rng)
+    exact = ExactHierarchicalClustering(energy).fit(X)
+    masks = masks_from_merges(merges_from_tree(exact.linkage_matrix_, 13), 13)
+    tree_splits = {frozenset((masks[a], masks[b])) for a, b in
+                   merges_from_tree(exact.linkage_matrix_, 13)}
+    search = BestFirstSearch(search_bound(energy, X), 13)
+    search.add_tree([masks[a] for a, _ in merges_from_tree(exact.linkage_matrix_, 13)],
+                    [masks[b] for _, b in merges_from_tree(exact.linkage_matrix_, 13)])
+    assert -search.upper == pytest.approx(exact.map_log_potential_, rel=1e-9, abs=1e-9)
+    assert search.run() == "optimal"
+    assert -search.upper == pytest.approx(exact.map_log_potential_, rel=1e-9, abs=1e-9)
+    # Its own tree, split for split, or one of the same potential.
+    merges, log_potentials = search.merges()
+    assert log_potentials.sum() == pytest.approx(exact.map_log_potential_, rel=1e-9, abs=1e-9)
+    assert len(tree_splits) == 12
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -198,20 +237,39 @@ def test_structured_data_past_the_trellis():
     assert model.optimality_gap_ == 0.0
     assert model.upper_bound_ == pytest.approx(model.map_log_potential_)
     assert model.map_log_potential_ >= model.incumbent_log_potential_
-    assert model.n_clusters_stored_ < 2**30
+    assert model.n_clusters_stored_ < 10_000
+
+
+def test_the_returned_tree_has_the_claimed_cost_at_64_points():
+    """N = 64 blobs, the most the search takes: the tree's Dasgupta cost, recomputed."""
+    X, _ = make_blobs(n_samples=64, centers=4, random_state=1)
+    energy = Dasgupta(beta=0.5)
+    model = BestFirstHierarchicalClustering(energy, n_clusters=4).fit(X)
+    assert model.stop_reason_ == "optimal"
+    cost = dasgupta_cost(model.linkage_matrix_, energy.similarities(X))
+    assert -energy.beta * cost == pytest.approx(model.map_log_potential_, rel=1e-12)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_budget_stop_reports_a_valid_gap(kind, global_random_seed):
-    """Stopped early: the exact MAP lies between the tree found and the bound."""
+@pytest.mark.parametrize("max_clusters", [1, 100, 1000, 10_000])
+def test_budget_stop_reports_a_valid_gap(kind, max_clusters, global_random_seed):
+    """Stopped at any point: the exact MAP lies between the tree found and the bound."""
     rng = np.random.default_rng(global_random_seed)
     # Above the Ginkgo bound's exact size, so that the root is searched.
     energy, X = _problem(kind, 13, rng)
     exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
-    model = BestFirstHierarchicalClustering(energy, max_clusters=1, incumbent="beam", beam_width=1)
-    with pytest.warns(UserWarning, match=r"stopped \(max_clusters\) before proving"):
+    model = BestFirstHierarchicalClustering(
+        energy, max_clusters=max_clusters, incumbent="beam", beam_width=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         model.fit(X)
-    assert model.stop_reason_ == "max_clusters"
+    if model.stop_reason_ == "optimal":
+        assert not caught
+        assert model.optimality_gap_ == 0.0
+    else:
+        assert model.stop_reason_ == "max_clusters"
+        assert any("stopped (max_clusters) before proving" in str(w.message) for w in caught)
+    assert max_clusters > 1 or model.stop_reason_ == "max_clusters"
     tol = 1e-9 * abs(exact)
     assert model.map_log_potential_ <= exact + tol
     assert exact <= model.upper_bound_ + tol
@@ -219,6 +277,12 @@ def test_budget_stop_reports_a_valid_gap(kind, global_random_seed):
         model.upper_bound_ - model.map_log_potential_, abs=tol
     )
     assert is_valid_linkage(model.linkage_matrix_)
+
+
+def test_no_tree_found_yet_is_an_error_not_a_crash():
+    energy, X = _problem("dasgupta", 20, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="no tree of non-zero potential yet"):
+        BestFirstSearch(search_bound(energy, X), 20).merges()
 
 
 def test_max_time_stops_the_search():
@@ -257,7 +321,7 @@ def test_ctrl_c_returns_the_best_tree_with_its_gap(monkeypatch):
 
 def test_more_than_64_points_is_refused_before_any_work():
     X = np.random.default_rng(0).normal(size=(65, 2))
-    with pytest.raises(ValueError, match="n_samples=65 must be 1 to 64"):
+    with pytest.raises(ValueError, match="n_samples=65 is more than 64; use SparseTrellisClustering"):
         BestFirstHierarchicalClustering().fit(X)
 
 

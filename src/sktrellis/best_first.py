@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ._estimator import EnergyEstimatorMixin
-from ._trellis._best_first import BestFirstSearch
+from ._trellis._best_first import MAX_POINTS, BestFirstSearch
 from ._tree import masks_from_merges, merges_from_tree
 from .baselines._search import beam_search
 from .energies import Dasgupta
@@ -21,10 +21,12 @@ _SLICE_SECONDS = 0.1
 # Memory the search may take by default, a state's size besides its
 # penalties (heap record and container slack; measured: 76 bytes for
 # Ginkgo, whose states carry none), and its penalties' size per point of
-# the search (measured peak at N = 32 and 40: 460 bytes a state in all).
+# the search, with the generators' pools growing by doubling (measured
+# peaks over 1M Dasgupta states: 627 bytes a state at N = 40, 1,116 at
+# N = 64; this gives 784 and 1,216).
 _DEFAULT_MEMORY = 2 * 2**30
 _STATE_BYTES = 64
-_PENALTY_BYTES_PER_POINT = 12
+_PENALTY_BYTES_PER_POINT = 18
 
 
 ###############################################################################
@@ -36,15 +38,16 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     An AND/OR best-first search (AO*) over clusters finds the tree of
     largest log potential without tabulating the 2**N subsets of the
     trellis: clusters are created only when the search reaches them, keyed
-    by their N-bit mask, and the splits of a cluster are generated lazily,
-    cheapest lower bound first, never all 2**(|S| - 1) at once. Lower bounds
+    by their 64-bit mask (so at most 64 points), and the splits of a
+    cluster are generated lazily, cheapest lower bound first. Lower bounds
     on the cost ``-log phi`` of the best subtree over each cluster
-    (admissible, see :mod:`sktrellis.energies._bounds`) prune the rest. The
-    search starts from a beam-search tree (the incumbent) and is anytime:
-    when the budget runs out (``max_time``, ``max_clusters``, Ctrl-C) it
-    returns the best tree found with ``optimality_gap_``, the difference
-    between its log potential and an upper bound on that of every tree. A
-    gap of 0 means the tree is proven optimal.
+    (admissible, proven in ``sktrellis._trellis._search_bounds``) prune the
+    rest. The search starts from the sparse trellis's or beam search's tree
+    (the incumbent) and is anytime: when the budget runs out
+    (``max_time``, ``max_clusters``, or Ctrl-C, which ends the search, not
+    the program) it returns the best tree found with ``optimality_gap_``,
+    the difference between its log potential and an upper bound on that of
+    every tree. A gap of 0 means the tree is proven optimal.
 
     Parameters
     ----------
@@ -63,8 +66,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         partial splits of the lazy generators): the memory cap. None means
         as many as fit in about 2 GiB: a state takes about 64 bytes, plus
         penalties of its unassigned points for the Dasgupta and correlation
-        bounds (measured peaks: 0.46 KB per state for Dasgupta at N = 40,
-        0.08 KB for Ginkgo).
+        bounds (measured peaks: 0.6 KB per state for Dasgupta at N = 40,
+        1.1 KB at N = 64, 0.08 KB for Ginkgo).
     incumbent : {"sparse", "beam"}, default="sparse"
         The tree the search starts from: the MAP of a
         :class:`~sktrellis.SparseTrellisClustering` (seeded by beam search;
@@ -174,9 +177,13 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         """
         X = self._validate_training_data(X)
         n_points = len(X)
+        if n_points > MAX_POINTS:
+            raise ValueError(
+                f"{type(self).__name__} keys clusters by 64-bit masks: n_samples={n_points} "
+                f"is more than {MAX_POINTS}; use SparseTrellisClustering"
+            )
         energy = self._energy()
         bound = search_bound(energy, X)
-        # Before the incumbent: refuses more than 64 points at once.
         search = BestFirstSearch(bound, n_points)
         start = time.perf_counter()
         if self.incumbent == "beam":
@@ -203,7 +210,10 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         merges, log_potentials = search.merges()
         self._set_tree_from_merges(merges, log_potentials, energy)
         self.upper_bound_ = -search.lower
-        self.optimality_gap_ = search.gap
+        # Unless proven, from the tree returned: the root's own upper bound
+        # may lag behind an improvement found through another of its splits.
+        self.optimality_gap_ = 0.0 if search.solved else max(
+            0.0, self.upper_bound_ - self.map_log_potential_)
         self.incumbent_log_potential_ = incumbent
         self.n_expanded_ = search.n_expanded
         self.n_splits_ = search.n_splits

@@ -15,12 +15,16 @@ subtree; the search ends when the root is solved, or at a budget with the
 certified gap between the two.
 
 The splits of a cluster come from a lazy generator: a best-first search
-over partial assignments of the cluster's points (sorted; the lowest
-always on side A) to the sides A and B, keyed by the bound's lower bound on
-every split completing the assignment (``_search_bounds.pxd``). The key
-never decreases along an assignment, so splits leave the generator in
-order of their bound and its smallest open key bounds every split not yet
-generated: the 2**(|S| - 1) splits of a large cluster are never all held.
+over partial assignments of the cluster's points (in the order the bound
+chooses; the first always on side A) to the sides A and B, keyed by the
+bound's lower bound on every split completing the assignment
+(``_search_bounds.pxd``). The key never decreases along an assignment, so
+splits leave the generator in order of their bound and its smallest open
+key bounds every split not yet generated. With a bound that sees the
+assignment (Dasgupta, correlation clustering) the 2**(|S| - 1) splits of a
+large cluster are never all held; with one blind to it (Ginkgo) every
+partial key is the same and a generator holds all its complete splits
+before the first leaves it.
 
 Costs are ``-log psi``; everything runs without the GIL, and a call of
 ``BestFirstSearch.run`` returns within about ``seconds`` so that the
@@ -30,21 +34,14 @@ from libc.math cimport INFINITY, fabs, isfinite
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy, memset
 from libcpp.unordered_map cimport unordered_map
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+from libcpp.algorithm cimport pop_heap, push_heap
 from libcpp.vector cimport vector
 from cython.operator cimport dereference as deref
 
 import numpy as np
 
 from ._search_bounds cimport MAX_SEARCH_POINTS, SearchBound
-
-
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    cdef struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int clock_gettime(int clock_id, timespec* tp)
-    enum: CLOCK_MONOTONIC
 
 
 #: Most points a search takes: clusters are keyed by 64-bit masks.
@@ -116,40 +113,23 @@ cdef struct Generator:
     vector[vector[int]] free_slots
 
 
-cdef inline bint state_before(const PartialState* x, const PartialState* y) noexcept nogil:
-    return x.key < y.key or (x.key == y.key and x.order > y.order)
+# std heaps keep the "largest" entry on top; these comparators make it the
+# entry to pop first.
+cdef bint popped_later(const PartialState& x, const PartialState& y) noexcept nogil:
+    # Smallest key first; ties to the newest state (depth first).
+    return y.key < x.key or (y.key == x.key and y.order > x.order)
 
 
-cdef int heap_push(vector[PartialState]& heap, PartialState entry) except -1 nogil:
-    heap.push_back(entry)
-    cdef size_t child = heap.size() - 1, parent
-    while child > 0:
-        parent = (child - 1) // 2
-        if not state_before(&entry, &heap[parent]):
-            break
-        heap[child] = heap[parent]
-        child = parent
-    heap[child] = entry
+cdef int heap_push(vector[PartialState]& heap, PartialState state) except -1 nogil:
+    heap.push_back(state)
+    push_heap(heap.begin(), heap.end(), popped_later)
     return 0
 
 
-cdef PartialState heap_pop(vector[PartialState]& heap) noexcept nogil:
-    cdef PartialState top = heap[0], last = heap.back()
+cdef PartialState heap_pop(vector[PartialState]& heap) except * nogil:
+    pop_heap(heap.begin(), heap.end(), popped_later)
+    cdef PartialState top = heap.back()
     heap.pop_back()
-    cdef size_t n = heap.size(), hole = 0, child
-    if n == 0:
-        return top
-    while True:
-        child = 2 * hole + 1
-        if child >= n:
-            break
-        if child + 1 < n and state_before(&heap[child + 1], &heap[child]):
-            child += 1
-        if not state_before(&heap[child], &last):
-            break
-        heap[hole] = heap[child]
-        hole = child
-    heap[hole] = last
     return top
 
 
@@ -296,7 +276,8 @@ cdef class SplitGenerator:
     ----------
     bound : SearchBound
     members : array-like of int
-        The cluster's points, sorted, at most 64.
+        The cluster's points, sorted, at most 64 (the generator assigns
+        them in the bound's order).
     """
 
     # A one-element vector, so that the generator's C++ members are
@@ -347,33 +328,8 @@ cdef struct SplitKey:
     int index         # into the cluster's splits
 
 
-cdef int split_heap_push(vector[SplitKey]& heap, SplitKey entry) except -1 nogil:
-    heap.push_back(entry)
-    cdef size_t child = heap.size() - 1, parent
-    while child > 0:
-        parent = (child - 1) // 2
-        if heap[parent].key <= entry.key:
-            break
-        heap[child] = heap[parent]
-        child = parent
-    heap[child] = entry
-    return 0
-
-
-cdef void split_heap_sift_down(vector[SplitKey]& heap, size_t hole) noexcept nogil:
-    cdef SplitKey moving = heap[hole]
-    cdef size_t n = heap.size(), child
-    while True:
-        child = 2 * hole + 1
-        if child >= n:
-            break
-        if child + 1 < n and heap[child + 1].key < heap[child].key:
-            child += 1
-        if heap[child].key >= moving.key:
-            break
-        heap[hole] = heap[child]
-        hole = child
-    heap[hole] = moving
+cdef bint larger_key(const SplitKey& x, const SplitKey& y) noexcept nogil:
+    return y.key < x.key
 
 
 cdef enum:
@@ -385,6 +341,9 @@ cdef enum:
 
 cdef class BestFirstSearch:
     """AO*-style best-first search for the minimum-cost tree over N <= 64 points.
+
+    Not thread-safe: ``run`` changes the search without the GIL, so one
+    object must not be run from two threads at once.
 
     Parameters
     ----------
@@ -421,10 +380,7 @@ cdef class BestFirstSearch:
 
     def __init__(self, SearchBound bound, int n_points):
         if not 1 <= n_points <= MAX_SEARCH_POINTS:
-            raise ValueError(
-                f"best-first search keys clusters by 64-bit masks: n_samples={n_points} "
-                f"must be 1 to {MAX_SEARCH_POINTS}; use SparseTrellisClustering"
-            )
+            raise ValueError(f"n_points must be 1 to {MAX_SEARCH_POINTS}, got {n_points}")
         self.bound = bound
         self.n_points = n_points
         self.root = self.cluster(((<uint64_t>1) << (n_points - 1) << 1) - 1)
@@ -522,7 +478,8 @@ cdef class BestFirstSearch:
         entry.index = <int>self.splits[node].size()
         entry.key = split.cost + self.lower_bound[split.a] + self.lower_bound[split.b]
         self.splits[node].push_back(split)
-        split_heap_push(self.split_heap[node], entry)
+        self.split_heap[node].push_back(entry)
+        push_heap(self.split_heap[node].begin(), self.split_heap[node].end(), larger_key)
         self.improve_upper(node, entry.index)
         return 0
 
@@ -557,8 +514,10 @@ cdef class BestFirstSearch:
             value = split.cost + self.lower_bound[split.a] + self.lower_bound[split.b]
             self.improve_upper(node, follow)
             if value > heap[0][0].key:
-                heap[0][0].key = value
-                split_heap_sift_down(heap[0], 0)
+                # Stale: take it out and put it back with its current key.
+                pop_heap(heap.begin(), heap.end(), larger_key)
+                heap[0][heap.size() - 1].key = value
+                push_heap(heap.begin(), heap.end(), larger_key)
                 continue
             # A key a hair too high (a part's lower bound snapped down to its
             # cost when it was solved) only needs lowering at the top.
@@ -577,7 +536,8 @@ cdef class BestFirstSearch:
             self.lower_bound[node] = self.upper_bound[node]
             self.solved_flag[node] = 1
             if self.generator[node] >= 0:
-                self.n_states -= release_generator(&self.generators[self.generator[node]])
+                # Its open partial splits and the generator itself.
+                self.n_states -= release_generator(&self.generators[self.generator[node]]) + 1
             vector[SplitKey]().swap(heap[0])
         if follow_value != NULL:
             follow_value[0] = best_value
@@ -691,10 +651,13 @@ cdef class BestFirstSearch:
 
     @property
     def n_clusters(self):
+        """Clusters created (solved or not)."""
         return self.mask.size()
 
     def merges(self):
         """The best tree found as (merges, log potentials), children first."""
+        if not isfinite(self.upper_bound[self.root]):
+            raise ValueError("the search has found no tree of non-zero potential yet")
         merges, log_potentials = [], []
         self._build(self.root, merges, log_potentials)
         return np.array(merges, dtype=np.int64).reshape(-1, 2), np.array(log_potentials)

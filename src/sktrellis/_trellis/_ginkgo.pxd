@@ -33,9 +33,9 @@ cdef inline double log_psi_of_masses(const double* params, double t_parent, doub
                                      double root_right) noexcept nogil:
     """log psi from the three masses squared t and their square roots.
 
-    The one copy of the formula in C (the NumPy one is
-    ``sktrellis.energies._ginkgo.ginkgo_log_psi``): the heavier child's mass
-    given the parent's, then the lighter's given what the heavier leaves.
+    The one copy of the formula (``sktrellis.energies._ginkgo.ginkgo_log_psi``
+    calls it on arrays): the heavier child's mass given the parent's, then
+    the lighter's given what the heavier leaves.
     """
     cdef double scale_light
     if t_parent < params[T_CUT]:

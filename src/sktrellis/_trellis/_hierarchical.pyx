@@ -21,6 +21,7 @@ from libc.stdint cimport uint64_t
 from libc.string cimport memset
 
 import importlib
+from types import MappingProxyType
 
 import numpy as np
 
@@ -207,8 +208,9 @@ cdef class SplitPotential:
     Attributes
     ----------
     n_points : int
-    arrays : dict of ndarray
-        The validated tables (what ``nbytes`` counts).
+    arrays : mapping of str to ndarray
+        The validated tables (what ``nbytes`` counts), read-only; the
+        kernels read them in place, so do not write into them.
 
     Examples
     --------
@@ -301,7 +303,9 @@ cdef class SplitPotential:
             raise ValueError(f"unknown split potential kind {kind}")
         self.n_points = n_points
         self.kind = kind
-        self.arrays = arrays
+        # The kernels read these arrays through raw pointers: a read-only
+        # view, so no entry can be dropped or replaced under them.
+        self.arrays = MappingProxyType(arrays)
         self.params = params
 
     def __dealloc__(self):
@@ -410,7 +414,7 @@ cdef class SplitPotential:
         return self.kind == SEPARABLE
 
     def __reduce__(self):
-        return (SplitPotential, (self.n_points, self.kind, self.arrays, self.params))
+        return (SplitPotential, (self.n_points, self.kind, dict(self.arrays), self.params))
 
     def evaluate(self, parents, lefts):
         """log psi for arrays of (parent, child) masks; either child may be given."""

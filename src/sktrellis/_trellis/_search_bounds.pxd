@@ -1,8 +1,11 @@
 # The contract between the best-first search (_best_first.pyx) and an
 # energy's admissible bound. The search minimises the cost -log phi of a
-# tree over up to 64 points. A cluster is given as its sorted point indices
-# (`members`, m of them); a split of it as `sides`, bit k set <=> members[k]
-# on side B (members[0], the lowest point, is always on side A).
+# tree over up to 64 points. A cluster is given as its point indices
+# (`members`, m of them, in any order: the split generator uses the order of
+# `order_`); a split of it as `sides`, bit k set <=> members[k] on side B,
+# with members[0] on side A. A split and its mirror image are the same
+# split to the search: split_cost_ and the keys must not depend on which
+# side is called A.
 
 from libc.stdint cimport uint64_t
 

@@ -25,7 +25,7 @@ from libc.stdint cimport uint64_t
 
 import numpy as np
 
-from ._common cimport float64_t, intp_t
+from ._common cimport float64_t
 from ._search_bounds cimport MAX_SEARCH_POINTS
 from ._ginkgo cimport LOG_LAM, LOG_NORM, N_PARAMS, log_psi_of_masses
 
@@ -100,19 +100,19 @@ cdef class SearchBound:
         pass
 
     def split_cost(self, members, in_a):
-        """-log psi of the split of ``members`` (sorted) putting ``in_a`` on side A."""
+        """-log psi of the split of ``members`` putting ``in_a`` on side A."""
         cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
-        return self.split_cost_(&points[0], points.shape[0], _sides_of(in_a))
+        return self.split_cost_(&points[0], points.shape[0], _sides_of(~np.asarray(in_a, bool)))
 
     def lower(self, members):
-        """Lower bound on the cost of every tree over ``members`` (sorted)."""
+        """Lower bound on the cost of every tree over ``members``."""
         cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
         if points.shape[0] == 0:
             return 0.0
         return self.lower_(&points[0], points.shape[0])
 
     def base(self, members):
-        """The assignment-free part of the split keys of ``members`` (sorted)."""
+        """The assignment-free part of the split keys of ``members``."""
         cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
         return self.base_(&points[0], points.shape[0])
 
@@ -376,6 +376,9 @@ cdef class CorrelationBound(SearchBound):
 ###############################################################################
 # Ginkgo
 
+# Largest cluster a bound may have solved exactly: 3**20 / 2 = 1.7e9 splits.
+MAX_EXACT_SIZE = 20
+
 
 cdef class GinkgoBound(SearchBound):
     """An upper bound on the Ginkgo log likelihood of any tree over a cluster.
@@ -439,6 +442,10 @@ cdef class GinkgoBound(SearchBound):
         self.scale = 0.0
         # The split order comes from the complete split's own bound.
         self.refine = True
+        if not 0 <= exact_size <= MAX_EXACT_SIZE:
+            raise ValueError(
+                f"exact_size must be 0 to {MAX_EXACT_SIZE} (3**k / 2 splits per cluster), "
+                f"got {exact_size}")
         self.exact_size = exact_size
 
     cdef inline double root_bound(self, double mass2) noexcept nogil:
