@@ -22,6 +22,7 @@ on every subset against the exact trellis. Everything here trusts its input
 """
 from libc.math cimport INFINITY, exp, log, log1p, M_PI, sqrt
 from libc.stdint cimport uint64_t
+from libc.stdlib cimport qsort
 
 import numpy as np
 
@@ -336,32 +337,72 @@ cdef class CorrelationBound(SearchBound):
 # Ginkgo
 
 
+# The pairs of 64 points.
+cdef enum:
+    MAX_SEARCH_PAIRS = 2016
+
+
+cdef int compare_doubles(const void* x, const void* y) noexcept nogil:
+    cdef double a = (<const double*>x)[0], b = (<const double*>y)[0]
+    return (a > b) - (a < b)
+
+
 cdef class GinkgoBound(SearchBound):
     """An upper bound on the Ginkgo log likelihood of any tree over a cluster.
 
-    Write ``n = log(1 - exp(-lam))``. Every inner node v of a tree of
-    non-zero likelihood has ``t_v >= t_cut``, and masses are superadditive
-    (``sqrt t_P >= sqrt t_a + sqrt t_b``), so ``t_P' >= t_b``. Bounds on the
-    two terms of ``log psi``:
+    Write ``n = log(1 - exp(-lam))`` (< 0), ``g(tau, t)`` the child term of
+    DESIGN.md section 6 and, for a cluster C of leaves, ``t_C`` its mass
+    squared. Leaves are massless, so ``t_C = sum over pairs i < j in C of
+    t_ij`` with ``t_ij = 2 p_i.p_j >= 0`` (up to the leaves' own rounded
+    masses, see below): ``t`` grows when a point joins (superadditive), and
+    masses are superadditive, ``sqrt t_P >= sqrt t_a + sqrt t_b`` for
+    future-directed four-momenta, so the lighter child's scale ``t_P' =
+    (sqrt t_P - sqrt t_a)**2 >= t_b``.
 
-    - a leaf child: ``log(1 - exp(-lam t_cut / tau)) - n <= -n`` for any tau;
-      with ``tau = t_P >= t_cut`` (the heavier child) ``<= 0``;
-    - the heavier child when inner (always, once the node has 3 or more
-      points, as inner masses exceed leaf masses 0): with ``t_a >= t_cut``,
-      ``g(t_P, t_a) <= log(lam / t_P) - lam t_cut / t_P - n =: H(t_P)``;
-    - the lighter child when inner: ``g(tau, t_b) = log(lam / tau) - lam
-      t_b / tau - n`` over ``tau >= t_b >= t_cut`` is largest at ``tau =
-      max(lam, 1) t_b`` and then decreases in t_b, so it is at most its
-      value at ``t_b = t_cut``: ``L_inner``.
+    **Smallest mass of a node of each size.** In a tree over S of non-zero
+    likelihood every inner node v has ``t_v >= t_cut``. A node of k points
+    holds k (k - 1) / 2 distinct pairs of S, so ``t_v`` is at least the sum
+    of the k (k - 1) / 2 smallest ``t_ij`` over S; and ``2 t_v = sum over
+    i in v of sum over j in v - i of t_ij`` is at least the sum, over the k
+    points of S with the smallest values, of ``r_i(k - 1)``, the sum of the
+    k - 1 smallest ``t_ij`` of point i in S. The largest of these and of the
+    bound for k - 1 points (t grows with the node) is ``L_k <= t_v``.
 
-    So the root split of a cluster S of 3 or more points has ``log psi <=
-    G(t_S) = H(t_S) + max(-n, L_inner) - log(4 pi)``, any inner node at most
-    ``G_max = max(max_{t >= t_cut} G(t), -log(4 pi))`` (the second for two
-    leaves, whose terms are <= 0), and the |S| - 2 inner nodes below the
-    root at most G_max each:
-    ``log phi(T over S) <= G(t_S) + (|S| - 2) G_max``, and ``-inf`` (cost
-    +inf) when ``t_S < t_cut``. It knows nothing of how the points pair
-    up, so it prunes little: expect the gap, not a proof, past small N.
+    **Each term by the sizes alone.** Let v be an inner node of k points
+    with children of sizes h (the heavier one) and l:
+
+    - an inner child c of t_c >= L: ``g(tau, t_c) = log(lam / tau) - lam
+      t_c / tau - n`` decreases in t_c and, over ``tau >= max(t_c, T)``,
+      peaks at ``tau = max(lam t_c, t_c, T)``, so ``g <= I(T, L) :=`` its
+      value at ``t_c = L``, ``tau = max(lam L, L, T)``. The heavier child has
+      ``tau = t_v >= L_k`` (``= t_S`` exactly at the root, where it is
+      ``<= log(lam / t_S) - lam L_h / t_S - n``): ``<= I(L_k, L_h)``; the
+      lighter one has ``tau = t_v' >= t_c``: ``<= I(0, L_l)``;
+    - a leaf child: ``g = log(1 - exp(-lam t_cut / tau)) - n <= -n``; both
+      children are leaves only in a cherry, where ``tau = t_v`` (``t_v' =
+      t_v`` as ``t_a = 0``) and ``g`` decreases in tau: ``<= log(1 -
+      exp(-lam t_cut / L_2)) - n`` below the root, exact at it;
+    - an inner child is always the heavier (inner masses >= t_cut > 0 =
+      leaf masses); between two inner children either may be heavier, so
+      both assignments are tried.
+
+    Then ``log psi(v) <= sum of its two child bounds - log(4 pi)``, which
+    depends on (k, h, l) only, and ``log phi(T over S)`` is at most the best
+    sum over the binary trees of sizes (a node of k points splitting into
+    h + l = k): the dynamic programme ``F(1) = 0``, ``F(k) = max over
+    splits of the two child bounds + F(h) + F(l) - log(4 pi)`` over
+    non-root nodes (with I(L_k, .) and L_2), and at the root the same with
+    ``t_S`` known exactly. ``lower(S)`` is minus that: +inf when ``t_S <
+    t_cut``, exact for one and two points. It costs O(|S|**2 log |S|).
+
+    Rounding: the momenta may have tiny negative masses (validation allows
+    ``E >= |p| (1 - 1e-9)``); ``t_C = sum of the leaves' t_i + sum of the
+    t_ij``, so every ``L_k`` (not t_cut) is lowered by the sum of the
+    negative ``t_i`` of S, and each ``t_ij`` is clipped at 0.
+
+    The bound knows the sizes of the nodes, not which points they hold: it
+    still pays each node's ``g`` at its best ``tau`` and lets disjoint nodes
+    of one size share the lightest points.
 
     Parameters
     ----------
@@ -374,32 +415,38 @@ cdef class GinkgoBound(SearchBound):
         would have the search enumerate their splits anyway).
     """
 
-    cdef readonly object momenta
+    cdef readonly object momenta, pair_mass, point_mass
     cdef const float64_t* p4
+    cdef const float64_t* pair_t
+    cdef const float64_t* self_t
+    cdef Py_ssize_t n
     cdef readonly double lam, t_cut
-    cdef double log_lam, log_norm, light_max, node_max
+    cdef double log_lam, log_norm
 
     def __init__(self, momenta, double lam, double t_cut, int exact_size=10):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
         cdef const float64_t[:, ::1] view = momenta
         self.momenta = momenta
-        self.p4 = &view[0, 0] if momenta.shape[0] else NULL
+        self.n = momenta.shape[0]
+        self.p4 = &view[0, 0] if self.n else NULL
+        # t_ij = t({i, j}) - t_i - t_j = 2 p_i.p_j, clipped at 0; t_i as is.
+        energy, p = momenta[:, 0], momenta[:, 1:]
+        pair_mass = np.ascontiguousarray(
+            np.maximum(2.0 * (np.outer(energy, energy) - p @ p.T), 0.0))
+        np.fill_diagonal(pair_mass, 0.0)
+        point_mass = np.ascontiguousarray(energy ** 2 - np.sum(p ** 2, axis=1))
+        cdef const float64_t[:, ::1] pair_view = pair_mass
+        cdef const float64_t[::1] point_view = point_mass
+        self.pair_mass, self.point_mass = pair_mass, point_mass
+        self.pair_t = &pair_view[0, 0] if self.n else NULL
+        self.self_t = &point_view[0] if self.n else NULL
         self.lam, self.t_cut = lam, t_cut
         self.log_lam = log(lam)
         self.log_norm = log(-np.expm1(-lam))
-        cdef double t_star = max(lam, 1.0) * t_cut
-        self.light_max = max(-self.log_norm,
-                             log(lam / t_star) - lam * t_cut / t_star - self.log_norm)
-        # H(t) = log(lam / t) - lam t_cut / t - n peaks at t = lam t_cut (or t_cut).
-        self.node_max = max(self.root_bound(max(lam * t_cut, t_cut)), -log(4 * M_PI))
         self.scale = 0.0
         # The split order comes from the complete split's own bound.
         self.refine = True
         self.exact_size = exact_size
-
-    cdef inline double root_bound(self, double mass2) noexcept nogil:
-        return (self.log_lam - log(mass2) - self.lam * self.t_cut / mass2 - self.log_norm
-                + self.light_max - log(4 * M_PI))
 
     cdef double mass2(self, const int* members, int m, uint64_t sides, int side) noexcept nogil:
         """t of the points of ``members`` on ``side`` (leaves: 0)."""
@@ -423,6 +470,11 @@ cdef class GinkgoBound(SearchBound):
             return self.log_lam - log(tau) - self.lam * t / tau - self.log_norm
         return log1p(-exp(-self.lam * self.t_cut / tau)) - self.log_norm
 
+    cdef inline double inner_max(self, double tau_low, double t_low) noexcept nogil:
+        """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T)."""
+        cdef double tau = max3(self.lam * t_low, t_low, tau_low)
+        return self.log_lam - log(tau) - self.lam * t_low / tau - self.log_norm
+
     cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil:
         cdef double t_parent = self.mass2(members, m, 0, 0)
         cdef double t_left = self.mass2(members, m, sides, 0)
@@ -434,8 +486,54 @@ cdef class GinkgoBound(SearchBound):
         return -(self.child_term(t_parent, heavy) + self.child_term(root * root, light)
                  - log(4 * M_PI))
 
+    cdef void node_masses(self, const int* members, int m, double* low) noexcept nogil:
+        """low[k] = L_k for k = 2..m (see the class docstring); m <= 64."""
+        cdef double pairs[MAX_SEARCH_PAIRS]
+        cdef double rows[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
+        cdef double column[MAX_SEARCH_POINTS]
+        cdef double negative = 0.0, by_pairs, by_rows, value
+        cdef int x, y, k, q = 0
+        cdef Py_ssize_t row
+        for x in range(m):
+            row = members[x] * self.n
+            if self.self_t[members[x]] < 0.0:
+                negative += self.self_t[members[x]]
+            for y in range(m):
+                if y != x:
+                    rows[x][y - (y > x)] = self.pair_t[row + members[y]]
+                    if y > x:
+                        pairs[q] = self.pair_t[row + members[y]]
+                        q += 1
+        qsort(pairs, q, sizeof(double), compare_doubles)
+        for x in range(m):
+            qsort(&rows[x][0], m - 1, sizeof(double), compare_doubles)
+            # rows[x][j] becomes r_x(j + 1), the sum of its j + 1 smallest.
+            for y in range(1, m - 1):
+                rows[x][y] += rows[x][y - 1]
+        by_pairs = 0.0
+        q = 0
+        low[0] = low[1] = 0.0
+        for k in range(2, m + 1):
+            # The pairs of k points: k (k - 1) / 2 of them.
+            while q < k * (k - 1) // 2:
+                by_pairs += pairs[q]
+                q += 1
+            for x in range(m):
+                column[x] = rows[x][k - 2]
+            qsort(column, m, sizeof(double), compare_doubles)
+            by_rows = 0.0
+            for x in range(k):
+                by_rows += column[x]
+            value = max(by_pairs, 0.5 * by_rows) + negative
+            low[k] = max3(value, low[k - 1], self.t_cut)
+
     cdef double lower_(self, const int* members, int m) noexcept nogil:
-        cdef double t
+        cdef double low[MAX_SEARCH_POINTS + 1]
+        cdef double best[MAX_SEARCH_POINTS + 1]
+        cdef double light[MAX_SEARCH_POINTS + 1]
+        cdef double t, value, top, cherry
+        cdef double log_4pi = log(4 * M_PI)
+        cdef int k, h, l, size
         if m == 1:
             return 0.0
         if m == 2:
@@ -443,4 +541,33 @@ cdef class GinkgoBound(SearchBound):
         t = self.mass2(members, m, 0, 0)
         if t < self.t_cut:
             return INFINITY
-        return -(self.root_bound(t) + (m - 2) * self.node_max)
+        self.node_masses(members, m, low)
+        # light[k]: bound on the term of a lighter child of k points (leaf: -n).
+        light[1] = -self.log_norm
+        for k in range(2, m):
+            light[k] = self.inner_max(0.0, low[k])
+        # best[k]: F(k), the best log potential of a subtree of k points
+        # below its own term, for a non-root node.
+        best[1] = 0.0
+        cherry = log1p(-exp(-self.lam * self.t_cut / low[2])) - self.log_norm
+        if m > 2:
+            best[2] = 2 * cherry - log_4pi
+        for k in range(3, m):
+            top = -INFINITY
+            for h in range(2, k):
+                l = k - h
+                # The heavier child has h >= 2 points; l = 1 is a leaf.
+                value = (self.inner_max(low[k], low[h]) + light[l] + best[h] + best[l]
+                         - log_4pi)
+                if value > top:
+                    top = value
+            best[k] = top
+        # The root: tau = t_S for the heavier child.
+        top = -INFINITY
+        for h in range(2, m):
+            l = m - h
+            value = (self.log_lam - log(t) - self.lam * low[h] / t - self.log_norm
+                     + light[l] + best[h] + best[l] - log_4pi)
+            if value > top:
+                top = value
+        return -top
