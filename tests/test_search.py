@@ -61,6 +61,34 @@ def test_bound_is_admissible_on_every_subset(kind, n_points, global_random_seed)
             assert lower == pytest.approx(best_cost, rel=1e-12, abs=1e-12)
 
 
+def _published_jets():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "ginkgo_published_jets.json"
+    if not path.exists():
+        pytest.skip(f"published jets not found at {path}")
+    return json.loads(path.read_text())["cases"]
+
+
+def test_ginkgo_bound_is_admissible_on_published_jets():
+    """lower(S) <= best cost over S on every subset of the 60 AISTATS 2021 jets (N <= 9),
+    and the whole jet's bound is finite and at most its published MAP cost."""
+    for case in _published_jets():
+        momenta = np.array(case["leaves_4momenta"])
+        n_points = len(momenta)
+        energy = GinkgoLikelihood(lam=case["params"]["lambda"], t_cut=case["params"]["t_cut"])
+        trellis = ExactHierarchicalClustering(energy).fit(momenta)._trellis
+        bound = search_bound(energy, momenta)
+        for mask in range(1, 1 << n_points):
+            best_cost = -trellis.log_map[mask]
+            lower = bound.lower(_members(mask, n_points))
+            assert lower <= best_cost + 1e-9 * max(1.0, abs(best_cost)), (case["jet_index"], mask)
+        whole = bound.lower(np.arange(n_points))
+        assert np.isfinite(whole)
+        assert whole <= -case["map_loglik"] + 1e-9 * abs(case["map_loglik"])
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_split_cost_is_minus_log_psi(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)

@@ -22,7 +22,6 @@ on every subset against the exact trellis. Everything here trusts its input
 """
 from libc.math cimport INFINITY, exp, log, log1p, M_PI, sqrt
 from libc.stdint cimport uint64_t
-from libc.stdlib cimport qsort
 
 import numpy as np
 
@@ -337,72 +336,68 @@ cdef class CorrelationBound(SearchBound):
 # Ginkgo
 
 
-# The pairs of 64 points.
-cdef enum:
-    MAX_SEARCH_PAIRS = 2016
-
-
-cdef int compare_doubles(const void* x, const void* y) noexcept nogil:
-    cdef double a = (<const double*>x)[0], b = (<const double*>y)[0]
-    return (a > b) - (a < b)
-
-
 cdef class GinkgoBound(SearchBound):
     """An upper bound on the Ginkgo log likelihood of any tree over a cluster.
 
     Write ``n = log(1 - exp(-lam))`` (< 0), ``g(tau, t)`` the child term of
-    DESIGN.md section 6 and, for a cluster C of leaves, ``t_C`` its mass
-    squared. Leaves are massless, so ``t_C = sum over pairs i < j in C of
-    t_ij`` with ``t_ij = 2 p_i.p_j >= 0`` (up to the leaves' own rounded
-    masses, see below): ``t`` grows when a point joins (superadditive), and
-    masses are superadditive, ``sqrt t_P >= sqrt t_a + sqrt t_b`` for
-    future-directed four-momenta, so the lighter child's scale ``t_P' =
-    (sqrt t_P - sqrt t_a)**2 >= t_b``.
+    DESIGN.md section 6, ``t_C`` the mass squared of a set C of points and
+    ``t_ij = 2 p_i.p_j = t_{ij} - t_i - t_j``, so that ``t_C = sum over i in
+    C of t_i + sum over pairs i < j in C of t_ij`` (bilinearity; the points'
+    own ``t_i`` are 0 up to rounding, and only their negative part, summed
+    over S as ``neg <= 0``, is kept below). Inner nodes are future-directed
+    and timelike, so ``sqrt t_v >= sqrt t_a + sqrt t_b`` (reverse
+    Cauchy-Schwarz, ``p_a.p_b >= sqrt(t_a t_b)``): the lighter child's scale
+    ``t_v' = (sqrt t_v - sqrt t_a)**2 >= t_b``.
 
-    **Smallest mass of a node of each size.** In a tree over S of non-zero
-    likelihood every inner node v has ``t_v >= t_cut``. A node of k points
-    holds k (k - 1) / 2 distinct pairs of S, so ``t_v`` is at least the sum
-    of the k (k - 1) / 2 smallest ``t_ij`` over S; and ``2 t_v = sum over
-    i in v of sum over j in v - i of t_ij`` is at least the sum, over the k
-    points of S with the smallest values, of ``r_i(k - 1)``, the sum of the
-    k - 1 smallest ``t_ij`` of point i in S. The largest of these and of the
-    bound for k - 1 points (t grows with the node) is ``L_k <= t_v``.
+    **Least mass of a node of k points, L_k** (a tree of non-zero
+    likelihood over S, every inner node v has ``t_v >= t_cut``):
 
-    **Each term by the sizes alone.** Let v be an inner node of k points
-    with children of sizes h (the heavier one) and l:
+    - ``2 (t_v - sum of its t_i) = sum over i in v of sum over j in v - i
+      of t_ij >= sum over i in v of r_i(k - 1)``, with ``r_i(q)`` the sum
+      of the q smallest ``t_ij``, j in S: at least the sum of the k smallest
+      ``r_i(k - 1)`` over i in S (the q smallest of a subset's row are no
+      smaller than those of S's row);
+    - by the node's split into children of h >= l points: with l = 1 (leaf
+      x), ``t_v = t_a + t_x + sum over j in a of t_xj >= L_{k-1} + neg +
+      R_{k-1}``, ``R_q = min over x in S of r_x(q)``; with h, l >= 2,
+      ``t_v >= (sqrt L_h + sqrt L_l)**2``. Call this ``ell(k, h, l)``;
+    - L_k is the largest of ``t_cut``, the first bound + neg and the least
+      ``ell(k, h, k - h)`` over the splits (each is a bound for every node
+      of k points; L_1 = 0).
 
-    - an inner child c of t_c >= L: ``g(tau, t_c) = log(lam / tau) - lam
-      t_c / tau - n`` decreases in t_c and, over ``tau >= max(t_c, T)``,
-      peaks at ``tau = max(lam t_c, t_c, T)``, so ``g <= I(T, L) :=`` its
-      value at ``t_c = L``, ``tau = max(lam L, L, T)``. The heavier child has
-      ``tau = t_v >= L_k`` (``= t_S`` exactly at the root, where it is
-      ``<= log(lam / t_S) - lam L_h / t_S - n``): ``<= I(L_k, L_h)``; the
-      lighter one has ``tau = t_v' >= t_c``: ``<= I(0, L_l)``;
-    - a leaf child: ``g = log(1 - exp(-lam t_cut / tau)) - n <= -n``; both
-      children are leaves only in a cherry, where ``tau = t_v`` (``t_v' =
-      t_v`` as ``t_a = 0``) and ``g`` decreases in tau: ``<= log(1 -
-      exp(-lam t_cut / L_2)) - n`` below the root, exact at it;
-    - an inner child is always the heavier (inner masses >= t_cut > 0 =
-      leaf masses); between two inner children either may be heavier, so
-      both assignments are tried.
+    **The terms by sizes.** A child c with ``t_c >= L``: ``g(tau, t_c) =
+    log(lam / tau) - lam t_c / tau - n`` decreases in ``t_c`` and, over
+    ``tau >= max(t_c, T)``, peaks at ``tau = max(lam t_c, t_c, T)``: ``g <=
+    I(T, L)``, its value at ``t_c = L`` and that tau; ``I(0, L) = kappa -
+    log L``, ``kappa = log(lam / c) - lam / c - n``, ``c = max(lam, 1)``.
+    A leaf child: ``g = log(1 - exp(-lam t_cut / tau)) - n <= -n``; in a
+    cherry both leaves have ``tau = t_v`` (``t_v' = t_v`` as ``t_a = 0``),
+    and g decreases in tau: ``<= log(1 - exp(-lam t_cut / L_2)) - n``.
+    An inner child is the heavier (inner t >= t_cut > 0); of two inner
+    children either may be, so both are tried, and the heavier has ``t_c >=
+    max(L_h, L_l)`` (it outweighs the other) and ``tau = t_v >= L_k``.
 
-    Then ``log psi(v) <= sum of its two child bounds - log(4 pi)``, which
-    depends on (k, h, l) only, and ``log phi(T over S)`` is at most the best
-    sum over the binary trees of sizes (a node of k points splitting into
-    h + l = k): the dynamic programme ``F(1) = 0``, ``F(k) = max over
-    splits of the two child bounds + F(h) + F(l) - log(4 pi)`` over
-    non-root nodes (with I(L_k, .) and L_2), and at the root the same with
-    ``t_S`` known exactly. ``lower(S)`` is minus that: +inf when ``t_S <
-    t_cut``, exact for one and two points. It costs O(|S|**2 log |S|).
-
-    Rounding: the momenta may have tiny negative masses (validation allows
-    ``E >= |p| (1 - 1e-9)``); ``t_C = sum of the leaves' t_i + sum of the
-    t_ij``, so every ``L_k`` (not t_cut) is lowered by the sum of the
-    negative ``t_i`` of S, and each ``t_ij`` is clipped at 0.
+    **Dynamic programme over the sizes.** For a non-root node of k points,
+    ``inside(k)`` bounds the log potential of its subtree, ``with(k)`` that
+    plus its own term when it is a lighter child: ``with(1) = -n``,
+    ``inside(2) = 2 log(1 - exp(-lam t_cut / L_2)) - 2 n - log(4 pi)``,
+    ``with(2) = I(0, L_2) + inside(2)`` and, for k >= 3, over h + l = k,
+    h >= 2 the heavier, ``inside(k) = max [heavy(k, h, l) + with(l)] -
+    log(4 pi)`` and ``with(k)`` the same max with ``I(0, ell(k, h, l))``
+    added inside it (the node's own term, given its split), where the
+    heavier child's term and subtree are at most ``heavy(k, h, l) =
+    min(with(h), I(L_k, max(L_h, L_l)) + inside(h))`` (the max over its
+    splits of a min is at most the min of the maxes). At the root S the
+    heavier child (h points) has ``tau = t_S`` exactly: its term is at most
+    ``log(lam / t_S) - lam t / t_S - n`` with t = ``max(ell(h, h1, h2),
+    L_l)`` over its splits (L_2 for a cherry). By induction every tree's
+    log potential is at most the root's value; ``lower(S)`` is minus it,
+    +inf when ``t_S < t_cut``, exact for one and two points. It costs
+    O(|S|**2) logs and O(|S|**3) comparisons (small sorts).
 
     The bound knows the sizes of the nodes, not which points they hold: it
-    still pays each node's ``g`` at its best ``tau`` and lets disjoint nodes
-    of one size share the lightest points.
+    lets disjoint nodes of one size share the lightest points and pays each
+    node's ``g`` at its best tau.
 
     Parameters
     ----------
@@ -421,7 +416,7 @@ cdef class GinkgoBound(SearchBound):
     cdef const float64_t* self_t
     cdef Py_ssize_t n
     cdef readonly double lam, t_cut
-    cdef double log_lam, log_norm
+    cdef double log_lam, log_norm, kappa
 
     def __init__(self, momenta, double lam, double t_cut, int exact_size=10):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
@@ -429,10 +424,9 @@ cdef class GinkgoBound(SearchBound):
         self.momenta = momenta
         self.n = momenta.shape[0]
         self.p4 = &view[0, 0] if self.n else NULL
-        # t_ij = t({i, j}) - t_i - t_j = 2 p_i.p_j, clipped at 0; t_i as is.
+        # t_ij = 2 p_i.p_j = t({i, j}) - t_i - t_j, and the points' own t_i.
         energy, p = momenta[:, 0], momenta[:, 1:]
-        pair_mass = np.ascontiguousarray(
-            np.maximum(2.0 * (np.outer(energy, energy) - p @ p.T), 0.0))
+        pair_mass = np.ascontiguousarray(2.0 * (np.outer(energy, energy) - p @ p.T))
         np.fill_diagonal(pair_mass, 0.0)
         point_mass = np.ascontiguousarray(energy ** 2 - np.sum(p ** 2, axis=1))
         cdef const float64_t[:, ::1] pair_view = pair_mass
@@ -443,6 +437,9 @@ cdef class GinkgoBound(SearchBound):
         self.lam, self.t_cut = lam, t_cut
         self.log_lam = log(lam)
         self.log_norm = log(-np.expm1(-lam))
+        # I(0, L) = kappa - log L: g(tau, L) at tau = max(lam, 1) L.
+        cdef double c = max(lam, 1.0)
+        self.kappa = self.log_lam - log(c) - lam / c - self.log_norm
         self.scale = 0.0
         # The split order comes from the complete split's own bound.
         self.refine = True
@@ -470,11 +467,6 @@ cdef class GinkgoBound(SearchBound):
             return self.log_lam - log(tau) - self.lam * t / tau - self.log_norm
         return log1p(-exp(-self.lam * self.t_cut / tau)) - self.log_norm
 
-    cdef inline double inner_max(self, double tau_low, double t_low) noexcept nogil:
-        """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T)."""
-        cdef double tau = max3(self.lam * t_low, t_low, tau_low)
-        return self.log_lam - log(tau) - self.lam * t_low / tau - self.log_norm
-
     cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil:
         cdef double t_parent = self.mass2(members, m, 0, 0)
         cdef double t_left = self.mass2(members, m, sides, 0)
@@ -486,54 +478,87 @@ cdef class GinkgoBound(SearchBound):
         return -(self.child_term(t_parent, heavy) + self.child_term(root * root, light)
                  - log(4 * M_PI))
 
-    cdef void node_masses(self, const int* members, int m, double* low) noexcept nogil:
-        """low[k] = L_k for k = 2..m (see the class docstring); m <= 64."""
-        cdef double pairs[MAX_SEARCH_PAIRS]
+    cdef inline double inner_max(self, double tau_low, double t_low, double log_t_low) noexcept nogil:
+        """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T)."""
+        cdef double c = self.lam if self.lam > 1.0 else 1.0
+        if c * t_low >= tau_low:
+            return self.kappa - log_t_low
+        return self.log_lam - log(tau_low) - self.lam * t_low / tau_low - self.log_norm
+
+    cdef void node_masses(self, const int* members, int m, double* low, double* single) noexcept nogil:
+        """low[k] = L_k for k = 1..m - 1 (L_1 = 0) and single[q] = R_q for q = 1..m - 2."""
         cdef double rows[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
         cdef double column[MAX_SEARCH_POINTS]
-        cdef double negative = 0.0, by_pairs, by_rows, value
-        cdef int x, y, k, q = 0
+        cdef double negative = 0.0, value, total, smallest
+        cdef int x, y, z, k, q, l
         cdef Py_ssize_t row
         for x in range(m):
             row = members[x] * self.n
             if self.self_t[members[x]] < 0.0:
                 negative += self.self_t[members[x]]
+            # Insertion sort of the row's m - 1 pair masses (m <= 64).
+            q = 0
             for y in range(m):
-                if y != x:
-                    rows[x][y - (y > x)] = self.pair_t[row + members[y]]
-                    if y > x:
-                        pairs[q] = self.pair_t[row + members[y]]
-                        q += 1
-        qsort(pairs, q, sizeof(double), compare_doubles)
-        for x in range(m):
-            qsort(&rows[x][0], m - 1, sizeof(double), compare_doubles)
+                if y == x:
+                    continue
+                value = self.pair_t[row + members[y]]
+                z = q
+                while z > 0 and rows[x][z - 1] > value:
+                    rows[x][z] = rows[x][z - 1]
+                    z -= 1
+                rows[x][z] = value
+                q += 1
             # rows[x][j] becomes r_x(j + 1), the sum of its j + 1 smallest.
             for y in range(1, m - 1):
                 rows[x][y] += rows[x][y - 1]
-        by_pairs = 0.0
-        q = 0
         low[0] = low[1] = 0.0
-        for k in range(2, m + 1):
-            # The pairs of k points: k (k - 1) / 2 of them.
-            while q < k * (k - 1) // 2:
-                by_pairs += pairs[q]
-                q += 1
+        for k in range(2, m):
+            # The k smallest r_x(k - 1) over the points x of S.
             for x in range(m):
-                column[x] = rows[x][k - 2]
-            qsort(column, m, sizeof(double), compare_doubles)
-            by_rows = 0.0
+                value = rows[x][k - 2]
+                z = x
+                while z > 0 and column[z - 1] > value:
+                    column[z] = column[z - 1]
+                    z -= 1
+                column[z] = value
+            total = 0.0
             for x in range(k):
-                by_rows += column[x]
-            value = max(by_pairs, 0.5 * by_rows) + negative
-            low[k] = max3(value, low[k - 1], self.t_cut)
+                total += column[x]
+            single[k - 1] = column[0]
+            low[k] = max(0.5 * total + negative, self.t_cut)
+        # A node of k points splits into children of h + l points.
+        for k in range(3, m):
+            smallest = INFINITY
+            for l in range(1, k // 2 + 1):
+                value = self.split_mass(low, single, negative, k, k - l, l)
+                if value < smallest:
+                    smallest = value
+            low[k] = max(low[k], smallest)
+
+    cdef inline double split_mass(self, const double* low, const double* single, double negative,
+                                  int k, int h, int l) noexcept nogil:
+        """ell(k, h, l): the least t of a node of k points with children of h and l points."""
+        cdef double value
+        if k == 2:
+            return low[2]
+        if l == 1 or h == 1:
+            value = low[k - 1] + single[k - 1] + negative
+        else:
+            value = sqrt(low[h]) + sqrt(low[l])
+            value *= value
+        return value if value > low[k] else low[k]
 
     cdef double lower_(self, const int* members, int m) noexcept nogil:
         cdef double low[MAX_SEARCH_POINTS + 1]
-        cdef double best[MAX_SEARCH_POINTS + 1]
-        cdef double light[MAX_SEARCH_POINTS + 1]
-        cdef double t, value, top, cherry
+        cdef double log_low[MAX_SEARCH_POINTS + 1]
+        cdef double single[MAX_SEARCH_POINTS + 1]
+        # Best log potential of a subtree of k points: with its own incoming
+        # term as a lighter child (with_term), and without it (inside).
+        cdef double with_term[MAX_SEARCH_POINTS + 1]
+        cdef double inside[MAX_SEARCH_POINTS + 1]
+        cdef double t, value, heavy, top_in, top_with, top, cherry, negative = 0.0
         cdef double log_4pi = log(4 * M_PI)
-        cdef int k, h, l, size
+        cdef int k, h, l, h1, x
         if m == 1:
             return 0.0
         if m == 2:
@@ -541,33 +566,60 @@ cdef class GinkgoBound(SearchBound):
         t = self.mass2(members, m, 0, 0)
         if t < self.t_cut:
             return INFINITY
-        self.node_masses(members, m, low)
-        # light[k]: bound on the term of a lighter child of k points (leaf: -n).
-        light[1] = -self.log_norm
+        for x in range(m):
+            if self.self_t[members[x]] < 0.0:
+                negative += self.self_t[members[x]]
+        self.node_masses(members, m, low, single)
         for k in range(2, m):
-            light[k] = self.inner_max(0.0, low[k])
-        # best[k]: F(k), the best log potential of a subtree of k points
-        # below its own term, for a non-root node.
-        best[1] = 0.0
+            log_low[k] = log(low[k])
+        with_term[1] = -self.log_norm
+        inside[1] = 0.0
         cherry = log1p(-exp(-self.lam * self.t_cut / low[2])) - self.log_norm
-        if m > 2:
-            best[2] = 2 * cherry - log_4pi
+        inside[2] = 2 * cherry - log_4pi
+        with_term[2] = self.kappa - log_low[2] + inside[2]
         for k in range(3, m):
-            top = -INFINITY
+            top_in = top_with = -INFINITY
             for h in range(2, k):
                 l = k - h
-                # The heavier child has h >= 2 points; l = 1 is a leaf.
-                value = (self.inner_max(low[k], low[h]) + light[l] + best[h] + best[l]
-                         - log_4pi)
-                if value > top:
-                    top = value
-            best[k] = top
-        # The root: tau = t_S for the heavier child.
+                heavy = self.heavy_child(low, log_low, with_term, inside, k, h, l)
+                value = heavy + with_term[l] - log_4pi
+                if value > top_in:
+                    top_in = value
+                value += self.kappa - log(self.split_mass(low, single, negative, k, h, l))
+                if value > top_with:
+                    top_with = value
+            inside[k] = top_in
+            with_term[k] = top_with
+        # The root: its heavier child c (h points) has tau = t_S exactly and
+        # t_c >= max(ell of c's split, L_l).
         top = -INFINITY
         for h in range(2, m):
             l = m - h
-            value = (self.log_lam - log(t) - self.lam * low[h] / t - self.log_norm
-                     + light[l] + best[h] + best[l] - log_4pi)
+            if h == 2:
+                heavy = self.root_heavy(t, max(low[2], low[l])) + inside[2]
+            else:
+                heavy = -INFINITY
+                for h1 in range(2, h):
+                    value = (self.root_heavy(t, max(self.split_mass(low, single, negative, h, h1,
+                                                                    h - h1), low[l]))
+                             + self.heavy_child(low, log_low, with_term, inside, h, h1, h - h1)
+                             + with_term[h - h1] - log_4pi)
+                    if value > heavy:
+                        heavy = value
+            value = heavy + with_term[l] - log_4pi
             if value > top:
                 top = value
         return -top
+
+    cdef inline double root_heavy(self, double t_root, double t_low) noexcept nogil:
+        """g(t_S, t) at its largest over t >= t_low."""
+        return self.log_lam - log(t_root) - self.lam * t_low / t_root - self.log_norm
+
+    cdef inline double heavy_child(self, const double* low, const double* log_low,
+                                   const double* with_term, const double* inside,
+                                   int k, int h, int l) noexcept nogil:
+        """Bound on term + subtree of the heavier child (h points) of a node of k = h + l."""
+        # t_c >= L_h and >= t of the lighter child >= L_l; tau = t_v >= L_k.
+        cdef int big = h if low[h] >= low[l] else l
+        cdef double value = self.inner_max(low[k], low[big], log_low[big]) + inside[h]
+        return value if value < with_term[h] else with_term[h]
