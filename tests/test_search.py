@@ -61,6 +61,35 @@ def test_bound_is_admissible_on_every_subset(kind, n_points, global_random_seed)
             assert lower == pytest.approx(best_cost, rel=1e-12, abs=1e-12)
 
 
+def _assert_admissible_everywhere(energy, X):
+    n_points = len(X)
+    trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
+    bound = search_bound(energy, X)
+    for mask in range(1, 1 << n_points):
+        best_cost = -trellis.log_map[mask]
+        lower = bound.lower(_members(mask, n_points))
+        assert lower <= best_cost + 1e-9 * max(1.0, abs(best_cost)), mask
+
+
+@pytest.mark.parametrize("lam, t_cut", [(0.5, 16.0), (0.9, 4.0), (1.0, 16.0), (3.0, 16.0),
+                                        (1.5, 2.0), (1.5, 40.0), (6.0, 1.0)])
+def test_ginkgo_bound_is_admissible_for_any_parameters(lam, t_cut, global_random_seed):
+    """The Ginkgo bound on every subset for lam below and above 1 and other cuts."""
+    jet = make_jets(n_leaves=9, random_state=global_random_seed)[0]
+    _assert_admissible_everywhere(GinkgoLikelihood(lam=lam, t_cut=t_cut), jet.momenta)
+
+
+@pytest.mark.parametrize("boost", [0.0, 15.0])
+@pytest.mark.parametrize("deficit", [0.0, 5e-10])
+def test_ginkgo_bound_is_admissible_off_the_shower(boost, deficit, global_random_seed):
+    """Massless momenta in random directions (not a shower), collimated or not, and with
+    E a rounding below |p| (slightly negative t_i and t_ij, as validation allows)."""
+    rng = np.random.default_rng(global_random_seed)
+    p = rng.normal(size=(9, 3)) * rng.uniform(1, 20, size=(9, 1)) + [0.0, 0.0, boost]
+    X = np.column_stack([np.linalg.norm(p, axis=1) * (1 - deficit), p])
+    _assert_admissible_everywhere(GinkgoLikelihood(), X)
+
+
 def _published_jets():
     import json
     from pathlib import Path
