@@ -359,7 +359,8 @@ cdef class GinkgoBound(SearchBound):
       smaller than those of S's row);
     - by the node's split into children of h >= l points: with l = 1 (leaf
       x), ``t_v = t_a + t_x + sum over j in a of t_xj >= L_{k-1} + neg +
-      R_{k-1}``, ``R_q = min over x in S of r_x(q)``; with h, l >= 2,
+      R_{k-1}`` (``t_x >= neg``), ``R_q = min over x in S of r_x(q)``;
+      with h, l >= 2 (two inner children),
       ``t_v >= (sqrt L_h + sqrt L_l)**2``. Call this ``ell(k, h, l)``;
     - L_k is the largest of ``t_cut``, the first bound + neg and the least
       ``ell(k, h, k - h)`` over the splits (each is a bound for every node
@@ -388,10 +389,14 @@ cdef class GinkgoBound(SearchBound):
     heavier child's term and subtree are at most ``heavy(k, h, l) =
     min(with(h), I(L_k, max(L_h, L_l)) + inside(h))`` (the max over its
     splits of a min is at most the min of the maxes). At the root S the
-    heavier child (h points) has ``tau = t_S`` exactly: its term is at most
-    ``log(lam / t_S) - lam t / t_S - n`` with t = ``max(ell(h, h1, h2),
-    L_l)`` over its splits (L_2 for a cherry). By induction every tree's
-    log potential is at most the root's value; ``lower(S)`` is minus it,
+    heavier child c (h points) has ``tau = t_S`` exactly, so for each split
+    h1 + h2 = h of c (h1 >= 2 the heavier) its term is at most
+    ``log(lam / t_S) - lam t / t_S - n`` with ``t = max(ell(h, h1, h2),
+    L_l)``, and its subtree at most ``heavy(h, h1, h2) + with(h2) - log(4
+    pi)`` (a cherry: L_2 and inside(2)); the root's value is the max over
+    h + l = |S| of that max over c's splits + ``with(l) - log(4 pi)``. By
+    induction every tree's log potential is at most the root's value
+    (each bound holds for the tree's own sizes); ``lower(S)`` is minus it,
     +inf when ``t_S < t_cut``, exact for one and two points. It costs
     O(|S|**2) logs and O(|S|**3) comparisons (small sorts).
 
