@@ -64,6 +64,73 @@ def test_bound_is_admissible_on_every_subset(kind, n_points, global_random_seed)
             assert lower == pytest.approx(best_cost, rel=1e-12, abs=1e-12)
 
 
+def _assert_admissible_everywhere(energy, X):
+    n_points = len(X)
+    trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
+    bound = search_bound(energy, X)
+    for mask in range(1, 1 << n_points):
+        best_cost = -trellis.log_map[mask]
+        lower = bound.lower(_members(mask, n_points))
+        assert lower <= best_cost + 1e-9 * max(1.0, abs(best_cost)), mask
+
+
+@pytest.mark.parametrize("lam, t_cut", [(0.5, 16.0), (0.9, 4.0), (1.0, 16.0), (3.0, 16.0),
+                                        (1.5, 2.0), (1.5, 40.0), (6.0, 1.0)])
+def test_ginkgo_bound_is_admissible_for_any_parameters(lam, t_cut, global_random_seed):
+    """The Ginkgo bound on every subset for lam below and above 1 and other cuts."""
+    jet = make_jets(n_leaves=9, random_state=global_random_seed)[0]
+    _assert_admissible_everywhere(GinkgoLikelihood(lam=lam, t_cut=t_cut), jet.momenta)
+
+
+@pytest.mark.parametrize("boost", [0.0, 15.0])
+@pytest.mark.parametrize("deficit", [0.0, 5e-10])
+def test_ginkgo_bound_is_admissible_off_the_shower(boost, deficit, global_random_seed):
+    """Massless momenta in random directions (not a shower), collimated or not, and with
+    E a rounding below |p| (slightly negative t_i and t_ij, as validation allows)."""
+    rng = np.random.default_rng(global_random_seed)
+    p = rng.normal(size=(9, 3)) * rng.uniform(1, 20, size=(9, 1)) + [0.0, 0.0, boost]
+    X = np.column_stack([np.linalg.norm(p, axis=1) * (1 - deficit), p])
+    _assert_admissible_everywhere(GinkgoLikelihood(), X)
+
+
+def test_ginkgo_bound_is_within_a_few_nats(global_random_seed):
+    """A 10-particle jet's bound is within 12 nats of its MAP cost (2.7 to 8.7 over
+    seeds 0-99; about 30 for G(t_S) + (|S| - 2) G_max, the bound before the size DP)."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem("ginkgo", 10, rng)
+    best_cost = -ExactHierarchicalClustering(energy).fit(X).map_log_potential_
+    lower = search_bound(energy, X).lower(np.arange(10))
+    assert best_cost - 12.0 < lower <= best_cost + 1e-9 * best_cost
+
+
+def _published_jets():
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "ginkgo_published_jets.json"
+    if not path.exists():
+        pytest.skip(f"published jets not found at {path}")
+    return json.loads(path.read_text())["cases"]
+
+
+def test_ginkgo_bound_is_admissible_on_published_jets():
+    """lower(S) <= best cost over S on every subset of the 60 AISTATS 2021 jets (N <= 9),
+    and the whole jet's bound is finite and at most its published MAP cost."""
+    for case in _published_jets():
+        momenta = np.array(case["leaves_4momenta"])
+        n_points = len(momenta)
+        energy = GinkgoLikelihood(lam=case["params"]["lambda"], t_cut=case["params"]["t_cut"])
+        trellis = ExactHierarchicalClustering(energy).fit(momenta)._trellis
+        bound = search_bound(energy, momenta)
+        for mask in range(1, 1 << n_points):
+            best_cost = -trellis.log_map[mask]
+            lower = bound.lower(_members(mask, n_points))
+            assert lower <= best_cost + 1e-9 * max(1.0, abs(best_cost)), (case["jet_index"], mask)
+        whole = bound.lower(np.arange(n_points))
+        assert np.isfinite(whole)
+        assert whole <= -case["map_loglik"] + 1e-9 * abs(case["map_loglik"])
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_split_cost_is_minus_log_psi(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)

@@ -20,7 +20,7 @@ Each class's docstring proves its bound; ``tests/test_best_first.py`` checks it
 on every subset against the exact trellis. Everything here trusts its input
 (validated by ``sktrellis.energies._bounds.search_bound``).
 """
-from libc.math cimport INFINITY, log, M_PI, sqrt
+from libc.math cimport INFINITY, exp, log, log1p, M_PI, sqrt
 from libc.stdint cimport uint64_t
 
 import numpy as np
@@ -383,29 +383,70 @@ MAX_EXACT_SIZE = 20
 cdef class GinkgoBound(SearchBound):
     """An upper bound on the Ginkgo log likelihood of any tree over a cluster.
 
-    Write ``n = log(1 - exp(-lam))``. Every inner node v of a tree of
-    non-zero likelihood has ``t_v >= t_cut``, and masses are superadditive
-    (``sqrt t_P >= sqrt t_a + sqrt t_b``), so ``t_P' >= t_b``. Bounds on the
-    two terms of ``log psi``:
+    Write ``n = log(1 - exp(-lam))`` (< 0), ``g(tau, t)`` the child term of
+    DESIGN.md section 6, ``t_C`` the mass squared of a set C of points and
+    ``t_ij = 2 p_i.p_j = t_{ij} - t_i - t_j``, so that ``t_C = sum over i in
+    C of t_i + sum over pairs i < j in C of t_ij`` (bilinearity; the points'
+    own ``t_i`` are 0 up to rounding, and only their negative part, summed
+    over S as ``neg <= 0``, is kept below). Inner nodes are future-directed
+    and timelike, so ``sqrt t_v >= sqrt t_a + sqrt t_b`` (reverse
+    Cauchy-Schwarz, ``p_a.p_b >= sqrt(t_a t_b)``): the lighter child's scale
+    ``t_v' = (sqrt t_v - sqrt t_a)**2 >= t_b``.
 
-    - a leaf child: ``log(1 - exp(-lam t_cut / tau)) - n <= -n`` for any tau;
-      with ``tau = t_P >= t_cut`` (the heavier child) ``<= 0``;
-    - the heavier child when inner (always, once the node has 3 or more
-      points, as inner masses exceed leaf masses 0): with ``t_a >= t_cut``,
-      ``g(t_P, t_a) <= log(lam / t_P) - lam t_cut / t_P - n =: H(t_P)``;
-    - the lighter child when inner: ``g(tau, t_b) = log(lam / tau) - lam
-      t_b / tau - n`` over ``tau >= t_b >= t_cut`` is largest at ``tau =
-      max(lam, 1) t_b`` and then decreases in t_b, so it is at most its
-      value at ``t_b = t_cut``: ``L_inner``.
+    **Least mass of a node of k points, L_k** (a tree of non-zero
+    likelihood over S, every inner node v has ``t_v >= t_cut``):
 
-    So the root split of a cluster S of 3 or more points has ``log psi <=
-    G(t_S) = H(t_S) + max(-n, L_inner) - log(4 pi)``, any inner node at most
-    ``G_max = max(max_{t >= t_cut} G(t), -log(4 pi))`` (the second for two
-    leaves, whose terms are <= 0), and the |S| - 2 inner nodes below the
-    root at most G_max each:
-    ``log phi(T over S) <= G(t_S) + (|S| - 2) G_max``, and ``-inf`` (cost
-    +inf) when ``t_S < t_cut``. It knows nothing of how the points pair
-    up, so it prunes little: expect the gap, not a proof, past small N.
+    - ``2 (t_v - sum of its t_i) = sum over i in v of sum over j in v - i
+      of t_ij >= sum over i in v of r_i(k - 1)``, with ``r_i(q)`` the sum
+      of the q smallest ``t_ij``, j in S: at least the sum of the k smallest
+      ``r_i(k - 1)`` over i in S (the q smallest of a subset's row are no
+      smaller than those of S's row);
+    - by the node's split into children of h >= l points: with l = 1 (leaf
+      x), ``t_v = t_a + t_x + sum over j in a of t_xj >= L_{k-1} + neg +
+      R_{k-1}`` (``t_x >= neg``), ``R_q = min over x in S of r_x(q)``;
+      with h, l >= 2 (two inner children),
+      ``t_v >= (sqrt L_h + sqrt L_l)**2``. Call this ``ell(k, h, l)``;
+    - L_k is the largest of ``t_cut``, the first bound + neg and the least
+      ``ell(k, h, k - h)`` over the splits (each is a bound for every node
+      of k points; L_1 = 0).
+
+    **The terms by sizes.** A child c with ``t_c >= L``: ``g(tau, t_c) =
+    log(lam / tau) - lam t_c / tau - n`` decreases in ``t_c`` and, over
+    ``tau >= max(t_c, T)``, peaks at ``tau = max(lam t_c, t_c, T)``: ``g <=
+    I(T, L)``, its value at ``t_c = L`` and that tau; ``I(0, L) = kappa -
+    log L``, ``kappa = log(lam / c) - lam / c - n``, ``c = max(lam, 1)``.
+    A leaf child: ``g = log(1 - exp(-lam t_cut / tau)) - n <= -n``; in a
+    cherry both leaves have ``tau = t_v`` (``t_v' = t_v`` as ``t_a = 0``),
+    and g decreases in tau: ``<= log(1 - exp(-lam t_cut / L_2)) - n``.
+    An inner child is the heavier (inner t >= t_cut > 0); of two inner
+    children either may be, so both are tried, and the heavier has ``t_c >=
+    max(L_h, L_l)`` (it outweighs the other) and ``tau = t_v >= L_k``.
+
+    **Dynamic programme over the sizes.** For a non-root node of k points,
+    ``inside(k)`` bounds the log potential of its subtree, ``with(k)`` that
+    plus its own term when it is a lighter child: ``with(1) = -n``,
+    ``inside(2) = 2 log(1 - exp(-lam t_cut / L_2)) - 2 n - log(4 pi)``,
+    ``with(2) = I(0, L_2) + inside(2)`` and, for k >= 3, over h + l = k,
+    h >= 2 the heavier, ``inside(k) = max [heavy(k, h, l) + with(l)] -
+    log(4 pi)`` and ``with(k)`` the same max with ``I(0, ell(k, h, l))``
+    added inside it (the node's own term, given its split), where the
+    heavier child's term and subtree are at most ``heavy(k, h, l) =
+    min(with(h), I(L_k, max(L_h, L_l)) + inside(h))`` (the max over its
+    splits of a min is at most the min of the maxes). At the root S the
+    heavier child c (h points) has ``tau = t_S`` exactly, so for each split
+    h1 + h2 = h of c (h1 >= 2 the heavier) its term is at most
+    ``log(lam / t_S) - lam t / t_S - n`` with ``t = max(ell(h, h1, h2),
+    L_l)``, and its subtree at most ``heavy(h, h1, h2) + with(h2) - log(4
+    pi)`` (a cherry: L_2 and inside(2)); the root's value is the max over
+    h + l = |S| of that max over c's splits + ``with(l) - log(4 pi)``. By
+    induction every tree's log potential is at most the root's value
+    (each bound holds for the tree's own sizes); ``lower(S)`` is minus it,
+    +inf when ``t_S < t_cut``, exact for one and two points. It costs
+    O(|S|**2) logs and O(|S|**3) comparisons (small sorts).
+
+    The bound knows the sizes of the nodes, not which points they hold: it
+    lets disjoint nodes of one size share the lightest points and pays each
+    node's ``g`` at its best tau.
 
     Parameters
     ----------
@@ -418,27 +459,39 @@ cdef class GinkgoBound(SearchBound):
         would have the search enumerate their splits anyway).
     """
 
-    cdef readonly object momenta
+    cdef readonly object momenta, pair_mass, point_mass
     cdef const float64_t* p4
+    cdef const float64_t* pair_t
+    cdef const float64_t* self_t
+    cdef Py_ssize_t n
     cdef readonly double lam, t_cut
     cdef double params[N_PARAMS]
-    cdef double log_lam, log_norm, light_max, node_max
+    cdef double log_lam, log_norm, kappa
 
     def __init__(self, momenta, double lam, double t_cut, int exact_size=12):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
         cdef const float64_t[:, ::1] view = momenta
         self.momenta = momenta
-        self.p4 = &view[0, 0] if momenta.shape[0] else NULL
+        self.n = momenta.shape[0]
+        self.p4 = &view[0, 0] if self.n else NULL
+        # t_ij = 2 p_i.p_j = t({i, j}) - t_i - t_j, and the points' own t_i.
+        energy, p = momenta[:, 0], momenta[:, 1:]
+        pair_mass = np.ascontiguousarray(2.0 * (np.outer(energy, energy) - p @ p.T))
+        np.fill_diagonal(pair_mass, 0.0)
+        point_mass = np.ascontiguousarray(energy ** 2 - np.sum(p ** 2, axis=1))
+        cdef const float64_t[:, ::1] pair_view = pair_mass
+        cdef const float64_t[::1] point_view = point_mass
+        self.pair_mass, self.point_mass = pair_mass, point_mass
+        self.pair_t = &pair_view[0, 0] if self.n else NULL
+        self.self_t = &point_view[0] if self.n else NULL
         self.lam, self.t_cut = lam, t_cut
         for k, value in enumerate(ginkgo_params(lam, t_cut)):
             self.params[k] = value
         self.log_lam = self.params[LOG_LAM]
         self.log_norm = self.params[LOG_NORM]
-        cdef double t_star = max(lam, 1.0) * t_cut
-        self.light_max = max(-self.log_norm,
-                             log(lam / t_star) - lam * t_cut / t_star - self.log_norm)
-        # H(t) = log(lam / t) - lam t_cut / t - n peaks at t = lam t_cut (or t_cut).
-        self.node_max = max(self.root_bound(max(lam * t_cut, t_cut)), -log(4 * M_PI))
+        # I(0, L) = kappa - log L: g(tau, L) at tau = max(lam, 1) L.
+        cdef double c = max(lam, 1.0)
+        self.kappa = self.log_lam - log(c) - lam / c - self.log_norm
         self.scale = 0.0
         # The split order comes from the complete split's own bound.
         self.refine = True
@@ -447,10 +500,6 @@ cdef class GinkgoBound(SearchBound):
                 f"exact_size must be 0 to {MAX_EXACT_SIZE} (3**k / 2 splits per cluster), "
                 f"got {exact_size}")
         self.exact_size = exact_size
-
-    cdef inline double root_bound(self, double mass2) noexcept nogil:
-        return (self.log_lam - log(mass2) - self.lam * self.t_cut / mass2 - self.log_norm
-                + self.light_max - log(4 * M_PI))
 
     cdef double mass2(self, const int* members, int m, uint64_t sides, int side) noexcept nogil:
         """t of the points of ``members`` on ``side`` (leaves: 0)."""
@@ -474,8 +523,87 @@ cdef class GinkgoBound(SearchBound):
                                   t_left, sqrt(max(t_left, 0.0)),
                                   t_right, sqrt(max(t_right, 0.0)))
 
+    cdef inline double inner_max(self, double tau_low, double t_low, double log_t_low) noexcept nogil:
+        """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T)."""
+        cdef double c = self.lam if self.lam > 1.0 else 1.0
+        if c * t_low >= tau_low:
+            return self.kappa - log_t_low
+        return self.log_lam - log(tau_low) - self.lam * t_low / tau_low - self.log_norm
+
+    cdef void node_masses(self, const int* members, int m, double* low, double* single) noexcept nogil:
+        """low[k] = L_k for k = 1..m - 1 (L_1 = 0) and single[q] = R_q for q = 1..m - 2."""
+        cdef double rows[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
+        cdef double column[MAX_SEARCH_POINTS]
+        cdef double negative = 0.0, value, total, smallest
+        cdef int x, y, z, k, q, l
+        cdef Py_ssize_t row
+        for x in range(m):
+            row = members[x] * self.n
+            if self.self_t[members[x]] < 0.0:
+                negative += self.self_t[members[x]]
+            # Insertion sort of the row's m - 1 pair masses (m <= 64).
+            q = 0
+            for y in range(m):
+                if y == x:
+                    continue
+                value = self.pair_t[row + members[y]]
+                z = q
+                while z > 0 and rows[x][z - 1] > value:
+                    rows[x][z] = rows[x][z - 1]
+                    z -= 1
+                rows[x][z] = value
+                q += 1
+            # rows[x][j] becomes r_x(j + 1), the sum of its j + 1 smallest.
+            for y in range(1, m - 1):
+                rows[x][y] += rows[x][y - 1]
+        low[0] = low[1] = 0.0
+        for k in range(2, m):
+            # The k smallest r_x(k - 1) over the points x of S.
+            for x in range(m):
+                value = rows[x][k - 2]
+                z = x
+                while z > 0 and column[z - 1] > value:
+                    column[z] = column[z - 1]
+                    z -= 1
+                column[z] = value
+            total = 0.0
+            for x in range(k):
+                total += column[x]
+            single[k - 1] = column[0]
+            low[k] = max(0.5 * total + negative, self.t_cut)
+        # A node of k points splits into children of h + l points.
+        for k in range(3, m):
+            smallest = INFINITY
+            for l in range(1, k // 2 + 1):
+                value = self.split_mass(low, single, negative, k, k - l, l)
+                if value < smallest:
+                    smallest = value
+            low[k] = max(low[k], smallest)
+
+    cdef inline double split_mass(self, const double* low, const double* single, double negative,
+                                  int k, int h, int l) noexcept nogil:
+        """ell(k, h, l): the least t of a node of k points with children of h and l points."""
+        cdef double value
+        if k == 2:
+            return low[2]
+        if l == 1 or h == 1:
+            value = low[k - 1] + single[k - 1] + negative
+        else:
+            value = sqrt(low[h]) + sqrt(low[l])
+            value *= value
+        return value if value > low[k] else low[k]
+
     cdef double lower_(self, const int* members, int m) noexcept nogil:
-        cdef double t
+        cdef double low[MAX_SEARCH_POINTS + 1]
+        cdef double log_low[MAX_SEARCH_POINTS + 1]
+        cdef double single[MAX_SEARCH_POINTS + 1]
+        # Best log potential of a subtree of k points: with its own incoming
+        # term as a lighter child (with_term), and without it (inside).
+        cdef double with_term[MAX_SEARCH_POINTS + 1]
+        cdef double inside[MAX_SEARCH_POINTS + 1]
+        cdef double t, value, heavy, top_in, top_with, top, cherry, negative = 0.0
+        cdef double log_4pi = log(4 * M_PI)
+        cdef int k, h, l, h1, x
         if m == 1:
             return 0.0
         if m == 2:
@@ -483,4 +611,60 @@ cdef class GinkgoBound(SearchBound):
         t = self.mass2(members, m, 0, 0)
         if t < self.t_cut:
             return INFINITY
-        return -(self.root_bound(t) + (m - 2) * self.node_max)
+        for x in range(m):
+            if self.self_t[members[x]] < 0.0:
+                negative += self.self_t[members[x]]
+        self.node_masses(members, m, low, single)
+        for k in range(2, m):
+            log_low[k] = log(low[k])
+        with_term[1] = -self.log_norm
+        inside[1] = 0.0
+        cherry = log1p(-exp(-self.lam * self.t_cut / low[2])) - self.log_norm
+        inside[2] = 2 * cherry - log_4pi
+        with_term[2] = self.kappa - log_low[2] + inside[2]
+        for k in range(3, m):
+            top_in = top_with = -INFINITY
+            for h in range(2, k):
+                l = k - h
+                heavy = self.heavy_child(low, log_low, with_term, inside, k, h, l)
+                value = heavy + with_term[l] - log_4pi
+                if value > top_in:
+                    top_in = value
+                value += self.kappa - log(self.split_mass(low, single, negative, k, h, l))
+                if value > top_with:
+                    top_with = value
+            inside[k] = top_in
+            with_term[k] = top_with
+        # The root: its heavier child c (h points) has tau = t_S exactly and
+        # t_c >= max(ell of c's split, L_l).
+        top = -INFINITY
+        for h in range(2, m):
+            l = m - h
+            if h == 2:
+                heavy = self.root_heavy(t, max(low[2], low[l])) + inside[2]
+            else:
+                heavy = -INFINITY
+                for h1 in range(2, h):
+                    value = (self.root_heavy(t, max(self.split_mass(low, single, negative, h, h1,
+                                                                    h - h1), low[l]))
+                             + self.heavy_child(low, log_low, with_term, inside, h, h1, h - h1)
+                             + with_term[h - h1] - log_4pi)
+                    if value > heavy:
+                        heavy = value
+            value = heavy + with_term[l] - log_4pi
+            if value > top:
+                top = value
+        return -top
+
+    cdef inline double root_heavy(self, double t_root, double t_low) noexcept nogil:
+        """g(t_S, t) at its largest over t >= t_low."""
+        return self.log_lam - log(t_root) - self.lam * t_low / t_root - self.log_norm
+
+    cdef inline double heavy_child(self, const double* low, const double* log_low,
+                                   const double* with_term, const double* inside,
+                                   int k, int h, int l) noexcept nogil:
+        """Bound on term + subtree of the heavier child (h points) of a node of k = h + l."""
+        # t_c >= L_h and >= t of the lighter child >= L_l; tau = t_v >= L_k.
+        cdef int big = h if low[h] >= low[l] else l
+        cdef double value = self.inner_max(low[k], low[big], log_low[big]) + inside[h]
+        return value if value < with_term[h] else with_term[h]
