@@ -53,11 +53,12 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     ----------
     energy : Dasgupta, CorrelationClustering or GinkgoLikelihood, default=None
         Energy model; None means ``Dasgupta()``. Other energies have no
-        admissible bound yet and are refused. The Ginkgo bound knows little
-        about the tree: clusters of up to 12 particles are solved exactly
-        instead, and the search proves jets of up to about 16 particles
-        optimal (by near-exhaustive search); past that it reports the
-        certified gap.
+        admissible bound yet and are refused. The Ginkgo bound sees only
+        the sizes of a tree's nodes (a few nats from the best tree's log
+        likelihood), and its split order cannot see a partial assignment:
+        clusters of up to 12 particles are solved exactly instead, jets of
+        up to about 16 particles are proven optimal (by near-exhaustive
+        search), and past that the search reports its certified gap.
     max_time : float, default=None
         Stop after this many seconds (checked about every 0.1 s); None
         means no limit.
