@@ -71,6 +71,22 @@ def tree_splits_set(linkage, n_points):
     return splits
 
 
+def cluster_marginals(trees, values, log_z, n_points):
+    """P(C is a cluster of the tree) of every subset mask, by enumeration.
+
+    The root and single points are clusters of every tree (probability 1).
+    """
+    marginal = np.zeros(1 << n_points)
+    for tree, probability in zip(trees, np.exp(np.asarray(values) - log_z)):
+        for parent, left in tree:
+            marginal[left] += probability
+            marginal[parent ^ left] += probability
+    for subset in range(1, 1 << n_points):
+        if subset.bit_count() in (1, n_points):
+            marginal[subset] = 1.0
+    return marginal
+
+
 def all_partitions(n_points):
     """Every partition of n_points points as canonical labels, shape (Bell(N), N).
 

@@ -13,7 +13,7 @@ from sktrellis import ExactHierarchicalClustering
 from sktrellis.datasets import make_jets
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 
-from .common import brute_force, random_split_energy, tree_splits_set
+from .common import brute_force, cluster_marginals, random_split_energy, tree_splits_set
 
 
 def _problem(kind, n_points, rng):
@@ -77,16 +77,10 @@ def test_cluster_marginals_and_tree_probabilities_match_enumeration(
     log_z, _, trees, values = brute_force(potential, n_points)
     model = _fit_or_infeasible(energy, X, log_z)
 
-    probabilities = np.exp(values - log_z)
-    marginal = np.zeros(1 << n_points)
-    for tree, probability in zip(trees, probabilities):
-        for parent, left in tree:
-            marginal[left] += probability
-            marginal[parent ^ left] += probability
+    marginal = cluster_marginals(trees, values, log_z, n_points)
     for subset in range(1, 1 << n_points):
         members = [i for i in range(n_points) if subset >> i & 1]
-        expected = 1.0 if len(members) in (1, n_points) else marginal[subset]
-        assert model.cluster_probability(members) == pytest.approx(expected, abs=1e-12)
+        assert model.cluster_probability(members) == pytest.approx(marginal[subset], abs=1e-12)
 
     for tree, value in list(zip(trees, values))[:: max(1, len(trees) // 50)]:
         children = _children_from_splits(tree, n_points)

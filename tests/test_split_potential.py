@@ -16,7 +16,7 @@ import pytest
 from sktrellis import ExactHierarchicalClustering
 from sktrellis.energies import HierarchicalEnergy, SplitPotential
 
-from .common import brute_force, tree_splits_set
+from .common import brute_force, cluster_marginals, tree_splits_set
 
 _MODULE = "sktrellis_test_split_potential"
 _SOURCE = '''
@@ -100,15 +100,10 @@ def test_a_cython_potential_gives_the_exact_posterior(
         pytest.approx(best, rel=1e-12, abs=1e-12)
     ]
 
-    marginal = np.zeros(1 << n_points)
-    for tree, probability in zip(trees, np.exp(values - log_z)):
-        for parent, left in tree:
-            marginal[left] += probability
-            marginal[parent ^ left] += probability
+    marginal = cluster_marginals(trees, values, log_z, n_points)
     for subset in range(1, 1 << n_points):
         members = [i for i in range(n_points) if subset >> i & 1]
-        expected = 1.0 if len(members) in (1, n_points) else marginal[subset]
-        assert model.cluster_probability(members) == pytest.approx(expected, abs=1e-12)
+        assert model.cluster_probability(members) == pytest.approx(marginal[subset], abs=1e-12)
 
 
 def test_the_function_reads_its_tables_and_parameters(user_module):
