@@ -181,7 +181,15 @@ cdef double split_key(Generator* g, SearchBound bound, uint64_t sides) noexcept 
 
 
 cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t sides,
-                    double assigned, const double* pen_a, const double* pen_b) except -1 nogil:
+                    double assigned, const double* pen_a, const double* pen_b,
+                    double threshold) except -1 nogil:
+    """Store a partial state, unless its key reaches ``threshold``.
+
+    The threshold is a hair below the cost of a known tree over the cluster
+    (it only falls): no split under such a state can do better, and the
+    cluster's lower bound never exceeds that cost anyway, so the state need
+    not take memory.
+    """
     cdef int k
     cdef double free_part = 0.0
     cdef PartialState state
@@ -190,6 +198,8 @@ cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t si
     state.key = g.base + bound.scale * (assigned + free_part)
     if bound.refine and n_assigned == g.m and sides:
         state.key = max(state.key, split_key(g, bound, sides))
+    if state.key >= threshold:
+        return 0
     g.n_pushed += 1
     state.order = g.n_pushed
     state.sides = sides
@@ -200,7 +210,8 @@ cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t si
     return 0
 
 
-cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask) except -1 nogil:
+cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask,
+                         double ceiling) except -1 nogil:
     cdef double pen_a[MAX_SEARCH_POINTS]
     cdef double pen_b[MAX_SEARCH_POINTS]
     g.m = members_of(mask, g.members)
@@ -213,7 +224,7 @@ cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask) except 
     memset(pen_a, 0, g.m * sizeof(double))
     memset(pen_b, 0, g.m * sizeof(double))
     bound.increments_(g.members, g.m, 0, 0, 0, pen_a, pen_b)
-    push_state(g, bound, 1, 0, 0.0, pen_a, pen_b)
+    push_state(g, bound, 1, 0, 0.0, pen_a, pen_b, ceiling - tolerance(ceiling))
     return 0
 
 
@@ -227,7 +238,8 @@ cdef int pop_split(Generator* g, SearchBound bound, double ceiling, uint64_t* si
     0 also after MAX_POPS partial states without a complete split; the
     heap keeps its place and its top key stays a valid bound. States whose
     key reaches ``ceiling`` (the cost of a known tree over the cluster)
-    are dropped: no split under them can do better.
+    are dropped, when pushed or, if stored under a higher ceiling, popped:
+    no split under them can do better.
     """
     cdef double pen_a[MAX_SEARCH_POINTS]
     cdef double pen_b[MAX_SEARCH_POINTS]
@@ -256,7 +268,7 @@ cdef int pop_split(Generator* g, SearchBound bound, double ceiling, uint64_t* si
             memcpy(new_a, pen_a, m * sizeof(double))
             memcpy(new_b, pen_b, m * sizeof(double))
             bound.increments_(g.members, m, new_sides, n_assigned, side, new_a, new_b)
-            push_state(g, bound, n_assigned + 1, new_sides, paid, new_a, new_b)
+            push_state(g, bound, n_assigned + 1, new_sides, paid, new_a, new_b, threshold)
     return 0
 
 
@@ -291,7 +303,7 @@ cdef class SplitGenerator:
             mask |= (<uint64_t>1) << int(i)
         self.bound = bound
         self.g.resize(1)
-        start_generator(&self.g[0], bound, mask)
+        start_generator(&self.g[0], bound, mask, INFINITY)
 
     @property
     def next_key(self):
@@ -553,7 +565,8 @@ cdef class BestFirstSearch:
         if self.generator[node] < 0:
             self.generator[node] = <int>self.generators.size()
             self.generators.resize(self.generators.size() + 1)
-            start_generator(&self.generators.back(), self.bound, self.mask[node])
+            start_generator(&self.generators.back(), self.bound, self.mask[node],
+                            self.upper_bound[node])
             self.n_expanded += 1
             self.n_states += 1
         g = &self.generators[self.generator[node]]
