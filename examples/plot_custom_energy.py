@@ -4,7 +4,7 @@ A new energy without kernel code
 =====================================
 
 The exact trellis evaluates about 3**N / 2 splits, so an energy must score
-a split in O(1). Any energy of the *separable* form
+a split in O(1). Any energy of the *separable* form ::
 
     log psi(S; A, B) = f(S) + c(|S|) (g(A) + g(B))
 

@@ -21,7 +21,7 @@ with ``data.tables`` (the float64 tables you pass, indexed by mask) and
 the split: finite, or ``-inf`` to forbid it, never NaN or ``+inf``. It runs
 without the GIL, on several threads at once, and only reads ``data``.
 
-Here a split costs the mean distance between its two sides,
+Here a split costs the mean distance between its two sides, ::
 
     log psi(S; A, B) = -beta D(A, B) / (|A| |B|),
 

@@ -214,9 +214,9 @@ cdef class SplitPotential:
 
     Examples
     --------
-    A Ward-like energy: a split of S costs |S| times the rise in the sum of
-    squares, ``log psi = -|S| (SSE(S) - SSE(A) - SSE(B))``, which is
-    separable with f(S) = -|S| SSE(S), g = SSE and c(k) = k:
+    A Ward-like energy: a split of S costs ``|S|`` times the rise in the sum
+    of squares, ``log psi = -|S| (SSE(S) - SSE(A) - SSE(B))``, which is
+    separable with ``f(S) = -|S| SSE(S)``, ``g = SSE`` and ``c(k) = k``:
 
     >>> import numpy as np
     >>> from sktrellis.energies import SplitPotential, subset_sizes, subset_sums
@@ -319,7 +319,23 @@ cdef class SplitPotential:
 
     @classmethod
     def separable(cls, int n_points, cluster_term, child_term, size_coef):
-        """log psi(S; A, B) = cluster_term[S] + size_coef[|S|] * (child_term[A] + child_term[B])."""
+        """A separable potential, ``log psi(S; A, B) = f(S) + c(|S|) (g(A) + g(B))``.
+
+        Parameters
+        ----------
+        n_points : int
+            Number of points N, 1 to 30.
+        cluster_term : array-like of shape (2**n_points,)
+            f(S) of every subset mask S; finite.
+        child_term : array-like of shape (2**n_points,)
+            g(X) of every subset mask X; finite.
+        size_coef : array-like of shape (n_points + 1,)
+            c(k) of every subset size k; finite.
+
+        Returns
+        -------
+        potential : SplitPotential
+        """
         return cls(n_points, SEPARABLE, {
             "cluster_term": cluster_term, "child_term": child_term,
             "size_coef": size_coef}, {})
@@ -372,6 +388,20 @@ cdef class SplitPotential:
         """The Ginkgo splitting likelihood from the invariant mass squared of every subset.
 
         A function potential of ``sktrellis._trellis._ginkgo``.
+
+        Parameters
+        ----------
+        n_points : int
+            Number of particles N, 1 to 30.
+        mass2 : array-like of shape (2**n_points,)
+            ``t(S) = E**2 - |p|**2`` of the summed four-momenta of every
+            subset mask S, zero for single particles.
+        lam, t_cut : float
+            The rate and the cut of :class:`~sktrellis.energies.GinkgoLikelihood`.
+
+        Returns
+        -------
+        potential : SplitPotential
         """
         from ._ginkgo import ginkgo_potential
 
@@ -381,7 +411,19 @@ cdef class SplitPotential:
     def table(cls, int n_points, split_table, level_offset, rank_in_level):
         """Tabulated log psi of every canonical split, stored level by level.
 
-        The layout is that of ``split_table_layout(n_points)``.
+        Parameters
+        ----------
+        n_points : int
+            Number of points N, 1 to 30.
+        split_table : array-like of float64
+            log psi of every canonical split, finite or -inf, in the layout
+            of ``sktrellis._trellis._subsets.split_table_layout(n_points)``.
+        level_offset, rank_in_level : ndarray
+            That layout (checked against it).
+
+        Returns
+        -------
+        potential : SplitPotential
         """
         return cls(n_points, TABLE, {
             "split_table": split_table, "level_offset": level_offset,
@@ -389,10 +431,19 @@ cdef class SplitPotential:
 
     @staticmethod
     def table_bytes(kind, int n_points, int bytes_per_subset=0):
-        """Bytes of the tables of a potential of `kind` ("separable", "function", "table").
+        """Bytes of the tables of a potential of `kind`, for memory estimates.
 
-        A function potential's tables are its energy's: `bytes_per_subset`
-        per subset.
+        Parameters
+        ----------
+        kind : {"separable", "function", "table"}
+        n_points : int
+        bytes_per_subset : int, default=0
+            A function potential's tables are its energy's: this many
+            bytes per subset.
+
+        Returns
+        -------
+        n_bytes : int
         """
         n_subsets = 1 << n_points
         if kind == "separable":
@@ -417,7 +468,19 @@ cdef class SplitPotential:
         return (SplitPotential, (self.n_points, self.kind, dict(self.arrays), self.params))
 
     def evaluate(self, parents, lefts):
-        """log psi for arrays of (parent, child) masks; either child may be given."""
+        """log psi of splits given as (parent, child) masks; either child may be given.
+
+        Parameters
+        ----------
+        parents : array-like of int
+            Parent subset masks.
+        lefts : array-like of int
+            One child of each parent, a submask of it.
+
+        Returns
+        -------
+        log_psi : ndarray of float64
+        """
         cdef const mask_t[::1] parent_view = np.ascontiguousarray(parents, dtype=np.uint32)
         cdef const mask_t[::1] left_view = np.ascontiguousarray(lefts, dtype=np.uint32)
         cdef Py_ssize_t i, n = parent_view.shape[0]

@@ -591,7 +591,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
 
         Returns
         -------
-        probabilities : ndarray of shape (n_new, n_clusters_)
+        probabilities : ndarray of shape (n_new, ``n_clusters_``)
 
         Examples
         --------
