@@ -30,14 +30,14 @@ Costs are ``-log psi``; everything runs without the GIL, and a call of
 ``BestFirstSearch.run`` returns within about ``seconds`` so that the
 Python driver can report progress, check its budget and let Ctrl-C in.
 """
+from cython.operator cimport dereference as deref
 from libc.math cimport INFINITY, fabs, isfinite
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy, memset
-from libcpp.unordered_map cimport unordered_map
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from libcpp.algorithm cimport pop_heap, push_heap
+from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
-from cython.operator cimport dereference as deref
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 import numpy as np
 
