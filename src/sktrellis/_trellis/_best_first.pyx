@@ -111,6 +111,10 @@ cdef struct Generator:
     bint keeps_penalties
     vector[vector[double]] pool
     vector[vector[int]] free_slots
+    # The search's clusters and their lower bounds, for the complete-split
+    # keys of a refining bound (NULL outside a search).
+    unordered_map[uint64_t, int]* known_clusters
+    const vector[double]* known_lower
 
 
 # std heaps keep the "largest" entry on top; these comparators make it the
@@ -167,17 +171,32 @@ cdef int load_penalties(Generator* g, const PartialState* state, double* pen_a,
 
 
 cdef double split_key(Generator* g, SearchBound bound, uint64_t sides) noexcept nogil:
-    """split_cost + lower(A) + lower(B) of a complete split."""
+    """split_cost + lower(A) + lower(B) of a complete split.
+
+    A part the search knows already as a cluster brings its current lower
+    bound (at least the bound's, exact once solved); the others the bound's.
+    """
     cdef int part[2][MAX_SEARCH_POINTS]
     cdef int size[2]
+    cdef uint64_t mask[2]
     cdef int k, side
+    cdef double key = bound.split_cost_(g.members, g.m, sides)
+    cdef unordered_map[uint64_t, int].iterator found
     size[0] = size[1] = 0
+    mask[0] = mask[1] = 0
     for k in range(g.m):
         side = (sides >> k) & 1
         part[side][size[side]] = g.members[k]
         size[side] += 1
-    return (bound.split_cost_(g.members, g.m, sides) + bound.lower_(part[0], size[0])
-            + bound.lower_(part[1], size[1]))
+        mask[side] |= (<uint64_t>1) << g.members[k]
+    for side in range(2):
+        if g.known_clusters != NULL:
+            found = g.known_clusters.find(mask[side])
+            if found != g.known_clusters.end():
+                key += g.known_lower[0][deref(found).second]
+                continue
+        key += bound.lower_(part[side], size[side])
+    return key
 
 
 cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t sides,
@@ -210,11 +229,14 @@ cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t si
     return 0
 
 
-cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask,
-                         double ceiling) except -1 nogil:
+cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask, double ceiling,
+                         unordered_map[uint64_t, int]* known_clusters,
+                         const vector[double]* known_lower) except -1 nogil:
     cdef double pen_a[MAX_SEARCH_POINTS]
     cdef double pen_b[MAX_SEARCH_POINTS]
     g.m = members_of(mask, g.members)
+    g.known_clusters = known_clusters
+    g.known_lower = known_lower
     bound.order_(g.members, g.m)
     g.base = bound.base_(g.members, g.m)
     g.n_pushed = 0
@@ -303,7 +325,7 @@ cdef class SplitGenerator:
             mask |= (<uint64_t>1) << int(i)
         self.bound = bound
         self.g.resize(1)
-        start_generator(&self.g[0], bound, mask, INFINITY)
+        start_generator(&self.g[0], bound, mask, INFINITY, NULL, NULL)
 
     @property
     def next_key(self):
@@ -566,7 +588,7 @@ cdef class BestFirstSearch:
             self.generator[node] = <int>self.generators.size()
             self.generators.resize(self.generators.size() + 1)
             start_generator(&self.generators.back(), self.bound, self.mask[node],
-                            self.upper_bound[node])
+                            self.upper_bound[node], &self.index, &self.lower_bound)
             self.n_expanded += 1
             self.n_states += 1
         g = &self.generators[self.generator[node]]
