@@ -476,3 +476,19 @@ def test_ginkgo_past_the_exact_clusters(n_points, global_random_seed):
     assert -search.upper == pytest.approx(exact, rel=1e-9, abs=1e-9)
     merges, log_potentials = search.merges()
     assert log_potentials.sum() == pytest.approx(exact, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("n_points", [0, 65])
+def test_kernel_refuses_sizes_its_masks_cannot_hold(n_points):
+    bound = search_bound(Dasgupta(affinity="precomputed"), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match=f"n_points must be 1 to 64, got {n_points}"):
+        BestFirstSearch(bound, n_points)
+
+
+@pytest.mark.parametrize("exact_size", [-1, 21])
+def test_ginkgo_exact_size_is_bounded(exact_size):
+    from sktrellis._trellis._search_bounds import GinkgoBound
+
+    momenta = make_jets(n_leaves=4, random_state=0)[0].momenta
+    with pytest.raises(ValueError, match=f"exact_size must be 0 to 20 .* got {exact_size}"):
+        GinkgoBound(momenta, 1.5, 16.0, exact_size=exact_size)
