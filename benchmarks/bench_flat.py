@@ -28,8 +28,8 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 
-from sktrellis._trellis._subsets import canonical_lefts
-from sktrellis._trellis.flat_trellis import FlatTrellis
+from sktrellis._engine._subsets import canonical_lefts
+from sktrellis._engine.trellis.flat_trellis import FlatTrellis
 from sktrellis.energies import CorrelationClustering
 
 

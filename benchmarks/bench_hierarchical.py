@@ -24,9 +24,9 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 
-from sktrellis._trellis import _hierarchical as kernels
-from sktrellis._trellis._subsets import canonical_lefts, subsets_by_size
-from sktrellis._trellis.hierarchical_trellis import (
+from sktrellis._engine.trellis import _hierarchical as kernels
+from sktrellis._engine._subsets import canonical_lefts, subsets_by_size
+from sktrellis._engine.trellis.hierarchical_trellis import (
     _SAMPLE_CACHE_MIN_DOUBLES,
     HierarchicalTrellis,
 )

@@ -31,7 +31,7 @@ def kernel_threads(request, monkeypatch):
     threads interleave), small brute-force problems exercise the OpenMP loops.
     """
     from sktrellis import flat, hierarchical
-    from sktrellis._trellis import levels
+    from sktrellis._engine.trellis import levels
 
     monkeypatch.setattr(levels, "PARALLEL_MIN_TERMS", 0)
     for module in (hierarchical, flat):

@@ -10,9 +10,9 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import ExactHierarchicalClustering
-from sktrellis._tree import linkage_from_merges, merges_from_tree, splits_from_merges
+from sktrellis._engine.tree.conversion import linkage_from_merges, merges_from_tree, splits_from_merges
 from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
-from sktrellis.baselines._search import beam_search, greedy_tree, gumbel_noise, replay_tree
+from sktrellis._engine.agglomerative.search import beam_search, greedy_tree, gumbel_noise, replay_tree
 from sktrellis.datasets import make_jets
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, HierarchicalEnergy
 

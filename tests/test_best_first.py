@@ -12,11 +12,11 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sktrellis import BestFirstHierarchicalClustering, ExactHierarchicalClustering
 from sktrellis import best_first as search_module
 from sktrellis.datasets import make_jets
-from sktrellis._tree import masks_from_merges, merges_from_tree
+from sktrellis._engine.tree.conversion import masks_from_merges, merges_from_tree
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
 from sktrellis.metrics import dasgupta_cost
 from sktrellis.energies._bounds import search_bound
-from sktrellis._trellis._best_first import MAX_POINTS, BestFirstSearch, SplitGenerator
+from sktrellis._engine.search._best_first import MAX_POINTS, BestFirstSearch, SplitGenerator
 
 from .common import COMMON_CHECK_N_SAMPLES, brute_force
 
@@ -487,7 +487,7 @@ def test_kernel_refuses_sizes_its_masks_cannot_hold(n_points):
 
 @pytest.mark.parametrize("exact_size", [-1, 21])
 def test_ginkgo_exact_size_is_bounded(exact_size):
-    from sktrellis._trellis._search_bounds import GinkgoBound
+    from sktrellis._engine.search._search_bounds import GinkgoBound
 
     momenta = make_jets(n_leaves=4, random_state=0)[0].momenta
     with pytest.raises(ValueError, match=f"exact_size must be 0 to 20 .* got {exact_size}"):

@@ -8,7 +8,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sktrellis._tree import masks_from_merges, merges_from_tree
+from sktrellis._engine.tree.conversion import masks_from_merges, merges_from_tree
 from sktrellis.baselines import BayesianHierarchicalClustering
 from sktrellis.energies import DirichletProcessMixture
 from sktrellis.flat import ExactFlatClustering

@@ -10,7 +10,7 @@ from sktrellis.datasets import make_jets
 from sktrellis.energies import (
     CorrelationClustering, Dasgupta, DirichletProcessMixture, GinkgoLikelihood, SplitEnergy,
 )
-from sktrellis.energies._tables import subset_pair_sums, subset_sizes, subset_sums
+from sktrellis._engine.tables import subset_pair_sums, subset_sizes, subset_sums
 
 
 def _canonical_splits(n_points):

@@ -329,7 +329,7 @@ def test_count_passes_in_small_chunks_match_enumeration(
     Both passes visit a filtered part of each level (the subsets without
     point 0); tiny chunks check that every call writes the right rows.
     """
-    from sktrellis._trellis import levels
+    from sktrellis._engine.trellis import levels
 
     monkeypatch.setattr(levels, "CHUNK_TERMS", 16)
     rng = np.random.default_rng(global_random_seed + 59 * n_points)

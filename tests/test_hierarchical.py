@@ -497,7 +497,7 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     import tracemalloc
 
     from sktrellis import hierarchical
-    from sktrellis._trellis import hierarchical_trellis, levels
+    from sktrellis._engine.trellis import hierarchical_trellis, levels
 
     monkeypatch.setattr(levels, "PARALLEL_MIN_TERMS", 0)
     monkeypatch.setattr(hierarchical_trellis, "_SAMPLE_CACHE_MIN_DOUBLES", 1)
@@ -568,7 +568,7 @@ def _separable_tables(n_points):
     ],
 )
 def test_separable_potential_tables_are_checked(position, value, match):
-    from sktrellis._trellis._hierarchical import SplitPotential
+    from sktrellis._engine.trellis._hierarchical import SplitPotential
 
     tables = list(_separable_tables(3))
     tables[position] = value
@@ -577,8 +577,8 @@ def test_separable_potential_tables_are_checked(position, value, match):
 
 
 def test_tabulated_potential_layout_and_values_are_checked():
-    from sktrellis._trellis._hierarchical import SplitPotential
-    from sktrellis._trellis._subsets import split_table_layout
+    from sktrellis._engine.trellis._hierarchical import SplitPotential
+    from sktrellis._engine._subsets import split_table_layout
 
     level_offset, rank_in_level, length = split_table_layout(4)
     table = np.zeros(length)
@@ -597,7 +597,7 @@ def test_tabulated_potential_layout_and_values_are_checked():
 
 
 def test_ginkgo_potential_parameters_are_checked():
-    from sktrellis._trellis._hierarchical import SplitPotential
+    from sktrellis._engine.trellis._hierarchical import SplitPotential
 
     with pytest.raises(ValueError, match="lam > 0"):
         SplitPotential.ginkgo(2, np.zeros(4), 0.0, 16.0)
@@ -609,7 +609,7 @@ def test_ginkgo_potential_parameters_are_checked():
 
 def test_an_energy_with_a_wrong_table_gets_a_clear_error():
     """A user energy returning a short table is stopped at the kernel boundary."""
-    from sktrellis._trellis._hierarchical import SplitPotential
+    from sktrellis._engine.trellis._hierarchical import SplitPotential
 
     class Broken(Dasgupta):
         def split_potential(self, X):
@@ -686,7 +686,7 @@ def test_log_probability_is_never_positive_at_low_temperature():
 
 def test_exact_tree_counts_fit_their_128_bits_up_to_the_cap():
     """Issue 12: counts wrapped at N=30; the cap keeps (2N-3)!! below 2**128."""
-    from sktrellis._trellis.hierarchical_trellis import double_factorial_trees
+    from sktrellis._engine.trellis.hierarchical_trellis import double_factorial_trees
     from sktrellis._validation import MAX_EXACT_POINTS
 
     assert double_factorial_trees(MAX_EXACT_POINTS) < 2**128

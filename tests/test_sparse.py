@@ -398,7 +398,7 @@ def test_bad_sample_requests():
 def test_sampler_falls_back_to_a_possible_split_never_index_minus_one(root_log_z, uniform):
     """Issue 12: with no split chosen (rounding, or every weight underflowing
     against an inconsistent log Z) the sampler read right[-1]."""
-    from sktrellis._trellis import _sparse as kernels
+    from sktrellis._engine.sparse import _sparse as kernels
 
     # Points 0, 1, 2; vertex 3 = {0, 1}; root 4 = {0, 1, 2} with two splits.
     split_start = np.array([0, 0, 0, 0, 1, 3])

@@ -1,10 +1,10 @@
-"""Trees at the public boundary: sktrellis._tree conversions and the sktrellis.Tree result."""
+"""Trees at the public boundary: sktrellis._engine.tree.conversion conversions and the sktrellis.Tree result."""
 import numpy as np
 import pytest
 from scipy.cluster.hierarchy import fcluster, is_valid_linkage, linkage
 from sklearn.metrics import adjusted_rand_score
 
-from sktrellis._tree import (
+from sktrellis._engine.tree.conversion import (
     labels_from_linkage,
     merges_from_tree,
     splits_from_merges,

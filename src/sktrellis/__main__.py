@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from . import ExactHierarchicalClustering
-from ._tree import to_newick
+from ._engine.tree.conversion import to_newick
 from ._validation import MAX_EXACT_POINTS
 from .datasets import load_iris12
 from .energies import CorrelationClustering, Dasgupta, GinkgoLikelihood

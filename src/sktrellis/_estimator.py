@@ -4,7 +4,7 @@
 the pairwise tag, validation of the training data, the ``n_clusters`` check
 and the fitted attributes of a tree. ``ClusterPosteriorMixin``: the cluster
 queries of an estimator holding an exact posterior (``self._trellis``,
-through the posterior interface of :mod:`sktrellis._trellis`).
+through the posterior interface of :mod:`sktrellis._engine`).
 """
 from numbers import Integral
 
@@ -13,7 +13,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._tree import labels_from_linkage, linkage_from_merges, merges_from_tree
+from ._engine.tree.conversion import labels_from_linkage, linkage_from_merges, merges_from_tree
 from ._validation import check_members, data_sketch
 from .tree import Tree
 

@@ -8,9 +8,9 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ._estimator import EnergyEstimatorMixin
-from ._trellis._best_first import MAX_POINTS, BestFirstSearch
-from ._tree import masks_from_merges, merges_from_tree
-from .baselines._search import beam_search
+from ._engine.search._best_first import MAX_POINTS, BestFirstSearch
+from ._engine.tree.conversion import masks_from_merges, merges_from_tree
+from ._engine.agglomerative.search import beam_search
 from .energies import Dasgupta
 from .energies._bounds import search_bound
 from .sparse import SparseTrellisClustering
@@ -41,7 +41,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     by their 64-bit mask (so at most 64 points), and the splits of a
     cluster are generated lazily, cheapest lower bound first. Lower bounds
     on the cost ``-log phi`` of the best subtree over each cluster
-    (admissible, proven in ``sktrellis._trellis._search_bounds``) prune the
+    (admissible, proven in ``sktrellis._engine.search._search_bounds``) prune the
     rest. The search starts from the sparse trellis's or beam search's tree
     (the incumbent) and is anytime: when the budget runs out
     (``max_time``, ``max_clusters``, or Ctrl-C, which ends the search, not

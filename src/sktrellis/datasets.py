@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._tree import linkage_from_merges, merges_from_splits
+from ._engine.tree.conversion import linkage_from_merges, merges_from_splits
 from .energies._ginkgo import ginkgo_log_psi
 
 # The published toy jets: a 30 GeV-mass parent moving with |p| = 400 along (1, 1, 1).

@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, validate_param
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
-from ._trellis.flat_trellis import FlatTrellis
+from ._engine.trellis.flat_trellis import FlatTrellis
 from ._validation import check_exact_size, effective_n_threads
 from .energies import CorrelationClustering
 

@@ -7,9 +7,9 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
-from ._trellis.best_tree import max_clade_credibility_tree
-from ._trellis.hierarchical_trellis import HierarchicalTrellis
-from ._tree import linkage_from_splits, merges_from_tree, splits_from_merges
+from ._engine.trellis.best_tree import max_clade_credibility_tree
+from ._engine.trellis.hierarchical_trellis import HierarchicalTrellis
+from ._engine.tree.conversion import linkage_from_splits, merges_from_tree, splits_from_merges
 from ._validation import check_exact_size, effective_n_threads
 from .energies import Dasgupta
 

@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ._tree import merges_from_tree
+from ._engine.tree.conversion import merges_from_tree
 from ._validation import check_square_matrix, data_sketch
 
 __all__ = [

@@ -9,7 +9,7 @@ from scipy.spatial.distance import squareform
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ._tree import masks_from_merges, merges_from_tree
+from ._engine.tree.conversion import masks_from_merges, merges_from_tree
 
 __all__ = ["plot_dendrogram", "plot_pairwise_probability"]
 

@@ -9,10 +9,10 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
-from ._trellis.hierarchical_trellis import double_factorial_trees
-from ._trellis.sparse_trellis import SparseTrellis
-from ._tree import merges_from_tree
-from .baselines._search import beam_search, greedy_tree, gumbel_noise, replay_tree
+from ._engine.trellis.hierarchical_trellis import double_factorial_trees
+from ._engine.sparse.sparse_trellis import SparseTrellis
+from ._engine.tree.conversion import merges_from_tree
+from ._engine.agglomerative.search import beam_search, greedy_tree, gumbel_noise, replay_tree
 from .energies import Dasgupta
 
 

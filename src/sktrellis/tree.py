@@ -1,13 +1,13 @@
 """The public tree result: one binary hierarchy and its exports.
 
-Inside the package a tree is a preorder list of splits (``sktrellis._tree``);
+Inside the package a tree is a preorder list of splits (``sktrellis._engine.tree.conversion``);
 at the public boundary it is a :class:`Tree`, which holds the scipy linkage
 matrix and converts it to what other tools read.
 """
 import numpy as np
 from scipy.cluster.hierarchy import is_valid_linkage
 
-from ._tree import masks_from_merges, merges_from_tree, to_newick
+from ._engine.tree.conversion import masks_from_merges, merges_from_tree, to_newick
 
 __all__ = ["Tree"]
 

@@ -6,7 +6,7 @@ from sklearn.utils._param_validation import HasMethods, Interval
 
 from .._estimator import EnergyEstimatorMixin
 from ..energies import Dasgupta
-from ._search import beam_search
+from .._engine.agglomerative.search import beam_search
 
 
 class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):

@@ -9,8 +9,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._estimator import EnergyEstimatorMixin
-from .._trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
-from .._tree import linkage_from_heights, merges_from_splits
+from .._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
+from .._engine.tree.conversion import linkage_from_heights, merges_from_splits
 from .._validation import check_exact_size, effective_n_threads
 from ..energies import DirichletProcessMixture
 

@@ -13,14 +13,14 @@ speed of the built-in energies), or subclass
 subset tables :func:`subset_sums`, :func:`subset_pair_sums` and
 :func:`subset_sizes` build either in O(2**N) vectorised steps.
 """
-from .._trellis._hierarchical import SplitPotential
+from .._engine.trellis._hierarchical import SplitPotential
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._correlation import CorrelationClustering
 from ._custom import ClusterEnergy, SplitEnergy
 from ._dasgupta import Dasgupta
 from ._dpm import DirichletProcessMixture
 from ._ginkgo import GinkgoLikelihood
-from ._tables import subset_pair_sums, subset_sizes, subset_sums
+from .._engine.tables import subset_pair_sums, subset_sizes, subset_sums
 
 __all__ = [
     "ClusterEnergy",

@@ -1,8 +1,8 @@
 """Base classes of the energy models: hierarchical (per split) and flat (per cluster)."""
 from sklearn.base import BaseEstimator
 
-from .._trellis.flat_trellis import flat_trellis_bytes
-from .._trellis.hierarchical_trellis import hierarchical_trellis_bytes
+from .._engine.trellis.flat_trellis import flat_trellis_bytes
+from .._engine.trellis.hierarchical_trellis import hierarchical_trellis_bytes
 
 
 class HierarchicalEnergy(BaseEstimator):

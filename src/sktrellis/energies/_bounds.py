@@ -1,10 +1,10 @@
 """Admissible bounds for exact best-first search over trees (issue 14).
 
 The bounds themselves, with their proofs, are Cython classes in
-``sktrellis._trellis._search_bounds`` (the search kernel calls them without
+``sktrellis._engine.search._search_bounds`` (the search kernel calls them without
 the GIL); this module picks the one of an energy.
 """
-from .._trellis._search_bounds import CorrelationBound, DasguptaBound, GinkgoBound
+from .._engine.search._search_bounds import CorrelationBound, DasguptaBound, GinkgoBound
 from ._correlation import CorrelationClustering
 from ._dasgupta import Dasgupta
 from ._ginkgo import GinkgoLikelihood

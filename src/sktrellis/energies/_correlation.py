@@ -4,12 +4,12 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._trellis._hierarchical import SplitPotential
+from .._engine.trellis._hierarchical import SplitPotential
 from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._merge import PairwiseMergeModel
-from ._tables import subset_pair_sums
+from .._engine.tables import subset_pair_sums
 
 
 class CorrelationClustering(HierarchicalEnergy, FlatEnergy):

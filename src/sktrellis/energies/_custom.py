@@ -1,8 +1,8 @@
 """User-defined energies: split (hierarchical) and cluster (flat) potentials."""
 import numpy as np
 
-from .._trellis._hierarchical import SplitPotential
-from .._trellis._subsets import canonical_lefts, split_table_layout, subsets_by_size
+from .._engine.trellis._hierarchical import SplitPotential
+from .._engine._subsets import canonical_lefts, split_table_layout, subsets_by_size
 from .._validation import check_exact_size
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._merge import MergeModel

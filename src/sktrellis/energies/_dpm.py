@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._validation import check_no_overflow, unit_exponent
 from ._base import FlatEnergy
 from ._conjugate import beta_bernoulli_log_marginal, normal_inverse_wishart_log_marginal
-from ._tables import subset_sums
+from .._engine.tables import subset_sums
 
 # Per-subset statistics are built this many doubles at a time; the
 # marginal likelihoods of a chunk take a few times that in temporaries.

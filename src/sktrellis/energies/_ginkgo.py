@@ -4,11 +4,11 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from .._trellis._ginkgo import log_psi_of_mass_arrays
-from .._trellis._hierarchical import SplitPotential
+from .._engine.potential._ginkgo import log_psi_of_mass_arrays
+from .._engine.trellis._hierarchical import SplitPotential
 from ._base import HierarchicalEnergy
 from ._merge import MergeModel
-from ._tables import subset_sums
+from .._engine.tables import subset_sums
 
 # Sums of momenta up to this have squares well inside float64.
 _LARGEST_MOMENTUM_SUM = 1e150

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._trellis._agglomerative import row_entries, update_rows
+from ._agglomerative import row_entries, update_rows
 
 # Scores are computed in blocks of about this many pairs.
 _BLOCK_PAIRS = 1 << 20

@@ -6,13 +6,13 @@ array whose row k merges two nodes into node N + k (points are 0..N-1).
 Every tree the package emits passes through here: the exact samplers' 10**5
 trees at once, and single trees of any N from the sparse trellis and the
 searches. Everything here trusts its input; the wrappers are in
-``sktrellis._tree``.
+``sktrellis._engine.tree.conversion``.
 """
 from libc.stdlib cimport qsort
 
 import numpy as np
 
-from ._common cimport ctz, intp_t, mask_t, popcount
+from .._common cimport ctz, intp_t, mask_t, popcount
 
 ###############################################################################
 # From preorder split lists to merges

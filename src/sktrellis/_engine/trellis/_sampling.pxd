@@ -14,7 +14,7 @@
 
 from libc.math cimport exp
 
-from ._common cimport deposit, intp_t, low_bit, mask_t, next_submask
+from .._common cimport deposit, intp_t, low_bit, mask_t, next_submask
 
 # log w(subset, part) of one candidate part; `model` is the sampler's tables.
 ctypedef double (*part_log_weight_t)(const void* model, mask_t subset, mask_t part) noexcept nogil

@@ -1,4 +1,4 @@
-"""Cython kernels and the level drivers of the trellises.
+"""The exact trellises: hierarchical and flat DPs over all 2^N subsets.
 
 The posterior interface. Metrics and estimators read a fitted trellis (the
 full ``HierarchicalTrellis`` or a ``SparseTrellis``) only through:

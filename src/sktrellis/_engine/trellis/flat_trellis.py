@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from . import _flat as kernels
-from ._subsets import count_as_int, subsets_by_size
+from .._subsets import count_as_int, subsets_by_size
 from .levels import chunk_size, report_level, threads_for
 from .posterior import members_mask, most_probable_masks
 

@@ -9,7 +9,7 @@ marginals). Trusts its input like every kernel here.
 from cython.parallel cimport prange
 from libc.math cimport INFINITY
 
-from ._common cimport log_add, low_bit, mask_t, next_submask
+from .._common cimport log_add, low_bit, mask_t, next_submask
 
 
 ###############################################################################

@@ -9,7 +9,7 @@
 
 from libc.stdint cimport uint64_t
 
-from ._common cimport float64_t
+from .._common cimport float64_t
 
 # Clusters are keyed by 64-bit masks.
 cdef enum:

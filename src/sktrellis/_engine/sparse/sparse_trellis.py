@@ -10,7 +10,7 @@ from itertools import combinations
 
 import numpy as np
 
-from .._tree import linkage_from_merges
+from ..tree.conversion import linkage_from_merges
 from . import _sparse as kernels
 
 _MASK64 = (1 << 64) - 1

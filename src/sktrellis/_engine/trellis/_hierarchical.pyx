@@ -25,11 +25,11 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ._subsets import split_table_layout
+from .._subsets import split_table_layout
 
 from sktrellis.energies cimport SplitData, split_log_psi_t
 
-from ._common cimport (
+from .._common cimport (
     LINEAR_SUM_FLOOR,
     count_add_product, extract_rank, intp_t, log_add, low_bit, mask_t, next_submask,
     popcount,
@@ -127,7 +127,7 @@ def _split_function_capsule(module_name, name):
     Ginkgo function is declared with the types of the public contract, so
     its signature is the one every split function must have.
     """
-    from ._ginkgo import __pyx_capi__ as reference
+    from ..potential._ginkgo import __pyx_capi__ as reference
 
     module = importlib.import_module(module_name)
     exported = getattr(module, "__pyx_capi__", {})
@@ -291,7 +291,7 @@ cdef class SplitPotential:
                     and np.array_equal(arrays.get("rank_in_level"), rank_in_level)):
                 raise ValueError(
                     "SplitPotential.table needs the level_offset and rank_in_level of "
-                    "sktrellis._trellis._subsets.split_table_layout(n_points)"
+                    "sktrellis._engine._subsets.split_table_layout(n_points)"
                 )
             arrays["level_offset"] = level_offset
             arrays["rank_in_level"] = rank_in_level
@@ -387,7 +387,7 @@ cdef class SplitPotential:
     def ginkgo(cls, int n_points, mass2, double lam, double t_cut):
         """The Ginkgo splitting likelihood from the invariant mass squared of every subset.
 
-        A function potential of ``sktrellis._trellis._ginkgo``.
+        A function potential of ``sktrellis._engine.potential._ginkgo``.
 
         Parameters
         ----------
@@ -403,7 +403,7 @@ cdef class SplitPotential:
         -------
         potential : SplitPotential
         """
-        from ._ginkgo import ginkgo_potential
+        from ..potential._ginkgo import ginkgo_potential
 
         return ginkgo_potential(n_points, mass2, lam, t_cut)
 
@@ -417,7 +417,7 @@ cdef class SplitPotential:
             Number of points N, 1 to 30.
         split_table : array-like of float64
             log psi of every canonical split, finite or -inf, in the layout
-            of ``sktrellis._trellis._subsets.split_table_layout(n_points)``.
+            of ``sktrellis._engine._subsets.split_table_layout(n_points)``.
         level_offset, rank_in_level : ndarray
             That layout (checked against it).
 

@@ -25,11 +25,11 @@ from libc.stdint cimport uint64_t
 
 import numpy as np
 
-from ._common cimport float64_t
+from .._common cimport float64_t
 from ._search_bounds cimport MAX_SEARCH_POINTS
-from ._ginkgo cimport LOG_LAM, LOG_NORM, N_PARAMS, log_psi_of_masses
+from ..potential._ginkgo cimport LOG_LAM, LOG_NORM, N_PARAMS, log_psi_of_masses
 
-from ._ginkgo import ginkgo_params
+from ..potential._ginkgo import ginkgo_params
 
 
 cdef inline double max3(double a, double b, double c) noexcept nogil:

@@ -23,7 +23,7 @@ from libc.stdint cimport uint64_t
 
 import numpy as np
 
-from ._common cimport (
+from .._common cimport (
     LINEAR_SUM_FLOOR,
     count_add, ctz, intp_t, low_bit, mask_t, next_submask, popcount,
 )

@@ -1,5 +1,5 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Bookkeeping loops of the beam search (``sktrellis.baselines._search``).
+"""Bookkeeping loops of the beam search (``sktrellis._engine.agglomerative.search``).
 
 A forest of the beam keeps, per slot (a cluster sits in the slot of its
 lowest point), a row of up to ``width`` candidate partners: cluster ids
@@ -11,7 +11,7 @@ from libc.math cimport INFINITY
 
 import numpy as np
 
-from ._common cimport intp_t
+from .._common cimport intp_t
 
 
 def update_rows(intp_t[:, ::1] partner, double[:, ::1] partner_score,

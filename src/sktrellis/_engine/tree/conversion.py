@@ -10,7 +10,7 @@ arrays exist only at the public boundary.
 import numpy as np
 from scipy.cluster.hierarchy import is_valid_linkage
 
-from ._trellis._linkage import linkage_rows, merges_to_linkage, splits_to_merges
+from ._linkage import linkage_rows, merges_to_linkage, splits_to_merges
 
 
 def splits_from_table(best_left, n_points):

@@ -23,7 +23,7 @@ from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
 
-from ._common cimport intp_t, log_add
+from .._common cimport intp_t, log_add
 
 ###############################################################################
 # Vertices by content hash: open addressing with linear probing

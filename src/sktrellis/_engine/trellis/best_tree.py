@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 
-from .._tree import splits_from_table
+from ..tree.conversion import splits_from_table
 from . import _best_tree as kernels
-from ._subsets import subsets_by_size
+from .._subsets import subsets_by_size
 from .levels import chunk_size, report_level, threads_for
 
 #: Bytes per subset of best_bhc_tree and max_clade_credibility_tree besides
@@ -65,7 +65,7 @@ def best_bhc_tree(log_cluster, n_threads=1, verbose=0, owner="trellis"):
     log_best : float
         log q of the best tree.
     parents, lefts : ndarray of shape (N - 1,)
-        Its splits in preorder (see :mod:`sktrellis._tree`).
+        Its splits in preorder (see :mod:`sktrellis._engine.tree.conversion`).
     """
     return _best_tree(log_cluster, log_cluster, True, n_threads, verbose, owner)
 

@@ -1,0 +1,1 @@
+"""Greedy and beam-search agglomeration over any merge model."""

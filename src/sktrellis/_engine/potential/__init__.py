@@ -1,0 +1,1 @@
+"""Split potentials in C: the Ginkgo jet likelihood formula."""

@@ -1,0 +1,1 @@
+"""Best-first AND/OR search over clusters with admissible bounds."""

@@ -1,0 +1,1 @@
+"""The trellis dynamic programs over an explicit vertex set (the sparse trellis)."""

@@ -1,0 +1,1 @@
+"""Tree conversion: the internal record, scipy linkage matrices, children_ and Newick."""
