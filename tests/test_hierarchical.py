@@ -568,7 +568,7 @@ def _separable_tables(n_points):
     ],
 )
 def test_separable_potential_tables_are_checked(position, value, match):
-    from sktrellis._engine.trellis._hierarchical import SplitPotential
+    from sktrellis._engine.potential._split_potential import SplitPotential
 
     tables = list(_separable_tables(3))
     tables[position] = value
@@ -577,7 +577,7 @@ def test_separable_potential_tables_are_checked(position, value, match):
 
 
 def test_tabulated_potential_layout_and_values_are_checked():
-    from sktrellis._engine.trellis._hierarchical import SplitPotential
+    from sktrellis._engine.potential._split_potential import SplitPotential
     from sktrellis._engine._subsets import split_table_layout
 
     level_offset, rank_in_level, length = split_table_layout(4)
@@ -597,19 +597,19 @@ def test_tabulated_potential_layout_and_values_are_checked():
 
 
 def test_ginkgo_potential_parameters_are_checked():
-    from sktrellis._engine.trellis._hierarchical import SplitPotential
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
 
     with pytest.raises(ValueError, match="lam > 0"):
-        SplitPotential.ginkgo(2, np.zeros(4), 0.0, 16.0)
+        ginkgo_potential(2, np.zeros(4), 0.0, 16.0)
     with pytest.raises(ValueError, match="'mass2' has a non-finite entry nan"):
-        SplitPotential.ginkgo(2, np.array([0, 0, 0, np.nan]), 1.5, 16.0)
+        ginkgo_potential(2, np.array([0, 0, 0, np.nan]), 1.5, 16.0)
     with pytest.raises(ValueError, match="n_points=31"):
-        SplitPotential.ginkgo(31, np.zeros(4), 1.5, 16.0)
+        ginkgo_potential(31, np.zeros(4), 1.5, 16.0)
 
 
 def test_an_energy_with_a_wrong_table_gets_a_clear_error():
     """A user energy returning a short table is stopped at the kernel boundary."""
-    from sktrellis._engine.trellis._hierarchical import SplitPotential
+    from sktrellis._engine.potential._split_potential import SplitPotential
 
     class Broken(Dasgupta):
         def split_potential(self, X):

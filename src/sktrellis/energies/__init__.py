@@ -13,7 +13,7 @@ speed of the built-in energies), or subclass
 subset tables :func:`subset_sums`, :func:`subset_pair_sums` and
 :func:`subset_sizes` build either in O(2**N) vectorised steps.
 """
-from .._engine.trellis._hierarchical import SplitPotential
+from .._engine.potential._split_potential import SplitPotential
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._correlation import CorrelationClustering
 from ._custom import ClusterEnergy, SplitEnergy

@@ -1,7 +1,7 @@
 """User-defined energies: split (hierarchical) and cluster (flat) potentials."""
 import numpy as np
 
-from .._engine.trellis._hierarchical import SplitPotential
+from .._engine.potential._split_potential import SplitPotential
 from .._engine._subsets import canonical_lefts, split_table_layout, subsets_by_size
 from .._validation import check_exact_size
 from ._base import FlatEnergy, HierarchicalEnergy

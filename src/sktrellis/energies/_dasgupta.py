@@ -4,7 +4,7 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._engine.trellis._hierarchical import SplitPotential
+from .._engine.potential._split_potential import SplitPotential
 from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import HierarchicalEnergy

@@ -4,11 +4,10 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from .._engine.potential._ginkgo import log_psi_of_mass_arrays
-from .._engine.trellis._hierarchical import SplitPotential
+from .._engine.potential._ginkgo import ginkgo_potential, log_psi_of_mass_arrays
+from .._engine.tables import subset_sums
 from ._base import HierarchicalEnergy
 from ._merge import MergeModel
-from .._engine.tables import subset_sums
 
 # Sums of momenta up to this have squares well inside float64.
 _LARGEST_MOMENTUM_SUM = 1e150
@@ -138,7 +137,7 @@ class GinkgoLikelihood(HierarchicalEnergy):
         # Leaves are massless in the model, whatever rounding says.
         mass2[1 << np.arange(n_points)] = 0.0
         mass2[0] = 0.0
-        return SplitPotential.ginkgo(n_points, mass2, float(self.lam), float(self.t_cut))
+        return ginkgo_potential(n_points, mass2, float(self.lam), float(self.t_cut))
 
     def merge_model(self, X):
         """Incremental statistics for agglomerative search and sparse trellises.

@@ -8,7 +8,7 @@ from libc.math cimport log, sqrt
 
 import numpy as np
 
-from ..trellis._hierarchical import SplitPotential
+from ._split_potential import SplitPotential
 
 # Positions in SplitData.tables.
 cdef enum:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..tree.conversion import linkage_from_splits, splits_from_table
 from . import _hierarchical as kernels
+from ..potential._split_potential import SplitPotential
 from ..tables import subset_sums
 from .._subsets import canonical_lefts, count_as_int, subsets_by_size
 from .levels import chunk_size, report_level, threads_for
@@ -59,7 +60,7 @@ def hierarchical_trellis_bytes(kind, n_points, table_bytes_per_subset=0):
     """
     per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES)
     return (
-        kernels.SplitPotential.table_bytes(kind, n_points, table_bytes_per_subset)
+        SplitPotential.table_bytes(kind, n_points, table_bytes_per_subset)
         + per_subset * (1 << n_points)
         + 8 * _SAMPLE_CACHE_MIN_DOUBLES
     )
