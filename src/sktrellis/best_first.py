@@ -14,6 +14,7 @@ from ._engine.agglomerative.search import beam_search
 from .energies import Dasgupta
 from .energies._bounds import search_bound
 from .sparse import SparseTrellisClustering
+from ._temperature import fixed_energy
 
 
 # Longest the search kernel runs between two checks of the budget and Ctrl-C.
@@ -183,7 +184,10 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 f"{type(self).__name__} keys clusters by 64-bit masks: n_samples={n_points} "
                 f"is more than {MAX_POINTS}; use SparseTrellisClustering"
             )
-        energy = self._energy()
+        # No posterior over all trees to calibrate: beta="auto" means 1 here.
+        energy, beta = fixed_energy(self._energy())
+        if beta is not None:
+            self.beta_ = beta
         bound = search_bound(energy, X)
         search = BestFirstSearch(bound, n_points)
         start = time.perf_counter()

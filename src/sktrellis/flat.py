@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
 from ._engine.trellis.flat_trellis import FlatTrellis
+from ._temperature import calibrate_partition_posterior
 from ._validation import check_exact_size, effective_n_threads
 from .energies import CorrelationClustering
 
@@ -51,7 +52,9 @@ class ExactFlatClustering(
         partition into exactly this many clusters; the posterior quantities
         stay over all partitions.
     random_state : int, RandomState instance or None, default=None
-        Seed of :meth:`sample` when it is called without one.
+        Seed of :meth:`sample` when it is called without one, and of the
+        bootstrap calibrating an energy's ``beta="auto"`` (None: a fixed
+        seed, so that the same data always get the same ``beta_``).
     verbose : int, default=0
         Print the progress of the dynamic program per subset size.
     n_jobs : int, default=None
@@ -78,6 +81,11 @@ class ExactFlatClustering(
         log of the sum of the potentials of the partitions with k clusters,
         at index k (``-inf`` where there are none, as at index 0). Exact in
         log space, also where the probability underflows.
+    beta_ : float
+        The inverse temperature of the posterior, with an energy that has
+        one (``CorrelationClustering``): the energy's ``beta``, or the
+        value ``beta="auto"`` calibrated (see
+        :class:`~sktrellis.energies.CorrelationClustering`).
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: log p(X), the exact
         marginal likelihood of the data under the DP mixture.
@@ -172,11 +180,13 @@ class ExactFlatClustering(
         energy = self._energy()
         owner = type(self).__name__
         check_exact_size(n_points, energy.cluster_bytes(n_points), owner)
-        log_potential = self._check_cluster_potential(
-            energy.cluster_potential(X), n_points, energy
-        )
-        trellis = FlatTrellis(
-            log_potential, effective_n_threads(self.n_jobs), self.verbose, owner,
+        n_threads = effective_n_threads(self.n_jobs)
+        energy, beta, trellis = calibrate_partition_posterior(
+            energy, X, self.random_state,
+            lambda log_potential, n_clusters: FlatTrellis(
+                self._check_cluster_potential(log_potential, n_points, energy),
+                n_threads, self.verbose, owner, n_clusters,
+            ),
             self.n_clusters,
         )
         if not trellis.log_partition > -np.inf:
@@ -200,6 +210,8 @@ class ExactFlatClustering(
             self.map_log_potential_ = trellis.constrained_map_log_potential
         self._trellis = trellis
         self._fitted_energy = clone(energy)
+        if beta is not None:
+            self.beta_ = self._fitted_energy.beta_ = beta
         self.log_partition_ = trellis.log_partition
         self.n_partitions_ = trellis.n_partitions
         self.pairwise_probability_ = trellis.pairwise_probability()

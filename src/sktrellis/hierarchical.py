@@ -10,6 +10,7 @@ from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
 from ._engine.trellis.best_tree import max_clade_credibility_tree
 from ._engine.trellis.hierarchical_trellis import HierarchicalTrellis
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree, splits_from_merges
+from ._temperature import calibrate_tree_posterior
 from ._validation import check_exact_size, effective_n_threads
 from .energies import Dasgupta
 
@@ -35,7 +36,9 @@ class ExactHierarchicalClustering(
     n_clusters : int, default=2
         Number of flat clusters of ``labels_``, cut from the MAP tree.
     random_state : int, RandomState instance or None, default=None
-        Seed of :meth:`sample` when it is called without one.
+        Seed of :meth:`sample` when it is called without one, and of the
+        bootstrap calibrating an energy's ``beta="auto"`` (None: a fixed
+        seed, so that the same data always get the same ``beta_``).
     verbose : int, default=0
         Print the progress of the dynamic program per subset size.
     n_jobs : int, default=None
@@ -68,6 +71,11 @@ class ExactHierarchicalClustering(
     n_trees_ : int
         Number of trees with non-zero potential (exact; (2N-3)!! when no
         split is forbidden).
+    beta_ : float
+        The inverse temperature of the posterior, with an energy that has
+        one (``Dasgupta``, ``CorrelationClustering``): the energy's
+        ``beta``, or the value ``beta="auto"`` calibrated (see
+        :class:`~sktrellis.energies.Dasgupta`).
     n_features_in_ : int
         Number of features (columns) of X.
 
@@ -133,10 +141,15 @@ class ExactHierarchicalClustering(
         n_points = X.shape[0]
         energy = self._energy()
         check_exact_size(n_points, energy.split_bytes(n_points), type(self).__name__)
-        potential = energy.split_potential(X)
-        trellis = HierarchicalTrellis(
-            potential, effective_n_threads(self.n_jobs), self.verbose, type(self).__name__
+        n_threads = effective_n_threads(self.n_jobs)
+        energy, beta, potential, trellis = calibrate_tree_posterior(
+            energy, X, self.random_state,
+            lambda potential: HierarchicalTrellis(
+                potential, n_threads, self.verbose, type(self).__name__
+            ),
         )
+        if beta is not None:
+            self.beta_ = beta
         if not trellis.log_partition > -np.inf:
             raise ValueError(
                 f"every tree of these n_samples={n_points} points has zero potential "

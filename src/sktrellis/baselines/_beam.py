@@ -7,6 +7,7 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from .._estimator import EnergyEstimatorMixin
 from ..energies import Dasgupta
 from .._engine.agglomerative.search import beam_search
+from .._temperature import fixed_energy
 
 
 class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):
@@ -109,7 +110,10 @@ class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseE
             Fitted estimator.
         """
         X = self._validate_training_data(X)
-        energy = self._energy()
+        # No posterior over all trees to calibrate: beta="auto" means 1 here.
+        energy, beta = fixed_energy(self._energy())
+        if beta is not None:
+            self.beta_ = beta
         best = beam_search(energy.merge_model(X), self.beam_width)[0]
         self._set_tree_from_merges(best.merges, best.log_potentials, energy)
         return self

@@ -7,6 +7,7 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from .._estimator import EnergyEstimatorMixin
 from ..energies import Dasgupta
 from .._engine.agglomerative.search import greedy_tree
+from .._temperature import fixed_energy
 
 
 class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):
@@ -110,7 +111,10 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
             Fitted estimator.
         """
         X = self._validate_training_data(X)
-        energy = self._energy()
+        # No posterior over all trees to calibrate: beta="auto" means 1 here.
+        energy, beta = fixed_energy(self._energy())
+        if beta is not None:
+            self.beta_ = beta
         tree = greedy_tree(energy.merge_model(X))
         self._set_tree_from_merges(tree.merges, tree.log_potentials, energy)
         return self

@@ -174,3 +174,27 @@ class FlatEnergy(BaseEstimator):
             is unused.
         """
         raise NotImplementedError
+
+
+class TemperatureMixin:
+    """The inverse temperature ``beta`` of an energy: a number, or ``"auto"``.
+
+    ``"auto"`` is resolved by an estimator's ``fit``, which calibrates it
+    against a bootstrap over the feature columns and stores it as
+    ``beta_`` (see :doc:`/reading_a_posterior`). On its own, an energy
+    with ``beta="auto"`` uses ``beta = 1`` for a precomputed matrix (there
+    are no features to resample: the matrix is used at the scale given) and
+    asks for a number otherwise.
+    """
+
+    def _beta_value(self):
+        """beta as a float (the fallback of ``"auto"`` for precomputed matrices)."""
+        if not isinstance(self.beta, str):
+            return float(self.beta)
+        if getattr(self, "affinity", None) == "precomputed":
+            return 1.0
+        raise ValueError(
+            f"{type(self).__name__}(beta='auto') is calibrated from the data by an "
+            "estimator's fit (its beta_); to use the energy on its own, pass a number, "
+            "e.g. beta=1.0"
+        )

@@ -37,9 +37,9 @@ def search_bound(energy, X):
     8.5
     """
     if isinstance(energy, Dasgupta):
-        return DasguptaBound(energy.similarities(X), energy.beta)
+        return DasguptaBound(energy.similarities(X), energy._beta_value())
     if isinstance(energy, CorrelationClustering):
-        return CorrelationBound(energy.weights(X), energy.beta)
+        return CorrelationBound(energy.weights(X), energy._beta_value())
     if isinstance(energy, GinkgoLikelihood):
         energy._validate_params()
         return GinkgoBound(energy.check_momenta(X), energy.lam, energy.t_cut)

@@ -7,12 +7,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._engine.potential._split_potential import SplitPotential
 from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
-from ._base import FlatEnergy, HierarchicalEnergy
+from ._base import FlatEnergy, HierarchicalEnergy, TemperatureMixin
 from ._merge import PairwiseMergeModel
 from .._engine.tables import subset_pair_sums
 
 
-class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
+class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
     """Correlation clustering energy over signed pairwise weights.
 
     Hierarchical (HCC, Greenberg et al. 2021 section 4.3): a split pays for
@@ -35,8 +35,17 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
     gamma : float, default=None
         Kernel coefficient; None uses the inverse median pairwise distance
         (squared for "rbf").
-    beta : float, default=1.0
-        Inverse temperature.
+    beta : float or "auto", default="auto"
+        Inverse temperature: larger values concentrate the posterior on
+        low-loss trees and partitions. ``"auto"`` lets the estimator's ``fit`` calibrate it: the
+        posterior's expected excess loss over the MAP matches that of the
+        MAP structures of bootstrap resamples of the feature columns
+        (loss-likelihood bootstrap; Lyddon, Holmes & Walker 2019), stored
+        as the estimator's ``beta_`` (user guide: "Reading a posterior").
+        With ``affinity="precomputed"``, a single feature or fewer than
+        three points there is nothing to resample, and ``"auto"`` means 1;
+        the search estimators (greedy, beam, sparse, best-first) compute no
+        posterior to calibrate, and ``"auto"`` means 1 there too.
 
     References
     ----------
@@ -73,12 +82,12 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
     _parameter_constraints = {
         "affinity": [StrOptions({"rbf", "exponential", "precomputed"})],
         "gamma": [Interval(Real, 0, None, closed="neither"), None],
-        "beta": [Interval(Real, 0, None, closed="left")],
+        "beta": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
     }
 
     potential_kind = "separable"
 
-    def __init__(self, affinity="exponential", gamma=None, beta=1.0):
+    def __init__(self, affinity="exponential", gamma=None, beta="auto"):
         self.affinity = affinity
         self.gamma = gamma
         self.beta = beta
@@ -108,7 +117,7 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
         weights.flat[:: len(weights) + 1] = 0.0
         # Every log potential is at most beta * (sum of all |weights|).
         with np.errstate(over="ignore"):
-            bound = self.beta * np.abs(weights).sum()
+            bound = self._beta_value() * np.abs(weights).sum()
         check_no_overflow(
             bound, "CorrelationClustering",
             "beta * (sum of the |weights|)", "rescale the precomputed weights or lower beta",
@@ -123,8 +132,8 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
         # negative weight inside: f(S) = -beta P(S), g = P + N = signed, c = beta.
         n_points = len(weights)
         return SplitPotential.separable(
-            n_points, -self.beta * positive, signed,
-            [self.beta] * (n_points + 1),
+            n_points, -self._beta_value() * positive, signed,
+            [self._beta_value()] * (n_points + 1),
         )
 
     def cluster_potential(self, X):
@@ -140,7 +149,7 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
         log_potential : ndarray of shape (2**n_samples,)
         """
         weights = self.weights(X)
-        return self.beta * subset_pair_sums(weights)
+        return self._beta_value() * subset_pair_sums(weights)
 
     def merge_model(self, X):
         """Incremental statistics for agglomerative search and sparse trellises.
@@ -157,7 +166,7 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
         """
         weights = self.weights(X)
         return _CorrelationMergeModel(
-            [weights.clip(min=0), weights.clip(max=0)], float(self.beta)
+            [weights.clip(min=0), weights.clip(max=0)], self._beta_value()
         )
 
 

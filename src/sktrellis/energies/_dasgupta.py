@@ -7,12 +7,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._engine.potential._split_potential import SplitPotential
 from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
-from ._base import HierarchicalEnergy
+from ._base import HierarchicalEnergy, TemperatureMixin
 from ._merge import PairwiseMergeModel
 from .._engine.tables import subset_pair_sums, subset_sizes
 
 
-class Dasgupta(HierarchicalEnergy):
+class Dasgupta(TemperatureMixin, HierarchicalEnergy):
     """Dasgupta's cost: splitting similar points is expensive, more so higher up.
 
     ``log psi(A, B) = -beta * (|A| + |B|) * W(A, B)`` with W(A, B) the total
@@ -31,9 +31,17 @@ class Dasgupta(HierarchicalEnergy):
         Kernel coefficient; None uses the inverse median of the pairwise
         (squared, for "rbf") distances, so a typical pair has similarity
         exp(-1) whatever the scale of the features.
-    beta : float, default=1.0
+    beta : float or "auto", default="auto"
         Inverse temperature: larger values concentrate the posterior on
-        low-cost trees.
+        low-cost trees. ``"auto"`` lets the estimator's ``fit`` calibrate it: the
+        posterior's expected excess loss over the MAP matches that of the
+        MAP structures of bootstrap resamples of the feature columns
+        (loss-likelihood bootstrap; Lyddon, Holmes & Walker 2019), stored
+        as the estimator's ``beta_`` (user guide: "Reading a posterior").
+        With ``affinity="precomputed"``, a single feature or fewer than
+        three points there is nothing to resample, and ``"auto"`` means 1;
+        the search estimators (greedy, beam, sparse, best-first) compute no
+        posterior to calibrate, and ``"auto"`` means 1 there too.
 
     References
     ----------
@@ -54,12 +62,12 @@ class Dasgupta(HierarchicalEnergy):
     _parameter_constraints = {
         "affinity": [StrOptions({"rbf", "exponential", "precomputed"})],
         "gamma": [Interval(Real, 0, None, closed="neither"), None],
-        "beta": [Interval(Real, 0, None, closed="left")],
+        "beta": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
     }
 
     potential_kind = "separable"
 
-    def __init__(self, affinity="rbf", gamma=None, beta=1.0):
+    def __init__(self, affinity="rbf", gamma=None, beta="auto"):
         self.affinity = affinity
         self.gamma = gamma
         self.beta = beta
@@ -80,7 +88,7 @@ class Dasgupta(HierarchicalEnergy):
         similarities = similarity_matrix(X, self.affinity, self.gamma, allow_negative=False)
         # Every log potential is at most beta * N * (sum of all similarities).
         with np.errstate(over="ignore"):
-            bound = self.beta * len(similarities) * similarities.sum()
+            bound = self._beta_value() * len(similarities) * similarities.sum()
         check_no_overflow(
             bound, "Dasgupta",
             "beta * N * (sum of the similarities)",
@@ -93,8 +101,8 @@ class Dasgupta(HierarchicalEnergy):
         n_points = len(X)
         sizes = np.arange(n_points + 1, dtype=np.float64)
         # W(A, B) = W(S) - W(A) - W(B): f(S) = -beta |S| W(S), g = W, c(k) = beta k.
-        cluster_term = -self.beta * within * subset_sizes(n_points)
-        return SplitPotential.separable(n_points, cluster_term, within, self.beta * sizes)
+        cluster_term = -self._beta_value() * within * subset_sizes(n_points)
+        return SplitPotential.separable(n_points, cluster_term, within, self._beta_value() * sizes)
 
     def merge_model(self, X):
         """Incremental statistics for agglomerative search and sparse trellises.
@@ -109,7 +117,7 @@ class Dasgupta(HierarchicalEnergy):
         model : MergeModel
             See :mod:`sktrellis.energies._merge`.
         """
-        return _DasguptaMergeModel([self.similarities(X)], float(self.beta))
+        return _DasguptaMergeModel([self.similarities(X)], self._beta_value())
 
 
 class _DasguptaMergeModel(PairwiseMergeModel):

@@ -246,9 +246,13 @@ class HierarchicalTrellis:
             self.n_points - 1,
         )
 
-    def sample_linkages(self, n_samples, random_state):
-        """Linkage matrices of n_samples trees drawn exactly from P(tree)."""
+    def sample_splits(self, n_samples, random_state):
+        """(parents, lefts), each (n_samples, N - 1): trees drawn exactly from P(tree)."""
         uniforms = random_state.random((n_samples, self.n_points - 1))
         cache = np.empty(max(1 << self.n_points, _SAMPLE_CACHE_MIN_DOUBLES))
-        parents, lefts = kernels.sample_splits(self.potential, self.log_z, uniforms, cache)
+        return kernels.sample_splits(self.potential, self.log_z, uniforms, cache)
+
+    def sample_linkages(self, n_samples, random_state):
+        """Linkage matrices of n_samples trees drawn exactly from P(tree)."""
+        parents, lefts = self.sample_splits(n_samples, random_state)
         return list(linkage_from_splits(self.potential, parents, lefts))

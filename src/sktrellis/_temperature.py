@@ -1,0 +1,301 @@
+"""``beta="auto"``: the temperature of a Gibbs posterior, calibrated by a bootstrap over features.
+
+The energies ``Dasgupta`` and ``CorrelationClustering`` define a Gibbs
+posterior ``P_beta(T | X) ~ exp(-beta * C(T))`` over trees (or partitions)
+T, C the energy's loss at ``beta = 1``. The MAP structure does not depend on
+beta, but every posterior number does: the clade support, P(K), the
+co-clustering. ``beta="auto"`` picks beta from the data so that the
+posterior is as uncertain as the estimator itself is under resampling.
+
+The principle is the loss-likelihood bootstrap of Lyddon, Holmes & Walker
+(2019): the minimisers of the loss on bootstrap resamples of the data are
+approximate draws from a Gibbs posterior at a well-calibrated temperature;
+Syring & Martin (2019) choose the temperature so that the Gibbs posterior
+reproduces such a bootstrap. The data are resampled the way pvclust does
+it: the feature columns, with replacement (points stay the points being
+clustered). Concretely:
+
+1. ``T*``, the MAP structure of X (exact, any beta);
+2. ``T_b``, the exact MAP structure of each of ``N_BOOTSTRAP`` resamples of
+   the columns of X (best-first search for trees, the flat trellis for
+   partitions), and the bootstrap's mean excess loss on the full data,
+   ``D = mean_b C(T_b) - C(T*)``;
+3. beta such that the posterior's expected excess loss matches it:
+   ``E_beta[C(T)] - C(T*) = D``.
+
+The left side is strictly decreasing in beta (its derivative is
+``-Var_beta(C)``), so the root is unique; it is found by a secant search
+in (log beta, log excess), bracketed, within a relative tolerance
+``TOLERANCE``, and capped to ``BETA_RANGE``. The expectation is exact for
+flat correlation clustering (the loss is a sum over pairs, so it needs only
+the co-clustering probabilities) and, over trees, the mean of
+``N_POSTERIOR_SAMPLES`` exact posterior draws. Everything random is seeded
+by the estimator's ``random_state`` (None: a fixed seed, so that the same
+data always get the same ``beta_``). The last trellis evaluated is the
+one fitted, so the calibration costs a few inside passes plus the
+bootstrap (see ``benchmarks/bench_calibration.py``).
+
+Fallbacks, documented on the energies: with ``affinity="precomputed"`` (no
+features to resample), with a single feature, or with fewer than three
+points (one tree), ``beta_ = 1``: the matrix or the data are used at the
+scale given. The search estimators (greedy, beam search, sparse trellis,
+best-first) compute no posterior over all trees to calibrate; their trees
+do not depend on beta, and ``beta="auto"`` gives ``beta_ = 1`` there.
+
+References
+----------
+S. P. Lyddon, C. C. Holmes, S. G. Walker. General Bayesian updating and the
+loss-likelihood bootstrap. Biometrika 106(2), 2019.
+N. Syring, R. Martin. Calibrating general posterior credible regions.
+Biometrika 106(2), 2019.
+R. Suzuki, H. Shimodaira. Pvclust: an R package for assessing the
+uncertainty in hierarchical clustering. Bioinformatics 22(12), 2006.
+"""
+import numpy as np
+from sklearn.base import clone
+from sklearn.utils import check_random_state
+
+from ._engine.agglomerative.search import beam_search
+from ._engine.search._best_first import BestFirstSearch
+from ._engine.tree.conversion import masks_from_merges, splits_from_merges
+from .energies._bounds import search_bound
+
+#: Bootstrap resamples of the feature columns.
+N_BOOTSTRAP = 20
+#: Exact posterior draws estimating the expected loss over trees.
+N_POSTERIOR_SAMPLES = 200
+#: Range beta is capped to (the root is clipped to it).
+BETA_RANGE = (1e-3, 1e3)
+#: Relative tolerance on the matched excess loss (log scale).
+TOLERANCE = 0.1
+#: Most inside passes the search may run.
+MAX_EVALUATIONS = 8
+#: Seed of the calibration when the estimator's random_state is None.
+DEFAULT_SEED = 0
+# States of one bootstrap MAP search (about 1 KiB each) before it settles
+# for the best tree found so far.
+_MAX_SEARCH_STATES = 200_000
+
+
+def is_auto(energy):
+    """Whether the energy's temperature is left to the calibration."""
+    return isinstance(getattr(energy, "beta", None), str) and energy.beta == "auto"
+
+
+def fixed_energy(energy):
+    """The energy with a numeric beta, and beta_ (None without a temperature).
+
+    ``beta="auto"`` resolves to 1 here: for estimators that compute no
+    posterior over all structures, and for the fallbacks of the module
+    docstring.
+    """
+    if not hasattr(energy, "beta"):
+        return energy, None
+    if is_auto(energy):
+        energy = clone(energy).set_params(beta=1.0)
+    return energy, float(energy.beta)
+
+
+def _can_calibrate(energy, X):
+    return (
+        is_auto(energy)
+        and getattr(energy, "affinity", None) != "precomputed"
+        and X.shape[1] >= 2
+        and X.shape[0] >= 3
+    )
+
+
+def _rng(random_state):
+    return check_random_state(DEFAULT_SEED if random_state is None else random_state)
+
+
+def _bootstrap_columns(X, rng):
+    n_features = X.shape[1]
+    for _ in range(N_BOOTSTRAP):
+        yield X[:, rng.randint(n_features, size=n_features)]
+
+
+def _solve(evaluate, target, beta_start):
+    """beta in BETA_RANGE with log excess(beta) within TOLERANCE of log target.
+
+    ``evaluate(beta)`` returns the posterior's expected excess loss
+    (decreasing in beta). Secant steps in (log beta, log excess), kept
+    inside the bracket of the points seen. Returns the last beta evaluated.
+    """
+    low_bound, high_bound = np.log(BETA_RANGE[0]), np.log(BETA_RANGE[1])
+    if not target > 0:
+        # Every resample gave the full-data MAP: as cold as allowed.
+        evaluate(BETA_RANGE[1])
+        return BETA_RANGE[1]
+    log_target = np.log(target)
+    below, above = (high_bound, None), (low_bound, None)  # excess too small / too large
+    log_beta = float(np.clip(np.log(beta_start), low_bound, high_bound))
+    previous = None
+    for _ in range(MAX_EVALUATIONS):
+        excess = evaluate(np.exp(log_beta))
+        gap = (np.log(excess) if excess > 0 else -np.inf) - log_target
+        if abs(gap) <= TOLERANCE:
+            break
+        if gap < 0:   # too cold
+            below = min(below, (log_beta, gap), key=lambda point: point[0])
+        else:
+            above = max(above, (log_beta, gap), key=lambda point: point[0])
+        if gap < 0 and log_beta <= low_bound or gap > 0 and log_beta >= high_bound:
+            break
+        # Excess ~ 1 / beta far from the root; the secant of the last two
+        # points nearer it; bisection when a step would leave the bracket.
+        slope = -1.0
+        if previous is not None and np.isfinite(gap) and previous[1] != gap:
+            slope = min((gap - previous[1]) / (log_beta - previous[0]), -0.05)
+        previous = (log_beta, gap) if np.isfinite(gap) else previous
+        step = log_beta - gap / slope if np.isfinite(gap) else log_beta - 1.0
+        low, high = above[0], below[0]
+        if not low < step < high:
+            step = 0.5 * (low + high)
+        log_beta = float(np.clip(step, low_bound, high_bound))
+    return float(np.exp(log_beta))
+
+
+def calibrate_tree_posterior(energy, X, random_state, make_trellis):
+    """Resolve ``beta="auto"`` of a hierarchical energy and build its trellis.
+
+    Parameters
+    ----------
+    energy : HierarchicalEnergy
+    X : ndarray of shape (n_samples, n_features)
+        Validated data.
+    random_state : int, RandomState instance or None
+    make_trellis : callable
+        SplitPotential -> HierarchicalTrellis (the estimator's threads, verbosity).
+
+    Returns
+    -------
+    energy : HierarchicalEnergy
+        The energy with a numeric beta (a clone when it was "auto").
+    beta : float or None
+        ``beta_``; None for an energy without a temperature.
+    potential : SplitPotential
+    trellis : HierarchicalTrellis
+    """
+    if not _can_calibrate(energy, X):
+        energy, beta = fixed_energy(energy)
+        potential = energy.split_potential(X)
+        return energy, beta, potential, make_trellis(potential)
+    rng = _rng(random_state)
+    unit = clone(energy).set_params(beta=1.0)
+    unit_potential = unit.split_potential(X)
+    n_points = len(X)
+    map_loss = -_search_map_log_potential(unit, X, unit_potential)
+    boot_losses = [
+        -_tree_log_potential(unit_potential, _search_map_merges(unit, Xb), n_points)
+        for Xb in _bootstrap_columns(X, rng)
+    ]
+    target = float(np.mean(boot_losses)) - map_loss
+    fitted = {}
+
+    def evaluate(beta):
+        scaled = clone(energy).set_params(beta=beta)
+        potential = scaled.split_potential(X)
+        trellis = make_trellis(potential)
+        fitted.update(energy=scaled, potential=potential, trellis=trellis)
+        parents, lefts = trellis.sample_splits(N_POSTERIOR_SAMPLES, rng)
+        losses = -unit_potential.evaluate(parents.ravel(), lefts.ravel()).reshape(
+            parents.shape).sum(axis=1)
+        # The MAP loss from the trellis itself: the same sums, no rounding gap.
+        return max(float(losses.mean()) + trellis.map_log_potential / beta, 0.0)
+
+    beta = _solve(evaluate, target, _start(target, n_points))
+    if fitted["energy"].beta != beta:
+        evaluate(beta)
+    return fitted["energy"], beta, fitted["potential"], fitted["trellis"]
+
+
+def _start(target, n_points):
+    # An excess loss of about n_points / beta is typical of a posterior
+    # spread over a few alternatives per inner node.
+    return n_points / target
+
+
+def _tree_log_potential(potential, merges, n_points):
+    parents, lefts = splits_from_merges(merges, n_points)
+    return float(potential.evaluate(parents, lefts).sum())
+
+
+def _search_map_merges(unit, X):
+    """Merges of the MAP tree of X under ``unit`` by exact best-first search."""
+    bound = search_bound(unit, X)
+    n_points = len(X)
+    search = BestFirstSearch(bound, n_points)
+    incumbent = beam_search(unit.merge_model(X), 5)[0]
+    masks = masks_from_merges(incumbent.merges, n_points)
+    search.add_tree([masks[a] for a, _ in incumbent.merges],
+                    [masks[b] for _, b in incumbent.merges])
+    while not search.solved:
+        if search.run(seconds=0.1, max_states=_MAX_SEARCH_STATES) == "max_states":
+            break   # the best tree found so far: still an upper bound on the loss gap
+    merges, _ = search.merges()
+    return merges
+
+
+def _search_map_log_potential(unit, X, unit_potential):
+    return _tree_log_potential(unit_potential, _search_map_merges(unit, X), len(X))
+
+
+def calibrate_partition_posterior(energy, X, random_state, make_trellis, n_clusters):
+    """Resolve ``beta="auto"`` of a flat energy and build its trellis.
+
+    The flat loss of correlation clustering is ``-sum of w_ij over pairs
+    clustered together``, so its posterior expectation is exact from the
+    co-clustering probabilities.
+
+    Parameters
+    ----------
+    energy : FlatEnergy
+    X : ndarray of shape (n_samples, n_features)
+    random_state : int, RandomState instance or None
+    make_trellis : callable
+        (log potential table, n_clusters) -> FlatTrellis; the calibration's
+        own trellises have ``n_clusters=None``, the one returned the
+        estimator's.
+    n_clusters : int or None
+
+    Returns
+    -------
+    energy : FlatEnergy
+    beta : float or None
+    trellis : FlatTrellis
+    """
+    if not _can_calibrate(energy, X):
+        energy, beta = fixed_energy(energy)
+        return energy, beta, make_trellis(energy.cluster_potential(X), n_clusters)
+    rng = _rng(random_state)
+    unit = clone(energy).set_params(beta=1.0)
+    weights = unit.weights(X)
+    upper = np.triu_indices(len(X), 1)
+
+    def loss(together):
+        return -float(weights[upper] @ together[upper])
+
+    def labels_loss(labels):
+        return loss((labels[:, None] == labels[None, :]).astype(np.float64))
+
+    map_loss = labels_loss(make_trellis(unit.cluster_potential(X), None).map_labels)
+    boot_losses = [
+        labels_loss(make_trellis(unit.cluster_potential(Xb), None).map_labels)
+        for Xb in _bootstrap_columns(X, rng)
+    ]
+    target = float(np.mean(boot_losses)) - map_loss
+    fitted = {}
+
+    def evaluate(beta):
+        scaled = clone(energy).set_params(beta=beta)
+        trellis = make_trellis(scaled.cluster_potential(X), None)
+        fitted.update(energy=scaled, trellis=trellis)
+        return max(loss(trellis.pairwise_probability()) - map_loss, 0.0)
+
+    beta = _solve(evaluate, target, _start(target, len(X)))
+    if n_clusters is None and fitted["energy"].beta == beta:
+        return fitted["energy"], beta, fitted["trellis"]
+    # The constrained MAP of n_clusters needs its own pass.
+    energy = clone(energy).set_params(beta=beta)
+    return energy, beta, make_trellis(energy.cluster_potential(X), n_clusters)
