@@ -115,7 +115,7 @@ def _bootstrap_columns(X, rng):
         yield X[:, rng.randint(n_features, size=n_features)]
 
 
-def _solve(evaluate, target, beta_start):
+def _solve(evaluate, target, n_points):
     """beta in BETA_RANGE with log excess(beta) within TOLERANCE of log target.
 
     ``evaluate(beta)`` returns the posterior's expected excess loss
@@ -128,6 +128,9 @@ def _solve(evaluate, target, beta_start):
         evaluate(BETA_RANGE[1])
         return BETA_RANGE[1]
     log_target = np.log(target)
+    # An excess loss of about n_points / beta is typical of a posterior
+    # spread over a few alternatives per inner node: the first guess.
+    beta_start = n_points / target
     below, above = (high_bound, None), (low_bound, None)  # excess too small / too large
     log_beta = float(np.clip(np.log(beta_start), low_bound, high_bound))
     previous = None
@@ -204,16 +207,10 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis):
         # The MAP loss from the trellis itself: the same sums, no rounding gap.
         return max(float(losses.mean()) + trellis.map_log_potential / beta, 0.0)
 
-    beta = _solve(evaluate, target, _start(target, n_points))
+    beta = _solve(evaluate, target, n_points)
     if fitted["energy"].beta != beta:
         evaluate(beta)
     return fitted["energy"], beta, fitted["potential"], fitted["trellis"]
-
-
-def _start(target, n_points):
-    # An excess loss of about n_points / beta is typical of a posterior
-    # spread over a few alternatives per inner node.
-    return n_points / target
 
 
 def _tree_log_potential(potential, merges, n_points):
@@ -293,7 +290,7 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, n_clust
         fitted.update(energy=scaled, trellis=trellis)
         return max(loss(trellis.pairwise_probability()) - map_loss, 0.0)
 
-    beta = _solve(evaluate, target, _start(target, len(X)))
+    beta = _solve(evaluate, target, len(X))
     if n_clusters is None and fitted["energy"].beta == beta:
         return fitted["energy"], beta, fitted["trellis"]
     # The constrained MAP of n_clusters needs its own pass.
