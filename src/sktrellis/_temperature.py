@@ -36,9 +36,10 @@ one fitted, so the calibration costs a few inside passes plus the
 bootstrap (see ``benchmarks/bench_calibration.py``).
 
 Fallbacks, documented on the energies: with ``affinity="precomputed"`` (no
-features to resample), with a single feature, or with fewer than three
-points (one tree), ``beta_ = 1``: the matrix or the data are used at the
-scale given. The search estimators (greedy, beam search, sparse trellis,
+features to resample), with fewer than ``MIN_FEATURES`` features (two
+columns have three distinct resamples: too coarse a bootstrap to calibrate
+against) or with fewer than three points, ``beta_ = 1``: the matrix or the
+data are used at the scale given. The search estimators (greedy, beam search, sparse trellis,
 best-first) compute no posterior over all trees to calibrate; their trees
 do not depend on beta, and ``beta="auto"`` gives ``beta_ = 1`` there.
 
@@ -48,8 +49,8 @@ S. P. Lyddon, C. C. Holmes, S. G. Walker. General Bayesian updating and the
 loss-likelihood bootstrap. Biometrika 106(2), 2019.
 N. Syring, R. Martin. Calibrating general posterior credible regions.
 Biometrika 106(2), 2019.
-R. Suzuki, H. Shimodaira. Pvclust: an R package for assessing the
-uncertainty in hierarchical clustering. Bioinformatics 22(12), 2006.
+R. Suzuki, H. Shimodaira. Pvclust: an R package for assessing the uncertainty in
+hierarchical clustering. Bioinformatics 22(12), 2006.
 """
 import numpy as np
 from sklearn.base import clone
@@ -60,6 +61,8 @@ from ._engine.search._best_first import BestFirstSearch
 from ._engine.tree.conversion import masks_from_merges, splits_from_merges
 from .energies._bounds import search_bound
 
+#: Fewest feature columns the bootstrap calibrates with.
+MIN_FEATURES = 10
 #: Bootstrap resamples of the feature columns.
 N_BOOTSTRAP = 20
 #: Exact posterior draws estimating the expected loss over trees.
@@ -100,7 +103,7 @@ def _can_calibrate(energy, X):
     return (
         is_auto(energy)
         and getattr(energy, "affinity", None) != "precomputed"
-        and X.shape[1] >= 2
+        and X.shape[1] >= MIN_FEATURES
         and X.shape[0] >= 3
     )
 

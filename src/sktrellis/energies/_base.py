@@ -179,22 +179,13 @@ class FlatEnergy(BaseEstimator):
 class TemperatureMixin:
     """The inverse temperature ``beta`` of an energy: a number, or ``"auto"``.
 
-    ``"auto"`` is resolved by an estimator's ``fit``, which calibrates it
-    against a bootstrap over the feature columns and stores it as
-    ``beta_`` (see :doc:`/reading_a_posterior`). On its own, an energy
-    with ``beta="auto"`` uses ``beta = 1`` for a precomputed matrix (there
-    are no features to resample: the matrix is used at the scale given) and
-    asks for a number otherwise.
+    ``"auto"`` is resolved by the exact estimators' ``fit``, which calibrate
+    it against a bootstrap over the feature columns and store it as
+    ``beta_`` (user guide: "Reading a posterior"). Anywhere else -- the
+    energy used on its own, the search estimators, a precomputed matrix --
+    ``"auto"`` means 1: the loss at the scale given.
     """
 
     def _beta_value(self):
-        """beta as a float (the fallback of ``"auto"`` for precomputed matrices)."""
-        if not isinstance(self.beta, str):
-            return float(self.beta)
-        if getattr(self, "affinity", None) == "precomputed":
-            return 1.0
-        raise ValueError(
-            f"{type(self).__name__}(beta='auto') is calibrated from the data by an "
-            "estimator's fit (its beta_); to use the energy on its own, pass a number, "
-            "e.g. beta=1.0"
-        )
+        """beta as a float, 1 for an unresolved ``"auto"``."""
+        return 1.0 if isinstance(self.beta, str) else float(self.beta)

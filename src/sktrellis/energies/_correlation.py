@@ -42,10 +42,12 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         MAP structures of bootstrap resamples of the feature columns
         (loss-likelihood bootstrap; Lyddon, Holmes & Walker 2019), stored
         as the estimator's ``beta_`` (user guide: "Reading a posterior").
-        With ``affinity="precomputed"``, a single feature or fewer than
-        three points there is nothing to resample, and ``"auto"`` means 1;
+        With ``affinity="precomputed"``, fewer than 10 features or fewer
+        than three points there is too little to resample, and ``"auto"``
+        means 1;
         the search estimators (greedy, beam, sparse, best-first) compute no
-        posterior to calibrate, and ``"auto"`` means 1 there too.
+        posterior to calibrate, and ``"auto"`` means 1 there too, as for
+        the energy used on its own.
 
     References
     ----------
