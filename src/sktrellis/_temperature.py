@@ -94,6 +94,7 @@ def fixed_energy(energy):
     """
     if not hasattr(energy, "beta"):
         return energy, None
+    energy._validate_params()   # a bad beta is named before it is read
     if is_auto(energy):
         energy = clone(energy).set_params(beta=1.0)
     return energy, float(energy.beta)

@@ -1,0 +1,222 @@
+"""beta="auto": the calibrated temperature of Dasgupta and CorrelationClustering (issue 19)."""
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from sktrellis import (
+    BestFirstHierarchicalClustering,
+    ExactFlatClustering,
+    ExactHierarchicalClustering,
+    SparseTrellisClustering,
+)
+from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
+from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
+from sktrellis._temperature import MIN_FEATURES
+
+from .common import (
+    all_partitions,
+    brute_force,
+    cluster_marginals,
+    partition_log_potentials,
+    partition_masks,
+)
+
+
+def planted_subtypes(n_samples, seed, n_features=3000, n_marked=150):
+    """The issue's reproduction: three subtypes, each shifting its own random genes."""
+    rng = np.random.default_rng(seed)
+    sizes = [n_samples // 3 + (n_samples % 3 > 0), n_samples // 3 + (n_samples % 3 > 1),
+             n_samples // 3]
+    groups = np.repeat([0, 1, 2], sizes)
+    X = rng.normal(6, 2, size=n_features) + rng.normal(0, 0.8, size=(n_samples, n_features))
+    for k in range(3):
+        genes = rng.choice(n_features, n_marked, replace=False)
+        X[np.ix_(groups == k, genes)] += rng.choice([-1.5, 1.5], size=n_marked)
+    return X, groups
+
+
+def noise(n_samples, seed, n_features=3000):
+    return np.random.default_rng(seed).normal(size=(n_samples, n_features))
+
+
+def largest_support(model, n_samples):
+    """Largest posterior probability of a cluster of 3..N-1 points."""
+    return max(
+        (p for members, p in model.most_probable_clusters(5, min_size=3)
+         if len(members) < n_samples),
+        default=0.0,
+    )
+
+
+@pytest.mark.parametrize("energy_class", [Dasgupta, CorrelationClustering])
+def test_auto_is_the_default_and_numbers_and_auto_are_accepted(energy_class):
+    assert energy_class().beta == "auto"
+    energy_class(beta=2.5)._validate_params()
+    energy_class(beta="auto")._validate_params()
+
+
+@pytest.mark.parametrize("energy_class", [Dasgupta, CorrelationClustering])
+@pytest.mark.parametrize("beta", ["hot", -1.0])
+def test_bad_beta_is_refused_naming_it(energy_class, beta):
+    X = noise(5, 0, n_features=12)
+    with pytest.raises(ValueError, match="beta"):
+        ExactHierarchicalClustering(energy_class(beta=beta)).fit(X)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        ExactHierarchicalClustering(),
+        ExactHierarchicalClustering(CorrelationClustering()),
+        ExactFlatClustering(),
+    ],
+    ids=["dasgupta", "hcc", "flat"],
+)
+def test_calibrated_beta_is_stored_and_deterministic(estimator):
+    X, _ = planted_subtypes(8, seed=1, n_features=200, n_marked=30)
+    first = estimator.fit(X).beta_
+    assert 1e-3 <= first <= 1e3
+    assert estimator.fit(X).beta_ == first                       # random_state=None: fixed seed
+    assert estimator.set_params(random_state=3).fit(X).beta_ > 0
+    estimator.set_params(random_state=None)
+
+
+def test_flat_keeps_the_calibrated_energy():
+    X, _ = planted_subtypes(8, seed=2, n_features=200, n_marked=30)
+    model = ExactFlatClustering().fit(X)
+    assert model._fitted_energy.beta == model.beta_ == model._fitted_energy.beta_
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [ExactHierarchicalClustering, ExactFlatClustering, SparseTrellisClustering,
+     BestFirstHierarchicalClustering, GreedyHierarchicalClustering,
+     BeamSearchHierarchicalClustering],
+)
+def test_a_number_is_used_as_given(estimator):
+    X = noise(7, 0, n_features=20)
+    energy = CorrelationClustering(beta=2.5) if estimator is ExactFlatClustering else Dasgupta(beta=2.5)
+    assert estimator(energy).fit(X).beta_ == 2.5
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [SparseTrellisClustering, BestFirstHierarchicalClustering, GreedyHierarchicalClustering,
+     BeamSearchHierarchicalClustering],
+)
+def test_search_estimators_use_beta_one(estimator):
+    X = noise(7, 0, n_features=20)
+    auto = estimator().fit(X)
+    assert auto.beta_ == 1.0
+    assert auto.map_log_potential_ == pytest.approx(
+        estimator(Dasgupta(beta=1.0)).fit(X).map_log_potential_)
+
+
+@pytest.mark.parametrize(
+    "X, energy",
+    [
+        (noise(6, 0, n_features=MIN_FEATURES - 1), Dasgupta()),
+        (np.abs(noise(6, 0, n_features=6)) @ np.abs(noise(6, 0, n_features=6)).T,
+         Dasgupta(affinity="precomputed")),
+    ],
+    ids=["few-features", "precomputed"],
+)
+def test_fallback_is_beta_one(X, energy):
+    auto = ExactHierarchicalClustering(energy).fit(X)
+    fixed = ExactHierarchicalClustering(energy.set_params(beta=1.0)).fit(X)
+    assert auto.beta_ == 1.0
+    assert auto.log_partition_ == fixed.log_partition_
+
+
+def test_energy_without_temperature_has_no_beta():
+    rng = np.random.default_rng(0)
+    momenta = np.abs(rng.normal(size=(4, 4))) + np.array([10.0, 0, 0, 0])
+    try:
+        model = ExactHierarchicalClustering(GinkgoLikelihood()).fit(momenta)
+    except ValueError:
+        pytest.skip("random momenta outside Ginkgo's kinematic range")
+    assert not hasattr(model, "beta_")
+
+
+def test_tree_posterior_is_exact_at_the_calibrated_beta():
+    X, _ = planted_subtypes(6, seed=0, n_features=120, n_marked=30)
+    model = ExactHierarchicalClustering().fit(X)
+    potential = Dasgupta(beta=model.beta_).split_potential(X)
+    log_z, log_map, trees, values = brute_force(potential, 6)
+    assert model.log_partition_ == pytest.approx(log_z, rel=1e-10)
+    assert model.map_log_potential_ == pytest.approx(log_map, rel=1e-10)
+    marginals = cluster_marginals(trees, values, log_z, 6)
+    for mask in range(1, 64):
+        members = np.flatnonzero((mask >> np.arange(6)) & 1)
+        assert model.cluster_probability(members) == pytest.approx(marginals[mask], abs=1e-10)
+
+
+def test_partition_posterior_is_exact_at_the_calibrated_beta():
+    X, _ = planted_subtypes(6, seed=0, n_features=120, n_marked=30)
+    model = ExactFlatClustering().fit(X)
+    log_e = CorrelationClustering(beta=model.beta_).cluster_potential(X)
+    partitions = all_partitions(6)
+    values = partition_log_potentials(log_e, partitions)
+    log_z = logsumexp(values)
+    assert model.log_partition_ == pytest.approx(log_z, rel=1e-10)
+    probability = np.exp(values - log_z)
+    together = partitions[:, :, None] == partitions[:, None, :]
+    assert np.allclose(model.pairwise_probability_, np.tensordot(probability, together, 1))
+    counts = np.array([len(set(p)) for p in partitions])
+    assert np.allclose(model.n_clusters_probability_[1:],
+                       np.bincount(counts, probability, minlength=7)[1:])
+    assert partition_masks(partitions).shape == (len(partitions), 6)
+
+
+# Two-sided calibration on generated data. Measured over seeds 0..19 in
+# benchmarks/bench_calibration.py (numbers in benchmarks/README.md).
+
+@pytest.mark.parametrize("seed", range(4))
+def test_planted_subtypes_are_supported(seed):
+    X, groups = planted_subtypes(12, seed)
+    model = ExactHierarchicalClustering(n_clusters=3).fit(X)
+    for k in range(3):
+        assert model.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_noise_supports_no_clade(seed):
+    X = noise(12, seed)
+    model = ExactHierarchicalClustering().fit(X)
+    assert largest_support(model, 12) <= 0.5
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_flat_planted_subtypes(seed):
+    X, groups = planted_subtypes(12, seed)
+    model = ExactFlatClustering().fit(X)
+    assert model.n_clusters_probability_[3] >= 0.5
+    same = groups[:, None] == groups[None, :]
+    assert model.pairwise_probability_[same].min() >= 0.8
+    assert model.pairwise_probability_[~same].max() <= 0.2
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_flat_noise_map_is_not_confident(seed):
+    X = noise(12, seed)
+    model = ExactFlatClustering().fit(X)
+    map_probability = np.exp(model.map_log_potential_ - model.log_partition_)
+    assert model.labels_.max() == 0 or map_probability <= 0.5
+
+
+@pytest.mark.slow
+def test_issue_reproduction():
+    """14 x 3000, the issue's code (rng seed 7): 2-4 % support at beta=1."""
+    rng = np.random.default_rng(7)
+    groups = np.repeat([0, 1, 2], [5, 5, 4])
+    X = rng.normal(6, 2, size=3000) + rng.normal(0, 0.8, size=(14, 3000))
+    for k in range(3):
+        idx = rng.choice(3000, 150, replace=False)
+        X[np.ix_(groups == k, idx)] += rng.choice([-1.5, 1.5], size=150)
+    model = ExactHierarchicalClustering(n_clusters=3).fit(X)
+    assert np.array_equal(model.labels_, groups)
+    assert min(model.cluster_probability(np.flatnonzero(groups == k)) for k in range(3)) >= 0.9
+    flat = ExactFlatClustering().fit(X)
+    assert flat.n_clusters_probability_[3] >= 0.5
+    null = ExactHierarchicalClustering().fit(noise(14, 7))
+    assert largest_support(null, 14) <= 0.5
