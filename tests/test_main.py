@@ -11,6 +11,23 @@ def test_default_run_on_the_bundled_data(capsys):
     assert "13,749,310,575" in out  # (2*12-3)!! trees
     assert "MAP tree (Newick): (" in out and out.count("setosa") >= 4
     assert "log Z =" in out and "most probable clusters" in out
+    assert "beta_ = 1 (beta='auto' with fewer than 10 features" in out
+
+
+def test_same_estimator_and_defaults_as_the_python_api(tmp_path, capsys):
+    """Issue 19: the CLI fits ExactHierarchicalClustering(Dasgupta()) on the data as given."""
+    from sktrellis import ExactHierarchicalClustering
+
+    X = np.random.default_rng(0).normal(size=(7, 12))
+    X[:3, :6] += 3.0
+    path = tmp_path / "data.csv"
+    np.savetxt(path, X, delimiter=",", header=",".join(f"f{i}" for i in range(12)),
+               comments="")
+    assert main([str(path), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    model = ExactHierarchicalClustering().fit(np.loadtxt(path, delimiter=",", skiprows=1))
+    assert f"beta_ = {model.beta_:.4g} (beta='auto': calibrated" in out
+    assert f"log Z = {model.log_partition_:.6f}" in out
 
 
 def test_csv_with_names_and_plot(tmp_path, capsys):

@@ -4,9 +4,12 @@
     python -m sktrellis data.csv --plot tree.png
 
 Numeric columns are the features; a non-numeric column, if any, names the
-rows. Features are standardised; the energy is Dasgupta's cost on RBF
-similarities (or the Ginkgo jet likelihood with ``--energy ginkgo``, for
-columns E, px, py, pz).
+rows. The estimator is the Python API's, with its defaults:
+``ExactHierarchicalClustering(Dasgupta())``, Dasgupta's cost on RBF
+similarities with the temperature ``beta="auto"`` calibrated by a bootstrap
+over the features (or the Ginkgo jet likelihood with ``--energy ginkgo``,
+for columns E, px, py, pz). ``--standardize`` scales every feature to unit
+variance first; ``--beta`` fixes the temperature.
 """
 import argparse
 import csv
@@ -18,10 +21,12 @@ import numpy as np
 
 from . import ExactHierarchicalClustering
 from ._engine.tree.conversion import to_newick
+from ._temperature import MIN_FEATURES
 from ._validation import MAX_EXACT_POINTS
 from .datasets import load_iris12
 from .energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 
+# Built exactly as the Python API's defaults; beta "auto" unless --beta.
 _ENERGIES = {
     "dasgupta": lambda beta: Dasgupta(beta=beta),
     "hcc": lambda beta: CorrelationClustering(beta=beta),
@@ -100,7 +105,10 @@ def build_parser():
                         "(default: the bundled 12-flower iris subset)")
     parser.add_argument("--energy", choices=sorted(_ENERGIES), default="dasgupta")
     parser.add_argument("--beta", type=float, default=None,
-                        help="inverse temperature of dasgupta and hcc (default 1.0)")
+                        help="inverse temperature of dasgupta and hcc (default: calibrated "
+                        "from the data, beta='auto', as in the Python API)")
+    parser.add_argument("--standardize", action="store_true",
+                        help="scale every feature to zero mean and unit variance first")
     parser.add_argument("--n-clusters", type=_positive_int, default=3,
                         help="clusters of the flat cut")
     parser.add_argument("--top", type=_positive_int, default=8,
@@ -115,8 +123,8 @@ def check_arguments(parser, args):
         parser.error("--beta applies to --energy dasgupta and hcc; the Ginkgo likelihood "
                      "has no temperature")
     if args.beta is None:
-        args.beta = 1.0
-    if not np.isfinite(args.beta) or args.beta < 0:
+        args.beta = "auto"
+    elif not np.isfinite(args.beta) or args.beta < 0:
         parser.error(f"--beta must be a finite number >= 0, got {args.beta}")
     if args.plot:
         folder = os.path.dirname(os.path.abspath(args.plot))
@@ -139,7 +147,7 @@ def run(args):
             f"{source} has n_samples={len(data)} rows; the exact trellis handles at most "
             f"{MAX_EXACT_POINTS}; use SparseTrellisClustering"
         )
-    if args.energy != "ginkgo":
+    if args.standardize and args.energy != "ginkgo":
         spread = data.std(axis=0)
         data = (data - data.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     model = ExactHierarchicalClustering(
@@ -154,6 +162,14 @@ def run(args):
 
     print(f"data: {source}: {len(data)} points, {data.shape[1]} features")
     print(f"energy: {model._energy()!r}")
+    if hasattr(model, "beta_"):
+        if args.beta != "auto":
+            how = "given by --beta"
+        elif data.shape[1] >= MIN_FEATURES:
+            how = "beta='auto': calibrated by a bootstrap over the features"
+        else:
+            how = f"beta='auto' with fewer than {MIN_FEATURES} features: the loss as given"
+        print(f"beta_ = {model.beta_:.4g} ({how})")
     print(f"trees: {model.n_trees_:,} with non-zero potential")
     print(f"MAP tree (Newick): {to_newick(model.linkage_matrix_, names)}")
     print(f"log Z = {model.log_partition_:.6f}   MAP log potential = "
@@ -162,7 +178,8 @@ def run(args):
     print(f"{model.n_clusters} clusters of the MAP tree: "
           + "  ".join("{" + ", ".join(names[i] for i in np.flatnonzero(model.labels_ == k)) + "}"
                       for k in range(model.n_clusters)))
-    print("most probable clusters (posterior probability that the tree contains them):")
+    print(f"most probable clusters (posterior probability that the tree contains them, "
+          f"at beta_):")
     for members, probability in clusters:
         print(f"  {probability:8.4f}  {{{', '.join(names[i] for i in members)}}}")
     print(f"time: exact trellis {fitted:.3f} s, all cluster marginals {outside:.3f} s")
@@ -179,12 +196,13 @@ def save_dendrogram(model, names, path):
         import matplotlib.pyplot as plt
     except ImportError:
         raise ValueError("--plot needs matplotlib: pip install matplotlib") from None
-    from scipy.cluster.hierarchy import dendrogram
+    from .plotting import plot_dendrogram
 
     figure, axes = plt.subplots(figsize=(8, 4))
-    dendrogram(model.linkage_matrix_, labels=list(names), ax=axes, leaf_rotation=90)
+    plot_dendrogram(model, labels=list(names), ax=axes, leaf_rotation=90)
     axes.set_ylabel("subtree energy (-log potential)")
-    axes.set_title(f"MAP tree, log Z = {model.log_partition_:.2f}")
+    temperature = f", beta_ = {model.beta_:.3g}" if hasattr(model, "beta_") else ""
+    axes.set_title(f"MAP tree and clade support P(cluster | X){temperature}")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

@@ -1,0 +1,116 @@
+"""Cost and behaviour of ``beta="auto"`` (issue 19), in one run.
+
+Two tables, on the planted-subtype data of issue 19 (three subtypes, each
+shifting its own 150 of 3000 genes by +-1.5) and on i.i.d. normal noise of
+the same shape:
+
+- cost: the calibrated fit (``beta="auto"``, the default) against a plain
+  fit at the beta it chose, interleaved, for N = 14, 18, 20 (hierarchical)
+  and N = 14, 18 (flat; ``--flat-n`` for more), median of ``--repeats``;
+- behaviour over ``--seeds`` seeds at ``--check-n`` points: the planted
+  subtypes' smallest support and, on noise, the largest support of a
+  cluster of 3..N-1 points (hierarchical); P(K=3), the smallest
+  within-subtype and largest across-subtype co-clustering, and on noise
+  the MAP partition's probability (flat).
+
+    python benchmarks/bench_calibration.py
+    python benchmarks/bench_calibration.py --hier-n 14 18 --seeds 5 --repeats 1
+"""
+import argparse
+import time
+
+import numpy as np
+
+from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
+from sktrellis.energies import CorrelationClustering, Dasgupta
+
+
+def planted_subtypes(n_samples, seed, n_features=3000, n_marked=150):
+    rng = np.random.default_rng(seed)
+    sizes = [n_samples // 3 + (n_samples % 3 > 0), n_samples // 3 + (n_samples % 3 > 1),
+             n_samples // 3]
+    groups = np.repeat([0, 1, 2], sizes)
+    X = rng.normal(6, 2, size=n_features) + rng.normal(0, 0.8, size=(n_samples, n_features))
+    for k in range(3):
+        genes = rng.choice(n_features, n_marked, replace=False)
+        X[np.ix_(groups == k, genes)] += rng.choice([-1.5, 1.5], size=n_marked)
+    return X, groups
+
+
+def timed(fit):
+    start = time.perf_counter()
+    model = fit()
+    return time.perf_counter() - start, model
+
+
+def cost_table(estimator, energy_class, sizes, repeats):
+    print(f"\n{estimator.__name__}: calibrated fit vs plain fit at the chosen beta "
+          f"(median of {repeats})")
+    print(f"{'N':>4} {'beta_':>9} {'plain s':>9} {'auto s':>9} {'ratio':>7}")
+    for n_samples in sizes:
+        X, _ = planted_subtypes(n_samples, seed=7)
+        plain_times, auto_times = [], []
+        for _ in range(repeats):
+            auto_time, auto = timed(lambda: estimator().fit(X))
+            plain_time, _ = timed(lambda: estimator(energy_class(beta=auto.beta_)).fit(X))
+            auto_times.append(auto_time)
+            plain_times.append(plain_time)
+        plain, calibrated = np.median(plain_times), np.median(auto_times)
+        print(f"{n_samples:>4} {auto.beta_:>9.3g} {plain:>9.2f} {calibrated:>9.2f} "
+              f"{calibrated / plain:>7.1f}", flush=True)
+
+
+def largest_support(model, n_samples):
+    return max((p for members, p in model.most_probable_clusters(5, min_size=3)
+                if len(members) < n_samples), default=0.0)
+
+
+def behaviour_table(n_samples, n_seeds):
+    print(f"\nbehaviour at N = {n_samples}, 3000 features, seeds 0..{n_seeds - 1}")
+    print(f"{'seed':>4} | {'hier: beta_':>11} {'min group':>9} | {'noise beta_':>11} "
+          f"{'max 3..N-1':>10} | {'flat: beta_':>11} {'P(K=3)':>7} {'within':>7} "
+          f"{'across':>7} | {'noise beta_':>11} {'P(MAP)':>7}")
+    failures = {"hier planted": 0, "hier noise": 0, "flat planted": 0, "flat noise": 0}
+    for seed in range(n_seeds):
+        X, groups = planted_subtypes(n_samples, seed)
+        null = np.random.default_rng(seed).normal(size=(n_samples, 3000))
+        tree = ExactHierarchicalClustering(n_clusters=3).fit(X)
+        group_support = min(tree.cluster_probability(np.flatnonzero(groups == k))
+                            for k in range(3))
+        null_tree = ExactHierarchicalClustering().fit(null)
+        null_support = largest_support(null_tree, n_samples)
+        flat = ExactFlatClustering().fit(X)
+        same = groups[:, None] == groups[None, :]
+        within = flat.pairwise_probability_[same].min()
+        across = flat.pairwise_probability_[~same].max()
+        k3 = flat.n_clusters_probability_[3]
+        null_flat = ExactFlatClustering().fit(null)
+        map_probability = np.exp(null_flat.map_log_potential_ - null_flat.log_partition_)
+        failures["hier planted"] += group_support < 0.9
+        failures["hier noise"] += null_support > 0.5
+        failures["flat planted"] += not (k3 >= 0.5 and within >= 0.8 and across <= 0.2)
+        failures["flat noise"] += not (null_flat.labels_.max() == 0 or map_probability <= 0.5)
+        print(f"{seed:>4} | {tree.beta_:>11.3g} {group_support:>9.3f} | {null_tree.beta_:>11.3g} "
+              f"{null_support:>10.3f} | {flat.beta_:>11.3g} {k3:>7.3f} {within:>7.3f} "
+              f"{across:>7.3f} | {null_flat.beta_:>11.3g} {map_probability:>7.3f}", flush=True)
+    print("requirement failures: " + ", ".join(f"{k} {v}/{n_seeds}" for k, v in failures.items()))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hier-n", type=int, nargs="*", default=[14, 18, 20])
+    parser.add_argument("--flat-n", type=int, nargs="*", default=[14, 18])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--check-n", type=int, default=12)
+    parser.add_argument("--seeds", type=int, default=20)
+    args = parser.parse_args()
+    if args.seeds:
+        behaviour_table(args.check_n, args.seeds)
+    if args.hier_n:
+        cost_table(ExactHierarchicalClustering, Dasgupta, args.hier_n, args.repeats)
+    if args.flat_n:
+        cost_table(ExactFlatClustering, CorrelationClustering, args.flat_n, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
