@@ -220,3 +220,38 @@ def test_issue_reproduction():
     assert flat.n_clusters_probability_[3] >= 0.5
     null = ExactHierarchicalClustering().fit(noise(14, 7))
     assert largest_support(null, 14) <= 0.5
+
+
+@pytest.mark.parametrize(
+    "excess, target",
+    [
+        (lambda beta: 40.0 / beta, 2.0),             # root at 20
+        (lambda beta: 40.0 / beta ** 2, 0.01),        # steeper: root at 63
+        (lambda beta: 5.0 / np.sqrt(beta), 0.5),      # flatter: root at 100
+        (lambda beta: 1e-9 / beta, 1.0),              # root below the range: the cap
+        (lambda beta: 1e9 / beta, 1.0),               # root above the range: the cap
+    ],
+)
+def test_root_search_finds_the_matched_beta_or_the_cap(excess, target):
+    from sktrellis._temperature import BETA_RANGE, MAX_EVALUATIONS, TOLERANCE, _solve
+
+    seen = []
+    beta = _solve(lambda b: seen.append(b) or excess(b), target, 10)
+    # The last evaluated, whose trellis is the fit, unless the budget ran out.
+    assert beta == seen[-1] or len(seen) == MAX_EVALUATIONS
+    value = excess(beta)
+    if np.isclose(beta, BETA_RANGE[0]):
+        assert value < target
+    elif np.isclose(beta, BETA_RANGE[1]):
+        assert value > target
+    else:
+        assert abs(np.log(value / target)) <= TOLERANCE
+
+
+def test_root_search_when_the_posterior_sits_on_the_map():
+    """No root: the excess drops from above the target to 0 at beta = 30."""
+    from sktrellis._temperature import _solve
+
+    seen = []
+    beta = _solve(lambda b: seen.append(b) or (0.0 if b > 30 else 60.0 / b), 1.0, 10)
+    assert 25 < beta < 36 and len(seen) <= 9

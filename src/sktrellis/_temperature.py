@@ -152,13 +152,17 @@ def _solve(evaluate, target, n_points):
         # Excess ~ 1 / beta far from the root; the secant of the last two
         # points nearer it; bisection when a step would leave the bracket.
         slope = -1.0
-        if previous is not None and np.isfinite(gap) and previous[1] != gap:
+        if (previous is not None and np.isfinite(gap) and previous[1] != gap
+                and previous[0] != log_beta):
             slope = min((gap - previous[1]) / (log_beta - previous[0]), -0.05)
         previous = (log_beta, gap) if np.isfinite(gap) else previous
         step = log_beta - gap / slope if np.isfinite(gap) else log_beta - 1.0
-        low, high = above[0], below[0]
-        if not low < step < high:
-            step = 0.5 * (low + high)
+        # Past a bracket end: the end itself while it is an unevaluated
+        # bound of BETA_RANGE (the root may lie beyond it), else bisection.
+        if step <= above[0]:
+            step = above[0] if above[1] is None else 0.5 * (above[0] + below[0])
+        elif step >= below[0]:
+            step = below[0] if below[1] is None else 0.5 * (above[0] + below[0])
         log_beta = float(np.clip(step, low_bound, high_bound))
     return float(np.exp(log_beta))
 
@@ -201,6 +205,7 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis):
     fitted = {}
 
     def evaluate(beta):
+        fitted.clear()   # one trellis at a time: the memory check counted one
         scaled = clone(energy).set_params(beta=beta)
         potential = scaled.split_potential(X)
         trellis = make_trellis(potential)
@@ -289,6 +294,7 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, n_clust
     fitted = {}
 
     def evaluate(beta):
+        fitted.clear()   # one trellis at a time: the memory check counted one
         scaled = clone(energy).set_params(beta=beta)
         trellis = make_trellis(scaled.cluster_potential(X), None)
         fitted.update(energy=scaled, trellis=trellis)
