@@ -75,7 +75,9 @@ class ExactHierarchicalClustering(
         The inverse temperature of the posterior, with an energy that has
         one (``Dasgupta``, ``CorrelationClustering``): the energy's
         ``beta``, or the value ``beta="auto"`` calibrated (see
-        :class:`~sktrellis.energies.Dasgupta`).
+        :class:`~sktrellis.energies.Dasgupta`). The calibration costs 3-6
+        plain fits at N = 14-20 (``benchmarks/bench_calibration.py``); a
+        numeric beta skips it.
     n_features_in_ : int
         Number of features (columns) of X.
 
