@@ -255,3 +255,16 @@ def test_root_search_when_the_posterior_sits_on_the_map():
     seen = []
     beta = _solve(lambda b: seen.append(b) or (0.0 if b > 30 else 60.0 / b), 1.0, 10)
     assert 25 < beta < 36 and len(seen) <= 9
+
+
+def test_a_users_energy_with_a_beta_of_its_own_is_left_alone():
+    """A custom energy's own ``beta`` parameter is not the package's temperature."""
+    from sktrellis.energies import SplitEnergy
+
+    class Scaled(SplitEnergy):
+        def __init__(self, beta=2.0):
+            self.beta = beta
+            super().__init__(lambda X, left, right: -self.beta * np.ones(len(left)))
+
+    model = ExactHierarchicalClustering(Scaled()).fit(noise(5, 0, n_features=12))
+    assert not hasattr(model, "beta_")

@@ -59,6 +59,7 @@ from sklearn.utils import check_random_state
 from ._engine.agglomerative.search import beam_search
 from ._engine.search._best_first import BestFirstSearch
 from ._engine.tree.conversion import masks_from_merges, splits_from_merges
+from .energies._base import TemperatureMixin
 from .energies._bounds import search_bound
 
 #: Fewest feature columns the bootstrap calibrates with.
@@ -82,7 +83,8 @@ _MAX_SEARCH_STATES = 200_000
 
 def is_auto(energy):
     """Whether the energy's temperature is left to the calibration."""
-    return isinstance(getattr(energy, "beta", None), str) and energy.beta == "auto"
+    return isinstance(energy, TemperatureMixin) and isinstance(energy.beta, str) \
+        and energy.beta == "auto"
 
 
 def fixed_energy(energy):
@@ -92,8 +94,8 @@ def fixed_energy(energy):
     posterior over all structures, and for the fallbacks of the module
     docstring.
     """
-    if not hasattr(energy, "beta"):
-        return energy, None
+    if not isinstance(energy, TemperatureMixin):
+        return energy, None   # no temperature of the package's (a user's energy)
     energy._validate_params()   # a bad beta is named before it is read
     if is_auto(energy):
         energy = clone(energy).set_params(beta=1.0)
