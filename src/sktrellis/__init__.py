@@ -1,4 +1,5 @@
 """sktrellis: exact inference over clusterings with the cluster trellis."""
+from ._engine.posterior import TreePosterior
 from ._many import fit_many
 from .flat import ExactFlatClustering
 from .hierarchical import ExactHierarchicalClustering
@@ -14,6 +15,7 @@ __all__ = [
     "ExactHierarchicalClustering",
     "SparseTrellisClustering",
     "Tree",
+    "TreePosterior",
     "fit_many",
     "__version__",
 ]

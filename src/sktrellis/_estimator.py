@@ -3,8 +3,9 @@
 ``EnergyEstimatorMixin``: the energy parameter (default, "pass an instance"),
 the pairwise tag, validation of the training data, the ``n_clusters`` check
 and the fitted attributes of a tree. ``ClusterPosteriorMixin``: the cluster
-queries of an estimator holding an exact posterior (``self._trellis``,
-through the posterior interface of :mod:`sktrellis._engine`).
+queries of an estimator holding an exact posterior (``self._trellis``, read
+through :class:`sktrellis._engine.posterior.TreePosterior`);
+``TreePosteriorMixin`` exposes it as ``posterior_``.
 """
 from numbers import Integral
 
@@ -130,6 +131,17 @@ class ClusterPosteriorMixin:
 
 class TreePosteriorMixin(ClusterPosteriorMixin):
     """Cluster queries of a posterior over trees, plus the support of a tree's nodes."""
+
+    @property
+    def posterior_(self):
+        """The fitted exact posterior over trees, a :class:`~sktrellis.TreePosterior`.
+
+        What metrics and plots read (e.g. ``expected_dendrogram_purity``):
+        cluster marginals, per-cluster sums and the split probabilities,
+        exact over the trees the estimator's posterior covers.
+        """
+        check_is_fitted(self)
+        return self._trellis
 
     def clade_support(self, tree=None):
         """Posterior probability of every cluster of a tree, aligned with its rows.

@@ -23,6 +23,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from ._engine.tree.conversion import merges_from_tree
+from ._engine.posterior import TreePosterior
+from ._utils import final_step
 from ._validation import check_square_matrix, data_sketch
 
 __all__ = [
@@ -359,10 +361,10 @@ def expected_dendrogram_purity(labels_true, estimator):
     >>> round(expected_dendrogram_purity(y, model), 3)  # other trees count too
     0.751
     """
-    final = _final_step(estimator)
+    final = final_step(estimator)
     check_is_fitted(final)
-    posterior = getattr(final, "_trellis", None)
-    if posterior is None or not hasattr(posterior, "split_blocks"):
+    posterior = getattr(final, "posterior_", None)
+    if not isinstance(posterior, TreePosterior):
         raise TypeError(
             "expected_dendrogram_purity needs the exact posterior over trees of a "
             "fitted ExactHierarchicalClustering or SparseTrellisClustering; got "
@@ -400,12 +402,6 @@ def _expected_cube_gain(posterior, cubes, sizes):
 # Scorers
 
 
-def _final_step(estimator):
-    while isinstance(estimator, Pipeline):
-        estimator = estimator[-1]
-    return estimator
-
-
 def _n_samples(X):
     return X.shape[0] if hasattr(X, "shape") else len(X)
 
@@ -418,7 +414,7 @@ def _fitted_final_step(estimator, X, scorer_name):
     they catch the usual mistake, a cross-validation splitter whose test
     folds are not the training data (default ``cv=5``, ``KFold``, ...).
     """
-    final = _final_step(estimator)
+    final = final_step(estimator)
     check_is_fitted(final)
     if hasattr(final, "n_leaves_"):
         n_fitted = final.n_leaves_

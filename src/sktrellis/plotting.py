@@ -6,33 +6,12 @@ works without it (``pip install "sktrellis[plot]"`` installs it).
 import numpy as np
 from scipy.cluster.hierarchy import dendrogram, leaves_list, linkage
 from scipy.spatial.distance import squareform
-from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from ._engine.tree.conversion import masks_from_merges, merges_from_tree
+from ._utils import axes, final_step, pyplot
 
 __all__ = ["plot_dendrogram", "plot_pairwise_probability"]
-
-
-def _pyplot():
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise ImportError(
-            "sktrellis.plotting needs matplotlib, which is not installed: "
-            "pip install matplotlib (or pip install 'sktrellis[plot]')"
-        ) from error
-    return plt
-
-
-def _axes(ax):
-    return _pyplot().gca() if ax is None else ax
-
-
-def _final_step(estimator):
-    while isinstance(estimator, Pipeline):
-        estimator = estimator[-1]
-    return estimator
 
 
 def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}",
@@ -93,7 +72,7 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
     for key in ("truncate_mode", "no_plot", "ax"):
         if key in dendrogram_kwargs:
             raise ValueError(f"plot_dendrogram does not support the dendrogram argument {key}=")
-    final = _final_step(estimator)
+    final = final_step(estimator)
     check_is_fitted(final)
     if not hasattr(final, "linkage_matrix_"):
         raise TypeError(
@@ -111,7 +90,7 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
             f"tree must be a linkage matrix over the fitted points, shape "
             f"{final.linkage_matrix_.shape}; got {Z.shape}"
         )
-    ax = _axes(ax)
+    ax = axes(ax)
     info = dendrogram(Z, ax=ax, **dendrogram_kwargs)
     if not annotate:
         return ax
@@ -193,7 +172,7 @@ def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", lab
     ['1', '0', '2']
     """
     if hasattr(probabilities, "fit"):
-        final = _final_step(probabilities)
+        final = final_step(probabilities)
         check_is_fitted(final)
         if not hasattr(final, "pairwise_probability_"):
             raise TypeError(
@@ -214,7 +193,7 @@ def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", lab
     if labels is not None and len(labels) != n_points:
         raise ValueError(f"labels has {len(labels)} names for n_samples={n_points} points")
 
-    ax = _axes(ax)
+    ax = axes(ax)
     limits = {"vmin": 0.0, "vmax": 1.0} if unit else {}
     image = ax.imshow(matrix[np.ix_(permutation, permutation)], cmap=cmap,
                       interpolation="nearest", **limits)

@@ -8,6 +8,7 @@ import numpy as np
 from scipy.cluster.hierarchy import is_valid_linkage
 
 from ._engine.tree.conversion import masks_from_merges, merges_from_tree, to_newick
+from ._utils import axes
 
 __all__ = ["Tree"]
 
@@ -137,10 +138,8 @@ class Tree:
         """
         from scipy.cluster.hierarchy import dendrogram
 
-        from .plotting import _axes
-
         dendrogram_kwargs.setdefault("labels", self.names)
-        return dendrogram(self._linkage, ax=_axes(ax), **dendrogram_kwargs)
+        return dendrogram(self._linkage, ax=axes(ax), **dendrogram_kwargs)
 
     def __repr__(self):
         return f"Tree(n_leaves={self.n_leaves})"
