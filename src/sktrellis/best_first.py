@@ -12,7 +12,6 @@ from ._engine.search._best_first import MAX_POINTS, BestFirstSearch
 from ._engine.tree.conversion import masks_from_merges, merges_from_tree
 from ._engine.agglomerative.search import beam_search
 from .energies import Dasgupta
-from .energies._bounds import search_bound
 from .sparse import SparseTrellisClustering
 
 
@@ -184,7 +183,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 f"is more than {MAX_POINTS}; use SparseTrellisClustering"
             )
         energy = self._energy()
-        bound = search_bound(energy, X)
+        bound = energy.search_bound(X)
         search = BestFirstSearch(bound, n_points)
         start = time.perf_counter()
         if self.incumbent == "beam":

@@ -22,8 +22,8 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
-from ._engine.tree.conversion import merges_from_tree
 from ._engine.posterior import TreePosterior
+from ._engine.tree.conversion import merges_from_tree
 from ._utils import final_step
 from ._validation import check_square_matrix, data_sketch
 

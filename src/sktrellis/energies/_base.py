@@ -23,7 +23,9 @@ class HierarchicalEnergy(BaseEstimator):
       estimates the memory before anything is allocated (with
       ``table_bytes_per_subset`` for a function potential's own tables);
     - optionally ``merge_model(X)`` (:mod:`sktrellis.energies._merge`), for
-      the greedy, beam-search and sparse-trellis estimators.
+      the greedy, beam-search and sparse-trellis estimators, and
+      ``search_bound(X)``, an admissible bound on the cost of the best tree
+      of any cluster, for ``BestFirstHierarchicalClustering``.
 
     For a new energy, the quickest route is :class:`SplitEnergy` with a
     vectorised function (one value per split, O(3**N) memory). An energy
@@ -108,6 +110,29 @@ class HierarchicalEnergy(BaseEstimator):
         raise NotImplementedError(
             f"{type(self).__name__} has no merge_model(X), so it only supports the "
             "exact trellis; the agglomerative and sparse estimators need one"
+        )
+
+    def search_bound(self, X):
+        """Validate X and build the admissible bound of best-first search.
+
+        ``BestFirstHierarchicalClustering`` prunes with it: for every cluster
+        it gives a lower bound on the cost (minus log potential) of that
+        cluster's best subtree, proven in its class docstring.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        bound : SearchBound
+            A bound of ``sktrellis._engine.search._search_bounds``.
+        """
+        raise ValueError(
+            f"best-first search needs an admissible bound, which {type(self).__name__} "
+            "does not provide (Dasgupta, CorrelationClustering and GinkgoLikelihood do); "
+            "use ExactHierarchicalClustering (N <= 25) or SparseTrellisClustering"
         )
 
 
