@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The Ginkgo splitting likelihood as a split potential function (DESIGN.md section 6).
 
 One implementation of the public C contract of split potentials

@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The split potential: the contract between a hierarchical energy and the kernels.
 
 Public as ``sktrellis.energies.SplitPotential``. The struct the kernels read

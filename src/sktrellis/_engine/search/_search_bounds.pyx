@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Admissible bounds for the exact best-first search over trees (issue 14).
 
 The search (``_best_first.pyx``) minimises the *cost* of a tree, ``-log phi
