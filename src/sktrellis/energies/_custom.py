@@ -1,9 +1,9 @@
 """User-defined energies: split (hierarchical) and cluster (flat) potentials."""
 import numpy as np
 
-from .._engine.potential._split_potential import SplitPotential
 from .._engine._subsets import canonical_lefts, split_table_layout, subsets_by_size
-from .._validation import check_exact_size
+from .._engine.potential._split_potential import SplitPotential
+from .._validation import check_exact_size, check_log_potentials
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._merge import MergeModel
 
@@ -89,19 +89,10 @@ class SplitEnergy(HierarchicalEnergy):
                 chunk = parents[first : first + batch]
                 lefts = canonical_lefts(chunk).astype(np.int64)
                 rights = chunk.astype(np.int64)[:, None] ^ lefts
-                values = np.asarray(
-                    self.func(X, lefts.ravel(), rights.ravel(), **kw_args), dtype=np.float64
+                values = check_log_potentials(
+                    self.func(X, lefts.ravel(), rights.ravel(), **kw_args),
+                    "SplitEnergy function", (lefts.size,), "split",
                 )
-                if values.shape != (lefts.size,):
-                    raise ValueError(
-                        f"SplitEnergy function returned shape {values.shape} for "
-                        f"{lefts.size} splits; it must return one value per split"
-                    )
-                if np.any(np.isnan(values)) or np.any(values == np.inf):
-                    raise ValueError(
-                        "SplitEnergy function returned NaN or +inf; log potentials "
-                        "must be finite or -inf (a forbidden split)"
-                    )
                 start = level_offset[size] + first * n_splits
                 table[start : start + values.size] = values
         return SplitPotential.table(n_points, table, level_offset, rank_in_level)
@@ -155,17 +146,10 @@ class _SplitMergeModel(MergeModel):
         for first in range(0, parents.size, _BATCH_SPLITS):
             chunk = slice(first, first + _BATCH_SPLITS)
             left, right = lefts[chunk], parents[chunk] ^ lefts[chunk]
-            values = np.asarray(self._func(self._X, left, right, **self._kw_args), dtype=np.float64)
-            if values.shape != (left.size,):
-                raise ValueError(
-                    f"SplitEnergy function returned shape {values.shape} for "
-                    f"{left.size} splits; it must return one value per split"
-                )
-            if np.any(np.isnan(values)) or np.any(values == np.inf):
-                raise ValueError(
-                    "SplitEnergy function returned NaN or +inf; log potentials "
-                    "must be finite or -inf (a forbidden split)"
-                )
+            values = check_log_potentials(
+                self._func(self._X, left, right, **self._kw_args),
+                "SplitEnergy function", (left.size,), "split",
+            )
             out[chunk] = values
         return out
 
@@ -243,16 +227,9 @@ class ClusterEnergy(FlatEnergy):
         table = np.zeros(1 << n_points)
         for first in range(1, 1 << n_points, _BATCH_CLUSTERS):
             masks = np.arange(first, min(first + _BATCH_CLUSTERS, 1 << n_points), dtype=np.int64)
-            values = np.asarray(self.func(X, masks, **kw_args), dtype=np.float64)
-            if values.shape != masks.shape:
-                raise ValueError(
-                    f"ClusterEnergy function returned shape {values.shape} for "
-                    f"{masks.size} clusters; it must return one value per cluster"
-                )
-            if np.any(np.isnan(values)) or np.any(values == np.inf):
-                raise ValueError(
-                    "ClusterEnergy function returned NaN or +inf; log potentials "
-                    "must be finite or -inf (a forbidden cluster)"
-                )
+            values = check_log_potentials(
+                self.func(X, masks, **kw_args), "ClusterEnergy function", masks.shape,
+                "cluster",
+            )
             table[first : first + masks.size] = values
         return table
