@@ -348,8 +348,14 @@ def test_bad_beam_width():
         BeamSearchHierarchicalClustering(beam_width=0).fit(np.arange(8.0).reshape(4, 2))
 
 
-def test_a_tree_of_zero_potential_is_an_error():
-    # Every split of these three jets' particles is below t_cut.
+@pytest.mark.parametrize(
+    "Estimator, remedy",
+    [(GreedyHierarchicalClustering, "use SparseTrellisClustering"),
+     (BeamSearchHierarchicalClustering, "use a larger beam_width or SparseTrellisClustering")],
+)
+def test_a_tree_of_zero_potential_is_an_error(Estimator, remedy):
+    # Every split of these three jets' particles is below t_cut; the advice
+    # names only parameters the estimator has.
     momenta = np.array([[10.0, 10, 0, 0], [10.0, 0, 10, 0], [10.0, 0, 0, 10]])
-    with pytest.raises(ValueError, match="zero potential.*n_samples=3"):
-        GreedyHierarchicalClustering(GinkgoLikelihood(t_cut=1e9)).fit(momenta)
+    with pytest.raises(ValueError, match=f"zero potential.*n_samples=3.*{remedy}"):
+        Estimator(GinkgoLikelihood(t_cut=1e9)).fit(momenta)

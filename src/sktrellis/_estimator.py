@@ -54,10 +54,11 @@ class EnergyEstimatorMixin:
         """The fitted attributes of a searched tree given as merges with their log psi."""
         n_points = len(merges) + 1
         if not np.all(np.isfinite(log_potentials)):
+            remedy = "a larger beam_width or " if hasattr(self, "beam_width") else ""
             raise ValueError(
                 f"{type(self).__name__} found only trees of zero potential for these "
                 f"n_samples={n_points} points under {energy!r}: some merge was forbidden "
-                "(log psi = -inf) whichever pair it took; use a larger beam_width or "
+                f"(log psi = -inf) whichever pair it took; use {remedy}"
                 "SparseTrellisClustering"
             )
         self._set_tree(linkage_from_merges(merges, log_potentials), self.n_clusters)
