@@ -35,6 +35,12 @@ class SplitEnergy(HierarchicalEnergy):
         Extra keyword arguments of ``func``; grid-search them as
         ``energy__kw_args``.
 
+    See Also
+    --------
+    ClusterEnergy : The flat counterpart, a potential per cluster.
+    SplitPotential.from_cython : An O(1) energy as a compiled C function.
+    Dasgupta : A built-in hierarchical energy, with fast separable tables.
+
     Examples
     --------
     Dasgupta's cost written by hand: splitting close points is expensive,
@@ -68,12 +74,44 @@ class SplitEnergy(HierarchicalEnergy):
         self.kw_args = kw_args
 
     def split_bytes(self, n_points):
-        # The trellis with its split table, and one batch of index arrays
-        # handed to func (uint32 and two int64 masks, its result and as much
-        # again for what a vectorised func typically allocates).
+        """Peak memory of the split table, the trellis and a batch of calls, in bytes.
+
+        Parameters
+        ----------
+        n_points : int
+            Number of points.
+
+        Returns
+        -------
+        n_bytes : int
+            The trellis with its table of all 3**N / 2 splits (8 bytes
+            each), plus one batch of arguments handed to ``func``.
+        """
+        # One batch of index arrays handed to func (uint32 and two int64
+        # masks, its result and as much again for what a vectorised func
+        # typically allocates).
         return super().split_bytes(n_points) + 48 * min(3**n_points // 2, _BATCH_SPLITS)
 
     def split_potential(self, X):
+        """Tabulate ``func`` on every split of every subset of the rows of X.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        potential : SplitPotential
+            A ``"table"`` potential holding ``log psi(A, B)`` of every split.
+
+        Raises
+        ------
+        ValueError
+            If ``func`` returns a value that is NaN or +inf, or an array of
+            the wrong shape, or if n_samples is too large for the table to
+            fit in memory.
+        """
         self._validate_params()
         n_points = len(X)
         check_exact_size(n_points, self.split_bytes(n_points), "SplitEnergy")
@@ -180,6 +218,12 @@ class ClusterEnergy(FlatEnergy):
         Extra keyword arguments of ``func``; grid-search them as
         ``energy__kw_args``.
 
+    See Also
+    --------
+    SplitEnergy : The hierarchical counterpart, a potential per split.
+    FlatEnergy : The base class, for an energy tabulated by NumPy directly.
+    CorrelationClustering : A built-in flat energy.
+
     Examples
     --------
     A k-means-like energy: a cluster costs its squared deviations from its
@@ -216,10 +260,20 @@ class ClusterEnergy(FlatEnergy):
         Parameters
         ----------
         X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
 
         Returns
         -------
         log_potential : ndarray of shape (2**n_samples,)
+            ``log E(C)`` of the cluster with mask C (bit i <=> row i of X);
+            finite, or -inf for a forbidden cluster. Entry 0 (the empty set)
+            is 0 and unused.
+
+        Raises
+        ------
+        ValueError
+            If ``func`` returns a value that is NaN or +inf, or an array of
+            the wrong shape.
         """
         self._validate_params()
         n_points = len(X)
