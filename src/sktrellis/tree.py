@@ -87,7 +87,7 @@ class Tree:
         Returns
         -------
         tree : Tree
-            The same hierarchy, node n + k at height k + 1.
+            The same hierarchy, with row k of the linkage at height k + 1.
 
         Examples
         --------
