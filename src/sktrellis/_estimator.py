@@ -87,12 +87,13 @@ class ClusterPosteriorMixin:
 
         Parameters
         ----------
-        members : array-like of int, or boolean mask of shape (n_samples,)
-            The points of the cluster.
+        members : array-like of int, or array-like of bool of shape (n_samples,)
+            The points of the cluster: their indices, or a mask.
 
         Returns
         -------
         probability : float
+            P(the points ``members`` form a cluster | X), in [0, 1].
         """
         check_is_fitted(self)
         members = check_members(members, len(self.labels_))
@@ -197,7 +198,8 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         Returns
         -------
         trees : list of ndarray of shape (n_leaves - 1, 4)
-            scipy linkage matrices, heights as for ``linkage_matrix_``.
+            The sampled trees as scipy linkage matrices, heights as for
+            ``linkage_matrix_``.
         """
         check_is_fitted(self)
         rng = check_random_state(self.random_state if random_state is None else random_state)

@@ -89,8 +89,8 @@ class ExactFlatClustering(
 
     See Also
     --------
-    ExactHierarchicalClustering : the same exact inference over binary trees.
-    sklearn.mixture.BayesianGaussianMixture : variational DP mixture.
+    ExactHierarchicalClustering : The same exact inference over binary trees.
+    sklearn.mixture.BayesianGaussianMixture : Variational DP mixture.
 
     Notes
     -----
