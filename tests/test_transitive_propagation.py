@@ -1,9 +1,13 @@
 """TransitivePropagation against the two-state max-sum messages and known optima."""
 import itertools
+import re
+import warnings
 
 import numpy as np
 import pytest
 from scipy.stats import binom
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score, euclidean_distances
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -133,6 +137,7 @@ def test_transitivity_overrules_a_weak_repulsion():
     assert model.objective_ == pytest.approx(5.0)
 
 
+@pytest.mark.filterwarnings("ignore:TransitivePropagation put each:UserWarning")
 @pytest.mark.parametrize("sign, expected", [(1.0, [0, 0]), (-1.0, [0, 1])])
 def test_two_points_follow_the_sign_of_their_ratio(sign, expected):
     llr = np.array([[0.0, sign], [sign, 0.0]])
@@ -205,6 +210,7 @@ def test_bad_input_is_rejected(llr, message):
         ({"max_iter": 0}, "max_iter"),
         ({"convergence_iter": 0}, "convergence_iter"),
         ({"affinity": "euclidean"}, "affinity"),
+        ({"threshold": "median"}, "threshold"),
     ],
 )
 def test_bad_parameters_are_rejected(params, message):
@@ -305,6 +311,66 @@ def test_extreme_ratios_give_the_calls_of_moderate_ones(scale):
 def test_ratios_whose_sum_overflows_are_named():
     with pytest.raises(ValueError, match="log likelihood ratios.*overflow.*rescale X"):
         TransitivePropagation().fit(np.full((4, 4), 1e308) * (1 - np.eye(4)))
+
+
+###############################################################################
+# Similarities as AffinityPropagation takes them (issue 20)
+
+def _blob_similarities(seed):
+    """Three separated unit-variance blobs of 40 points and their negative squared distances."""
+    X, truth = make_blobs(
+        40, centers=[(-6.0, 0.0), (6.0, 0.0), (0.0, 8.0)], random_state=seed
+    )
+    return -euclidean_distances(X, squared=True), truth
+
+
+def test_similarities_with_the_default_threshold_warn_instead_of_silent_singletons(
+    global_random_seed,
+):
+    """Issue 20: negative squared distances gave 40 singletons and no word of why."""
+    similarities, _ = _blob_similarities(global_random_seed)
+    with pytest.warns(UserWarning, match=r"n_samples=40 points .* threshold=0\.0.*similarities"):
+        model = TransitivePropagation().fit(similarities)
+    np.testing.assert_array_equal(model.labels_, np.arange(40))
+
+
+@pytest.mark.parametrize("threshold", [-9.0, "suggested"])
+def test_similarities_with_a_threshold_recover_the_blobs(threshold, global_random_seed):
+    """Pairs closer than 3 (or above the warning's suggestion) attract: the blobs come back."""
+    similarities, truth = _blob_similarities(global_random_seed)
+    if threshold == "suggested":
+        with pytest.warns(UserWarning) as record:
+            TransitivePropagation().fit(similarities)
+        threshold = float(re.search(r"e\.g\. threshold=(\S+)", str(record[0].message))[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model = TransitivePropagation(threshold=threshold).fit(similarities)
+    assert adjusted_rand_score(truth, model.labels_) >= 0.95
+    assert model.converged_
+    np.testing.assert_allclose(
+        model.objective_, partition_objective(similarities - threshold, model.labels_)
+    )
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e6])
+def test_max_sum_calls_depend_on_scores_and_threshold_together(scale, global_random_seed):
+    similarities, _ = _blob_similarities(global_random_seed)
+    reference = TransitivePropagation(threshold=-9.0).fit(similarities)
+    scaled = TransitivePropagation(threshold=-9.0 * scale).fit(similarities * scale)
+    np.testing.assert_array_equal(scaled.labels_, reference.labels_)
+    shifted = TransitivePropagation().fit(similarities + 9.0)
+    np.testing.assert_array_equal(shifted.labels_, reference.labels_)
+
+
+def test_log_likelihood_ratios_that_all_repel_warn():
+    llr = -np.ones((4, 4))
+    with pytest.warns(UserWarning, match="0 of the 6 pairs"):
+        TransitivePropagation().fit(llr)
+
+
+def test_a_threshold_that_overflows_is_named():
+    with pytest.raises(ValueError, match="threshold=-1e.308.*rescale X and threshold"):
+        TransitivePropagation(threshold=-1e308).fit(np.full((3, 3), 1e308))
 
 
 ###############################################################################

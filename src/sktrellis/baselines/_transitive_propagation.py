@@ -127,9 +127,22 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         more than 1e-6 in probability. Log odds are clipped at +-1e4
         (certainties), so ratios beyond that count as certain.
     affinity : {"precomputed"}, default="precomputed"
-        X is the (n, n) symmetric matrix of log likelihood ratios
-        ``log f0 / f1`` (positive: same cluster more likely). The diagonal
-        is ignored.
+        X is an (n, n) symmetric matrix of pairwise scores, larger meaning
+        more alike, turned into log likelihood ratios by ``threshold``. The
+        diagonal is ignored.
+    threshold : float, default=0.0
+        The meaning of X: the score at which a pair is as likely to share a
+        cluster as not. The log likelihood ratios are ``X - threshold``.
+        The default 0 takes X as log likelihood ratios ``log f0 / f1``
+        (positive: same cluster more likely), as
+        :func:`~sktrellis.datasets.make_bit_patterns` gives them. Similarities
+        as ``AffinityPropagation(affinity="precomputed")`` takes them, such
+        as negative squared distances, are all negative: pass the similarity
+        above which two points should be together, e.g.
+        ``threshold=-radius**2`` for points closer than ``radius``. Max-sum
+        calls depend on nothing else (they do not change when X and
+        threshold are scaled together). When every point ends alone, a
+        UserWarning names this parameter.
 
     Attributes
     ----------
@@ -208,15 +221,17 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         "convergence_iter": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"max-sum", "sum-product"})],
         "affinity": [StrOptions({"precomputed"})],
+        "threshold": [Real],
     }
 
     def __init__(self, damping=0.5, max_iter=200, convergence_iter=1000, method="max-sum",
-                 affinity="precomputed"):
+                 affinity="precomputed", threshold=0.0):
         self.damping = damping
         self.max_iter = max_iter
         self.convergence_iter = convergence_iter
         self.method = method
         self.affinity = affinity
+        self.threshold = threshold
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -230,7 +245,8 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_samples)
-            Symmetric log likelihood ratios ``log f0(i, j) / f1(i, j)``.
+            Symmetric pairwise scores; ``X - threshold`` are the log
+            likelihood ratios ``log f0(i, j) / f1(i, j)``.
         y : Ignored
             Not used, present for API consistency.
 
@@ -242,6 +258,14 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64)
         self._fit_sketch = data_sketch(X)
         llr = check_square_matrix(X, "log likelihood ratio", allow_negative=True)
+        if self.threshold != 0:
+            with np.errstate(over="ignore"):
+                llr = llr - self.threshold
+            if not np.all(np.isfinite(llr)):
+                raise ValueError(
+                    f"X - threshold overflows float64 (threshold={self.threshold!r}); "
+                    "rescale X and threshold together"
+                )
         # objective_ sums up to all of them.
         check_no_overflow(
             np.abs(llr).sum(), "TransitivePropagation", "the sum of the |log likelihood ratios|",
@@ -273,10 +297,29 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         self.transitive_ = bool(np.array_equal(same, together))
         self.objective_ = float(np.triu(np.where(together, llr, 0.0), 1).sum())
         self.beliefs_ = beliefs
+        if n_points > 1 and self.labels_.max() == n_points - 1:
+            self._warn_all_alone(llr)
         if self.method == "sum-product":
             self.pairwise_probability_ = expit(beliefs)
             np.fill_diagonal(self.pairwise_probability_, 1.0)
         return self
+
+    def _warn_all_alone(self, llr):
+        """Every point in its own cluster: most often scores of the wrong meaning."""
+        n_points = len(llr)
+        off_diagonal = llr[~np.eye(n_points, dtype=bool)]
+        n_positive = int(np.count_nonzero(off_diagonal > 0)) // 2
+        warnings.warn(
+            f"TransitivePropagation put each of the n_samples={n_points} points in a "
+            f"cluster of its own: {n_positive} of the {n_points * (n_points - 1) // 2} "
+            f"pairs have X - threshold > 0 (threshold={self.threshold!r}). If X holds "
+            "similarities rather than log likelihood ratios (for instance negative "
+            "squared distances, as AffinityPropagation takes), set threshold to the "
+            "similarity above which two points belong together, e.g. "
+            f"threshold={np.quantile(off_diagonal, 0.75) + self.threshold:.4g} (the upper "
+            "quartile of X)",
+            UserWarning,
+        )
 
     def _stable(self, beliefs, change):
         """The stopping rule: no call flips soon and the calls are a partition.
