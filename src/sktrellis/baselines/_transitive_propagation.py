@@ -315,9 +315,8 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
             f"pairs have X - threshold > 0 (threshold={self.threshold!r}). If X holds "
             "similarities rather than log likelihood ratios (for instance negative "
             "squared distances, as AffinityPropagation takes), set threshold to the "
-            "similarity above which two points belong together, e.g. "
-            f"threshold={np.quantile(off_diagonal, 0.75) + self.threshold:.4g} (the upper "
-            "quartile of X)",
+            "similarity above which two points belong together: threshold=-r**2 joins "
+            "points closer than r",
             UserWarning,
         )
 
