@@ -39,7 +39,7 @@ def wine_problem():
     """The 12 wines of examples/plot_perturb_and_map.py and their signed weights."""
     wine = load_wine()
     X = StandardScaler().fit_transform(wine.data[np.r_[0:4, 59:63, 130:134]])
-    return CorrelationClustering(affinity="exponential").weights(X)
+    return CorrelationClustering(affinity="exponential", beta=1.0).weights(X)
 
 
 def compare(weights, beta, n_perturbations, seed):

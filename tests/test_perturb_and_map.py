@@ -240,7 +240,7 @@ _TOO_LARGE = {
 
 @pytest.mark.slow
 @parametrize_with_checks(
-    [PerturbAndMAPClustering(n_perturbations=3)],
+    [PerturbAndMAPClustering(n_perturbations=2, n_jobs=1)],
     expected_failed_checks=lambda estimator: _TOO_LARGE,
     xfail_strict=True,
 )

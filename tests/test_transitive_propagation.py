@@ -328,7 +328,8 @@ def test_similarities_with_the_default_threshold_warn_instead_of_silent_singleto
 ):
     """Issue 20: negative squared distances gave 40 singletons and no word of why."""
     similarities, _ = _blob_similarities(global_random_seed)
-    with pytest.warns(UserWarning, match=r"n_samples=40 points.*threshold=0\.0.*similarities.*-r\*\*2"):
+    expected = r"n_samples=40 points.*threshold=0\.0.*similarities.*-r\*\*2"
+    with pytest.warns(UserWarning, match=expected):
         model = TransitivePropagation().fit(similarities)
     np.testing.assert_array_equal(model.labels_, np.arange(40))
 
@@ -417,7 +418,8 @@ def test_sum_product_marginals_agree_with_the_flat_trellis_on_clear_clusters():
 
     _, _, llr = make_bit_patterns(3, reads_per_template=3, error_rate=0.02, random_state=0)
     model = TransitivePropagation(method="sum-product").fit(llr)
-    exact = ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(llr)
+    energy = CorrelationClustering(affinity="precomputed", beta=1.0)
+    exact = ExactFlatClustering(energy).fit(llr)
     assert model.converged_
     probabilities = model.pairwise_probability_
     assert np.array_equal(probabilities, probabilities.T) and np.all(np.diag(probabilities) == 1)

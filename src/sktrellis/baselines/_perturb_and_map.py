@@ -82,9 +82,9 @@ class PerturbAndMAPClustering(ClusterMixin, BaseEstimator):
 
     See Also
     --------
-    sktrellis.flat.ExactFlatClustering : the exact pairwise marginals of the
+    sktrellis.flat.ExactFlatClustering : The exact pairwise marginals of the
         same distribution, ``pairwise_probability_``.
-    TransitivePropagation : loopy sum-product estimates of the same marginals
+    TransitivePropagation : Loopy sum-product estimates of the same marginals
         (``method="sum-product"``), in ``O(N**3)`` per iteration.
 
     References
@@ -171,15 +171,15 @@ class PerturbAndMAPClustering(ClusterMixin, BaseEstimator):
         self.labels_ = FlatTrellis(subset_pair_sums(log_potential), n_threads).map_labels
 
         rng = check_random_state(self.random_state)
-        upper, lower = np.triu_indices(n_points, 1)
+        rows, columns = np.triu_indices(n_points, 1)
         self.perturbed_labels_ = np.empty((self.n_perturbations, n_points), dtype=np.int64)
         together = np.zeros((n_points, n_points))
         perturbed_values = np.empty(self.n_perturbations)
         for draw in range(self.n_perturbations):
-            same, different = perturbations(len(upper), rng)
+            same, different = perturbations(len(rows), rng)
             perturbed = log_potential.copy()
-            perturbed[upper, lower] += same - different
-            perturbed[lower, upper] = perturbed[upper, lower]
+            perturbed[rows, columns] += same - different
+            perturbed[columns, rows] = perturbed[rows, columns]
             trellis = FlatTrellis(subset_pair_sums(perturbed), n_threads)
             labels = trellis.map_labels
             self.perturbed_labels_[draw] = labels

@@ -97,7 +97,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
 
     Loopy max-sum is a heuristic: the result need not be the optimal
     partition, nor its calls transitive (``transitive_``).
-    ``ExactFlatClustering(CorrelationClustering(affinity="precomputed"))``
+    ``ExactFlatClustering(CorrelationClustering(affinity="precomputed", beta=1.0))``
     on the same matrix gives the exact optimum for small N.
 
     Parameters
@@ -159,8 +159,8 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         ``method="sum-product"`` only: the approximate marginal probability
         ``sigmoid(beliefs_)`` that i and j share a cluster; ones on the
         diagonal. Compare with ``ExactFlatClustering(CorrelationClustering(
-        affinity="precomputed")).fit(X).pairwise_probability_``, the exact
-        value of the same distribution.
+        affinity="precomputed", beta=1.0)).fit(X - threshold)
+        .pairwise_probability_``, the exact value of the same distribution.
     transitive_ : bool
         Whether the pairwise calls form a partition (every pair of points
         within a connected component is called "same cluster"). When False,
@@ -175,6 +175,16 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         Whether the stopping rule was met before ``max_iter``.
     n_features_in_ : int
         Number of columns of X (n_samples).
+
+    See Also
+    --------
+    sktrellis.flat.ExactFlatClustering : The exact optimum and pairwise
+        marginals of the same objective for small N, with
+        ``CorrelationClustering(affinity="precomputed", beta=1.0)`` on ``X - threshold``.
+    PerturbAndMAPClustering : Perturb-and-MAP estimates of the same pairwise
+        marginals.
+    sklearn.cluster.AffinityPropagation : Message passing over exemplars,
+        taking similarities.
 
     Notes
     -----
