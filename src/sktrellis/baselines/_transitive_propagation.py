@@ -139,10 +139,10 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         as ``AffinityPropagation(affinity="precomputed")`` takes them, such
         as negative squared distances, are all negative: pass the similarity
         above which two points should be together, e.g.
-        ``threshold=-radius**2`` for points closer than ``radius``. Max-sum
-        calls depend on nothing else (they do not change when X and
-        threshold are scaled together). When every point ends alone, a
-        UserWarning names this parameter.
+        ``threshold=-radius**2`` for points closer than ``radius``. The
+        max-sum calls do not change when X and threshold are multiplied by
+        the same positive factor. When every point ends alone, a UserWarning
+        names this parameter.
 
     Attributes
     ----------
@@ -166,7 +166,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         within a connected component is called "same cluster"). When False,
         ``labels_`` merged some pairs that the messages called different.
     objective_ : float
-        Sum of ``L_ij`` over the pairs i < j inside the clusters of
+        Sum of ``L_ij = X_ij - threshold`` over the pairs i < j inside the clusters of
         ``labels_``: the log likelihood ratio of the partition against all
         singletons, the objective that transitive propagation maximises.
     n_iter_ : int
