@@ -21,6 +21,7 @@ from .common import brute_force, cluster_marginals, tree_splits_set
 _MODULE = "sktrellis_test_split_potential"
 _SOURCE = '''
 from sktrellis.energies cimport SplitData, mask_t
+from sktrellis.energies import register_split_function
 
 
 cdef api double tabulated_log_psi(const SplitData* data, mask_t parent,
@@ -29,8 +30,16 @@ cdef api double tabulated_log_psi(const SplitData* data, mask_t parent,
     return data.params[0] * data.tables[0][(<Py_ssize_t>parent << data.n_points) | left]
 
 
+cdef api double undeclared_log_psi(const SplitData* data, mask_t parent,
+                                   mask_t left) noexcept nogil:
+    return 0.0
+
+
 cdef api double not_a_split_potential(double x) noexcept nogil:
     return x
+
+
+register_split_function(__name__, "tabulated_log_psi", tables={"psi": "4**n"}, n_params=1)
 '''
 
 
