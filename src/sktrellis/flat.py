@@ -8,7 +8,7 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import HasMethods, Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
+from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._engine.trellis.flat_trellis import FlatTrellis
 from ._validation import check_exact_size, effective_n_threads
 from .energies import CorrelationClustering
@@ -150,6 +150,7 @@ class ExactFlatClustering(
 
     _default_energy = CorrelationClustering
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Run the exact flat trellis on X.
