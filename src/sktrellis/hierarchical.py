@@ -141,13 +141,17 @@ class ExactHierarchicalClustering(
         trellis = HierarchicalTrellis(
             potential, effective_n_threads(self.n_jobs), self.verbose, type(self).__name__
         )
-        if np.isnan(trellis.log_partition) or trellis.log_partition == np.inf:
-            # The kernels do not check each split (the hot loop); log Z shows it.
+        # The kernels mark a subset with a NaN split NaN and let +inf through;
+        # the subset tables show either in O(2**N) instead of a -inf log Z.
+        invalid = np.flatnonzero(~(trellis.log_z < np.inf))
+        if invalid.size:
+            subset = int(invalid[0])
             raise ValueError(
-                f"the split potential of {energy!r} gave log Z = {trellis.log_partition} "
-                f"over these n_samples={n_points} points: some split's log psi is NaN or "
-                "+inf, where it must be finite or -inf (a forbidden split); check the "
-                "energy's split function with potential.evaluate(parents, lefts)"
+                f"the split potential of {energy!r} is NaN or +inf for some split of the "
+                f"points {np.flatnonzero(subset >> np.arange(n_points) & 1).tolist()} "
+                f"(n_samples={n_points}; their log Z is {trellis.log_z[subset]}): a split's "
+                "log psi must be finite, or -inf for a forbidden split; find it with "
+                "potential.evaluate(parents, lefts)"
             )
         if not trellis.log_partition > -np.inf:
             raise ValueError(
