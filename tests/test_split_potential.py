@@ -5,6 +5,7 @@ against the installed ``sktrellis/energies/__init__.pxd``), and must give
 the log Z, MAP tree, tree count and cluster marginals of enumeration.
 """
 import importlib
+import os
 import pickle
 import shutil
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from sktrellis import ExactHierarchicalClustering
 from sktrellis.energies import HierarchicalEnergy, SplitPotential
 
-from .common import brute_force, cluster_marginals, tree_splits_set
+from .common import brute_force, cluster_marginals, run_pytest_in_subprocess, tree_splits_set
 
 _MODULE = "sktrellis_test_split_potential"
 _SOURCE = '''
@@ -375,3 +376,139 @@ def test_a_nan_split_deep_in_the_trellis_is_not_taken_for_a_forbidden_one(user_m
     energy = _Tabulated(user_module, psi, scale=np.inf)
     with pytest.raises(ValueError, match=r"some split of the points \[1, 2\] .* log Z is nan"):
         ExactHierarchicalClustering(energy, n_clusters=1).fit(np.zeros((4, 1)))
+
+
+###############################################################################
+# The net (issue 22): random masks, tables and parameter blocks give the
+# correct value or a clear error, never a crash. The hypothesis test runs in
+# a subprocess (so a segfault fails this test instead of killing the run);
+# an oracle in NumPy says which inputs are valid and what they must give.
+
+_IN_SUBPROCESS = os.environ.get("SKTRELLIS_IN_SUBPROCESS") == "1"
+
+
+def test_random_potentials_and_masks_never_crash(user_module):
+    directory = os.path.dirname(user_module.__file__)
+    path = os.pathsep.join([directory] + sys.path)
+    run_pytest_in_subprocess(
+        f"{__file__}::test_random_potentials_and_masks_in_this_process",
+        env={"PYTHONPATH": path},
+    )
+
+
+@pytest.mark.skipif(not _IN_SUBPROCESS, reason="run by test_random_potentials_and_masks_never_crash")
+def test_random_potentials_and_masks_in_this_process():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from sktrellis._engine.potential._ginkgo import ginkgo_params, log_psi_of_mass_arrays
+
+    user = importlib.import_module(_MODULE)
+    values = st.one_of(st.floats(-5, 5), st.sampled_from([np.nan, np.inf, -np.inf, 0.0]))
+
+    @st.composite
+    def tables(draw, length):
+        """A float table, often of the declared length, sometimes not, sometimes with NaN/inf."""
+        size = draw(st.one_of(st.just(length), st.integers(0, 70)))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        table = rng.normal(size=size)
+        if size and draw(st.booleans()):
+            table[rng.integers(size)] = draw(values)
+        return table
+
+    @st.composite
+    def potentials(draw):
+        """(what to build, its arguments, the NumPy oracle of log psi or None if invalid)."""
+        n_points = draw(st.one_of(st.integers(1, 5), st.sampled_from([0, -1, 31, 64])))
+        kind = draw(st.sampled_from(["separable", "user", "ginkgo"]))
+        n_ok = 1 <= n_points <= 30
+        n_tab = min(max(n_points, 0), 5)
+        if kind == "separable":
+            f, g = draw(tables(1 << n_tab)), draw(tables(1 << n_tab))
+            c = draw(tables(n_tab + 1))
+            valid = n_ok and len(f) == len(g) == 1 << n_points and len(c) == n_points + 1 and all(
+                np.isfinite(t).all() for t in (f, g, c))
+
+            def oracle(parent, left):
+                return f[parent] + c[bin(parent).count("1")] * (g[left] + g[parent ^ left])
+
+            return n_points, ("separable", f, g, c), oracle if valid else None
+        names = ["psi"] if kind == "user" else ["mass2", "sqrt_mass2"]
+        length = 1 << (2 * n_tab) if kind == "user" else 1 << n_tab
+        chosen = draw(st.one_of(st.just(names), st.lists(st.sampled_from(names + ["x"]),
+                                                         unique=True, max_size=3)))
+        arrays = {name: draw(tables(length)) for name in chosen}
+        n_params = 1 if kind == "user" else 5
+        params = draw(st.one_of(st.lists(st.floats(0.1, 3), min_size=n_params,
+                                         max_size=n_params),
+                                st.lists(values, max_size=7)))
+        if kind == "ginkgo" and draw(st.booleans()) and "mass2" in arrays:
+            arrays["mass2"] = np.abs(arrays["mass2"])
+            arrays["sqrt_mass2"] = np.sqrt(arrays["mass2"])
+            params = ginkgo_params(draw(st.floats(0.1, 3)), draw(st.floats(0, 1)))
+        if draw(st.integers(0, 9)) == 0:
+            arrays = list(arrays.values())  # not a dict
+        declared = 4**n_points if kind == "user" else 2**n_points
+        valid = (n_ok and isinstance(arrays, dict) and sorted(arrays) == sorted(names)
+                 and all(len(t) == declared and not np.isnan(t).any() and not (t == np.inf).any()
+                         for t in arrays.values())
+                 and len(params) == n_params and not np.isnan(params).any())
+        oracle = None
+        if valid and kind == "user":
+            def oracle(parent, left):
+                return params[0] * arrays["psi"][(parent << n_points) | left]
+        elif valid and kind == "ginkgo" and np.array_equal(
+                arrays["sqrt_mass2"], np.sqrt(np.maximum(arrays["mass2"], 0.0))) and (
+                list(params) == ginkgo_params(params[0], params[1])):
+            def oracle(parent, left):
+                mass2 = arrays["mass2"]
+                return log_psi_of_mass_arrays(mass2[parent], mass2[left], mass2[parent ^ left],
+                                              params[0], params[1])
+        elif valid:
+            oracle = "any"  # a valid Ginkgo call of arbitrary tables: any value, no crash
+        module, function = ((user, "tabulated_log_psi") if kind == "user" else
+                            ("sktrellis._engine.potential._ginkgo", "ginkgo_log_psi"))
+        return n_points, ("function", module, function, arrays, params), oracle
+
+    masks = st.one_of(st.integers(-3, 40), st.integers(0, 2**64 - 1))
+
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(potentials(), st.lists(st.tuples(masks, masks), max_size=6), st.booleans())
+    def check(potential, pairs, canonical_pairs):
+        n_points, build, oracle = potential
+        try:
+            if build[0] == "separable":
+                made = SplitPotential.separable(n_points, *build[1:])
+            else:
+                made = SplitPotential.from_cython(n_points, *build[1:])
+        except (ValueError, OverflowError) as error:
+            assert str(error)
+            assert oracle is None, f"valid input refused: {error}"
+            return
+        assert oracle is not None, "invalid input accepted"
+        if canonical_pairs:  # valid pairs: any parent, a proper non-empty child
+            full = (1 << n_points) - 1
+            pairs = [(p % full + 1, ((p % full + 1) & (c | 1)) or 1) for p, c in pairs]
+        parents = [p for p, _ in pairs]
+        lefts = [c for _, c in pairs]
+        pairs_valid = all(
+            0 < p < 1 << n_points and 0 < c and c & ~p == 0 and c != p for p, c in pairs)
+        try:
+            result = made.evaluate(parents, lefts)
+        except ValueError as error:
+            assert str(error)
+            assert not pairs_valid, f"valid masks refused: {error}"
+            return
+        assert pairs_valid, "invalid masks accepted"
+        assert result.shape == (len(pairs),)
+        if oracle == "any":
+            return
+        for (parent, left), value in zip(pairs, result):
+            low = parent & -parent
+            canonical = left if left & low else parent ^ left
+            np.testing.assert_array_equal(value, oracle(parent, canonical))
+        restored = pickle.loads(pickle.dumps(made))
+        np.testing.assert_array_equal(restored.evaluate(parents, lefts), result)
+
+    check()
