@@ -236,9 +236,8 @@ def register_split_function(module, name, *, tables, n_params):
 
     Examples
     --------
-    In the user's Cython module, after the function::
-
-        from sktrellis.energies import register_split_function
+    In the user's Cython module, after the function (the name is imported
+    from ``sktrellis.energies``)::
 
         register_split_function(__name__, "my_log_psi",
                                 tables={"pair_sums": "2**n", "sizes": "2**n"},
@@ -571,10 +570,10 @@ cdef class SplitPotential:
 
         The function is declared, with the types of the public contract
         ``sktrellis/energies/__init__.pxd``, and registered with what it
-        reads (:func:`register_split_function`) in its module::
+        reads (``sktrellis.energies.register_split_function``) in its
+        module::
 
             from sktrellis.energies cimport SplitData, mask_t
-            from sktrellis.energies import register_split_function
 
             cdef api double name(const SplitData* data, mask_t parent,
                                  mask_t left) noexcept nogil:
