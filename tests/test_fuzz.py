@@ -188,7 +188,7 @@ def test_posterior_queries_in_this_process(estimator):
     model = estimator.fit(X)
     is_tree = hasattr(model, "clade_support")
 
-    @settings(max_examples=120, deadline=None, derandomize=True,
+    @settings(max_examples=80, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow])
     @given(_members(_N_FITTED), _trees(_N_FITTED),
            st.one_of(st.integers(-2, 4), st.sampled_from([1.5, "2", None, np.int64(2)])),

@@ -472,7 +472,7 @@ def test_random_potentials_and_masks_in_this_process():
 
     masks = st.one_of(st.integers(-3, 40), st.integers(0, 2**64 - 1))
 
-    @settings(max_examples=300, deadline=None, derandomize=True,
+    @settings(max_examples=200, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(potentials(), st.lists(st.tuples(masks, masks), max_size=6), st.booleans())
     def check(potential, pairs, canonical_pairs):

@@ -459,11 +459,6 @@ cdef class SplitPotential:
                 f"SplitPotential supports 1 to {MAX_POTENTIAL_POINTS} points, got "
                 f"n_points={n_points}"
             )
-        if not isinstance(arrays, Mapping):
-            raise ValueError(
-                f"the tables of a SplitPotential are a dict of name to array, got "
-                f"{type(arrays).__name__}"
-            )
         arrays = dict(arrays)
         n_subsets = 1 << n_points
         self._free_function_data()
