@@ -107,10 +107,11 @@ class EnergyEstimatorMixin:
         """The fitted attributes of a searched tree given as merges with their log psi."""
         n_points = len(merges) + 1
         if not np.all(np.isfinite(log_potentials)):
+            remedy = "a larger beam_width or " if hasattr(self, "beam_width") else ""
             raise ValueError(
                 f"{type(self).__name__} found only trees of zero potential for these "
                 f"n_samples={n_points} points under {energy!r}: some merge was forbidden "
-                "(log psi = -inf) whichever pair it took; use a larger beam_width or "
+                f"(log psi = -inf) whichever pair it took; use {remedy}"
                 "SparseTrellisClustering"
             )
         self._set_tree(linkage_from_merges(merges, log_potentials), self.n_clusters)
@@ -139,12 +140,13 @@ class ClusterPosteriorMixin:
 
         Parameters
         ----------
-        members : array-like of int, or boolean mask of shape (n_samples,)
-            The points of the cluster.
+        members : array-like of int, or array-like of bool of shape (n_samples,)
+            The points of the cluster: their indices, or a mask.
 
         Returns
         -------
         probability : float
+            P(the points ``members`` form a cluster | X), in [0, 1].
         """
         check_is_fitted(self)
         members = check_members(members, len(self.labels_))
@@ -249,7 +251,8 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         Returns
         -------
         trees : list of ndarray of shape (n_leaves - 1, 4)
-            scipy linkage matrices, heights as for ``linkage_matrix_``.
+            The sampled trees as scipy linkage matrices, heights as for
+            ``linkage_matrix_``.
         """
         check_is_fitted(self)
         rng = check_random_state(self.random_state if random_state is None else random_state)

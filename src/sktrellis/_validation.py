@@ -34,6 +34,44 @@ def check_square_matrix(matrix, name, *, allow_negative):
     return matrix
 
 
+def check_log_potentials(values, source, shape, unit):
+    """``values`` as float64 of ``shape``, each finite or -inf, or a ValueError.
+
+    The one rule for every log potential an energy hands to a kernel: -inf
+    forbids a split or cluster (its trees or partitions get probability
+    zero), while NaN or +inf would silently corrupt log Z.
+
+    Parameters
+    ----------
+    values : array-like
+        Log potentials as returned by ``source``.
+    source : str
+        What returned them, for the message (e.g. "SplitEnergy function").
+    shape : tuple of int
+        The shape they must have: one value per ``unit``.
+    unit : {"split", "cluster"}
+        What one value is the log potential of.
+
+    Returns
+    -------
+    values : ndarray of float64
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != tuple(shape):
+        raise ValueError(
+            f"{source} returned shape {values.shape} for {int(np.prod(shape))} {unit}s; "
+            f"it must return one value per {unit}"
+        )
+    bad = np.isnan(values) | (values == np.inf)
+    if bad.any():
+        index = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{source} returned {values.flat[index]} at index {index}; log potentials "
+            f"must be finite or -inf (a forbidden {unit}), never NaN or +inf"
+        )
+    return values
+
+
 def unit_exponent(*arrays):
     """e such that every entry divided by 2**e is below 1 in magnitude (0 for all zeros).
 

@@ -112,8 +112,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
 
     See Also
     --------
-    sktrellis.ExactHierarchicalClustering : every tree, up to N of about 25.
-    sktrellis.SparseTrellisClustering : no certificate, any N.
+    sktrellis.ExactHierarchicalClustering : Every tree, up to N of about 25.
+    sktrellis.SparseTrellisClustering : No certificate, any N.
 
     References
     ----------

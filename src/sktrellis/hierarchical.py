@@ -75,7 +75,7 @@ class ExactHierarchicalClustering(
 
     See Also
     --------
-    sklearn.cluster.AgglomerativeClustering : greedy hierarchical clustering.
+    sklearn.cluster.AgglomerativeClustering : Greedy hierarchical clustering.
 
     References
     ----------

@@ -112,8 +112,8 @@ class SparseTrellisClustering(
 
     See Also
     --------
-    sktrellis.ExactHierarchicalClustering : every tree, N <= 25 or so.
-    sktrellis.baselines.BeamSearchHierarchicalClustering : the best seed.
+    sktrellis.ExactHierarchicalClustering : Every tree, N <= 25 or so.
+    sktrellis.baselines.BeamSearchHierarchicalClustering : The best seed.
 
     References
     ----------

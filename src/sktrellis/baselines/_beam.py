@@ -56,8 +56,8 @@ class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseE
 
     See Also
     --------
-    GreedyHierarchicalClustering : the beam of width one.
-    sktrellis.SparseTrellisClustering : the best tree and log Z over all
+    GreedyHierarchicalClustering : The beam of width one.
+    sktrellis.SparseTrellisClustering : The best tree and log Z over all
         trees the beam's trees span.
 
     References

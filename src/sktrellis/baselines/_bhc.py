@@ -311,7 +311,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
 
     See Also
     --------
-    sktrellis.ExactFlatClustering : the exact DPM posterior (evidence, MAP
+    sktrellis.ExactFlatClustering : The exact DPM posterior (evidence, MAP
         partition, co-clustering probabilities) with ``dpm_energy()``.
 
     Notes

@@ -58,8 +58,8 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
 
     See Also
     --------
-    BeamSearchHierarchicalClustering : keeps several partial trees.
-    sktrellis.ExactHierarchicalClustering : the exact MAP tree, N <= 25 or so.
+    BeamSearchHierarchicalClustering : Keeps several partial trees.
+    sktrellis.ExactHierarchicalClustering : The exact MAP tree, N <= 25 or so.
 
     References
     ----------

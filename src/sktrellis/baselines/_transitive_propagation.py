@@ -10,11 +10,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
+from .._engine.tree.conversion import relabel_by_first_appearance
 from .._estimator import clears_fit_state_on_failure
 from .._validation import (
-    check_memory, check_no_overflow, check_square_matrix, data_sketch,
+    check_memory,
+    check_no_overflow,
+    check_square_matrix,
+    data_sketch,
 )
-
 
 # Max-sum: beliefs above this are scaled down by _RESCALE_BY (powers of two: exact).
 _RESCALE_ABOVE = 2.0**64
@@ -259,9 +262,8 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         same = beliefs > 0
         np.fill_diagonal(same, True)
         _, labels = connected_components(same, directed=False)
-        # Relabel by first appearance so labels do not depend on the graph search.
-        _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
-        self.labels_ = np.argsort(np.argsort(first))[inverse]
+        # By first appearance, so labels do not depend on the graph search.
+        self.labels_ = relabel_by_first_appearance(labels)
         together = self.labels_[:, None] == self.labels_[None, :]
         self.transitive_ = bool(np.array_equal(same, together))
         self.objective_ = float(np.triu(np.where(together, llr, 0.0), 1).sum())

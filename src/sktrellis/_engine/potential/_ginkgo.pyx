@@ -1,5 +1,4 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The Ginkgo splitting likelihood as a split potential function (DESIGN.md section 6).
+"""The Ginkgo splitting likelihood as a split potential function (see GinkgoLikelihood).
 
 One implementation of the public C contract of split potentials
 (``sktrellis/energies/__init__.pxd``): the kernels know nothing of it.

@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The split potential: the contract between a hierarchical energy and the kernels.
 
 Public as ``sktrellis.energies.SplitPotential``. The struct the kernels read
@@ -401,8 +400,8 @@ cdef class SplitPotential:
       function of the user's own compiled Cython module, with the
       signature declared in ``sktrellis/energies/__init__.pxd`` (installed
       with the package), reads the given float64 tables and scalar
-      parameters. The built-in Ginkgo likelihood is one (DESIGN.md
-      section 6); the gallery example "A new O(1) energy in Cython" writes
+      parameters. The built-in Ginkgo likelihood
+      (:class:`~sktrellis.energies.GinkgoLikelihood`) is one; the gallery example "A new O(1) energy in Cython" writes
       another. It runs at the speed of a built-in energy.
     - ``SplitPotential.table(n_points, split_table, level_offset,
       rank_in_level)`` for any potential, one value per canonical split in

@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Dynamic programs of the hierarchical cluster trellis over all 2**N subsets.
 
 Everything here trusts its input: masks are valid, tables are C-contiguous
