@@ -233,6 +233,10 @@ def register_split_function(module, name, *, tables, n_params):
         The registered declaration. Registering the same declaration again
         is allowed (a module reload); a different one is refused.
 
+    See Also
+    --------
+    SplitPotential.from_cython : The potential of a registered function.
+
     Examples
     --------
     In the user's Cython module, after the function (the name is imported
