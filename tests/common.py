@@ -175,3 +175,27 @@ def random_problem(kind, n_points, rng, forbidden=0.2):
     if kind == "table":
         return random_split_energy(n_points, rng, forbidden=forbidden), np.zeros((n_points, 1))
     raise ValueError(kind)
+
+
+def run_pytest_in_subprocess(node_id, env=None, timeout=600):
+    """Run one pytest node in a fresh interpreter; a crash fails the caller, not the run.
+
+    A segfault in compiled code would kill the pytest process itself; in a
+    subprocess it is a return code (-11) that the caller's assertion names.
+    The node runs with SKTRELLIS_IN_SUBPROCESS=1 so that it knows to run.
+    """
+    import os
+    import subprocess
+    import sys
+
+    full_env = dict(os.environ, SKTRELLIS_IN_SUBPROCESS="1", **(env or {}))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", node_id],
+        capture_output=True, text=True, timeout=timeout, env=full_env,
+    )
+    assert result.returncode == 0, (
+        f"{node_id} ended with return code {result.returncode} (negative: killed by that "
+        f"signal, -11 a segfault):\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
+    )
+    assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-2000:]
+    return result

@@ -325,7 +325,7 @@ def test_too_many_points_names_the_memory_and_the_way_out(n_points, monkeypatch)
     """Above the cap of 25 points the refusal does not depend on the host's memory."""
     from sktrellis import _validation
 
-    monkeypatch.setattr(_validation, "available_memory_bytes", lambda: 2**60)
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 2**60)])
     X = np.zeros((n_points, 2))
     with pytest.raises(ValueError, match=rf"n_samples={n_points}.*SparseTrellisClustering"):
         ExactHierarchicalClustering().fit(X)
@@ -334,7 +334,7 @@ def test_too_many_points_names_the_memory_and_the_way_out(n_points, monkeypatch)
 def test_memory_limit_below_the_cap_names_the_bytes(monkeypatch):
     from sktrellis import _validation
 
-    monkeypatch.setattr(_validation, "available_memory_bytes", lambda: 10**6)
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 10**6)])
     with pytest.raises(ValueError, match=r"n_samples=16 requires .*MiB.*SparseTrellisClustering"):
         ExactHierarchicalClustering().fit(np.random.default_rng(0).normal(size=(16, 2)))
 

@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis.baselines import TransitivePropagation
+from sktrellis import _validation
 from sktrellis.baselines import _transitive_propagation
 from sktrellis.datasets import make_bit_patterns
 
@@ -218,7 +219,7 @@ def test_bad_parameters_are_rejected(params, message):
 
 
 def test_memory_limit_names_the_size(monkeypatch):
-    monkeypatch.setattr(_transitive_propagation, "available_memory_bytes", lambda: 1000)
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 1000)])
     with pytest.raises(ValueError, match=r"n_samples=20 requires .* but only"):
         TransitivePropagation().fit(np.zeros((20, 20)))
 

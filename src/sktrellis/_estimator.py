@@ -7,6 +7,7 @@ queries of an estimator holding an exact posterior (``self._trellis``, read
 through :class:`sktrellis._engine.posterior.TreePosterior`);
 ``TreePosteriorMixin`` exposes it as ``posterior_``.
 """
+import functools
 from numbers import Integral
 
 import numpy as np
@@ -17,6 +18,58 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._engine.tree.conversion import labels_from_linkage, linkage_from_merges, merges_from_tree
 from ._validation import check_members, data_sketch
 from .tree import Tree
+
+
+def clears_fit_state_on_failure(fit):
+    """Decorate ``fit`` so that a fit that raises leaves the estimator unfitted.
+
+    A refit validates the new data (``n_features_in_``, the data sketch the
+    scorers compare) before the trellis runs; if it then fails (a refused
+    size, an energy error, Ctrl-C), those already describe the new data
+    while the posterior is the old one, and a scorer would answer for the
+    wrong data. Clearing every fitted attribute on failure means a model is
+    either fitted to its last successful data, whole, or not fitted at all.
+    """
+
+    @functools.wraps(fit)
+    def fit_or_clear(self, *args, **kwargs):
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            clear_fit_state(self)
+            raise
+
+    return fit_or_clear
+
+
+def clear_fit_state(estimator):
+    """Delete what ``fit`` sets: public ``name_`` and private ``_name`` attributes.
+
+    Constructor parameters (no underscore at either end) and scikit-learn's
+    own configuration (``_sklearn_*``, ``_metadata_request``) stay.
+    """
+    for name in list(vars(estimator)):
+        if name.startswith("__") or name.startswith("_sklearn") or name == "_metadata_request":
+            continue
+        if name.endswith("_") or name.startswith("_"):
+            delattr(estimator, name)
+
+
+def check_built_for(model, n_points, energy, method):
+    """A ValueError if what ``energy.method(X)`` built does not cover the n_points rows of X.
+
+    A potential or merge model over fewer (or more) points would be fitted
+    silently: labels for the wrong number of samples, or tables read past
+    their end.
+    """
+    built = getattr(model, "n_points", n_points)
+    if built != n_points:
+        raise ValueError(
+            f"{type(energy).__name__}.{method}(X) returned a {type(model).__name__} over "
+            f"n_points={built} points for X of n_samples={n_points}; an energy must build "
+            "it over every row of the X it is given"
+        )
+    return model
 
 
 class EnergyEstimatorMixin:

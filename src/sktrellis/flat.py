@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._engine.tree.conversion import relabel_by_first_appearance
 from ._engine.trellis.flat_trellis import FlatTrellis
-from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
+from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._validation import check_exact_size, check_log_potentials, effective_n_threads
 from .energies import CorrelationClustering
 
@@ -151,6 +151,7 @@ class ExactFlatClustering(
 
     _default_energy = CorrelationClustering
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Run the exact flat trellis on X.

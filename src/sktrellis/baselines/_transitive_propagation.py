@@ -11,12 +11,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
 from .._engine.tree.conversion import relabel_by_first_appearance
+from .._estimator import clears_fit_state_on_failure
 from .._validation import (
-    available_memory_bytes,
+    check_memory,
     check_no_overflow,
     check_square_matrix,
     data_sketch,
-    format_bytes,
 )
 
 # Max-sum: beliefs above this are scaled down by _RESCALE_BY (powers of two: exact).
@@ -248,6 +248,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         tags.input_tags.pairwise = True
         return tags
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Pass messages until the pairwise calls are stable and cluster.
@@ -282,14 +283,8 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
             "rescale X",
         )
         n_points = len(llr)
-        needed = message_bytes(n_points)
-        available = available_memory_bytes()
-        if available is not None and needed > 0.9 * available:
-            raise ValueError(
-                f"TransitivePropagation keeps ~2 N**3 / 3 float32 messages: n_samples="
-                f"{n_points} requires {format_bytes(needed)} but only "
-                f"{format_bytes(available)} is available; use fewer points"
-            )
+        check_memory(n_points, message_bytes(n_points), "TransitivePropagation",
+                     holds="~2 N**3 / 3 float32 messages", way_out="use fewer points")
         beliefs, self.n_iter_, self.converged_ = self._pass_messages(llr)
         if not self.converged_:
             warnings.warn(

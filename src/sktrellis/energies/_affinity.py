@@ -40,6 +40,15 @@ def similarity_matrix(X, affinity, gamma, *, allow_negative):
         return check_square_matrix(X, "affinity", allow_negative=allow_negative)
     if affinity not in ("rbf", "exponential"):
         raise ValueError(f"affinity must be one of {AFFINITIES}, got {affinity!r}")
+    X = np.asarray(X, dtype=np.float64)
+    if not np.all(np.isfinite(X)):
+        # Checked here too, not only by the estimators: an energy may be
+        # called directly, and NaN would surface later as an "overflow".
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(X))[0])
+        raise ValueError(
+            f"X contains {X[where]} at index {where}; the {affinity!r} affinity needs "
+            "finite features: remove or impute such rows"
+        )
     # Distances are computed on X divided by a power of two that brings its
     # largest entry near 1 (exact in floating point), so features of 1e155
     # or 1e-300 neither overflow nor underflow; gamma is rescaled to match.
