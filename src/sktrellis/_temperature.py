@@ -60,7 +60,6 @@ from ._engine.agglomerative.search import beam_search
 from ._engine.search._best_first import BestFirstSearch
 from ._engine.tree.conversion import masks_from_merges, splits_from_merges
 from .energies._base import TemperatureMixin
-from .energies._bounds import search_bound
 
 #: Fewest feature columns the bootstrap calibrates with.
 MIN_FEATURES = 10
@@ -231,7 +230,7 @@ def _tree_log_potential(potential, merges, n_points):
 
 def _search_map_merges(unit, X):
     """Merges of the MAP tree of X under ``unit`` by exact best-first search."""
-    bound = search_bound(unit, X)
+    bound = unit.search_bound(X)
     n_points = len(X)
     search = BestFirstSearch(bound, n_points)
     incumbent = beam_search(unit.merge_model(X), 5)[0]

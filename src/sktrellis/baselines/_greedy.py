@@ -4,7 +4,7 @@ from numbers import Integral
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval
 
-from .._estimator import EnergyEstimatorMixin
+from .._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ..energies import Dasgupta
 from .._engine.agglomerative.search import greedy_tree
 from .._temperature import fixed_energy
@@ -59,8 +59,8 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
 
     See Also
     --------
-    BeamSearchHierarchicalClustering : keeps several partial trees.
-    sktrellis.ExactHierarchicalClustering : the exact MAP tree, N <= 25 or so.
+    BeamSearchHierarchicalClustering : Keeps several partial trees.
+    sktrellis.ExactHierarchicalClustering : The exact MAP tree, N <= 25 or so.
 
     References
     ----------
@@ -93,6 +93,7 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
 
     _default_energy = Dasgupta
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Build the greedy tree of X.
@@ -115,6 +116,6 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
         energy, beta = fixed_energy(self._energy())
         if beta is not None:
             self.beta_ = beta
-        tree = greedy_tree(energy.merge_model(X))
+        tree = greedy_tree(check_built_for(energy.merge_model(X), len(X), energy, "merge_model"))
         self._set_tree_from_merges(tree.merges, tree.log_potentials, energy)
         return self
