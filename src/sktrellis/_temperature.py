@@ -87,18 +87,17 @@ def is_auto(energy):
 
 
 def fixed_energy(energy):
-    """The energy with a numeric beta, and beta_ (None without a temperature).
+    """The energy to use without calibration, and beta_ (None without a temperature).
 
-    ``beta="auto"`` resolves to 1 here: for estimators that compute no
-    posterior over all structures, and for the fallbacks of the module
-    docstring.
+    ``beta="auto"`` means 1 here (the energy's own methods read it so, see
+    ``TemperatureMixin``): for estimators that compute no posterior over
+    all structures, and for the fallbacks of the module docstring. The
+    energy itself is returned, not a copy.
     """
     if not isinstance(energy, TemperatureMixin):
         return energy, None   # no temperature of the package's (a user's energy)
     energy._validate_params()   # a bad beta is named before it is read
-    if is_auto(energy):
-        energy = clone(energy).set_params(beta=1.0)
-    return energy, float(energy.beta)
+    return energy, energy._beta_value()
 
 
 def _can_calibrate(energy, X):
