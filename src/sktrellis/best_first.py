@@ -366,7 +366,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                     reason = "max_clusters"
                     break
                 if self.objective == "log_partition":
-                    lower, upper = search.log_partition_bounds()
+                    # The root's bracket as the walks left it: revising
+                    # every cluster each slice would cost more than the walks.
+                    lower, upper = search.root_log_partition_bracket
                     if upper - lower <= self.tol:
                         break
         except KeyboardInterrupt:

@@ -909,6 +909,16 @@ cdef class BestFirstSearch:
         return self.z_low[self.root], self.z_high[self.root]
 
     @property
+    def root_log_partition_bracket(self):
+        """The root's (lower, upper) as last revised: valid, cheap, maybe a little wide.
+
+        ``log_partition_bounds`` first revises every cluster; this reads the
+        root's bracket as the walks left it (brackets only narrow, so a
+        stale one still holds).
+        """
+        return self.z_low[self.root], self.z_high[self.root]
+
+    @property
     def log_partition_solved(self):
         """Whether log Z is known exactly (the bracket has closed)."""
         return bool(self.z_exact[self.root])
