@@ -497,6 +497,30 @@ def test_ginkgo_exact_size_is_bounded(exact_size):
 ###############################################################################
 # The partition function and cluster probabilities, bracketed (issue 24)
 
+@pytest.mark.parametrize("n_points", [3, 6, 9, 11])
+def test_ginkgo_log_z_upper_holds_on_every_subset(n_points, global_random_seed):
+    """log Z(S) <= log_z_upper(S) for all 2**N - 1 subsets, exact up to two points."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem("ginkgo", n_points, rng)
+    trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
+    bound = search_bound(energy, X)
+    for mask in range(1, 1 << n_points):
+        log_z = trellis.log_z[mask]
+        upper = bound.log_z_upper(_members(mask, n_points))
+        if np.isfinite(log_z):
+            assert log_z <= upper + 1e-9 * max(1.0, abs(log_z)), mask
+        if mask.bit_count() <= 2:
+            assert upper == pytest.approx(log_z, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["dasgupta", "hcc"])
+def test_bounds_without_a_log_z_bound_say_so(kind):
+    energy, X = _problem(kind, 4, np.random.default_rng(0))
+    bound = search_bound(energy, X)
+    assert not bound.bounds_log_z
+    assert bound.log_z_upper(np.arange(4)) == np.inf
+
+
 def _problem_at(kind, n_points, beta, rng):
     """Like ``_problem`` with an explicit inverse temperature (Dasgupta, HCC)."""
     energy, X = _problem(kind, n_points, rng)

@@ -1,4 +1,4 @@
-"""Exact MAP trees far past the trellis: best-first AND/OR search with a certificate."""
+"""Past the trellis with a certificate: best-first AND/OR search for the MAP tree and log Z."""
 import time
 import warnings
 from numbers import Integral, Real
@@ -83,7 +83,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         as many as fit in about 2 GiB: a state takes about 64 bytes, plus
         penalties of its unassigned points for the Dasgupta and correlation
         bounds (measured peaks: 0.6 KB per state for Dasgupta at N = 40,
-        1.1 KB at N = 64, 0.08 KB for Ginkgo).
+        1.1 KB at N = 64, 0.08 KB for Ginkgo). With
+        ``objective="log_partition"`` every generated split counts as a
+        state too (nothing is pruned, so they fill memory).
     incumbent : {"sparse", "beam"}, default="sparse"
         The tree the search starts from: the MAP of a
         :class:`~sktrellis.SparseTrellisClustering` (seeded by beam search;

@@ -437,7 +437,8 @@ cdef class BestFirstSearch:
     Attributes
     ----------
     n_states : int
-        Clusters plus open partial states of the split generators: what the
+        Clusters plus open partial states of the split generators (plus,
+        for "log_partition", the generated splits, about as large): what the
         memory cap counts.
     n_clusters, n_expanded, n_splits, n_iterations : int
     """
@@ -524,6 +525,15 @@ cdef class BestFirstSearch:
             self.z_exact[node] = 1
         elif m <= self.enumerated_size():
             self.solve_exactly(node, members, m)
+        else:
+            # Unexpanded: every tree costs at least the lower bound (the
+            # rest term with no split generated), and the bound may know
+            # better (computed for the log Z walk only: it costs as much as
+            # the lower bound).
+            self.rest_key[node] = self.lower_bound[node]
+            self.z_high[node] = self.rest_term(node)
+            if self.objective_ == LOG_PARTITION_OBJECTIVE and self.bound.bounds_log_z:
+                self.z_high[node] = min(self.z_high[node], self.bound.log_z_upper_(members, m))
         return node
 
     cdef inline int enumerated_size(self) noexcept nogil:
@@ -601,6 +611,9 @@ cdef class BestFirstSearch:
         entry.key = split.cost + self.lower_bound[split.a] + self.lower_bound[split.b]
         self.splits[node].push_back(split)
         self.generated_trees[node] += self.trees[self.size[split.a]] * self.trees[self.size[split.b]]
+        if self.objective_ == LOG_PARTITION_OBJECTIVE:
+            # Nothing is pruned: the splits, not the open states, fill memory.
+            self.n_states += 1
         self.split_heap[node].push_back(entry)
         push_heap(self.split_heap[node].begin(), self.split_heap[node].end(), larger_key)
         self.improve_upper(node, entry.index)
@@ -786,7 +799,8 @@ cdef class BestFirstSearch:
         products of the parts' trees); a known tree of cost ``upper``
         alone gives ``-upper``. Upper: the same sum with ``Z_high`` plus
         ``rest_term`` for the splits not generated yet. Parts' brackets
-        only narrow, so the new bracket is intersected with the old one.
+        only narrow, so the new bracket is intersected with the old one
+        (which may hold the bound's own ``log_z_upper`` of the cluster).
         The bracket closes (exact) when no split is left and every part is
         exact: both sums then add the same numbers.
         """
