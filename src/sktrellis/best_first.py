@@ -172,12 +172,12 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     >>> model.n_clusters_stored_ < 10_000
     True
 
-    The partition function of 30 points of two blobs, bracketed:
+    The partition function of 30 points of three blobs, bracketed:
 
     >>> from sktrellis.energies import Dasgupta
-    >>> X, y = make_blobs(n_samples=30, centers=2, random_state=0)
+    >>> X, y = make_blobs(n_samples=30, centers=3, random_state=0)
     >>> model = BestFirstHierarchicalClustering(
-    ...     Dasgupta(beta=0.5), objective="log_partition", tol=0.5).fit(X)
+    ...     Dasgupta(beta=2.0), objective="log_partition", tol=0.5).fit(X)
     >>> lower, upper = model.log_partition_bounds_
     >>> bool(upper - lower <= 0.5)
     True

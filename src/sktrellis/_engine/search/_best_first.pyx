@@ -780,7 +780,11 @@ cdef class BestFirstSearch:
         of them (every tree over S lies under exactly one split, and the
         split (A, B) carries #trees(A) #trees(B) trees). The count is
         rounded up by the float error of that sum, at most (|G| + 4) eps
-        #trees(S) for |G| generated splits.
+        #trees(S) for |G| generated splits, and the key lowered by 64
+        tolerances: a solved cluster's lower bound is raised to its cost
+        when within one tolerance of it, and such raised bounds can nest
+        once per level of the tree (64 at most) through the keys built from
+        the parts' bounds.
         """
         cdef int m = self.size[node]
         cdef double count
@@ -788,7 +792,7 @@ cdef class BestFirstSearch:
             return -INFINITY
         count = max(self.trees[m] - self.generated_trees[node], 0.0)
         count += (self.splits[node].size() + 4) * 2.3e-16 * self.trees[m]
-        return log(count) - self.rest_key[node]
+        return log(count) - (self.rest_key[node] - 64 * tolerance(self.rest_key[node]))
 
     cdef int z_revise(self, int node) except -1 nogil:
         """Revise the log Z bracket of ``node`` from its splits' and parts' brackets.
