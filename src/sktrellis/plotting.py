@@ -6,33 +6,12 @@ works without it (``pip install "sktrellis[plot]"`` installs it).
 import numpy as np
 from scipy.cluster.hierarchy import dendrogram, leaves_list, linkage
 from scipy.spatial.distance import squareform
-from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from ._engine.tree.conversion import masks_from_merges, merges_from_tree
+from ._utils import axes, final_step, pyplot
 
 __all__ = ["plot_dendrogram", "plot_pairwise_probability"]
-
-
-def _pyplot():
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as error:
-        raise ImportError(
-            "sktrellis.plotting needs matplotlib, which is not installed: "
-            "pip install matplotlib (or pip install 'sktrellis[plot]')"
-        ) from error
-    return plt
-
-
-def _axes(ax):
-    return _pyplot().gca() if ax is None else ax
-
-
-def _final_step(estimator):
-    while isinstance(estimator, Pipeline):
-        estimator = estimator[-1]
-    return estimator
 
 
 def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}",
@@ -69,11 +48,25 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
     Returns
     -------
     ax : matplotlib Axes
+        The Axes drawn on, holding the dendrogram and one text annotation
+        per inner node but the root.
 
     Raises
     ------
     ImportError
         If matplotlib is not installed.
+    TypeError
+        If the estimator has no fitted tree, or no ``cluster_probability``
+        while ``annotate=True``.
+    ValueError
+        If ``tree`` is not a linkage matrix over the fitted points.
+
+    See Also
+    --------
+    sktrellis.Tree.plot : The same dendrogram without the annotations.
+    plot_pairwise_probability : The posterior of flat clusterings as a heatmap.
+    sktrellis.ExactHierarchicalClustering.cluster_probability : The number
+        written at each node.
 
     Examples
     --------
@@ -93,7 +86,7 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
     for key in ("truncate_mode", "no_plot", "ax"):
         if key in dendrogram_kwargs:
             raise ValueError(f"plot_dendrogram does not support the dendrogram argument {key}=")
-    final = _final_step(estimator)
+    final = final_step(estimator)
     check_is_fitted(final)
     if not hasattr(final, "linkage_matrix_"):
         raise TypeError(
@@ -111,7 +104,7 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
             f"tree must be a linkage matrix over the fitted points, shape "
             f"{final.linkage_matrix_.shape}; got {Z.shape}"
         )
-    ax = _axes(ax)
+    ax = axes(ax)
     info = dendrogram(Z, ax=ax, **dendrogram_kwargs)
     if not annotate:
         return ax
@@ -149,6 +142,12 @@ def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", lab
                               cmap="viridis", colorbar=True):
     """Heatmap of pairwise co-clustering probabilities P(i ~ j | X).
 
+    Entry (i, j) is the posterior probability that points i and j fall in
+    the same cluster, as an exact flat clustering computes it
+    (``pairwise_probability_``). In dendrogram order, well-supported
+    clusters show as bright blocks on the diagonal and points the posterior
+    is unsure about as off-diagonal stripes.
+
     Parameters
     ----------
     probabilities : array-like of shape (n_samples, n_samples) or estimator
@@ -173,11 +172,27 @@ def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", lab
     Returns
     -------
     ax : matplotlib Axes
+        The Axes drawn on, holding the heatmap (rows and columns permuted
+        by ``order``, tick labels in that order).
 
     Raises
     ------
     ImportError
         If matplotlib is not installed.
+    TypeError
+        If an estimator is passed that has no ``pairwise_probability_``.
+    ValueError
+        If the matrix is not square and finite, ``order`` is not a
+        permutation of its rows (or ``"dendrogram"`` for a matrix that is
+        not symmetric with entries in [0, 1]), or ``labels`` does not name
+        every point.
+
+    See Also
+    --------
+    sktrellis.ExactFlatClustering : Its ``pairwise_probability_`` is exact.
+    sktrellis.baselines.TransitivePropagation : An approximate
+        ``pairwise_probability_`` by belief propagation.
+    plot_dendrogram : The posterior over trees, as an annotated dendrogram.
 
     Examples
     --------
@@ -193,7 +208,7 @@ def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", lab
     ['1', '0', '2']
     """
     if hasattr(probabilities, "fit"):
-        final = _final_step(probabilities)
+        final = final_step(probabilities)
         check_is_fitted(final)
         if not hasattr(final, "pairwise_probability_"):
             raise TypeError(
@@ -214,7 +229,7 @@ def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", lab
     if labels is not None and len(labels) != n_points:
         raise ValueError(f"labels has {len(labels)} names for n_samples={n_points} points")
 
-    ax = _axes(ax)
+    ax = axes(ax)
     limits = {"vmin": 0.0, "vmax": 1.0} if unit else {}
     image = ax.imshow(matrix[np.ix_(permutation, permutation)], cmap=cmap,
                       interpolation="nearest", **limits)
