@@ -290,7 +290,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         return state
 
     def cluster_probability_bounds(self, members):
-        """Bounds on the probability that ``members`` form a node of the tree.
+        """Bracket the probability that ``members`` form a node of the tree.
 
         Under the Gibbs distribution ``P(T) = phi(T) / Z``, ``P(C) = W(C) /
         Z`` with ``W(C)`` the sum over the trees holding the cluster C. W is

@@ -218,6 +218,11 @@ def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=None,
         ``GinkgoLikelihood(lam, t_cut)`` and ``root_mass2`` the root's mass
         squared.
 
+    See Also
+    --------
+    sktrellis.energies.GinkgoLikelihood : The likelihood of this process.
+    sktrellis.BestFirstHierarchicalClustering : MAP tree and log Z bracket up to 64 particles.
+
     Examples
     --------
     >>> from sktrellis.datasets import make_jets
