@@ -11,6 +11,14 @@
 (c) Ginkgo toy jets, N = 9 ... 30: the search's tree and certified gap
     next to beam search, the sparse trellis and (N <= 20) the exact MAP of
     the trellis (log likelihoods).
+(d) log Z bracketed (issue 24), Dasgupta at an explicit beta on blobs, a
+    planted hierarchy and random Gaussian points, N = 32 and 48:
+    ``objective="log_partition"`` until the bracket is ``--tol`` wide or
+    the budget ends; the bracket, and the probability bounds of the
+    generating groups (blobs) or the best tree's two top clusters.
+(e) Ginkgo jets of 20, 24 and 30 particles (issue 24): the MAP search's
+    certified gap and the log Z bracket of the "log_partition" search,
+    against the trellis's exact MAP and log Z where it runs (N = 20).
 
     python benchmarks/bench_best_first.py                      # all parts
     python benchmarks/bench_best_first.py --part b --sizes 32 40 --budget 600
@@ -66,10 +74,10 @@ def problem(kind, data, n_points, seed):
         X = planted_hierarchy(n_points, 0.3, rng)
     if kind == "dasgupta":
         affinity = "precomputed" if data == "planted" else "rbf"
-        return Dasgupta(affinity=affinity), X
+        return Dasgupta(affinity=affinity, beta=1.0), X
     if data == "planted":
-        return CorrelationClustering(affinity="precomputed"), X - np.mean(X)
-    return CorrelationClustering(), X
+        return CorrelationClustering(affinity="precomputed", beta=1.0), X - np.mean(X)
+    return CorrelationClustering(beta=1.0), X
 
 
 def search(energy, X, budget):
@@ -148,13 +156,92 @@ def part_c(sizes, budget):
         )
 
 
+def part_d(sizes, budget, beta, tol):
+    print(f"(d) Dasgupta log Z bracket, beta={beta}, tol={tol}, budget {budget:g} s")
+    print("| data | N | lower | upper | width | result | time s | clusters | splits "
+          "| P bounds of the groups |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for data in ("blobs", "planted", "random"):
+        for n_points in sizes:
+            energy, X = problem("dasgupta", data, n_points, seed=n_points)
+            energy.set_params(beta=beta)
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = BestFirstHierarchicalClustering(
+                    energy, objective="log_partition", tol=tol, max_time=budget).fit(X)
+            seconds = time.perf_counter() - start
+            if data == "blobs":
+                _, groups = make_blobs(n_samples=n_points, centers=3, random_state=n_points)
+                groups = [np.flatnonzero(groups == g) for g in range(3)]
+            else:
+                # The best tree's top two clusters.
+                top = model.children_[-1]
+                groups = [_leaves_of(model.children_, node, n_points) for node in top]
+            probabilities = ", ".join(
+                "[{:.3f}, {:.3f}]".format(*model.cluster_probability_bounds(g)) for g in groups)
+            lower, upper = model.log_partition_bounds_
+            result = "within tol" if model.stop_reason_ == "optimal" else model.stop_reason_
+            print(
+                f"| {data} | {n_points} | {lower:.3f} | {upper:.3f} | {upper - lower:.3g} | "
+                f"{result} | {seconds:.1f} | {model.n_clusters_stored_} | {model.n_splits_} | "
+                f"{probabilities} |",
+                flush=True,
+            )
+
+
+def _leaves_of(children, node, n_points):
+    if node < n_points:
+        return [int(node)]
+    left, right = children[node - n_points]
+    return _leaves_of(children, left, n_points) + _leaves_of(children, right, n_points)
+
+
+def part_e(sizes, map_budget, log_z_budget):
+    print(f"(e) Ginkgo: MAP search ({map_budget:g} s) and log Z bracket ({log_z_budget:g} s)")
+    print("| N | jet | trellis MAP | trellis log Z | trellis s | search MAP | gap | MAP s "
+          "| log Z lower | log Z upper | width | log Z s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    energy = GinkgoLikelihood()
+    for n_points in sizes:
+        X = make_jets(n_leaves=n_points, random_state=n_points)[0].momenta
+        exact_map = exact_log_z = trellis_time = "-"
+        if n_points <= 20:
+            start = time.perf_counter()
+            exact = ExactHierarchicalClustering(energy).fit(X)
+            trellis_time = f"{time.perf_counter() - start:.1f}"
+            exact_map, exact_log_z = f"{exact.map_log_potential_:.3f}", f"{exact.log_partition_:.3f}"
+            del exact
+        model, map_seconds = search(energy, X, map_budget)
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bracket = BestFirstHierarchicalClustering(
+                energy, objective="log_partition", tol=0.01, max_time=log_z_budget).fit(X)
+        log_z_seconds = time.perf_counter() - start
+        lower, upper = bracket.log_partition_bounds_
+        print(
+            f"| {n_points} | seed {n_points} | {exact_map} | {exact_log_z} | {trellis_time} | "
+            f"{model.map_log_potential_:.3f} | {model.optimality_gap_:.3g} | {map_seconds:.1f} | "
+            f"{lower:.3f} | {upper:.3f} | {upper - lower:.3g} | {log_z_seconds:.1f} |",
+            flush=True,
+        )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["a", "b", "c", "all"], default="all")
+    parser.add_argument("--part", choices=["a", "b", "c", "d", "e", "all"], default="all")
     parser.add_argument("--sizes-a", type=int, nargs="+", default=[8, 12, 16, 20])
     parser.add_argument("--sizes", type=int, nargs="+", default=[24, 32, 40, 48])
     parser.add_argument("--sizes-c", type=int, nargs="+", default=[9, 12, 16, 20, 30])
     parser.add_argument("--budget", type=float, default=600.0, help="seconds per search")
+    parser.add_argument("--sizes-d", type=int, nargs="+", default=[32, 48])
+    parser.add_argument("--budget-d", type=float, default=60.0)
+    parser.add_argument("--beta", type=float, default=0.5, help="Dasgupta beta of part d")
+    parser.add_argument("--tol", type=float, default=0.5, help="log Z bracket width of part d")
+    parser.add_argument("--sizes-e", type=int, nargs="+", default=[20, 24, 30])
+    parser.add_argument("--budget-e", type=float, nargs=2, default=[600.0, 120.0],
+                        help="seconds of the MAP search and of the log Z search (part e)")
     args = parser.parse_args()
     if args.part in ("a", "all"):
         part_a(args.sizes_a, args.budget)
@@ -162,6 +249,10 @@ def main():
         part_b(args.sizes, args.budget)
     if args.part in ("c", "all"):
         part_c(args.sizes_c, args.budget)
+    if args.part in ("d", "all"):
+        part_d(args.sizes_d, args.budget_d, args.beta, args.tol)
+    if args.part in ("e", "all"):
+        part_e(args.sizes_e, *args.budget_e)
 
 
 if __name__ == "__main__":

@@ -491,3 +491,199 @@ def test_ginkgo_exact_size_is_bounded(exact_size):
     momenta = make_jets(n_leaves=4, random_state=0)[0].momenta
     with pytest.raises(ValueError, match=f"exact_size must be 0 to 20 .* got {exact_size}"):
         GinkgoBound(momenta, 1.5, 16.0, exact_size=exact_size)
+
+
+###############################################################################
+# The partition function and cluster probabilities, bracketed (issue 24)
+
+@pytest.mark.parametrize("n_points", [3, 6, 9, 11])
+def test_ginkgo_log_z_upper_holds_on_every_subset(n_points, global_random_seed):
+    """log Z(S) <= log_z_upper(S) for all 2**N - 1 subsets, exact up to two points."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem("ginkgo", n_points, rng)
+    trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
+    bound = energy.search_bound(X)
+    for mask in range(1, 1 << n_points):
+        log_z = trellis.log_z[mask]
+        upper = bound.log_z_upper(_members(mask, n_points))
+        if np.isfinite(log_z):
+            assert log_z <= upper + 1e-9 * max(1.0, abs(log_z)), mask
+        if mask.bit_count() <= 2:
+            assert upper == pytest.approx(log_z, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["dasgupta", "hcc"])
+def test_bounds_without_a_log_z_bound_say_so(kind):
+    energy, X = _problem(kind, 4, np.random.default_rng(0))
+    bound = energy.search_bound(X)
+    assert not bound.bounds_log_z
+    assert bound.log_z_upper(np.arange(4)) == np.inf
+
+
+def _problem_at(kind, n_points, beta, rng):
+    """Like ``_problem`` with an explicit inverse temperature (Dasgupta, HCC)."""
+    energy, X = _problem(kind, n_points, rng)
+    if kind != "ginkgo":
+        energy = energy.set_params(beta=beta)
+    return energy, X
+
+
+def _close(value, reference):
+    return 1e-9 * max(1.0, abs(reference))
+
+
+def _assert_brackets(search, trellis, n_points, rng, n_masks=12):
+    """lower <= exact <= upper for log Z and for the log probability of clusters."""
+    log_z = trellis.log_partition
+    lower, upper = search.log_partition_bounds()
+    assert lower <= log_z + _close(lower, log_z)
+    assert log_z <= upper + _close(upper, log_z)
+    masks = {int(m) for m in rng.integers(1, (1 << n_points) - 1, size=n_masks)}
+    if np.isfinite(search.upper):
+        # The clusters of the best tree found: explored by construction.
+        merges, _ = search.merges()
+        masks |= {int(m) for m in masks_from_merges(merges, n_points)[n_points:-1]}
+    for mask in masks:
+        if mask.bit_count() < 2:
+            continue
+        exact = trellis.cluster_log_marginal(_members(mask, n_points))
+        low, high = search.cluster_log_probability_bounds(mask)
+        assert low <= exact + 1e-9, (mask, low, exact)
+        assert exact <= high + 1e-9, (mask, exact, high)
+        assert high <= 0.0
+
+
+@pytest.mark.parametrize("kind, beta", [("dasgupta", 0.2), ("dasgupta", 1.0),
+                                        ("dasgupta", 4.0), ("hcc", 0.5), ("hcc", 2.0),
+                                        ("ginkgo", None)])
+@pytest.mark.parametrize("objective", ["map", "log_partition"])
+@pytest.mark.parametrize("max_states", [1, 4, 20, 100, 1000, -1])
+@pytest.mark.parametrize("exact_size", [0, 4, -1])
+def test_log_partition_and_cluster_brackets_hold_at_any_budget(
+        kind, beta, objective, max_states, exact_size, global_random_seed):
+    """Certified at every budget, from a handful of clusters to the end, both walks."""
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 8
+    energy, X = _problem_at(kind, n_points, beta, rng)
+    trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
+    search = BestFirstSearch(energy.search_bound(X), n_points, objective=objective,
+                             exact_size=exact_size)
+    search.run(max_states=max_states)
+    _assert_brackets(search, trellis, n_points, rng)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [11, 14])
+@pytest.mark.parametrize("seconds", [0.005, 0.05])
+def test_brackets_hold_on_larger_problems_stopped_early(kind, n_points, seconds,
+                                                        global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem_at(kind, n_points, 1.0, rng)
+    trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
+    for objective in ["map", "log_partition"]:
+        search = BestFirstSearch(energy.search_bound(X), n_points, objective=objective,
+                                 exact_size=6)
+        search.add_tree(*_seed_tree(energy, X))
+        search.run(seconds=seconds)
+        _assert_brackets(search, trellis, n_points, rng)
+
+
+def _seed_tree(energy, X):
+    """The masks of a beam-search tree, as the estimator seeds the search."""
+    from sktrellis._engine.agglomerative.search import beam_search
+
+    merges = beam_search(energy.merge_model(X), 2)[0].merges
+    masks = masks_from_merges(merges, len(X))
+    return [masks[a] for a, _ in merges], [masks[b] for _, b in merges]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("exact_size", [0, 5])
+def test_brackets_close_on_the_exact_values(kind, exact_size, global_random_seed):
+    """Run to the end, the walk sums every tree: log Z and every cluster's probability."""
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 7
+    energy, X = _problem_at(kind, n_points, 1.0, rng)
+    trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
+    search = BestFirstSearch(energy.search_bound(X), n_points, objective="log_partition",
+                             exact_size=exact_size)
+    assert search.run() == "optimal"
+    assert search.log_partition_solved
+    lower, upper = search.log_partition_bounds()
+    assert lower == upper
+    assert lower == pytest.approx(trellis.log_partition, rel=1e-12, abs=1e-12)
+    for mask in range(1, (1 << n_points) - 1):
+        if mask.bit_count() < 2:
+            continue
+        exact = trellis.cluster_log_marginal(_members(mask, n_points))
+        low, high = search.cluster_log_probability_bounds(mask)
+        np.testing.assert_allclose([low, high], exact, rtol=1e-9, atol=1e-9)
+
+
+def test_bracket_narrows_as_the_search_goes_on(global_random_seed):
+    """Anytime: the bracket only narrows from one slice to the next."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem_at("dasgupta", 12, 1.0, rng)
+    search = BestFirstSearch(energy.search_bound(X), 12, objective="log_partition",
+                             exact_size=4)
+    previous = (-np.inf, np.inf)
+    for _ in range(5):
+        search.run(seconds=0.01)
+        lower, upper = search.log_partition_bounds()
+        assert lower >= previous[0] and upper <= previous[1]
+        previous = (lower, upper)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_estimator_brackets_log_z_and_cluster_probabilities(kind, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem_at(kind, 9, 1.0, rng)
+    exact = ExactHierarchicalClustering(energy).fit(X)
+    for objective in ["map", "log_partition"]:
+        model = BestFirstHierarchicalClustering(energy, objective=objective, exact_size=4,
+                                                tol=0.0).fit(X)
+        lower, upper = model.log_partition_bounds_
+        assert lower <= exact.log_partition_ + 1e-9 * abs(exact.log_partition_)
+        assert exact.log_partition_ <= upper + 1e-9 * abs(exact.log_partition_)
+        if objective == "log_partition":
+            assert upper - lower == pytest.approx(0.0, abs=1e-9)
+        assert model.map_log_potential_ <= exact.map_log_potential_ + 1e-9
+        for members in [[0, 1], [2, 3, 4], list(range(8))]:
+            low, high = model.cluster_probability_bounds(members)
+            probability = exact.cluster_probability(members)
+            assert low <= probability + 1e-9 and probability <= high + 1e-9
+        assert model.cluster_probability_bounds([3]) == (1.0, 1.0)
+
+
+def test_tol_stops_the_log_partition_search():
+    X, _ = make_blobs(n_samples=14, centers=2, random_state=0)
+    model = BestFirstHierarchicalClustering(Dasgupta(beta=0.5), objective="log_partition",
+                                            exact_size=4, tol=1.0).fit(X)
+    lower, upper = model.log_partition_bounds_
+    assert upper - lower <= 1.0
+    assert model.stop_reason_ == "optimal"
+
+
+def test_cluster_probability_bounds_errors_and_pickling():
+    import pickle
+
+    X, _ = make_blobs(n_samples=8, centers=2, random_state=0)
+    model = BestFirstHierarchicalClustering(Dasgupta(beta=1.0)).fit(X)
+    with pytest.raises(ValueError, match="members must be 1 to 8 indices"):
+        model.cluster_probability_bounds([0, 8])
+    with pytest.raises(ValueError, match="members must be 1 to 8 indices"):
+        model.cluster_probability_bounds([])
+    restored = pickle.loads(pickle.dumps(model))
+    assert restored.log_partition_bounds_ == model.log_partition_bounds_
+    with pytest.raises(ValueError, match="not pickled; fit the estimator again"):
+        restored.cluster_probability_bounds([0, 1])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"objective": "mean"}, "objective must be 'map' or 'log_partition'"),
+    ({"exact_size": 21}, "exact_size must be -1 .* got exact_size=21"),
+])
+def test_kernel_refuses_bad_objective_and_exact_size(kwargs, match):
+    bound = Dasgupta(affinity="precomputed", beta=1.0).search_bound(np.ones((3, 3)))
+    with pytest.raises(ValueError, match=match):
+        BestFirstSearch(bound, 3, **kwargs)

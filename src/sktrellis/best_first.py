@@ -1,4 +1,4 @@
-"""Exact MAP trees far past the trellis: best-first AND/OR search with a certificate."""
+"""Past the trellis with a certificate: best-first AND/OR search for the MAP tree and log Z."""
 import time
 import warnings
 from numbers import Integral, Real
@@ -6,9 +6,10 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
-from ._engine.search._best_first import MAX_POINTS, BestFirstSearch
+from ._engine.search._best_first import MAX_EXACT_SIZE, MAX_POINTS, BestFirstSearch
 from ._engine.tree.conversion import masks_from_merges, merges_from_tree
 from ._engine.agglomerative.search import beam_search
 from .energies import Dasgupta
@@ -27,6 +28,9 @@ _SLICE_SECONDS = 0.1
 _DEFAULT_MEMORY = 2 * 2**30
 _STATE_BYTES = 64
 _PENALTY_BYTES_PER_POINT = 18
+# Clusters solved exactly by default when bracketing log Z: 2**11 splits
+# each, cheap next to the search above them.
+_LOG_PARTITION_EXACT_SIZE = 12
 
 
 ###############################################################################
@@ -49,6 +53,17 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     the difference between its log potential and an upper bound on that of
     every tree. A gap of 0 means the tree is proven optimal.
 
+    The same search brackets the partition function ``log Z`` (the log sum
+    over every tree of its potential) from both sides at any time, and the
+    probability that a cluster is a node of the tree under the Gibbs
+    distribution (E. Dechter and R. Dechter's bounds by search): the lower
+    bound sums the trees of the explored AND/OR graph, the upper bound adds
+    for every unexplored part its number of trees times the admissible
+    bound of its best tree. ``objective="log_partition"`` spends the search
+    where that bracket is widest instead of on the MAP tree. The bracket is
+    certified, never an estimate; it is exact only when
+    ``log_partition_bounds_`` has two equal ends.
+
     Parameters
     ----------
     energy : Dasgupta, CorrelationClustering or GinkgoLikelihood, default=None
@@ -68,7 +83,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         as many as fit in about 2 GiB: a state takes about 64 bytes, plus
         penalties of its unassigned points for the Dasgupta and correlation
         bounds (measured peaks: 0.6 KB per state for Dasgupta at N = 40,
-        1.1 KB at N = 64, 0.08 KB for Ginkgo).
+        1.1 KB at N = 64, 0.08 KB for Ginkgo). With
+        ``objective="log_partition"`` every generated split counts as a
+        state too (nothing is pruned, so they fill memory).
     incumbent : {"sparse", "beam"}, default="sparse"
         The tree the search starts from: the MAP of a
         :class:`~sktrellis.SparseTrellisClustering` (seeded by beam search;
@@ -80,6 +97,20 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         Number of flat clusters of ``labels_``, cut from the tree.
     verbose : int, default=0
         Print the bounds and the gap about once a second.
+    objective : {"map", "log_partition"}, default="map"
+        What the search works on: proving the MAP tree ("map"; splits that
+        cannot beat the best tree known are never generated, so the log Z
+        bracket is a by-product, often wide), or narrowing the log Z
+        bracket ("log_partition"; no split is pruned, the walks go where
+        the bracket is widest, and the MAP tree is a by-product).
+    exact_size : int, default=None
+        Clusters of at most this many points (0 to 20) are solved exactly,
+        best tree and log Z, by the trellis recursion over their subsets
+        when the search reaches them. None: the bound's choice for "map"
+        (12 for Ginkgo, 2 otherwise) and 12 for "log_partition".
+    tol : float, default=0.01
+        With ``objective="log_partition"``, stop once the log Z bracket is
+        at most this wide (nats); ignored for "map".
 
     Attributes
     ----------
@@ -107,8 +138,12 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         Number of clusters the search created.
     n_iterations_ : int
         Number of walks from the root.
+    log_partition_bounds_ : tuple of float
+        ``(lower, upper)`` with ``lower <= log Z <= upper`` (certified; see
+        ``cluster_probability_bounds`` for clusters).
     stop_reason_ : str
-        "optimal", "max_time", "max_clusters" or "interrupted".
+        "optimal" (MAP proven, or for "log_partition" the bracket at most
+        ``tol`` wide), "max_time", "max_clusters" or "interrupted".
     n_features_in_ : int
 
     See Also
@@ -136,6 +171,19 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     True
     >>> model.n_clusters_stored_ < 10_000
     True
+
+    The partition function of 30 points of three blobs, bracketed:
+
+    >>> from sktrellis.energies import Dasgupta
+    >>> X, y = make_blobs(n_samples=30, centers=3, random_state=0)
+    >>> model = BestFirstHierarchicalClustering(
+    ...     Dasgupta(beta=2.0), objective="log_partition", tol=0.5).fit(X)
+    >>> lower, upper = model.log_partition_bounds_
+    >>> bool(upper - lower <= 0.5)
+    True
+    >>> low, high = model.cluster_probability_bounds(np.flatnonzero(y == 0))
+    >>> bool(0.0 <= low <= high <= 1.0)
+    True
     """
 
     _parameter_constraints = {
@@ -146,10 +194,14 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         "beam_width": [Interval(Integral, 1, None, closed="left")],
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
+        "objective": [StrOptions({"map", "log_partition"})],
+        "exact_size": [Interval(Integral, 0, MAX_EXACT_SIZE, closed="both"), None],
+        "tol": [Interval(Real, 0, None, closed="left")],
     }
 
     def __init__(self, energy=None, *, max_time=None, max_clusters=None, incumbent="sparse",
-                 beam_width=5, n_clusters=2, verbose=0):
+                 beam_width=5, n_clusters=2, verbose=0, objective="map", exact_size=None,
+                 tol=0.01):
         self.energy = energy
         self.max_time = max_time
         self.max_clusters = max_clusters
@@ -157,6 +209,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         self.beam_width = beam_width
         self.n_clusters = n_clusters
         self.verbose = verbose
+        self.objective = objective
+        self.exact_size = exact_size
+        self.tol = tol
 
     _default_energy = Dasgupta
 
@@ -189,7 +244,11 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         if beta is not None:
             self.beta_ = beta
         bound = energy.search_bound(X)
-        search = BestFirstSearch(bound, n_points)
+        exact_size = self.exact_size
+        if exact_size is None:
+            exact_size = -1 if self.objective == "map" else _LOG_PARTITION_EXACT_SIZE
+        search = BestFirstSearch(bound, n_points, objective=self.objective,
+                                 exact_size=exact_size)
         start = time.perf_counter()
         if self.incumbent == "beam":
             model = check_built_for(energy.merge_model(X), n_points, energy, "merge_model")
@@ -224,7 +283,69 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         self.n_expanded_ = search.n_expanded
         self.n_splits_ = search.n_splits
         self.n_clusters_stored_ = search.n_clusters
+        self.log_partition_bounds_ = search.log_partition_bounds()
+        self._search = search
         return self
+
+    def __getstate__(self):
+        # The search graph is C++ state: it is not pickled.
+        state = super().__getstate__()
+        state.pop("_search", None)
+        return state
+
+    def cluster_probability_bounds(self, members):
+        """Bracket the probability that ``members`` form a node of the tree.
+
+        Under the Gibbs distribution ``P(T) = phi(T) / Z``, ``P(C) = W(C) /
+        Z`` with ``W(C)`` the sum over the trees holding the cluster C. W is
+        bracketed by the explored graph as Z is (proof in
+        ``BestFirstSearch.cluster_log_probability_bounds``): the trees of
+        the explored graph that hold C from below, and from above those
+        plus every tree under a part not explored yet. Then ``W_low / Z_high
+        <= P(C) <= W_high / Z_low``. Tight for the clusters the search has
+        explored around, weaker for the others.
+
+        Parameters
+        ----------
+        members : array-like of int
+            Indices of the cluster's points (at least one).
+
+        Returns
+        -------
+        lower, upper : float
+            ``lower <= P(C) <= upper``, within [0, 1].
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis import BestFirstHierarchicalClustering
+        >>> from sktrellis.energies import Dasgupta
+        >>> X = np.array([[0.0], [0.1], [5.0], [5.2], [9.0]])
+        >>> model = BestFirstHierarchicalClustering(
+        ...     Dasgupta(beta=1.0), objective="log_partition", tol=0.0).fit(X)
+        >>> low, high = model.cluster_probability_bounds([0, 1])
+        >>> bool(abs(high - low) < 1e-9)
+        True
+        """
+        check_is_fitted(self, "log_partition_bounds_")
+        search = getattr(self, "_search", None)
+        if search is None:
+            raise ValueError(
+                "cluster_probability_bounds needs the search graph, which is not pickled; "
+                "fit the estimator again")
+        members = np.unique(np.asarray(members, dtype=np.int64).ravel())
+        if members.size == 0 or members[0] < 0 or members[-1] >= self.n_leaves_:
+            raise ValueError(
+                f"members must be 1 to {self.n_leaves_} indices of the n_samples="
+                f"{self.n_leaves_} points, got {members.tolist()}")
+        mask = 0
+        for i in members:
+            mask |= 1 << int(i)
+        if members.size == 1 or members.size == self.n_leaves_:
+            # Every tree holds the leaves and the root.
+            return 1.0, 1.0
+        low, high = search.cluster_log_probability_bounds(mask)
+        return float(np.exp(low)), float(np.exp(high))
 
     def _run(self, search, bound, start):
         deadline = np.inf if self.max_time is None else start + self.max_time
@@ -236,7 +357,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         report = start + 1.0
         reason = "optimal"
         try:
-            while not search.solved:
+            while not search.finished:
                 now = time.perf_counter()
                 if now >= deadline:
                     reason = "max_time"
@@ -251,12 +372,26 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 if outcome == "max_states":
                     reason = "max_clusters"
                     break
+                if self.objective == "log_partition":
+                    # The root's bracket as the walks left it: revising
+                    # every cluster each slice would cost more than the walks.
+                    lower, upper = search.root_log_partition_bracket
+                    if upper - lower <= self.tol:
+                        break
         except KeyboardInterrupt:
             reason = "interrupted"
         self.n_iterations_ = search.n_iterations
         if self.verbose:
             self._report(search, start)
-        if reason != "optimal":
+        if reason != "optimal" and self.objective == "log_partition":
+            lower, upper = search.log_partition_bounds()
+            warnings.warn(
+                f"{type(self).__name__} stopped ({reason}) before the log Z bracket was "
+                f"{self.tol:g} wide: {lower:.6g} <= log Z <= {upper:.6g}; raise max_time or "
+                "max_clusters, or tol",
+                stacklevel=3,
+            )
+        elif reason != "optimal":
             warnings.warn(
                 f"{type(self).__name__} stopped ({reason}) before proving the tree optimal: "
                 f"its log potential is within {search.gap:.6g} of the best; raise "
@@ -270,6 +405,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             f"[{type(self).__name__}] {search.n_iterations} iterations, "
             f"{search.n_clusters} clusters, {search.n_splits} splits: log potential "
             f"{-search.upper:.6g}, bound {-search.lower:.6g}, gap "
-            f"{search.gap:.4g}, {time.perf_counter() - start:.2f} s",
+            f"{search.gap:.4g}, {time.perf_counter() - start:.2f} s"
+            + (", {:.6g} <= log Z <= {:.6g}".format(*search.log_partition_bounds())
+               if self.objective == "log_partition" else ""),
             flush=True,
         )

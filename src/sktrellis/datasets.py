@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._engine.tree.conversion import linkage_from_merges, merges_from_splits
+from ._engine.tree.conversion import linkage_from_merges
 from .energies._ginkgo import ginkgo_log_psi
 
 __all__ = ["load_iris12", "make_bit_patterns", "make_jets"]
@@ -15,7 +15,12 @@ __all__ = ["load_iris12", "make_bit_patterns", "make_jets"]
 # The published toy jets: a 30 GeV-mass parent moving with |p| = 400 along (1, 1, 1).
 _ROOT_MASS2 = 900.0
 _ROOT_MOMENTUM = (400.0 / np.sqrt(3.0),) * 3
-_MAX_LEAVES = 32
+# Largest requested size for which the published root mass is kept: at
+# 900 GeV**2 (lam 1.5, t_cut 16) 1.7 % of showers have 12 leaves, 0.17 %
+# have 14 (20,000 showers).
+_PUBLISHED_MAX_LEAVES = 12
+# Pilot showers per step of the root-mass calibration.
+_N_PILOT = 200
 
 
 def _truncated_exponential(scale, lam, rng):
@@ -33,6 +38,47 @@ def _boost(momentum, parent):
     energy = gamma * (momentum[0] + beta_dot_p)
     factor = (gamma - 1.0) * beta_dot_p / beta2 + gamma * momentum[0] if beta2 > 0 else 0.0
     return np.concatenate([[energy], momentum[1:] + factor * beta])
+
+
+def _leaf_count(mass2, lam, t_cut, rng):
+    """Leaves of one shower from a particle of mass squared ``mass2`` (masses only).
+
+    The same draws as ``_shower`` without the kinematics, which do not
+    change the masses.
+    """
+    count, stack = 0, [mass2]
+    while stack:
+        t = stack.pop()
+        if t < t_cut:
+            count += 1
+            continue
+        t_a = _truncated_exponential(t, lam, rng)
+        stack.append(t_a)
+        stack.append(_truncated_exponential((np.sqrt(t) - np.sqrt(t_a)) ** 2, lam, rng))
+    return count
+
+
+def _root_mass_for(n_leaves, lam, t_cut, rng):
+    """A root mass squared at which showers have ``n_leaves`` leaves on average.
+
+    The mean leaf count grows with the root mass (about as its 0.35th power
+    at lam 1.5): bisection on log mass over the means of ``_N_PILOT`` pilot
+    showers per step.
+    """
+    def mean_leaves(log_mass2):
+        return np.mean([_leaf_count(np.exp(log_mass2), lam, t_cut, rng) for _ in range(_N_PILOT)])
+
+    low = np.log(t_cut)
+    high = low + 2.0
+    while mean_leaves(high) < n_leaves:
+        low, high = high, high + 2.0
+    for _ in range(8):
+        middle = 0.5 * (low + high)
+        if mean_leaves(middle) < n_leaves:
+            low = middle
+        else:
+            high = middle
+    return float(np.exp(0.5 * (low + high)))
 
 
 def _shower(momentum, mass2, lam, t_cut, rng, leaves, nodes):
@@ -65,43 +111,53 @@ def _shower(momentum, mass2, lam, t_cut, rng, leaves, nodes):
     return (node, left, right)
 
 
-def _preorder_splits(tree, leaf_mask):
-    """Canonical preorder splits and node ids of a nested (node, left, right) tree."""
-    parents, lefts, node_ids = [], [], []
+def _children_first_merges(tree, leaf_index):
+    """Merges and node ids of a nested (node, left, right) tree, any number of leaves.
 
-    def mask(node):
-        return leaf_mask[node] if isinstance(node, int) else mask(node[1]) | mask(node[2])
+    Merge k is the inner node at preorder position N - 2 - k (reverse
+    preorder, so children come first), its children listed with the part
+    holding the lowest leaf index first. Python integers hold the leaf
+    sets, so there is no limit on the number of leaves.
+    """
+    preorder, position = [], {}
 
     def walk(node):
+        # Returns the node's set of leaves as an integer mask.
         if isinstance(node, int):
-            return
-        node_id, a, b = node
-        parent, left = mask(a) | mask(b), mask(a)
-        if not left & (parent & -parent):
-            a, b, left = b, a, parent ^ left
-        parents.append(parent)
-        lefts.append(left)
-        node_ids.append(node_id)
-        walk(a)
-        walk(b)
+            return 1 << leaf_index[node]
+        position[node[0]] = len(preorder)
+        preorder.append(None)
+        left, right = walk(node[1]), walk(node[2])
+        preorder[position[node[0]]] = (node, left, right)
+        return left | right
 
     walk(tree)
-    return np.array(parents, dtype=np.uint32), np.array(lefts, dtype=np.uint32), node_ids
+    n_inner = len(preorder)
+    merges, node_ids = [], []
+    for node, mask_a, mask_b in reversed(preorder):
+        children = [leaf_index[child] if isinstance(child, int)
+                    else 2 * n_inner - position[child[0]] for child in node[1:]]
+        union = mask_a | mask_b
+        if not mask_a & (union & -union):
+            children.reverse()
+        merges.append(children)
+        node_ids.append(node[0])
+    return np.array(merges, dtype=np.intp).reshape(-1, 2), node_ids
 
 
 @validate_params(
     {
         "n_jets": [Interval(Integral, 1, None, closed="left")],
-        "n_leaves": [Interval(Integral, 2, _MAX_LEAVES, closed="both"), None],
+        "n_leaves": [Interval(Integral, 2, None, closed="left"), None],
         "lam": [Interval(Real, 0, None, closed="neither")],
         "t_cut": [Interval(Real, 0, None, closed="neither")],
-        "root_mass2": [Interval(Real, 0, None, closed="neither")],
+        "root_mass2": [Interval(Real, 0, None, closed="neither"), None],
         "max_tries": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
 )
-def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=_ROOT_MASS2,
+def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=None,
               max_tries=100_000, random_state=None):
     """Toy jets from the Ginkgo parton-shower process, with their true trees.
 
@@ -114,6 +170,23 @@ def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=_ROOT_
     momentum 400 along (1, 1, 1), as in the published toy jets. This is the
     process whose likelihood is :class:`~sktrellis.energies.GinkgoLikelihood`.
 
+    **Sizes.** Without ``n_leaves`` a jet has as many particles as its
+    shower gives, never redrawn or truncated. The count grows with
+    ``root_mass2 / t_cut``; at the published 900 (lam 1.5, t_cut 16) it
+    has mean 7.6, median 8, 1-99 % range 3-12 and a maximum of 16 in
+    20,000 showers; at 4,000: mean 12.9, 1-99 % range 6-21; at 16,000:
+    mean 21.1, range 10-33 (the mean grows about as ``root_mass2**0.35``).
+    With ``n_leaves`` each jet is a shower conditioned on exactly that
+    many particles (showers of other sizes are rejected), from the
+    published root mass for up to 12 particles (where 900 gives that
+    size in at least 1.7 % of showers) and otherwise, unless
+    ``root_mass2`` is given, from the root mass at which showers have
+    ``n_leaves`` particles on average (found by bisection over pilot
+    showers; for example about 1.6e4 for 20 and 5e4 for 30 particles),
+    where about 5-10 % of showers have the requested size. Any size of at
+    least 2 can be requested; the exact trellis takes about 25 particles,
+    the best-first search 64.
+
     Parameters
     ----------
     n_jets : int, default=1
@@ -125,8 +198,11 @@ def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=_ROOT_
         Rate parameter of the mass draws.
     t_cut : float, default=16.0
         Mass-squared threshold below which particles stop splitting.
-    root_mass2 : float, default=900.0
-        Mass squared of the initial particle; larger values give more leaves.
+    root_mass2 : float, default=None
+        Mass squared of the initial particle, at least ``t_cut``; larger
+        values give more leaves. None: 900 (the published jets), or for
+        ``n_leaves`` above 12 the mass at which that size is typical (see
+        Sizes above).
     max_tries : int, default=100_000
         Showers to try per jet when ``n_leaves`` is given.
     random_state : int, RandomState instance or None, default=None
@@ -139,7 +215,13 @@ def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=_ROOT_
         pz) in random order, ``linkage`` the true tree as a scipy linkage
         matrix (heights as in ``ExactHierarchicalClustering``), and
         ``log_likelihood`` the true tree's log likelihood under
-        ``GinkgoLikelihood(lam, t_cut)``.
+        ``GinkgoLikelihood(lam, t_cut)`` and ``root_mass2`` the root's mass
+        squared.
+
+    See Also
+    --------
+    sktrellis.energies.GinkgoLikelihood : The likelihood of this process.
+    sktrellis.BestFirstHierarchicalClustering : MAP tree and log Z bracket up to 64 particles.
 
     Examples
     --------
@@ -147,16 +229,24 @@ def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=_ROOT_
     >>> jets = make_jets(3, n_leaves=5, random_state=0)
     >>> [jet.momenta.shape for jet in jets]
     [(5, 4), (5, 4), (5, 4)]
+    >>> make_jets(n_leaves=30, random_state=0)[0].momenta.shape
+    (30, 4)
     """
     rng = check_random_state(random_state)
+    if root_mass2 is None:
+        root_mass2 = _ROOT_MASS2
+        if n_leaves is not None and n_leaves > _PUBLISHED_MAX_LEAVES:
+            root_mass2 = _root_mass_for(n_leaves, lam, t_cut, rng)
+    if root_mass2 < t_cut:
+        raise ValueError(
+            f"root_mass2={root_mass2} is below t_cut={t_cut}: the root would not split; "
+            "raise root_mass2 or lower t_cut")
     root = np.concatenate([[np.sqrt(root_mass2 + 400.0**2)], _ROOT_MOMENTUM])
     jets = []
     for _ in range(n_jets):
         for _ in range(max_tries):
             leaves, nodes = [], []
             tree = _shower(root, root_mass2, lam, t_cut, rng, leaves, nodes)
-            if len(leaves) > _MAX_LEAVES or len(leaves) < 2:
-                continue
             if n_leaves is None or len(leaves) == n_leaves:
                 break
         else:
@@ -166,12 +256,11 @@ def make_jets(n_jets=1, *, n_leaves=None, lam=1.5, t_cut=16.0, root_mass2=_ROOT_
             )
         permutation = rng.permutation(len(leaves))
         momenta = np.array(leaves)[np.argsort(permutation)]
-        leaf_mask = [1 << int(p) for p in permutation]
-        parents, lefts, node_ids = _preorder_splits(tree, leaf_mask)
+        merges, node_ids = _children_first_merges(tree, [int(p) for p in permutation])
         log_psi = np.array(nodes)[node_ids]
-        # Merge k is preorder node N - 2 - k.
-        linkage = linkage_from_merges(merges_from_splits(parents, lefts), log_psi[::-1])
-        jets.append(Bunch(momenta=momenta, linkage=linkage, log_likelihood=float(log_psi.sum())))
+        linkage = linkage_from_merges(merges, log_psi)
+        jets.append(Bunch(momenta=momenta, linkage=linkage, log_likelihood=float(log_psi[::-1].sum()),
+                          root_mass2=float(root_mass2)))
     return jets
 
 

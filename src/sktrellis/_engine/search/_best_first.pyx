@@ -24,15 +24,21 @@ large cluster are never all held; with one blind to it (Ginkgo) every
 partial key is the same and a generator holds all its complete splits
 before the first leaves it.
 
+The same graph bounds the partition function ``Z(S) = sum over trees of
+prod psi`` of every cluster from both sides (E. Dechter and R. Dechter, "A
+note on bounding the partition function by search"), see
+``BestFirstSearch.log_partition_bounds``; with ``objective="log_partition"``
+the walks go where that bracket is widest instead of along the best split.
+
 Costs are ``-log psi``; everything runs without the GIL, and a call of
 ``BestFirstSearch.run`` returns within about ``seconds`` so that the
 Python driver can report progress, check its budget and let Ctrl-C in.
 """
 from cython.operator cimport dereference as deref
-from libc.math cimport INFINITY, fabs, isfinite
+from libc.math cimport INFINITY, exp, fabs, isfinite, log, log1p
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy, memset
-from libcpp.algorithm cimport pop_heap, push_heap
+from libcpp.algorithm cimport pop_heap, push_heap, sort
 from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -57,6 +63,24 @@ cdef inline double tolerance(double value) noexcept nogil:
     if not isfinite(value):
         return 0.0
     return 1e-9 * max(1.0, fabs(value))
+
+
+cdef inline double log_add(double x, double y) noexcept nogil:
+    """log(exp(x) + exp(y)), -inf absorbing."""
+    if x < y:
+        x, y = y, x
+    if y == -INFINITY:
+        return x
+    return x + log1p(exp(y - x))
+
+
+cdef inline double log_sub(double x, double y) noexcept nogil:
+    """log(exp(x) - exp(y)) for y <= x (-inf when equal)."""
+    if y >= x:
+        return -INFINITY
+    if y == -INFINITY:
+        return x
+    return x + log1p(-exp(y - x))
 
 
 cdef inline int members_of(uint64_t mask, int* members) noexcept nogil:
@@ -364,6 +388,15 @@ cdef bint larger_key(const SplitKey& x, const SplitKey& y) noexcept nogil:
     return y.key < x.key
 
 
+# Objectives of the walk.
+cdef enum:
+    MAP_OBJECTIVE = 0
+    LOG_PARTITION_OBJECTIVE = 1
+
+# Largest cluster solved exactly on creation (3**20 / 2 splits).
+MAX_EXACT_SIZE = 20
+
+
 cdef enum:
     # Reasons ``run`` returns.
     SOLVED = 0
@@ -377,17 +410,33 @@ cdef class BestFirstSearch:
     Not thread-safe: ``run`` changes the search without the GIL, so one
     object must not be run from two threads at once.
 
+    Every cluster also carries a bracket ``z_low <= log Z(S) <= z_high`` on
+    its partition function ``Z(S)``, the sum over the trees over S of the
+    product of their split potentials (see ``log_partition_bounds``).
+
     Parameters
     ----------
     bound : SearchBound
         The energy's admissible bound.
     n_points : int
         Number of points, 1 to 64.
+    objective : {"map", "log_partition"}, default="map"
+        Where the walks go: along the split of least lower bound until the
+        best tree is proven ("map"; splits that cannot beat the best known
+        tree are never generated), or to the largest contribution to the
+        width of the log Z bracket until the bracket closes
+        ("log_partition"; no split is pruned).
+    exact_size : int, default=-1
+        Clusters of at most this many points (0 to 20) are solved exactly,
+        for their best tree and their log Z, by the trellis recursion over
+        their subsets when the search creates them; -1 takes the bound's
+        ``exact_size``. Two points are always solved.
 
     Attributes
     ----------
     n_states : int
-        Clusters plus open partial states of the split generators: what the
+        Clusters plus open partial states of the split generators (plus,
+        for "log_partition", the generated splits, about as large): what the
         memory cap counts.
     n_clusters, n_expanded, n_splits, n_iterations : int
     """
@@ -409,12 +458,35 @@ cdef class BestFirstSearch:
     cdef vector[int] path, path_split
     cdef readonly int64_t n_states, n_expanded, n_splits, n_iterations
     cdef int root
+    # The partition-function bracket of each cluster (log space), whether it
+    # is exact, the least cost of a tree under a split not generated yet as
+    # last known (it only rises), and the number of trees under the
+    # generated splits, sum of #trees(A) #trees(B).
+    cdef vector[double] z_low, z_high, rest_key, generated_trees
+    cdef vector[char] z_exact
+    # #trees over k points, (2k - 3)!!, k = 0..64 (1e108 at most).
+    cdef double trees[MAX_SEARCH_POINTS + 1]
+    cdef int objective_
+    cdef readonly int exact_size
 
-    def __init__(self, SearchBound bound, int n_points):
+    def __init__(self, SearchBound bound, int n_points, objective="map", int exact_size=-1):
+        cdef int k
         if not 1 <= n_points <= MAX_SEARCH_POINTS:
             raise ValueError(f"n_points must be 1 to {MAX_SEARCH_POINTS}, got {n_points}")
+        if objective not in ("map", "log_partition"):
+            raise ValueError(
+                f"objective must be 'map' or 'log_partition', got objective={objective!r}")
+        if not -1 <= exact_size <= MAX_EXACT_SIZE:
+            raise ValueError(
+                f"exact_size must be -1 (the bound's) or 0 to {MAX_EXACT_SIZE} (3**k / 2 "
+                f"splits per cluster), got exact_size={exact_size}")
         self.bound = bound
         self.n_points = n_points
+        self.objective_ = MAP_OBJECTIVE if objective == "map" else LOG_PARTITION_OBJECTIVE
+        self.exact_size = bound.exact_size if exact_size < 0 else exact_size
+        self.trees[0] = self.trees[1] = 1.0
+        for k in range(2, MAX_SEARCH_POINTS + 1):
+            self.trees[k] = self.trees[k - 1] * (2 * k - 3)
         self.root = self.cluster(((<uint64_t>1) << (n_points - 1) << 1) - 1)
 
     cdef int cluster(self, uint64_t mask) except -1 nogil:
@@ -437,25 +509,48 @@ cdef class BestFirstSearch:
         self.seed.push_back(0)
         self.splits.push_back(vector[Split]())
         self.split_heap.push_back(vector[SplitKey]())
+        self.z_low.push_back(-INFINITY)
+        self.z_high.push_back(INFINITY)
+        self.rest_key.push_back(-INFINITY)
+        self.generated_trees.push_back(0.0)
+        self.z_exact.push_back(0)
         self.n_states += 1
         if m == 1:
             self.lower_bound[node] = 0.0
             self.upper_bound[node] = 0.0
             self.solved_flag[node] = 1
-        elif m == 2 or m <= self.bound.exact_size:
+            self.z_low[node] = self.z_high[node] = 0.0
+            self.z_exact[node] = 1
+        elif m <= self.enumerated_size():
             self.solve_exactly(node, members, m)
+        else:
+            # Unexpanded: every tree costs at least the lower bound (the
+            # rest term with no split generated), and the bound may know
+            # better (computed for the log Z walk only: it costs as much as
+            # the lower bound).
+            self.rest_key[node] = self.lower_bound[node]
+            self.z_high[node] = self.rest_term(node)
+            if self.objective_ == LOG_PARTITION_OBJECTIVE and self.bound.bounds_log_z:
+                self.z_high[node] = min(self.z_high[node], self.bound.log_z_upper_(members, m))
         return node
+
+    cdef inline int enumerated_size(self) noexcept nogil:
+        """Clusters of at most this many points are solved by ``solve_exactly``."""
+        return self.exact_size if self.exact_size > 2 else 2
 
     cdef int solve_exactly(self, int node, const int* members, int m) except -1 nogil:
         """Solve a cluster by trying every split, its parts solved the same way.
 
         The parts are clusters of the map, so each subset is solved once
         however many clusters share it: the trellis recursion over the
-        subsets of the small clusters the search reaches.
+        subsets of the small clusters the search reaches, for the best tree
+        (max) and for log Z (log-sum-exp) at once. A split of zero potential
+        creates no cluster: no tree of non-zero potential holds its parts
+        through it.
         """
         cdef uint64_t sides, a, full = self.mask[node]
         cdef Split split, best
-        cdef double value, best_value = INFINITY
+        cdef double value, best_value = INFINITY, log_z = -INFINITY
         best.a = best.b = -1
         best.cost = INFINITY
         # sides: bit k set <=> members[k] in B; members[0] stays in A.
@@ -469,9 +564,12 @@ cdef class BestFirstSearch:
             value = split.cost + self.upper_bound[split.a] + self.upper_bound[split.b]
             if value < best_value:
                 best_value, best = value, split
+            log_z = log_add(log_z, self.z_low[split.a] + self.z_low[split.b] - split.cost)
         self.n_splits += ((<uint64_t>1) << (m - 1)) - 1
         self.lower_bound[node] = best_value
         self.upper_bound[node] = best_value
+        self.z_low[node] = self.z_high[node] = log_z
+        self.z_exact[node] = 1
         if best.a >= 0:
             self.splits[node].push_back(best)
             self.best[node] = 0
@@ -510,6 +608,10 @@ cdef class BestFirstSearch:
         entry.index = <int>self.splits[node].size()
         entry.key = split.cost + self.lower_bound[split.a] + self.lower_bound[split.b]
         self.splits[node].push_back(split)
+        self.generated_trees[node] += self.trees[self.size[split.a]] * self.trees[self.size[split.b]]
+        if self.objective_ == LOG_PARTITION_OBJECTIVE:
+            # Nothing is pruned: the splits, not the open states, fill memory.
+            self.n_states += 1
         self.split_heap[node].push_back(entry)
         push_heap(self.split_heap[node].begin(), self.split_heap[node].end(), larger_key)
         self.improve_upper(node, entry.index)
@@ -564,20 +666,28 @@ cdef class BestFirstSearch:
         lower = min(best_value, min(key, self.upper_bound[node]))
         if lower > self.lower_bound[node]:
             self.lower_bound[node] = lower
-        if self.lower_bound[node] >= self.upper_bound[node] - tolerance(self.upper_bound[node]):
+        if (not self.solved_flag[node]
+                and self.lower_bound[node] >= self.upper_bound[node] - tolerance(self.upper_bound[node])):
             self.lower_bound[node] = self.upper_bound[node]
             self.solved_flag[node] = 1
-            if self.generator[node] >= 0:
-                # Its open partial splits and the generator itself.
-                self.n_states -= release_generator(&self.generators[self.generator[node]]) + 1
-            vector[SplitKey]().swap(heap[0])
+            # The log Z walk still needs the splits of a cluster whose best
+            # tree is known.
+            if self.objective_ == MAP_OBJECTIVE:
+                if self.generator[node] >= 0:
+                    # Its open partial splits and the generator itself.
+                    self.n_states -= release_generator(&self.generators[self.generator[node]]) + 1
+                vector[SplitKey]().swap(heap[0])
         if follow_value != NULL:
             follow_value[0] = best_value
             next_out[0] = key
         return follow
 
+    cdef inline double ceiling(self, int node) noexcept nogil:
+        """Splits whose key reaches this are never generated (MAP only)."""
+        return self.upper_bound[node] if self.objective_ == MAP_OBJECTIVE else INFINITY
+
     cdef int expand(self, int node) except -1 nogil:
-        """Generate the next split of ``node`` (and its two clusters)."""
+        """Generate the next split of ``node`` (and its two clusters); 1 if one was."""
         cdef Generator* g
         cdef uint64_t sides, a
         cdef Split split
@@ -586,13 +696,13 @@ cdef class BestFirstSearch:
             self.generator[node] = <int>self.generators.size()
             self.generators.resize(self.generators.size() + 1)
             start_generator(&self.generators.back(), self.bound, self.mask[node],
-                            self.upper_bound[node], &self.index, &self.lower_bound)
+                            self.ceiling(node), &self.index, &self.lower_bound)
             self.n_expanded += 1
             self.n_states += 1
         g = &self.generators[self.generator[node]]
         while True:
             before = <int>g.heap.size()
-            found = pop_split(g, self.bound, self.upper_bound[node], &sides)
+            found = pop_split(g, self.bound, self.ceiling(node), &sides)
             self.n_states += <int>g.heap.size() - before
             if not found:
                 return 0
@@ -607,7 +717,7 @@ cdef class BestFirstSearch:
             split.b = self.cluster(self.mask[node] ^ a)
             self.add_split(node, split)
             self.n_splits += 1
-            return 0
+            return 1
 
     cdef int step(self) except -1 nogil:
         """One walk from the root: generate one split and revise the path's bounds."""
@@ -637,18 +747,343 @@ cdef class BestFirstSearch:
         self.n_iterations += 1
         return 0
 
-    def run(self, double seconds=INFINITY, int64_t max_states=-1):
-        """Iterate until the root is solved, for about ``seconds``, or to the state cap.
+    ###########################################################################
+    # The partition function
 
-        Returns "optimal", "slice" (``seconds`` used up) or "max_states"
-        (``n_states`` reached ``max_states``, if not negative).
+    cdef double open_rest_key(self, int node) noexcept nogil:
+        """A lower bound on the cost of every tree under a split not generated yet.
+
+        Unexpanded: the cluster's lower bound, which holds for every tree
+        over it. Expanded: the generator's smallest open key bounds
+        ``cost + lower(A) + lower(B)`` of every split under its open states
+        (keys never decrease along an assignment); in MAP mode the states
+        dropped for reaching the cluster's ceiling had keys at least the
+        ceiling then, and the ceiling only falls, so at least ``ceiling -
+        tolerance`` now (``c - tolerance(c)`` increases with c). A cluster
+        whose best tree is proven has every tree at least its cost.
+        """
+        cdef double key
+        if self.generator[node] < 0:
+            return self.lower_bound[node]
+        key = next_key(&self.generators[self.generator[node]])
+        if self.objective_ == MAP_OBJECTIVE:
+            key = min(key, self.upper_bound[node] - tolerance(self.upper_bound[node]))
+        return max(key, self.lower_bound[node])
+
+    cdef inline double rest_term(self, int node) noexcept nogil:
+        """log of an upper bound on the sum over the trees under ungenerated splits.
+
+        Each such tree costs at least ``rest_key``, and there are
+        ``#trees(S) - sum over the generated splits of #trees(A) #trees(B)``
+        of them (every tree over S lies under exactly one split, and the
+        split (A, B) carries #trees(A) #trees(B) trees). The count is
+        rounded up by the float error of that sum, at most (|G| + 4) eps
+        #trees(S) for |G| generated splits, and the key lowered by 64
+        tolerances: a solved cluster's lower bound is raised to its cost
+        when within one tolerance of it, and such raised bounds can nest
+        once per level of the tree (64 at most) through the keys built from
+        the parts' bounds.
+        """
+        cdef int m = self.size[node]
+        cdef double count
+        if self.rest_key[node] == INFINITY:
+            return -INFINITY
+        count = max(self.trees[m] - self.generated_trees[node], 0.0)
+        count += (self.splits[node].size() + 4) * 2.3e-16 * self.trees[m]
+        return log(count) - (self.rest_key[node] - 64 * tolerance(self.rest_key[node]))
+
+    cdef int z_revise(self, int node) except -1 nogil:
+        """Revise the log Z bracket of ``node`` from its splits' and parts' brackets.
+
+        Lower: the sum over the generated splits of ``psi * Z_low(A) *
+        Z_low(B)`` counts only trees of the explored graph, each once (the
+        splits of S are distinct and the trees under one split are the
+        products of the parts' trees); a known tree of cost ``upper``
+        alone gives ``-upper``. Upper: the same sum with ``Z_high`` plus
+        ``rest_term`` for the splits not generated yet. Parts' brackets
+        only narrow, so the new bracket is intersected with the old one
+        (which may hold the bound's own ``log_z_upper`` of the cluster).
+        The bracket closes (exact) when no split is left and every part is
+        exact: both sums then add the same numbers.
+        """
+        cdef Split* split
+        cdef double low = -INFINITY, high = -INFINITY, rest
+        cdef bint exact = True
+        cdef size_t k
+        if self.z_exact[node]:
+            return 0
+        for k in range(self.splits[node].size()):
+            split = &self.splits[node][k]
+            low = log_add(low, self.z_low[split.a] + self.z_low[split.b] - split.cost)
+            high = log_add(high, self.z_high[split.a] + self.z_high[split.b] - split.cost)
+            exact = exact and self.z_exact[split.a] and self.z_exact[split.b]
+        self.rest_key[node] = max(self.rest_key[node], self.open_rest_key(node))
+        rest = self.rest_term(node)
+        if exact and rest == -INFINITY:
+            self.z_low[node] = self.z_high[node] = low
+            self.z_exact[node] = 1
+            return 0
+        high = log_add(high, rest)
+        if isfinite(self.upper_bound[node]):
+            low = max(low, -self.upper_bound[node])
+        if low > self.z_low[node]:
+            self.z_low[node] = low
+        if high < self.z_high[node]:
+            self.z_high[node] = high
+        return 0
+
+    cdef int z_refresh_all(self) except -1 nogil:
+        """Revise every cluster's bracket, parts before the clusters they split."""
+        cdef vector[vector[int]] by_size
+        cdef int node, k
+        by_size.resize(self.n_points + 1)
+        for node in range(<int>self.mask.size()):
+            by_size[self.size[node]].push_back(node)
+        for k in range(self.n_points + 1):
+            for node in by_size[k]:
+                self.z_revise(node)
+        return 0
+
+    cdef int z_step(self) except -1 nogil:
+        """One walk to the widest part of the log Z bracket, then revise the path.
+
+        At each cluster the bracket's width ``Z_high - Z_low`` is the sum of
+        the widths of its generated splits and of the ungenerated rest. The
+        walk generates more splits where the rest is widest (one, or a
+        quarter as many as it has, so that revising a cluster of many splits
+        stays a small share of the work), and otherwise goes down the widest
+        split into its part with the wider bracket.
+        """
+        cdef int node = self.root, choice, a, b, k, n_new
+        cdef double widest, width
+        cdef Split* split
+        self.path.clear()
+        self.path_split.clear()
+        while not self.z_exact[node]:
+            self.revise(node, -1, NULL, NULL)
+            self.z_revise(node)
+            if self.z_exact[node]:
+                break
+            widest = self.rest_term(node)
+            choice = -1
+            for k in range(<int>self.splits[node].size()):
+                split = &self.splits[node][k]
+                if self.z_exact[split.a] and self.z_exact[split.b]:
+                    continue
+                width = log_sub(self.z_high[split.a] + self.z_high[split.b] - split.cost,
+                                self.z_low[split.a] + self.z_low[split.b] - split.cost)
+                # A bracket narrower than rounding still needs its parts
+                # closed before the cluster counts as exact.
+                if width > widest or (choice < 0 and widest == -INFINITY):
+                    widest, choice = width, k
+            if choice < 0:
+                n_new = 1 + <int>self.splits[node].size() // 4
+                for k in range(n_new):
+                    if not self.expand(node):
+                        break
+                self.revise(node, -1, NULL, NULL)
+                self.z_revise(node)
+                break
+            self.path.push_back(node)
+            self.path_split.push_back(choice)
+            a = self.splits[node][choice].a
+            b = self.splits[node][choice].b
+            if self.z_exact[a] or (not self.z_exact[b] and self.z_high[b] - self.z_low[b]
+                                   > self.z_high[a] - self.z_low[a]):
+                node = b
+            else:
+                node = a
+        for k in range(<int>self.path.size() - 1, -1, -1):
+            self.revise(self.path[k], self.path_split[k], NULL, NULL)
+            self.z_revise(self.path[k])
+        self.n_iterations += 1
+        return 0
+
+    def log_partition_bounds(self):
+        """(lower, upper) bounds on log Z, the log sum over every tree of its potential.
+
+        Certified at any time (E. Dechter and R. Dechter, "A note on
+        bounding the partition function by search"). By induction on the
+        size of clusters, ``z_low(S) <= log Z(S) <= z_high(S)`` for every
+        cluster S of the map: singletons have Z = 1; clusters solved by
+        ``solve_exactly`` sum every split over exact parts; for the others,
+        ``Z(S) = sum over the splits (A, B) of psi(A, B) Z(A) Z(B)``, and
+        ``z_revise`` bounds the generated splits' terms by their parts'
+        brackets (induction) and the ungenerated ones, from below by 0 and
+        from above by ``rest_term`` (each tree under them costs at least
+        ``rest_key``, and there are at most that many trees). Any single
+        known tree also bounds Z from below. Every bracket is first revised
+        from its parts, smallest clusters first.
+
+        Returns
+        -------
+        lower, upper : float
+            ``lower <= log Z <= upper``; equal when the search has summed
+            every tree (``log_partition_solved``).
+        """
+        self.z_refresh_all()
+        return self.z_low[self.root], self.z_high[self.root]
+
+    @property
+    def root_log_partition_bracket(self):
+        """The root's (lower, upper) as last revised: valid, cheap, maybe a little wide.
+
+        ``log_partition_bounds`` first revises every cluster; this reads the
+        root's bracket as the walks left it (brackets only narrow, so a
+        stale one still holds).
+        """
+        return self.z_low[self.root], self.z_high[self.root]
+
+    @property
+    def log_partition_solved(self):
+        """Whether log Z is known exactly (the bracket has closed)."""
+        return bool(self.z_exact[self.root])
+
+    @property
+    def finished(self):
+        """Whether the objective is reached: MAP proven, or log Z exact."""
+        if self.objective_ == MAP_OBJECTIVE:
+            return bool(self.solved_flag[self.root])
+        return bool(self.z_exact[self.root])
+
+    cdef double exact_with(self, uint64_t cluster, uint64_t target,
+                           unordered_map[uint64_t, double]* memo) except? -2 nogil:
+        """log of the sum over the trees over ``cluster`` that hold ``target`` as a node.
+
+        For a cluster solved by ``solve_exactly`` (whose sub-clusters of
+        non-zero potential are all in the map, with exact log Z), by the
+        recursion: ``W(target) = Z(target)`` and, for target < X,
+        ``W(X) = sum over the splits (A, B) of X with target <= A of psi(A,
+        B) W(A) Z(B)`` (a tree over X holds the target iff the part that
+        contains it does).
+        """
+        cdef unordered_map[uint64_t, double].iterator found
+        cdef unordered_map[uint64_t, int].iterator part
+        cdef int members[MAX_SEARCH_POINTS]
+        cdef uint64_t rest, side_b, sides, full
+        cdef int m, k
+        cdef double total = -INFINITY, cost, with_a
+        if cluster == target:
+            part = self.index.find(target)
+            return self.z_low[deref(part).second] if part != self.index.end() else -INFINITY
+        found = memo.find(cluster)
+        if found != memo.end():
+            return deref(found).second
+        m = members_of(cluster, members)
+        full = ((<uint64_t>1) << (m - 1) << 1) - 1
+        rest = cluster & ~target
+        side_b = rest
+        while side_b:
+            sides = 0
+            for k in range(m):
+                if side_b >> members[k] & 1:
+                    sides |= (<uint64_t>1) << k
+            if sides & 1:
+                sides ^= full
+            cost = self.bound.split_cost_(members, m, sides)
+            if cost < INFINITY:
+                part = self.index.find(side_b)
+                with_a = self.exact_with(cluster ^ side_b, target, memo)
+                if part != self.index.end() and with_a > -INFINITY:
+                    total = log_add(total, with_a + self.z_low[deref(part).second] - cost)
+            side_b = (side_b - 1) & rest
+        memo[0][cluster] = total
+        return total
+
+    cdef int with_bounds(self, int node, uint64_t target, double* low, double* high,
+                         unordered_map[uint64_t, int]* seen, vector[double]* values,
+                         unordered_map[uint64_t, double]* memo) except -1 nogil:
+        """Bracket the log sum over the trees over ``node`` that hold ``target``."""
+        cdef unordered_map[uint64_t, int].iterator found
+        cdef Split* split
+        cdef double part_low, part_high, total_low = -INFINITY, total_high = -INFINITY
+        cdef uint64_t cluster = self.mask[node]
+        cdef size_t k
+        if cluster & target != target:
+            low[0] = high[0] = -INFINITY
+            return 0
+        if cluster == target:
+            low[0], high[0] = self.z_low[node], self.z_high[node]
+            return 0
+        found = seen.find(cluster)
+        if found != seen.end():
+            low[0] = values[0][2 * deref(found).second]
+            high[0] = values[0][2 * deref(found).second + 1]
+            return 0
+        if self.size[node] <= self.enumerated_size():
+            total_low = total_high = self.exact_with(cluster, target, memo)
+        else:
+            for k in range(self.splits[node].size()):
+                split = &self.splits[node][k]
+                if self.mask[split.a] & target == target:
+                    self.with_bounds(split.a, target, &part_low, &part_high, seen, values, memo)
+                    part_low += self.z_low[split.b]
+                    part_high += self.z_high[split.b]
+                elif self.mask[split.b] & target == target:
+                    self.with_bounds(split.b, target, &part_low, &part_high, seen, values, memo)
+                    part_low += self.z_low[split.a]
+                    part_high += self.z_high[split.a]
+                else:
+                    continue
+                total_low = log_add(total_low, part_low - split.cost)
+                total_high = log_add(total_high, part_high - split.cost)
+            # Trees under ungenerated splits may hold the target: all of them count.
+            total_high = log_add(total_high, self.rest_term(node))
+            total_low = max(total_low, -INFINITY)
+            total_high = min(total_high, self.z_high[node])
+        seen[0][cluster] = <int>(values.size() // 2)
+        values.push_back(total_low)
+        values.push_back(total_high)
+        low[0], high[0] = total_low, total_high
+        return 0
+
+    def cluster_log_probability_bounds(self, uint64_t target):
+        """(lower, upper) bounds on log P(target is a node of the tree), for Gibbs P.
+
+        ``P(C) = W(root) / Z(root)`` with ``W(S)`` the sum over the trees
+        over S that hold C. W is bracketed by induction like Z: ``W(C) =
+        Z(C)``, ``W(S) = 0`` unless C <= S; for a cluster solved exactly, W
+        is summed exactly (``exact_with``); otherwise the generated splits
+        with C inside a part contribute ``psi * W(part) * Z(other part)``,
+        bounded by the parts' brackets, and the ungenerated splits at most
+        ``rest_term`` (every tree under them, holding C or not), and ``W(S)
+        <= Z(S)``. Then ``W_low / Z_high <= P(C) <= W_high / Z_low``
+        (capped at 1).
+
+        Parameters
+        ----------
+        target : int
+            The cluster's mask, at least one point.
+
+        Returns
+        -------
+        lower, upper : float
+            Bounds on the log probability (-inf lower when the explored
+            graph has no tree holding the cluster yet).
+        """
+        cdef unordered_map[uint64_t, int] seen
+        cdef vector[double] values
+        cdef unordered_map[uint64_t, double] memo
+        cdef double low, high
+        self.z_refresh_all()
+        with nogil:
+            self.with_bounds(self.root, target, &low, &high, &seen, &values, &memo)
+        return low - self.z_high[self.root], min(0.0, high - self.z_low[self.root])
+
+    def run(self, double seconds=INFINITY, int64_t max_states=-1):
+        """Iterate until the objective is reached, for about ``seconds``, or to the state cap.
+
+        Returns "optimal" (MAP proven, or log Z exact), "slice" (``seconds``
+        used up) or "max_states" (``n_states`` reached ``max_states``, if not
+        negative).
         """
         cdef int reason
         cdef double deadline
+        cdef bint by_map = self.objective_ == MAP_OBJECTIVE
         with nogil:
             deadline = now_seconds() + seconds
             while True:
-                if self.solved_flag[self.root]:
+                if (self.solved_flag[self.root] if by_map else self.z_exact[self.root]):
                     reason = SOLVED
                     break
                 if max_states >= 0 and self.n_states >= max_states:
@@ -659,7 +1094,10 @@ cdef class BestFirstSearch:
                 if now_seconds() >= deadline:
                     reason = SLICE_OVER
                     break
-                self.step()
+                if by_map:
+                    self.step()
+                else:
+                    self.z_step()
         return ("optimal", "slice", "max_states")[reason]
 
     @property

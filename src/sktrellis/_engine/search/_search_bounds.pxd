@@ -30,9 +30,14 @@ cdef class SearchBound:
     # cluster map), instead of searched: worth it where the bound prunes
     # little.
     cdef readonly int exact_size
+    # Whether log_z_upper_ gives more than +inf.
+    cdef readonly bint bounds_log_z
 
     cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil
     cdef double lower_(self, const int* members, int m) noexcept nogil
+    # An upper bound on log Z(S), the log sum over the trees over the
+    # cluster of their potentials (+inf: none known).
+    cdef double log_z_upper_(self, const int* members, int m) noexcept nogil
     cdef double base_(self, const int* members, int m) noexcept nogil
     cdef void increments_(self, const int* members, int m, uint64_t sides, int position,
                           int side, double* pen_a, double* pen_b) noexcept nogil

@@ -19,7 +19,7 @@ Each class's docstring proves its bound; ``tests/test_best_first.py`` checks it
 on every subset against the exact trellis. Everything here trusts its input
 (validated by ``sktrellis.energies._bounds.search_bound``).
 """
-from libc.math cimport INFINITY, exp, log, log1p, M_PI, sqrt
+from libc.math cimport INFINITY, exp, lgamma, log, log1p, M_PI, M_LN2, sqrt
 from libc.stdint cimport uint64_t
 
 import numpy as np
@@ -41,6 +41,15 @@ cdef inline double min3(double a, double b, double c) noexcept nogil:
     if b < a:
         a = b
     return c if c < a else a
+
+
+cdef inline double log_sum(double x, double y) noexcept nogil:
+    """log(exp(x) + exp(y)), -inf absorbing."""
+    if x < y:
+        x, y = y, x
+    if y == -INFINITY:
+        return x
+    return x + log1p(exp(y - x))
 
 
 cdef inline int side_of(uint64_t sides, int k) noexcept nogil:
@@ -88,6 +97,9 @@ cdef class SearchBound:
     cdef double lower_(self, const int* members, int m) noexcept nogil:
         return 0.0
 
+    cdef double log_z_upper_(self, const int* members, int m) noexcept nogil:
+        return INFINITY
+
     cdef double base_(self, const int* members, int m) noexcept nogil:
         return self.lower_(members, m)
 
@@ -109,6 +121,13 @@ cdef class SearchBound:
         if points.shape[0] == 0:
             return 0.0
         return self.lower_(&points[0], points.shape[0])
+
+    def log_z_upper(self, members):
+        """Upper bound on log Z over ``members`` (+inf when the bound gives none)."""
+        cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
+        if points.shape[0] == 0:
+            return 0.0
+        return self.log_z_upper_(&points[0], points.shape[0])
 
     def base(self, members):
         """The assignment-free part of the split keys of ``members``."""
@@ -448,6 +467,25 @@ cdef class GinkgoBound(SearchBound):
     lets disjoint nodes of one size share the lightest points and pays each
     node's ``g`` at its best tau.
 
+    **The partition function** (``log_z_upper``). Every bound above holds
+    for any node of the given sizes, whatever its points, so the same
+    programme with sums over splits in place of maxima bounds ``Z(S)``, the
+    sum over every tree over S of its likelihood: the subtrees of a set of k
+    points are the products of the subtrees of its two parts over its
+    unordered splits, ``C(k, p)`` of them into parts of p > q points and
+    ``C(k, p) / 2`` for p = q. A split's term, its parts' terms and
+    subtrees summed, is at most ``exp(-log(4 pi))`` times the larger, over
+    which part is the heavier (only an inner part can be), of ``Zheavy(k,
+    h, l) * Zwith(l)``, with ``Zheavy = min(Zwith(h), exp(I(L_k, max(L_h,
+    L_l))) Zin(h))`` (the heavier child's term is bounded whatever its
+    subtree); ``Zwith(k)`` adds the node's own term ``I(0, ell(k, h,
+    l))``; ``Zin(1) = 1``, ``Zwith(1) = exp(-n)``, and for two points the
+    cherry bounds. At the root the heavier child has ``tau = t_S``, so its
+    term is at most ``log(lam / t_S) - lam max(L_h, L_l) / t_S - n``.
+    ``log_z_upper(S)`` is the log of the root's sum, exact for one and two
+    points, ``-inf`` when ``t_S < t_cut``; it replaces the count of trees
+    times the best tree's bound, which the search would use otherwise.
+
     Parameters
     ----------
     momenta : ndarray of shape (n, 4)
@@ -495,6 +533,7 @@ cdef class GinkgoBound(SearchBound):
         self.scale = 0.0
         # The split order comes from the complete split's own bound.
         self.refine = True
+        self.bounds_log_z = True
         if not 0 <= exact_size <= MAX_EXACT_SIZE:
             raise ValueError(
                 f"exact_size must be 0 to {MAX_EXACT_SIZE} (3**k / 2 splits per cluster), "
@@ -655,6 +694,64 @@ cdef class GinkgoBound(SearchBound):
             if value > top:
                 top = value
         return -top
+
+    cdef double log_z_upper_(self, const int* members, int m) noexcept nogil:
+        cdef double low[MAX_SEARCH_POINTS + 1]
+        cdef double log_low[MAX_SEARCH_POINTS + 1]
+        cdef double single[MAX_SEARCH_POINTS + 1]
+        # log Zin(k), log Zwith(k): sums over the subtrees of any k points.
+        cdef double z_with[MAX_SEARCH_POINTS + 1]
+        cdef double z_in[MAX_SEARCH_POINTS + 1]
+        cdef double t, negative = 0.0, count, best_in, best_with, value, heavy, total
+        cdef double total_in, total_with, cherry, log_4pi = log(4 * M_PI)
+        cdef int k, p, q, h, l, turn, big, x
+        if m == 1:
+            return 0.0
+        if m == 2:
+            return -self.split_cost_(members, m, 2)
+        t = self.mass2(members, m, 0, 0)
+        if t < self.t_cut:
+            return -INFINITY
+        for x in range(m):
+            if self.self_t[members[x]] < 0.0:
+                negative += self.self_t[members[x]]
+        self.node_masses(members, m, low, single)
+        for k in range(2, m):
+            log_low[k] = log(low[k])
+        z_in[1] = 0.0
+        z_with[1] = -self.log_norm
+        cherry = log1p(-exp(-self.lam * self.t_cut / low[2])) - self.log_norm
+        z_in[2] = 2 * cherry - log_4pi
+        z_with[2] = self.kappa - log_low[2] + z_in[2]
+        for k in range(3, m + 1):
+            total_in = total_with = -INFINITY
+            for p in range(1, k // 2 + 1):
+                q = k - p
+                count = lgamma(k + 1.0) - lgamma(p + 1.0) - lgamma(q + 1.0)
+                if p == q:
+                    count -= M_LN2
+                best_in = best_with = -INFINITY
+                for turn in range(2):
+                    # Which part is the heavier, h points.
+                    h, l = (q, p) if turn == 0 else (p, q)
+                    if h < 2 or (turn == 1 and p == q):
+                        continue
+                    big = h if low[h] >= low[l] else l
+                    if k < m:
+                        heavy = self.inner_max(low[k], low[big], log_low[big]) + z_in[h]
+                    else:
+                        heavy = self.root_heavy(t, low[big]) + z_in[h]
+                    heavy = min(heavy, z_with[h])
+                    value = heavy + z_with[l] - log_4pi
+                    best_in = max(best_in, value)
+                    if k < m:
+                        best_with = max(best_with, value + self.kappa - log(
+                            self.split_mass(low, single, negative, k, h, l)))
+                total_in = log_sum(total_in, count + best_in)
+                total_with = log_sum(total_with, count + best_with)
+            z_in[k] = total_in
+            z_with[k] = total_with
+        return z_in[m]
 
     cdef inline double root_heavy(self, double t_root, double t_low) noexcept nogil:
         """g(t_S, t) at its largest over t >= t_low."""
