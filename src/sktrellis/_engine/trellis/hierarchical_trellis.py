@@ -14,6 +14,7 @@ from . import _hierarchical as kernels
 from ..potential._split_potential import SplitPotential
 from ..tables import subset_sums
 from .._subsets import canonical_lefts, count_as_int, subsets_by_size
+from . import levels
 from .levels import chunk_size, report_level, threads_for
 from .posterior import members_mask, most_probable_masks
 
@@ -36,6 +37,64 @@ _INSIDE_BYTES = {"separable": 32, "function": 0, "table": 0}
 #: temporaries of most_probable_clusters (16) and the sampler's cache index
 #: and cache (16).
 _QUERY_BYTES = 24
+
+
+#: Low bits of a subset that index within a row of the cache-blocked inside
+#: pass: a row pair is 2 x 2**11 16-byte records (64 KiB), which stays in L2
+#: while it serves C(11, j) parents. See `_RowBlocks`.
+BLOCK_BITS = 11
+#: The separable inside pass is cache-blocked from this many points on; below
+#: it the tables fit in cache and the plain kernel is as fast.
+BLOCKED_MIN_POINTS = 18
+
+
+class _RowBlocks:
+    """The work items of the cache-blocked inside pass, level by level.
+
+    A subset S is (S_hi, S_lo) with S_lo its low `bits` bits. An item is a
+    high part S_hi and a size j >= 1 of the low part: the parents
+    (S_hi << bits) | S_lo for every j-point S_lo, 2**|S_hi| C(bits, j)
+    2**(j - 1) splits, which ``inside_level_blocked`` sweeps one row pair
+    at a time.
+    """
+
+    def __init__(self, n_points, bits):
+        self.bits = bits
+        self.n_high = n_points - bits
+        self.high_order, self.high_start = subsets_by_size(self.n_high)
+        self.low_order, self.low_start = subsets_by_size(bits)
+
+    def level_items(self, size):
+        """(high_parts, low_sizes) of the parents of `size` with S_lo not empty, in calls.
+
+        Largest items first, so the threads' last items are the short ones;
+        each call holds about CHUNK_TERMS splits (at least one item).
+        """
+        high_parts, low_sizes, work = [], [], []
+        for low_size in range(1, min(self.bits, size) + 1):
+            high_size = size - low_size
+            if high_size > self.n_high:
+                continue
+            highs = self.high_order[self.high_start[high_size] : self.high_start[high_size + 1]]
+            high_parts.append(highs)
+            low_sizes.append(np.full(len(highs), low_size, dtype=np.int64))
+            work.append(np.full(len(highs), (1 << high_size) * math.comb(self.bits, low_size)
+                                * (1 << (low_size - 1)), dtype=np.float64))
+        high_parts, low_sizes, work = (np.concatenate(x) for x in (high_parts, low_sizes, work))
+        by_work = np.argsort(-work, kind="stable")
+        high_parts, low_sizes, work = high_parts[by_work], low_sizes[by_work], work[by_work]
+        ends = np.cumsum(work)
+        call = (ends - work) // levels.CHUNK_TERMS
+        bounds = np.flatnonzero(np.diff(call)) + 1
+        for first, stop in zip(np.r_[0, bounds], np.r_[bounds, len(work)]):
+            yield high_parts[first:stop], low_sizes[first:stop]
+
+    def high_only_parents(self, size):
+        """Parents of `size` with no low bit (S_lo empty)."""
+        if size > self.n_high:
+            return self.high_order[:0]
+        level = self.high_order[self.high_start[size] : self.high_start[size + 1]]
+        return level << np.uint32(self.bits)
 
 
 def hierarchical_trellis_bytes(kind, n_points, table_bytes_per_subset=0):
@@ -108,6 +167,11 @@ class HierarchicalTrellis:
             self.counts[1 << np.arange(n_points), 0] = 1
         rows = n_subsets if separable else 1
         left_factors, right_factors = np.zeros((rows, 2)), np.zeros((rows, 2))
+        blocked = separable and n_points >= BLOCKED_MIN_POINTS
+        if blocked:
+            blocks = _RowBlocks(n_points, min(BLOCK_BITS, n_points))
+            # The empty right child of the row pair (S_hi, empty): no term.
+            right_factors[0] = (0.0, -np.inf)
         start = time.perf_counter()
         for size in range(2, n_points + 1):
             parents = self.order[self.level_start[size] : self.level_start[size + 1]]
@@ -119,6 +183,15 @@ class HierarchicalTrellis:
                     self.potential, size, self.order, self.level_start,
                     self.log_z, self.log_map, left_factors, right_factors, n_threads,
                 )
+            if blocked:
+                for high_parts, low_sizes in blocks.level_items(size):
+                    kernels.inside_level_blocked(
+                        self.potential, blocks.bits, high_parts, low_sizes,
+                        blocks.low_order, blocks.low_start, self.log_z, self.log_map,
+                        self.best_left, scale, left_factors, right_factors, n_threads,
+                    )
+                # Parents with no low bit, C(N - bits, size) of them: plain kernel.
+                parents = blocks.high_only_parents(size)
             chunk = chunk_size(n_splits)
             for first in range(0, len(parents), chunk):
                 kernels.inside_level(
@@ -127,7 +200,9 @@ class HierarchicalTrellis:
                     left_factors, right_factors, n_threads,
                 )
             if self.verbose:
-                report_level(self.owner, "inside", size, n_points, len(parents), n_splits, start)
+                report_level(self.owner, "inside", size, n_points,
+                             self.level_start[size + 1] - self.level_start[size],
+                             n_splits, start)
 
     @property
     def full(self):
