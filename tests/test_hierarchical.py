@@ -35,11 +35,11 @@ KINDS = ["dasgupta", "hcc", "ginkgo", "table"]
 
 
 @pytest.fixture(params=["plain", "blocked"])
-def inside_kernel(request, monkeypatch):
-    """The separable inside pass, plain or cache-blocked at any N.
+def trellis_kernels(request, monkeypatch):
+    """The separable inside and outside passes, plain or cache-blocked at any N.
 
     Blocked with 2 low bits per row, so problems of 3 points or more have
-    row pairs, parents with an empty low part, and several items per level.
+    row pairs, subsets with an empty low part, and several items per level.
     """
     from sktrellis._engine.trellis import hierarchical_trellis
 
@@ -61,7 +61,7 @@ def _fit_or_infeasible(energy, X, log_z):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [2, 3, 4, 5, 6, 7])
 def test_log_partition_map_and_counts_match_enumeration(
-    kind, n_points, global_random_seed, kernel_threads, inside_kernel
+    kind, n_points, global_random_seed, kernel_threads, trellis_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 1000 * n_points)
     energy, X = _problem(kind, n_points, rng)
@@ -84,7 +84,7 @@ def test_log_partition_map_and_counts_match_enumeration(
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [3, 5, 7])
 def test_cluster_marginals_and_tree_probabilities_match_enumeration(
-    kind, n_points, global_random_seed, kernel_threads
+    kind, n_points, global_random_seed, kernel_threads, trellis_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 7 * n_points)
     energy, X = _problem(kind, n_points, rng)
@@ -105,7 +105,7 @@ def test_cluster_marginals_and_tree_probabilities_match_enumeration(
 @pytest.mark.parametrize("beta", [1e-6, 1.0, 1e3, 1e6])
 @pytest.mark.parametrize("kind", ["dasgupta", "hcc"])
 def test_log_marginals_match_enumeration_at_extreme_temperatures(
-    beta, kind, kernel_threads, inside_kernel
+    beta, kind, kernel_threads, trellis_kernels
 ):
     """The linear-space outside pass, and its log-space fallback, in log space.
 
@@ -290,10 +290,10 @@ def test_separable_fast_path_matches_the_generic_path(n_jobs, global_random_seed
 
 @pytest.mark.parametrize("scale", ["ties", "1e-3", "1", "1e3", "1e6"])
 @pytest.mark.parametrize("n_points, block_bits", [(12, 4), (13, 7), (16, 11)])
-def test_blocked_inside_pass_matches_the_plain_kernel(
+def test_blocked_passes_match_the_plain_kernels(
     n_points, block_bits, scale, global_random_seed, kernel_threads, monkeypatch
 ):
-    """The cache-blocked inside pass against the plain kernel, every subset.
+    """The cache-blocked inside and outside passes against the plain kernels, every subset.
 
     Random separable tables: at large scales most terms underflow against
     the level's scale (factors of 0, log psi of -inf to linear space), so
@@ -321,6 +321,15 @@ def test_blocked_inside_pass_matches_the_plain_kernel(
     np.testing.assert_allclose(blocked.log_z[inner], plain.log_z[inner], rtol=1e-12, atol=0)
     np.testing.assert_array_equal(blocked.log_map, plain.log_map)
     np.testing.assert_array_equal(blocked.best_left[inner], plain.best_left[inner])
+    blocked_marginals = blocked.cluster_log_marginals()
+    monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 10**6)
+    plain_marginals = plain.cluster_log_marginals()
+    possible = plain_marginals > -np.inf
+    np.testing.assert_array_equal(blocked_marginals > -np.inf, possible)
+    # Differences of log sums of size ~ |log Z|: absolute rounding scales with it.
+    tolerance = 1e-12 * max(1.0, abs(plain.log_partition))
+    np.testing.assert_allclose(blocked_marginals[possible], plain_marginals[possible],
+                               rtol=1e-10, atol=tolerance)
 
 
 def test_published_ginkgo_jets():

@@ -558,6 +558,116 @@ def outside_level(SplitPotential potential, const mask_t[::1] clusters,
             out[cluster] = exact_log_outside(t, cluster, full, &log_z[0], out)
 
 
+# Cache-blocked outside pass (separable kind), as the blocked inside pass:
+# a cluster is C = (C_hi, C_lo) and a sibling D = (D_hi, D_lo) with D_hi in
+# the high complement of C_hi. For one C_hi and one D_hi, the terms of every
+# C_lo of one size read the parent row C_hi | D_hi and the sibling row D_hi,
+# which stay in cache across the C(block_bits, |C_lo|) clusters.
+
+cdef inline double sweep_sibling_row(const double* parent_row, const double* sibling_row,
+                                     mask_t part, mask_t rest,
+                                     const double* weight) noexcept nogil:
+    """Sum of parent_row[part | D_lo] sibling_row[D_lo] weight[|D_lo|], D_lo in rest."""
+    cdef mask_t pair_bit, other
+    cdef double acc = 0.0, acc_odd = 0.0
+    cdef int d
+    if rest == 0:
+        return parent_row[part] * sibling_row[0] * weight[0]
+    # D_lo and D_lo | pair_bit together: two accumulators, one popcount.
+    pair_bit = low_bit(rest)
+    rest = rest ^ pair_bit
+    other = rest
+    while True:
+        d = popcount(other)
+        acc = acc + parent_row[part | other | pair_bit] * sibling_row[other | pair_bit] * weight[d + 1]
+        acc_odd = acc_odd + parent_row[part | other] * sibling_row[other] * weight[d]
+        if other == 0:
+            break
+        other = (other - 1) & rest
+    return acc + acc_odd
+
+
+def outside_level_blocked(SplitPotential potential, int block_bits, int size,
+                          const mask_t[::1] high_parts, const intp_t[::1] low_sizes,
+                          const mask_t[::1] low_order, const intp_t[::1] low_level_start,
+                          const double[::1] log_z, double[::1] log_out,
+                          const double[::1] parent_factor, const double[::1] parent_scale,
+                          const double[::1] sibling_factor, const double[::1] sibling_scale,
+                          double[:, ::1] weights, int n_threads):
+    """Fill log O(C) for the clusters (high_parts[i], C_lo) of `size` points.
+
+    C_lo runs over the `low_sizes[i]`-point subsets of the low bits (0 to
+    block_bits points). Factors and scales as for `outside_level`, with
+    sibling_factor[0] = 0 (no empty sibling). `weights` is scratch of shape
+    (n_threads, C(block_bits, block_bits // 2) * (N - size + 2)): each
+    cluster's weights per sibling size and its log scale.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef int n_points = potential.n_points, n_sizes = n_points - size, d, sibling_size
+    cdef Py_ssize_t stride = n_sizes + 2, item, i, first, stop, n_items = high_parts.shape[0]
+    cdef mask_t full_high = <mask_t>((<uint64_t>1 << (n_points - block_bits)) - 1)
+    cdef mask_t full_low = <mask_t>((<uint64_t>1 << block_bits) - 1)
+    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
+    cdef mask_t high, base, rest_high, sibling_high, cluster, part
+    cdef double top, total
+    cdef double* weight
+    cdef double* buffer
+    cdef double* out = &log_out[0]
+    cdef const double* pf = &parent_factor[0]
+    cdef const double* sf = &sibling_factor[0]
+    cdef const double* parent_row
+    cdef const double* sibling_row
+    if n_items == 0:
+        return
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        buffer = &weights[threadid(), 0]
+        high = high_parts[item]
+        base = high << block_bits
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        for i in range(first, stop):
+            cluster = base | low_order[i]
+            weight = buffer + (i - first) * stride
+            # As in outside_level: the cluster part and both scales per
+            # sibling size d, relative to their largest; d = 0 has no term.
+            top = -INFINITY
+            weight[0] = -INFINITY
+            for d in range(1, n_sizes + 1):
+                weight[d] = (t.size_coef[size + d] * t.child_term[cluster]
+                             + parent_scale[size + d] + sibling_scale[d])
+                if weight[d] > top:
+                    top = weight[d]
+            for d in range(n_sizes + 1):
+                weight[d] = exp(weight[d] - top) if top > -INFINITY else 0.0
+            weight[n_sizes + 1] = top
+            out[cluster] = 0.0
+        rest_high = full_high ^ high
+        sibling_high = rest_high
+        while True:
+            parent_row = pf + (<intp_t>(high | sibling_high) << block_bits)
+            sibling_row = sf + (<intp_t>sibling_high << block_bits)
+            sibling_size = popcount(sibling_high)
+            for i in range(first, stop):
+                part = low_order[i]
+                out[base | part] += sweep_sibling_row(
+                    parent_row, sibling_row, part, full_low ^ part,
+                    buffer + (i - first) * stride + sibling_size)
+            if sibling_high == 0:
+                break
+            sibling_high = (sibling_high - 1) & rest_high
+        for i in range(first, stop):
+            cluster = base | low_order[i]
+            total = out[cluster]
+            top = buffer[(i - first) * stride + n_sizes + 1]
+            if total > LINEAR_SUM_FLOOR and isfinite(total):
+                out[cluster] = top + log(total)
+            elif top == -INFINITY:
+                out[cluster] = -INFINITY
+            else:
+                out[cluster] = exact_log_outside(t, cluster, full, &log_z[0], out)
+
+
 ###############################################################################
 # Exact sampling
 
