@@ -157,6 +157,23 @@ def compare_with_blocked_c(sizes, repeat):
     return True
 
 
+def full_posterior_times(sizes, n_threads=2):
+    """Wall and CPU time of fit plus every cluster marginal (the outside pass), one run each."""
+    print(f"\nFull posterior, Dasgupta on random weights in [0, 1], {n_threads} threads, one run")
+    print(f"{'N':>3} {'fit s':>9} {'marginals s':>12} {'total s':>9} {'total cpu s':>12} {'load':>5}")
+    rng = np.random.default_rng(0)
+    for n_points in sizes:
+        W = rng.random((n_points, n_points))
+        model = ExactHierarchicalClustering(Dasgupta(affinity="precomputed"), n_jobs=n_threads)
+        wall, cpu = time.perf_counter(), time.process_time()
+        model.fit((W + W.T) / 2)
+        fit = time.perf_counter() - wall
+        model.posterior_.cluster_log_marginals()
+        total = time.perf_counter() - wall
+        print(f"{n_points:>3} {fit:>9.1f} {total - fit:>12.1f} {total:>9.1f} "
+              f"{time.process_time() - cpu:>12.1f} {os.getloadavg()[0]:>5.1f}", flush=True)
+
+
 def best_time(function, repeat):
     times = []
     for _ in range(repeat):
@@ -176,9 +193,12 @@ def main():
     parser.add_argument("--blocked-c-n", type=int, nargs="*", default=[18, 19, 20, 21, 22])
     parser.add_argument("--blocked-c-repeat", type=int, default=2)
     parser.add_argument("--only-blocked-c", action="store_true")
+    parser.add_argument("--full-posterior-n", type=int, nargs="*", default=[],
+                        help="also time fit + all cluster marginals at these N (24, 25: minutes)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     compare_with_blocked_c(args.blocked_c_n, args.blocked_c_repeat)
+    full_posterior_times(args.full_posterior_n)
     if args.only_blocked_c:
         return
 
