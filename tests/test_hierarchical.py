@@ -289,7 +289,7 @@ def test_separable_fast_path_matches_the_generic_path(n_jobs, global_random_seed
 
 
 @pytest.mark.parametrize("scale", ["ties", "1e-3", "1", "1e3", "1e6"])
-@pytest.mark.parametrize("n_points, block_bits", [(12, 4), (13, 7), (16, 11)])
+@pytest.mark.parametrize("n_points, block_bits", [(12, 4), (13, 7), (14, 11)])
 def test_blocked_passes_match_the_plain_kernels(
     n_points, block_bits, scale, global_random_seed, kernel_threads, monkeypatch
 ):
