@@ -13,6 +13,9 @@ For a subset S and a canonical split (A, B = S ^ A), low(S) in A, A != S:
 
 with log Z({i}) = log MAP({i}) = 0. Subsets are processed by size ("levels");
 all subsets of one size are independent, which is what the OpenMP loops use.
+For separable potentials from N = 16 on, the inside and outside passes run
+cache-blocked (``inside_level_blocked``, ``outside_level_blocked``): the same
+sums, visited one pair of table rows at a time.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, exp, log, isfinite
