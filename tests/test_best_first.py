@@ -15,7 +15,6 @@ from sktrellis.datasets import make_jets
 from sktrellis._engine.tree.conversion import masks_from_merges, merges_from_tree
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
 from sktrellis.metrics import dasgupta_cost
-from sktrellis.energies._bounds import search_bound
 from sktrellis._engine.search._best_first import MAX_POINTS, BestFirstSearch, SplitGenerator
 
 from .common import COMMON_CHECK_N_SAMPLES, brute_force
@@ -40,7 +39,7 @@ def _members(mask, n_points):
 
 def _search(energy, X, seed_tree=None):
     """Run the search to the end, with no incumbent unless one is given."""
-    search = BestFirstSearch(search_bound(energy, X), len(X))
+    search = BestFirstSearch(energy.search_bound(X), len(X))
     if seed_tree is not None:
         search.add_tree(*seed_tree)
     assert search.run() == "optimal"
@@ -54,7 +53,7 @@ def test_bound_is_admissible_on_every_subset(kind, n_points, global_random_seed)
     rng = np.random.default_rng(global_random_seed)
     energy, X = _problem(kind, n_points, rng)
     trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
-    bound = search_bound(energy, X)
+    bound = energy.search_bound(X)
     for mask in range(1, 1 << n_points):
         best_cost = -trellis.log_map[mask]
         lower = bound.lower(_members(mask, n_points))
@@ -67,7 +66,7 @@ def test_bound_is_admissible_on_every_subset(kind, n_points, global_random_seed)
 def _assert_admissible_everywhere(energy, X):
     n_points = len(X)
     trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
-    bound = search_bound(energy, X)
+    bound = energy.search_bound(X)
     for mask in range(1, 1 << n_points):
         best_cost = -trellis.log_map[mask]
         lower = bound.lower(_members(mask, n_points))
@@ -99,7 +98,7 @@ def test_ginkgo_bound_is_within_a_few_nats(global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     energy, X = _problem("ginkgo", 10, rng)
     best_cost = -ExactHierarchicalClustering(energy).fit(X).map_log_potential_
-    lower = search_bound(energy, X).lower(np.arange(10))
+    lower = energy.search_bound(X).lower(np.arange(10))
     assert best_cost - 12.0 < lower <= best_cost + 1e-9 * best_cost
 
 
@@ -121,7 +120,7 @@ def test_ginkgo_bound_is_admissible_on_published_jets():
         n_points = len(momenta)
         energy = GinkgoLikelihood(lam=case["params"]["lambda"], t_cut=case["params"]["t_cut"])
         trellis = ExactHierarchicalClustering(energy).fit(momenta)._trellis
-        bound = search_bound(energy, momenta)
+        bound = energy.search_bound(momenta)
         for mask in range(1, 1 << n_points):
             best_cost = -trellis.log_map[mask]
             lower = bound.lower(_members(mask, n_points))
@@ -136,7 +135,7 @@ def test_split_cost_is_minus_log_psi(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     energy, X = _problem(kind, 6, rng)
     potential = energy.split_potential(X)
-    bound = search_bound(energy, X)
+    bound = energy.search_bound(X)
     for parent in (0b111111, 0b101101, 0b000111):
         members = _members(parent, 6)
         for left in range(1, parent):
@@ -170,7 +169,7 @@ def test_dasgupta_split_bound_is_the_separated_triples(global_random_seed):
     and the kernel's increments sum to that penalty along any assignment."""
     rng = np.random.default_rng(global_random_seed)
     energy, X = _problem("dasgupta", 8, rng)
-    bound = search_bound(energy, X)
+    bound = energy.search_bound(X)
     members = np.sort(rng.choice(8, size=7, replace=False))
     for _ in range(5):
         in_a = rng.random(7) < 0.5
@@ -196,7 +195,7 @@ def test_generator_yields_every_split_once_above_its_key(kind, size, global_rand
     """Each feasible split exactly once; the next key never exceeds a split still to come."""
     rng = np.random.default_rng(global_random_seed)
     energy, X = _problem(kind, 9, rng)
-    bound = search_bound(energy, X)
+    bound = energy.search_bound(X)
     members = np.sort(rng.choice(9, size=size, replace=False))
     generator = SplitGenerator(bound, members)
     seen, keys, values = set(), [], []
@@ -270,7 +269,7 @@ def test_seeded_with_the_optimal_tree(kind, global_random_seed):
     masks = masks_from_merges(merges_from_tree(exact.linkage_matrix_, 13), 13)
     tree_splits = {frozenset((masks[a], masks[b])) for a, b in
                    merges_from_tree(exact.linkage_matrix_, 13)}
-    search = BestFirstSearch(search_bound(energy, X), 13)
+    search = BestFirstSearch(energy.search_bound(X), 13)
     search.add_tree([masks[a] for a, _ in merges_from_tree(exact.linkage_matrix_, 13)],
                     [masks[b] for _, b in merges_from_tree(exact.linkage_matrix_, 13)])
     assert -search.upper == pytest.approx(exact.map_log_potential_, rel=1e-9, abs=1e-9)
@@ -349,7 +348,7 @@ def test_budget_stop_reports_a_valid_gap(kind, max_clusters, global_random_seed)
 def test_no_tree_found_yet_is_an_error_not_a_crash():
     energy, X = _problem("dasgupta", 20, np.random.default_rng(0))
     with pytest.raises(ValueError, match="no tree of non-zero potential yet"):
-        BestFirstSearch(search_bound(energy, X), 20).merges()
+        BestFirstSearch(energy.search_bound(X), 20).merges()
 
 
 def test_max_time_stops_the_search():
@@ -404,7 +403,7 @@ def test_verbose_reports_bounds(capsys):
     "params, X, match",
     [
         ({"energy": SplitEnergy(lambda X, a, b: np.zeros(len(a)))}, np.zeros((4, 1)),
-         "admissible bounds for Dasgupta, CorrelationClustering and GinkgoLikelihood only"),
+         "SplitEnergy does not provide \\(Dasgupta, CorrelationClustering and GinkgoLikelihood do\\)"),
         ({"n_clusters": 5}, np.arange(8.0).reshape(4, 2),
          "n_clusters=5 must be at most n_samples=4"),
         # Collinear massless particles: every cluster is below t_cut.
@@ -470,7 +469,7 @@ def test_ginkgo_past_the_exact_clusters(n_points, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     energy, X = _problem("ginkgo", n_points, rng)
     exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
-    bound = search_bound(energy, X)
+    bound = energy.search_bound(X)
     assert bound.exact_size < n_points
     search = _search(energy, X)
     assert -search.upper == pytest.approx(exact, rel=1e-9, abs=1e-9)
@@ -480,7 +479,7 @@ def test_ginkgo_past_the_exact_clusters(n_points, global_random_seed):
 
 @pytest.mark.parametrize("n_points", [0, 65])
 def test_kernel_refuses_sizes_its_masks_cannot_hold(n_points):
-    bound = search_bound(Dasgupta(affinity="precomputed"), np.zeros((2, 2)))
+    bound = Dasgupta(affinity="precomputed").search_bound(np.zeros((2, 2)))
     with pytest.raises(ValueError, match=f"n_points must be 1 to 64, got {n_points}"):
         BestFirstSearch(bound, n_points)
 

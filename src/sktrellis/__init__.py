@@ -1,9 +1,9 @@
 """sktrellis: exact inference over clusterings with the cluster trellis."""
 from ._engine.posterior import TreePosterior
 from ._many import fit_many
+from .best_first import BestFirstHierarchicalClustering
 from .flat import ExactFlatClustering
 from .hierarchical import ExactHierarchicalClustering
-from .best_first import BestFirstHierarchicalClustering
 from .sparse import SparseTrellisClustering
 from .tree import Tree
 

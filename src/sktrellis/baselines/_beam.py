@@ -4,7 +4,7 @@ from numbers import Integral
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval
 
-from .._estimator import EnergyEstimatorMixin
+from .._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ..energies import Dasgupta
 from .._engine.agglomerative.search import beam_search
 
@@ -56,8 +56,8 @@ class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseE
 
     See Also
     --------
-    GreedyHierarchicalClustering : the beam of width one.
-    sktrellis.SparseTrellisClustering : the best tree and log Z over all
+    GreedyHierarchicalClustering : The beam of width one.
+    sktrellis.SparseTrellisClustering : The best tree and log Z over all
         trees the beam's trees span.
 
     References
@@ -91,6 +91,7 @@ class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseE
 
     _default_energy = Dasgupta
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Run the beam search on X and keep its best tree.
@@ -110,6 +111,7 @@ class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseE
         """
         X = self._validate_training_data(X)
         energy = self._energy()
-        best = beam_search(energy.merge_model(X), self.beam_width)[0]
+        model = check_built_for(energy.merge_model(X), len(X), energy, "merge_model")
+        best = beam_search(model, self.beam_width)[0]
         self._set_tree_from_merges(best.merges, best.log_potentials, energy)
         return self

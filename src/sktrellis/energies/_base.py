@@ -23,7 +23,9 @@ class HierarchicalEnergy(BaseEstimator):
       estimates the memory before anything is allocated (with
       ``table_bytes_per_subset`` for a function potential's own tables);
     - optionally ``merge_model(X)`` (:mod:`sktrellis.energies._merge`), for
-      the greedy, beam-search and sparse-trellis estimators.
+      the greedy, beam-search and sparse-trellis estimators, and
+      ``search_bound(X)``, an admissible bound on the cost of the best tree
+      of any cluster, for ``BestFirstHierarchicalClustering``.
 
     For a new energy, the quickest route is :class:`SplitEnergy` with a
     vectorised function (one value per split, O(3**N) memory). An energy
@@ -33,6 +35,13 @@ class HierarchicalEnergy(BaseEstimator):
     built-in one as a C function of a small Cython module of its own
     (:meth:`SplitPotential.from_cython`, gallery example "A new O(1)
     energy in Cython"). Neither needs an edit of the package.
+
+    See Also
+    --------
+    FlatEnergy : The base class of energies over flat partitions.
+    SplitEnergy : A hierarchical energy from a vectorised Python function.
+    SplitPotential : The per-subset tables a hierarchical energy builds.
+    sktrellis.ExactHierarchicalClustering : The exact posterior over trees of an energy.
 
     Examples
     --------
@@ -69,6 +78,9 @@ class HierarchicalEnergy(BaseEstimator):
         Returns
         -------
         n_bytes : int
+            What a fit on ``n_points`` points allocates at its peak; the
+            exact estimators refuse a fit that would not fit in memory
+            before allocating anything.
         """
         return hierarchical_trellis_bytes(
             self.potential_kind, n_points, self.table_bytes_per_subset
@@ -85,6 +97,9 @@ class HierarchicalEnergy(BaseEstimator):
         Returns
         -------
         potential : SplitPotential
+            The tables from which the trellis kernels evaluate
+            ``log psi(A, B)`` of any split in O(1), of kind
+            ``potential_kind``.
         """
         raise NotImplementedError
 
@@ -110,6 +125,29 @@ class HierarchicalEnergy(BaseEstimator):
             "exact trellis; the agglomerative and sparse estimators need one"
         )
 
+    def search_bound(self, X):
+        """Validate X and build the admissible bound of best-first search.
+
+        ``BestFirstHierarchicalClustering`` prunes with it: for every cluster
+        it gives a lower bound on the cost (minus log potential) of that
+        cluster's best subtree, proven in its class docstring.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        bound : SearchBound
+            A bound of ``sktrellis._engine.search._search_bounds``.
+        """
+        raise ValueError(
+            f"best-first search needs an admissible bound, which {type(self).__name__} "
+            "does not provide (Dasgupta, CorrelationClustering and GinkgoLikelihood do); "
+            "use ExactHierarchicalClustering (N <= 25) or SparseTrellisClustering"
+        )
+
 
 class FlatEnergy(BaseEstimator):
     """Base class of energies over flat partitions: a log potential per cluster.
@@ -119,6 +157,13 @@ class FlatEnergy(BaseEstimator):
     all 2**N subsets at once (vectorised), which the flat trellis reads in
     O(1). Parameters are plain constructor arguments, so an estimator's
     ``energy__<name>`` can be grid-searched.
+
+    See Also
+    --------
+    HierarchicalEnergy : The base class of energies over binary trees.
+    ClusterEnergy : A flat energy from a vectorised Python function.
+    subset_sums : Per-subset sums, the building block of a vectorised table.
+    sktrellis.ExactFlatClustering : The exact posterior over partitions of an energy.
 
     Examples
     --------
@@ -151,10 +196,14 @@ class FlatEnergy(BaseEstimator):
         Parameters
         ----------
         n_points : int
+            Number of points.
 
         Returns
         -------
         n_bytes : int
+            What a fit on ``n_points`` points allocates at its peak:
+            ``table_bytes_per_subset`` per subset for the energy's table and
+            temporaries, plus the flat trellis.
         """
         return self.table_bytes_per_subset * 2**n_points + flat_trellis_bytes(n_points)
 

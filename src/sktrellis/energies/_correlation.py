@@ -5,11 +5,12 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._engine.potential._split_potential import SplitPotential
+from .._engine.search._search_bounds import CorrelationBound
+from .._engine.tables import subset_pair_sums
 from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._merge import PairwiseMergeModel
-from .._engine.tables import subset_pair_sums
 
 
 class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
@@ -159,6 +160,21 @@ class CorrelationClustering(HierarchicalEnergy, FlatEnergy):
         return _CorrelationMergeModel(
             [weights.clip(min=0), weights.clip(max=0)], float(self.beta)
         )
+
+    def search_bound(self, X):
+        """Validate X and build the admissible bound of best-first search.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        bound : CorrelationBound
+            Proven admissible in its class docstring.
+        """
+        return CorrelationBound(self.weights(X), self.beta)
 
 
 class _CorrelationMergeModel(PairwiseMergeModel):

@@ -5,11 +5,12 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._engine.potential._split_potential import SplitPotential
+from .._engine.search._search_bounds import DasguptaBound
+from .._engine.tables import subset_pair_sums, subset_sizes
 from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import HierarchicalEnergy
 from ._merge import PairwiseMergeModel
-from .._engine.tables import subset_pair_sums, subset_sizes
 
 
 class Dasgupta(HierarchicalEnergy):
@@ -110,6 +111,30 @@ class Dasgupta(HierarchicalEnergy):
             See :mod:`sktrellis.energies._merge`.
         """
         return _DasguptaMergeModel([self.similarities(X)], float(self.beta))
+
+    def search_bound(self, X):
+        """Validate X and build the admissible bound of best-first search.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        bound : DasguptaBound
+            Proven admissible in its class docstring.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis.energies import Dasgupta
+        >>> W = np.array([[0, 1.0, 0.5], [1.0, 0, 2.0], [0.5, 2.0, 0]])
+        >>> bound = Dasgupta(affinity="precomputed").search_bound(W)
+        >>> bound.lower(np.array([0, 1, 2]))  # exact for three points: 2*3.5 + 1.5
+        8.5
+        """
+        return DasguptaBound(self.similarities(X), self.beta)
 
 
 class _DasguptaMergeModel(PairwiseMergeModel):

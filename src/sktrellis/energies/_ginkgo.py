@@ -5,18 +5,13 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from .._engine.potential._ginkgo import ginkgo_potential, log_psi_of_mass_arrays
+from .._engine.search._search_bounds import GinkgoBound
 from .._engine.tables import subset_sums
 from ._base import HierarchicalEnergy
 from ._merge import MergeModel
 
 # Sums of momenta up to this have squares well inside float64.
 _LARGEST_MOMENTUM_SUM = 1e150
-
-
-def invariant_mass2(momenta):
-    """t = E**2 - |p|**2 of four-momenta (..., 4) ordered (E, px, py, pz)."""
-    momenta = np.asarray(momenta, dtype=np.float64)
-    return momenta[..., 0] ** 2 - np.sum(momenta[..., 1:] ** 2, axis=-1)
 
 
 def ginkgo_log_psi(mass2_parent, mass2_left, mass2_right, lam, t_cut):
@@ -154,6 +149,22 @@ class GinkgoLikelihood(HierarchicalEnergy):
         """
         self._validate_params()
         return _GinkgoMergeModel(self.check_momenta(X), float(self.lam), float(self.t_cut))
+
+    def search_bound(self, X):
+        """Validate X and build the admissible bound of best-first search.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        bound : GinkgoBound
+            Proven admissible in its class docstring.
+        """
+        self._validate_params()
+        return GinkgoBound(self.check_momenta(X), self.lam, self.t_cut)
 
 
 class _GinkgoMergeModel(MergeModel):

@@ -9,11 +9,11 @@ import time
 
 import numpy as np
 
-from ..tree.conversion import linkage_from_splits, splits_from_table
-from . import _hierarchical as kernels
+from .._subsets import canonical_lefts, count_as_int, subsets_by_size
 from ..potential._split_potential import SplitPotential
 from ..tables import subset_sums
-from .._subsets import canonical_lefts, count_as_int, subsets_by_size
+from ..tree.conversion import linkage_from_splits, splits_from_table
+from . import _hierarchical as kernels
 from . import levels
 from .levels import chunk_size, report_level, threads_for
 from .posterior import members_mask, most_probable_masks
