@@ -10,8 +10,16 @@ kernel with a plain-C reference of the same dynamic program
 times the outside pass (every cluster marginal) against the inside pass and
 10**5 exact samples.
 
+When ``../shared/limit/hier.c`` (a cache-blocked plain-C kernel of the same
+DP, kept outside the repository as a measuring stick) is present, it is
+compiled here and ``ExactHierarchicalClustering.fit`` is timed against its
+``both_lin_blk`` variant (MAP + log Z, blocked) at N = 18..22, 1 and 2
+threads, both sides interleaved in one run; wall and CPU ratios are printed,
+since on a shared machine the CPU ratio is the steadier one.
+
     python benchmarks/bench_hierarchical.py              # N = 10..20, NumPy up to 16
     python benchmarks/bench_hierarchical.py --max-n 22 --numpy-max-n 18 --outside-max-n 22
+    python benchmarks/bench_hierarchical.py --only-blocked-c   # just the blocked-C table
 """
 import argparse
 import ctypes
@@ -20,6 +28,7 @@ import os
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 from scipy.special import logsumexp
@@ -30,7 +39,11 @@ from sktrellis._engine.trellis.hierarchical_trellis import (
     _SAMPLE_CACHE_MIN_DOUBLES,
     HierarchicalTrellis,
 )
+from sktrellis import ExactHierarchicalClustering
 from sktrellis.energies import Dasgupta
+
+#: The measuring stick of issue 23, beside the repository (read, never copied).
+LIMIT_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "limit"
 
 
 def n_splits(n_points):
@@ -88,6 +101,79 @@ def reference_kernel():
     return run
 
 
+def blocked_c_kernel():
+    """Run ``hier.c``'s blocked MAP + log Z kernel: (n_points, n_threads) -> fields, or None."""
+    source = LIMIT_DIR / "hier.c"
+    if not source.exists():
+        return None
+    program = os.path.join(tempfile.mkdtemp(), "hier")
+    subprocess.run(
+        ["gcc", "-O3", "-march=native", "-fopenmp", "-Wno-unused-function", str(source),
+         "-o", program, "-lm"],
+        check=True,
+    )
+
+    def run(n_points, n_threads):
+        # N, variant, repetitions, beta, no long-double check: its own DP time only.
+        line = subprocess.run(
+            [program, str(n_points), "both_lin_blk", "1", "1", "0"],
+            env={**os.environ, "OMP_NUM_THREADS": str(n_threads)},
+            check=True, capture_output=True, text=True,
+        ).stdout
+        return dict(field.split("=", 1) for field in line.split() if "=" in field)
+
+    return run
+
+
+def compare_with_blocked_c(sizes, repeat):
+    """fit / blocked-C ratios, 1 and 2 threads; returns False when hier.c is absent."""
+    run_c = blocked_c_kernel()
+    if run_c is None:
+        print(f"\n{LIMIT_DIR / 'hier.c'} not found: blocked-C comparison skipped")
+        return False
+    print("\nExactHierarchicalClustering.fit (Dasgupta, precomputed random weights) against the "
+          f"blocked C kernel both_lin_blk, same threads, best of {repeat}, interleaved")
+    print(f"{'N':>3} {'threads':>8} {'fit s':>8} {'C s':>8} {'wall ratio':>11} "
+          f"{'fit cpu s':>10} {'C cpu s':>8} {'cpu ratio':>10} {'load':>5}")
+    rng = np.random.default_rng(0)
+    for n_points in sizes:
+        W = rng.random((n_points, n_points))
+        W = (W + W.T) / 2
+        for n_threads in (1, 2):
+            model = ExactHierarchicalClustering(Dasgupta(affinity="precomputed"), n_jobs=n_threads)
+            fit_wall = fit_cpu = c_wall = c_cpu = np.inf
+            for _ in range(repeat):
+                wall, cpu = time.perf_counter(), time.process_time()
+                model.fit(W)
+                fit_wall = min(fit_wall, time.perf_counter() - wall)
+                fit_cpu = min(fit_cpu, time.process_time() - cpu)
+                fields = run_c(n_points, n_threads)
+                c_wall = min(c_wall, float(fields["wall_min"]))
+                c_cpu = min(c_cpu, float(fields["cpu_min"]))
+            # Same DP on other weights: log Z of the root differs, the work does not.
+            print(f"{n_points:>3} {n_threads:>8} {fit_wall:>8.2f} {c_wall:>8.2f} "
+                  f"{fit_wall / c_wall:>10.2f}x {fit_cpu:>10.2f} {c_cpu:>8.2f} "
+                  f"{fit_cpu / c_cpu:>9.2f}x {os.getloadavg()[0]:>5.1f}", flush=True)
+    return True
+
+
+def full_posterior_times(sizes, n_threads=2):
+    """Wall and CPU time of fit plus every cluster marginal (the outside pass), one run each."""
+    print(f"\nFull posterior, Dasgupta on random weights in [0, 1], {n_threads} threads, one run")
+    print(f"{'N':>3} {'fit s':>9} {'marginals s':>12} {'total s':>9} {'total cpu s':>12} {'load':>5}")
+    rng = np.random.default_rng(0)
+    for n_points in sizes:
+        W = rng.random((n_points, n_points))
+        model = ExactHierarchicalClustering(Dasgupta(affinity="precomputed"), n_jobs=n_threads)
+        wall, cpu = time.perf_counter(), time.process_time()
+        model.fit((W + W.T) / 2)
+        fit = time.perf_counter() - wall
+        model.posterior_.cluster_log_marginals()
+        total = time.perf_counter() - wall
+        print(f"{n_points:>3} {fit:>9.1f} {total - fit:>12.1f} {total:>9.1f} "
+              f"{time.process_time() - cpu:>12.1f} {os.getloadavg()[0]:>5.1f}", flush=True)
+
+
 def best_time(function, repeat):
     times = []
     for _ in range(repeat):
@@ -104,8 +190,17 @@ def main():
     parser.add_argument("--numpy-max-n", type=int, default=16)
     parser.add_argument("--reference-n", type=int, nargs="*", default=[16, 18, 20])
     parser.add_argument("--outside-max-n", type=int, default=20)
+    parser.add_argument("--blocked-c-n", type=int, nargs="*", default=[18, 19, 20, 21, 22])
+    parser.add_argument("--blocked-c-repeat", type=int, default=2)
+    parser.add_argument("--only-blocked-c", action="store_true")
+    parser.add_argument("--full-posterior-n", type=int, nargs="*", default=[],
+                        help="also time fit + all cluster marginals at these N (24, 25: minutes)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
+    compare_with_blocked_c(args.blocked_c_n, args.blocked_c_repeat)
+    full_posterior_times(args.full_posterior_n)
+    if args.only_blocked_c:
+        return
 
     print("MAP + log Z, Dasgupta energy (best of 3 runs below N=18, 1 run above)")
     header = (f"{'N':>3} {'splits':>14} {'1 thread s':>11} {'ns/split':>9} "
@@ -155,7 +250,7 @@ def main():
     print("\nOutside pass (all cluster marginals) against the inside pass, Dasgupta on "
           "random weights in [0, 1]")
     print(f"{'N':>3} {'beta':>6} {'threads':>8} {'inside s':>9} {'outside s':>10} "
-          f"{'outside / inside':>17}")
+          f"{'outside / inside':>17} {'inside cpu s':>13} {'outside cpu s':>14} {'cpu ratio':>10}")
     for n_points in range(18, args.outside_max_n + 1, 2):
         W = rng.random((n_points, n_points))
         for beta in (1.0, 0.1):
@@ -163,14 +258,15 @@ def main():
                 (W + W.T) / 2
             )
             for n_threads in (1, 2):
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 trellis = HierarchicalTrellis(potential, n_threads)
-                inside = time.perf_counter() - start
-                start = time.perf_counter()
+                inside, inside_cpu = time.perf_counter() - start, time.process_time() - cpu
+                start, cpu = time.perf_counter(), time.process_time()
                 trellis.cluster_log_marginals()
-                outside = time.perf_counter() - start
+                outside, outside_cpu = time.perf_counter() - start, time.process_time() - cpu
                 print(f"{n_points:>3} {beta:>6} {n_threads:>8} {inside:>9.3f} {outside:>10.3f} "
-                      f"{outside / inside:>16.2f}x", flush=True)
+                      f"{outside / inside:>16.2f}x {inside_cpu:>13.3f} {outside_cpu:>14.3f} "
+                      f"{outside_cpu / inside_cpu:>9.2f}x", flush=True)
 
     print("\n10**5 exact samples, 2 threads")
     print(f"{'N':>3} {'energy':>14} {'sample s':>9} {'distinct subsets sampled':>25}")

@@ -21,6 +21,21 @@ from .common import (
 )
 
 
+@pytest.fixture(params=["plain", "blocked"])
+def trellis_kernels(request, monkeypatch):
+    """The separable inside and outside passes, plain or cache-blocked at any N.
+
+    Blocked with 2 low bits per row, so problems of 3 points or more have
+    row pairs, subsets with an empty low part, and several items per level.
+    """
+    from sktrellis._engine.trellis import hierarchical_trellis
+
+    blocked = request.param == "blocked"
+    monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
+    monkeypatch.setattr(hierarchical_trellis, "BLOCK_BITS", 2)
+    return request.param
+
+
 def _fit_or_infeasible(energy, X, log_z):
     model = ExactHierarchicalClustering(energy, n_clusters=1)
     if log_z == -np.inf:
@@ -33,7 +48,7 @@ def _fit_or_infeasible(energy, X, log_z):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [2, 3, 4, 5, 6, 7])
 def test_log_partition_map_and_counts_match_enumeration(
-    kind, n_points, global_random_seed, kernel_threads
+    kind, n_points, global_random_seed, kernel_threads, trellis_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 1000 * n_points)
     energy, X = random_problem(kind, n_points, rng)
@@ -56,7 +71,7 @@ def test_log_partition_map_and_counts_match_enumeration(
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [3, 5, 7])
 def test_cluster_marginals_and_tree_probabilities_match_enumeration(
-    kind, n_points, global_random_seed, kernel_threads
+    kind, n_points, global_random_seed, kernel_threads, trellis_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 7 * n_points)
     energy, X = random_problem(kind, n_points, rng)
@@ -76,7 +91,9 @@ def test_cluster_marginals_and_tree_probabilities_match_enumeration(
 
 @pytest.mark.parametrize("beta", [1e-6, 1.0, 1e3, 1e6])
 @pytest.mark.parametrize("kind", ["dasgupta", "hcc"])
-def test_log_marginals_match_enumeration_at_extreme_temperatures(beta, kind, kernel_threads):
+def test_log_marginals_match_enumeration_at_extreme_temperatures(
+    beta, kind, kernel_threads, trellis_kernels
+):
     """The linear-space outside pass, and its log-space fallback, in log space.
 
     At beta >= 1e3 most clusters have marginals below 1e-308: their terms
@@ -256,6 +273,50 @@ def test_separable_fast_path_matches_the_generic_path(n_jobs, global_random_seed
     assert fast.cluster_probability([0, 1]) == pytest.approx(
         generic.cluster_probability([0, 1]), rel=1e-10, abs=1e-14
     )
+
+
+@pytest.mark.parametrize("scale", ["ties", "1e-3", "1", "1e3", "1e6"])
+@pytest.mark.parametrize("n_points, block_bits", [(12, 4), (13, 7), (14, 11)])
+def test_blocked_passes_match_the_plain_kernels(
+    n_points, block_bits, scale, global_random_seed, kernel_threads, monkeypatch
+):
+    """The cache-blocked inside and outside passes against the plain kernels, every subset.
+
+    Random separable tables: at large scales most terms underflow against
+    the level's scale (factors of 0, log psi of -inf to linear space), so
+    sums fall below the floor and are redone in log space; small integer
+    tables ("ties") make MAP ties, which both kernels must break alike.
+    """
+    from sktrellis._engine.potential._split_potential import SplitPotential
+    from sktrellis._engine.trellis import hierarchical_trellis
+    from sktrellis._engine.trellis.hierarchical_trellis import HierarchicalTrellis
+
+    rng = np.random.default_rng(global_random_seed)
+    n_subsets = 1 << n_points
+    if scale == "ties":
+        tables = [rng.integers(-2, 3, n_subsets), rng.integers(-2, 3, n_subsets),
+                  rng.integers(-1, 2, n_points + 1)]
+    else:
+        tables = [float(scale) * rng.normal(size=n) for n in (n_subsets, n_subsets, n_points + 1)]
+    potential = SplitPotential.separable(n_points, *(np.asarray(t, float) for t in tables))
+    monkeypatch.setattr(hierarchical_trellis, "BLOCK_BITS", block_bits)
+    monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 10**6)
+    plain = HierarchicalTrellis(potential, kernel_threads)
+    monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0)
+    blocked = HierarchicalTrellis(potential, kernel_threads)
+    inner = np.array([bin(x).count("1") >= 2 for x in range(n_subsets)])
+    np.testing.assert_allclose(blocked.log_z[inner], plain.log_z[inner], rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(blocked.log_map, plain.log_map)
+    np.testing.assert_array_equal(blocked.best_left[inner], plain.best_left[inner])
+    blocked_marginals = blocked.cluster_log_marginals()
+    monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 10**6)
+    plain_marginals = plain.cluster_log_marginals()
+    possible = plain_marginals > -np.inf
+    np.testing.assert_array_equal(blocked_marginals > -np.inf, possible)
+    # Differences of log sums of size ~ |log Z|: absolute rounding scales with it.
+    tolerance = 1e-12 * max(1.0, abs(plain.log_partition))
+    np.testing.assert_allclose(blocked_marginals[possible], plain_marginals[possible],
+                               rtol=1e-10, atol=tolerance)
 
 
 def test_published_ginkgo_jets():

@@ -12,6 +12,9 @@ For a subset S and a canonical split (A, B = S ^ A), low(S) in A, A != S:
 
 with log Z({i}) = log MAP({i}) = 0. Subsets are processed by size ("levels");
 all subsets of one size are independent, which is what the OpenMP loops use.
+For separable potentials from N = 16 on, the inside and outside passes run
+cache-blocked (``inside_level_blocked``, ``outside_level_blocked``): the same
+sums, visited one pair of table rows at a time.
 """
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY, NAN, exp, log, isfinite
@@ -237,6 +240,158 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
 
 
 ###############################################################################
+# Cache-blocked inside pass (separable kind)
+#
+# From N = 19 on the tables outgrow the caches and the split loop above waits
+# on memory: each parent reads 2**(|S| - 1) records scattered over the whole
+# table, and the next parent reads them again. Write a subset as
+# S = (S_hi, S_lo), its low `block_bits` bits in S_lo, and call the records of
+# the subsets sharing a high part a row (2**block_bits consecutive records).
+# A split A of S with low(S) in S_lo is (A_hi, A_lo), A_hi any subset of
+# S_hi and A_lo a subset of S_lo holding low(S_lo); its children lie in the
+# two rows A_hi and S_hi ^ A_hi. For one S_hi and one such pair of rows, the
+# kernel sweeps every S_lo of one size, so the two rows are read from cache
+# C(block_bits, |S_lo|) times instead of from memory once per parent. The
+# parents of one (S_hi, |S_lo|) are finished by the same thread, which keeps
+# their running sums in log_z, log_map and best_left (no parent of the level
+# is read by the level). Parents with S_lo empty go to `inside_level`.
+
+cdef inline bint sweep_row_pair(const double* left_row, const double* right_row,
+                                mask_t part, double* total, double* best,
+                                mask_t* best_part) noexcept nogil:
+    """Add the splits (A_lo, part ^ A_lo), low(part) in A_lo, of one row pair.
+
+    ``total`` gets the sum of left_row[A_lo] * right_row[part ^ A_lo] (factor
+    columns), ``best`` the largest sum of the MAP columns. Returns whether
+    ``best`` grew, and then ``best_part`` is the first A_lo (in increasing
+    order) reaching it, so ties keep the first split as in `inside_level`.
+    """
+    cdef mask_t low = low_bit(part), rest = part ^ low
+    cdef mask_t bit1, bit2, pair, high, sub = 0, best_sub = 0, left
+    cdef double acc = 0.0, acc_odd = 0.0, top = best[0], value
+    cdef const double* a
+    cdef const double* b
+    cdef bint improved = False
+    if popcount(rest) < 2:
+        while True:
+            left = low | sub
+            acc = acc + left_row[2 * left] * right_row[2 * (part ^ left)]
+            value = left_row[2 * left + 1] + right_row[2 * (part ^ left) + 1]
+            if value > top:
+                top = value
+                best_part[0] = left
+                improved = True
+            if sub == rest:
+                break
+            sub = next_submask(sub, rest)
+        total[0] += acc
+        best[0] = top
+        return improved
+    # Four splits per step, over the four ways of sharing the two lowest
+    # points of rest: constant offsets into both rows, two accumulators,
+    # and one comparison with the running best per four MAP terms.
+    bit1 = low_bit(rest)
+    bit2 = low_bit(rest ^ bit1)
+    pair = bit1 | bit2
+    high = rest ^ pair
+    while True:
+        a = left_row + 2 * (low | sub)
+        b = right_row + 2 * (high ^ sub)
+        acc = acc + a[0] * b[2 * pair] + a[2 * bit1] * b[2 * bit2]
+        acc_odd = acc_odd + a[2 * bit2] * b[2 * bit1] + a[2 * pair] * b[0]
+        value = max(max(a[1] + b[2 * pair + 1], a[2 * bit1 + 1] + b[2 * bit2 + 1]),
+                    max(a[2 * bit2 + 1] + b[2 * bit1 + 1], a[2 * pair + 1] + b[1]))
+        if value > top:
+            top = value
+            best_sub = sub
+            improved = True
+        if sub == high:
+            break
+        sub = next_submask(sub, high)
+    total[0] += acc + acc_odd
+    best[0] = top
+    if improved:
+        # The first of the four splits of the winning step that reaches top.
+        a = left_row + 2 * (low | best_sub)
+        b = right_row + 2 * (high ^ best_sub)
+        if a[1] + b[2 * pair + 1] == top:
+            best_part[0] = low | best_sub
+        elif a[2 * bit1 + 1] + b[2 * bit2 + 1] == top:
+            best_part[0] = low | best_sub | bit1
+        elif a[2 * bit2 + 1] + b[2 * bit1 + 1] == top:
+            best_part[0] = low | best_sub | bit2
+        else:
+            best_part[0] = low | best_sub | pair
+    return improved
+
+
+def inside_level_blocked(SplitPotential potential, int block_bits,
+                         const mask_t[::1] high_parts, const intp_t[::1] low_sizes,
+                         const mask_t[::1] low_order, const intp_t[::1] low_level_start,
+                         double[::1] log_z, double[::1] log_map, mask_t[::1] best_left,
+                         double level_scale, const double[:, ::1] left_factors,
+                         const double[:, ::1] right_factors, int n_threads):
+    """Fill log Z, log MAP and the MAP split of the parents (high_parts[i], S_lo).
+
+    For each i, the parents are every S = (high_parts[i] << block_bits) | S_lo
+    with S_lo one of the `low_sizes[i]`-point subsets of the low bits
+    (``low_order[low_level_start[j]:low_level_start[j + 1]]`` for size j >= 1);
+    all of them have one size. Separable kind only, with the factors of
+    `prepare_separable_level`, and right_factors[0] = (0, -inf): the empty
+    right child of the row pair (S_hi, empty) drops out of both sums.
+    Results equal those of `inside_level` (the MAP split exactly, log Z to
+    rounding: the same terms summed in another order).
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
+    cdef mask_t high, base, high_left, part, parent, arg
+    cdef double total
+    cdef double* z = &log_z[0]
+    cdef double* m = &log_map[0]
+    cdef mask_t* best = &best_left[0]
+    cdef const double* lf = &left_factors[0, 0]
+    cdef const double* rf = &right_factors[0, 0]
+    cdef const double* left_row
+    cdef const double* right_row
+    if n_items == 0:
+        return
+    # Items differ in cost by orders of magnitude (2**|S_hi| row pairs of
+    # C(block_bits, j) parts each), so they are handed out one at a time.
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        high = high_parts[item]
+        base = high << block_bits
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        for i in range(first, stop):
+            parent = base | low_order[i]
+            z[parent] = 0.0
+            m[parent] = -INFINITY
+            best[parent] = 0
+        arg = 0
+        high_left = 0
+        while True:
+            left_row = lf + 2 * (<intp_t>high_left << block_bits)
+            right_row = rf + 2 * (<intp_t>(high ^ high_left) << block_bits)
+            for i in range(first, stop):
+                part = low_order[i]
+                parent = base | part
+                if sweep_row_pair(left_row, right_row, part, &z[parent], &m[parent], &arg):
+                    best[parent] = (high_left << block_bits) | arg
+            if high_left == high:
+                break
+            high_left = next_submask(high_left, high)
+        for i in range(first, stop):
+            parent = base | low_order[i]
+            total = z[parent]
+            if total > LINEAR_SUM_FLOOR and isfinite(total):
+                z[parent] = t.cluster_term[parent] + level_scale + log(total)
+            else:
+                z[parent] = exact_log_sum(t, parent, z)
+            m[parent] = t.cluster_term[parent] + m[parent]
+
+
+###############################################################################
 # Outside pass
 #
 # O(root) = 1 and, for every other cluster C,
@@ -410,6 +565,116 @@ def outside_level(SplitPotential potential, const mask_t[::1] clusters,
             out[cluster] = -INFINITY
         else:
             out[cluster] = exact_log_outside(t, cluster, full, &log_z[0], out)
+
+
+# Cache-blocked outside pass (separable kind), as the blocked inside pass:
+# a cluster is C = (C_hi, C_lo) and a sibling D = (D_hi, D_lo) with D_hi in
+# the high complement of C_hi. For one C_hi and one D_hi, the terms of every
+# C_lo of one size read the parent row C_hi | D_hi and the sibling row D_hi,
+# which stay in cache across the C(block_bits, |C_lo|) clusters.
+
+cdef inline double sweep_sibling_row(const double* parent_row, const double* sibling_row,
+                                     mask_t part, mask_t rest,
+                                     const double* weight) noexcept nogil:
+    """Sum of parent_row[part | D_lo] sibling_row[D_lo] weight[|D_lo|], D_lo in rest."""
+    cdef mask_t pair_bit, other
+    cdef double acc = 0.0, acc_odd = 0.0
+    cdef int d
+    if rest == 0:
+        return parent_row[part] * sibling_row[0] * weight[0]
+    # D_lo and D_lo | pair_bit together: two accumulators, one popcount.
+    pair_bit = low_bit(rest)
+    rest = rest ^ pair_bit
+    other = rest
+    while True:
+        d = popcount(other)
+        acc = acc + parent_row[part | other | pair_bit] * sibling_row[other | pair_bit] * weight[d + 1]
+        acc_odd = acc_odd + parent_row[part | other] * sibling_row[other] * weight[d]
+        if other == 0:
+            break
+        other = (other - 1) & rest
+    return acc + acc_odd
+
+
+def outside_level_blocked(SplitPotential potential, int block_bits, int size,
+                          const mask_t[::1] high_parts, const intp_t[::1] low_sizes,
+                          const mask_t[::1] low_order, const intp_t[::1] low_level_start,
+                          const double[::1] log_z, double[::1] log_out,
+                          const double[::1] parent_factor, const double[::1] parent_scale,
+                          const double[::1] sibling_factor, const double[::1] sibling_scale,
+                          double[:, ::1] weights, int n_threads):
+    """Fill log O(C) for the clusters (high_parts[i], C_lo) of `size` points.
+
+    C_lo runs over the `low_sizes[i]`-point subsets of the low bits (0 to
+    block_bits points). Factors and scales as for `outside_level`, with
+    sibling_factor[0] = 0 (no empty sibling). `weights` is scratch of shape
+    (n_threads, C(block_bits, block_bits // 2) * (N - size + 2)): each
+    cluster's weights per sibling size and its log scale.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef int n_points = potential.n_points, n_sizes = n_points - size, d, sibling_size
+    cdef Py_ssize_t stride = n_sizes + 2, item, i, first, stop, n_items = high_parts.shape[0]
+    cdef mask_t full_high = <mask_t>((<uint64_t>1 << (n_points - block_bits)) - 1)
+    cdef mask_t full_low = <mask_t>((<uint64_t>1 << block_bits) - 1)
+    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
+    cdef mask_t high, base, rest_high, sibling_high, cluster, part
+    cdef double top, total
+    cdef double* weight
+    cdef double* buffer
+    cdef double* out = &log_out[0]
+    cdef const double* pf = &parent_factor[0]
+    cdef const double* sf = &sibling_factor[0]
+    cdef const double* parent_row
+    cdef const double* sibling_row
+    if n_items == 0:
+        return
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        buffer = &weights[threadid(), 0]
+        high = high_parts[item]
+        base = high << block_bits
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        for i in range(first, stop):
+            cluster = base | low_order[i]
+            weight = buffer + (i - first) * stride
+            # As in outside_level: the cluster part and both scales per
+            # sibling size d, relative to their largest; d = 0 has no term.
+            top = -INFINITY
+            weight[0] = -INFINITY
+            for d in range(1, n_sizes + 1):
+                weight[d] = (t.size_coef[size + d] * t.child_term[cluster]
+                             + parent_scale[size + d] + sibling_scale[d])
+                if weight[d] > top:
+                    top = weight[d]
+            for d in range(n_sizes + 1):
+                weight[d] = exp(weight[d] - top) if top > -INFINITY else 0.0
+            weight[n_sizes + 1] = top
+            out[cluster] = 0.0
+        rest_high = full_high ^ high
+        sibling_high = rest_high
+        while True:
+            parent_row = pf + (<intp_t>(high | sibling_high) << block_bits)
+            sibling_row = sf + (<intp_t>sibling_high << block_bits)
+            sibling_size = popcount(sibling_high)
+            for i in range(first, stop):
+                part = low_order[i]
+                out[base | part] += sweep_sibling_row(
+                    parent_row, sibling_row, part, full_low ^ part,
+                    buffer + (i - first) * stride + sibling_size)
+            if sibling_high == 0:
+                break
+            sibling_high = (sibling_high - 1) & rest_high
+        for i in range(first, stop):
+            cluster = base | low_order[i]
+            total = out[cluster]
+            top = buffer[(i - first) * stride + n_sizes + 1]
+            if total > LINEAR_SUM_FLOOR and isfinite(total):
+                out[cluster] = top + log(total)
+            elif top == -INFINITY:
+                out[cluster] = -INFINITY
+            else:
+                out[cluster] = exact_log_outside(t, cluster, full, &log_z[0], out)
 
 
 ###############################################################################
