@@ -277,6 +277,10 @@ def load_iris12():
         ``data`` (12, 4) measurements in cm, ``target`` (12,) species codes,
         ``target_names``, ``feature_names`` and ``sample_names``.
 
+    See Also
+    --------
+    sklearn.datasets.load_iris : The full 150-flower data set.
+
     Examples
     --------
     >>> from sktrellis.datasets import load_iris12
@@ -354,6 +358,10 @@ def make_bit_patterns(n_templates, *, length=30, reads_per_template=10, error_ra
         ``log f0(i, j) / f1(i, j)``, symmetric, zero diagonal: the input of
         :class:`~sktrellis.baselines.TransitivePropagation` and of
         ``CorrelationClustering(affinity="precomputed")``.
+
+    See Also
+    --------
+    sktrellis.baselines.TransitivePropagation : The method these data were made for.
 
     References
     ----------

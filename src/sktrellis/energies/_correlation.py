@@ -50,6 +50,12 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         posterior to calibrate, and ``"auto"`` means 1 there too, as for
         the energy used on its own.
 
+    See Also
+    --------
+    Dasgupta : Non-negative similarities, hierarchical only.
+    sktrellis.ExactFlatClustering : The exact posterior over partitions.
+    sktrellis.baselines.PerturbAndMAPClustering : Approximate pairwise marginals.
+
     References
     ----------
     N. Bansal, A. Blum, S. Chawla. Correlation clustering. Machine Learning 2004.
@@ -106,6 +112,7 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         Returns
         -------
         weights : ndarray of shape (n_samples, n_samples)
+            Symmetric signed weights, zero diagonal: positive pairs attract.
         """
         self._validate_params()
         weights = similarity_matrix(X, self.affinity, self.gamma, allow_negative=True)
@@ -128,6 +135,19 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         return weights
 
     def split_potential(self, X):
+        """Validate X and tabulate the hierarchical (HCC) split potential: a separable potential.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features) or (n_samples, n_samples)
+            Features, or signed weights with ``affinity="precomputed"``.
+
+        Returns
+        -------
+        potential : SplitPotential
+            ``-beta (positive weight cut + |negative weight kept inside|)`` as ``f(S) + c(|S|) (g(A) + g(B))``, which the
+            kernels sum in linear space.
+        """
         weights = self.weights(X)
         positive = subset_pair_sums(weights.clip(min=0))
         signed = subset_pair_sums(weights)
@@ -150,6 +170,7 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         Returns
         -------
         log_potential : ndarray of shape (2**n_samples,)
+            ``beta`` times the signed weight inside each subset mask.
         """
         weights = self.weights(X)
         return self._beta_value() * subset_pair_sums(weights)

@@ -46,6 +46,12 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         posterior to calibrate, and ``"auto"`` means 1 there too, as for
         the energy used on its own.
 
+    See Also
+    --------
+    CorrelationClustering : Signed weights, flat and hierarchical.
+    sktrellis.ExactHierarchicalClustering : The exact posterior over trees.
+    sktrellis.metrics.dasgupta_cost : The cost of one tree.
+
     References
     ----------
     S. Dasgupta. A cost function for similarity-based hierarchical
@@ -86,6 +92,7 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         Returns
         -------
         similarities : ndarray of shape (n_samples, n_samples)
+            Symmetric, non-negative, zero diagonal.
         """
         self._validate_params()
         similarities = similarity_matrix(X, self.affinity, self.gamma, allow_negative=False)
@@ -100,6 +107,19 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         return similarities
 
     def split_potential(self, X):
+        """Validate X and tabulate Dasgupta's split potential: a separable potential.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features) or (n_samples, n_samples)
+            Features, or similarities with ``affinity="precomputed"``.
+
+        Returns
+        -------
+        potential : SplitPotential
+            ``-beta (|A| + |B|) W(A, B)`` as ``f(S) + c(|S|) (g(A) + g(B))``, which the
+            kernels sum in linear space.
+        """
         within = subset_pair_sums(self.similarities(X))
         n_points = len(X)
         sizes = np.arange(n_points + 1, dtype=np.float64)

@@ -50,6 +50,11 @@ class GinkgoLikelihood(HierarchicalEnergy):
     t_cut : float, default=16.0
         Mass-squared threshold below which a particle no longer splits.
 
+    See Also
+    --------
+    sktrellis.datasets.make_jets : Jets drawn from this shower model.
+    sktrellis.BestFirstHierarchicalClustering : Certified MAP trees of larger jets.
+
     References
     ----------
     K. Cranmer, S. Macaluso, D. Pappadopulo. Toy generative model for jets
@@ -93,6 +98,7 @@ class GinkgoLikelihood(HierarchicalEnergy):
         Returns
         -------
         X : ndarray of shape (n_samples, 4), float64
+            The validated four-momenta.
         """
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != 4:
@@ -123,6 +129,19 @@ class GinkgoLikelihood(HierarchicalEnergy):
         return X
 
     def split_potential(self, X):
+        """Validate the four-momenta and tabulate the mass of every subset.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, 4)
+            Rows (E, px, py, pz) of the observed particles.
+
+        Returns
+        -------
+        potential : SplitPotential
+            A function potential: the Ginkgo formula in C reads the invariant
+            mass squared of the parent and of both children per split.
+        """
         self._validate_params()
         X = self.check_momenta(X)
         n_points = len(X)

@@ -377,7 +377,12 @@ def _check_masks(masks, argument, n_points):
 
 
 cdef class SplitPotential:
-    """Per-subset tables from which the kernels evaluate any split in O(1).
+    # The first lines are the constructor's signature for inspect (help,
+    # numpydoc): a compiled class has no other place to declare it.
+    """SplitPotential(n_points, kind, arrays, params)
+--
+
+Per-subset tables from which the kernels evaluate any split in O(1).
 
     The contract between a hierarchical energy and the exact trellis: an
     energy's ``split_potential(X)`` returns one of these (public as
@@ -435,6 +440,12 @@ cdef class SplitPotential:
     arrays : mapping of str to ndarray
         The validated tables (what ``nbytes`` counts), read-only; the
         kernels read them in place, so do not write into them.
+
+    See Also
+    --------
+    sktrellis.energies.HierarchicalEnergy : Energies build one in ``split_potential(X)``.
+    sktrellis.energies.SplitEnergy : A potential from a vectorised NumPy function.
+    sktrellis.energies.register_split_function : Declare a C split function.
 
     Examples
     --------
@@ -548,15 +559,16 @@ cdef class SplitPotential:
         n_points : int
             Number of points N, 1 to 30.
         cluster_term : array-like of shape (2**n_points,)
-            f(S) of every subset mask S; finite.
+            The term f(S) of every subset mask S; finite.
         child_term : array-like of shape (2**n_points,)
-            g(X) of every subset mask X; finite.
+            The term g(X) of every subset mask X; finite.
         size_coef : array-like of shape (n_points + 1,)
-            c(k) of every subset size k; finite.
+            The coefficient c(k) of every subset size k; finite.
 
         Returns
         -------
         potential : SplitPotential
+            The potential, its tables checked and stored as float64.
         """
         return cls(n_points, SEPARABLE, {
             "cluster_term": cluster_term, "child_term": child_term,
@@ -564,7 +576,7 @@ cdef class SplitPotential:
 
     @classmethod
     def from_cython(cls, int n_points, module, str name, tables, params=()):
-        """log psi(S; A, B) from a C function of a compiled Cython module.
+        """Build ``log psi(S; A, B)`` from a C function of a compiled Cython module.
 
         The function is declared, with the types of the public contract
         ``sktrellis/energies/__init__.pxd``, and registered with what it
@@ -611,6 +623,7 @@ cdef class SplitPotential:
         Returns
         -------
         potential : SplitPotential
+            The potential, its tables checked and stored as float64.
         """
         module_name = module if isinstance(module, str) else getattr(module, "__name__", None)
         if not isinstance(module_name, str):
@@ -632,7 +645,7 @@ cdef class SplitPotential:
         n_points : int
             Number of points N, 1 to 30.
         split_table : array-like of float64
-            log psi of every canonical split, finite or -inf, in the layout
+            The log psi of every canonical split, finite or -inf, in the layout
             of ``sktrellis._engine._subsets.split_table_layout(n_points)``.
         level_offset, rank_in_level : ndarray
             That layout (checked against it).
@@ -640,6 +653,7 @@ cdef class SplitPotential:
         Returns
         -------
         potential : SplitPotential
+            The potential, its tables checked and stored as float64.
         """
         return cls(n_points, TABLE, {
             "split_table": split_table, "level_offset": level_offset,
@@ -652,7 +666,9 @@ cdef class SplitPotential:
         Parameters
         ----------
         kind : {"separable", "function", "table"}
+            The kind of potential.
         n_points : int
+            Number of points N.
         bytes_per_subset : int, default=0
             A function potential's tables are its energy's: this many
             bytes per subset.
@@ -660,6 +676,7 @@ cdef class SplitPotential:
         Returns
         -------
         n_bytes : int
+            Bytes of its tables.
         """
         n_subsets = 1 << n_points
         if kind == "separable":
@@ -684,7 +701,7 @@ cdef class SplitPotential:
         return (SplitPotential, (self.n_points, self.kind, dict(self.arrays), self.params))
 
     def evaluate(self, parents, lefts):
-        """log psi of splits given as (parent, child) masks; either child may be given.
+        """Evaluate log psi of splits given as (parent, child) masks; either child may be given.
 
         Parameters
         ----------
@@ -696,6 +713,7 @@ cdef class SplitPotential:
         Returns
         -------
         log_psi : ndarray of float64
+            The log potential of each split: finite, or -inf if forbidden.
 
         Raises
         ------
