@@ -216,8 +216,7 @@ class ExactFlatClustering(
         Needs a second pass over the trellis with a cluster-count dimension
         (about the cost of ``fit``), run on first access, then kept.
         """
-        check_is_fitted(self)
-        return self._trellis.log_partition_by_count
+        return self._fitted_posterior().log_partition_by_count
 
     @property
     def n_clusters_probability_(self):
@@ -256,10 +255,10 @@ class ExactFlatClustering(
         log_probability : float
             ``-inf`` for a partition with a forbidden cluster.
         """
-        check_is_fitted(self)
+        log_e = self._fitted_posterior().log_e
         masks = self._label_masks(labels)
         # Rounding in log Z must not make a probability exceed one.
-        return float(min(self._trellis.log_e[masks].sum() - self.log_partition_, 0.0))
+        return float(min(log_e[masks].sum() - self.log_partition_, 0.0))
 
     def _label_masks(self, labels):
         n_points = len(self.labels_)
@@ -301,9 +300,9 @@ class ExactFlatClustering(
             One row of labels per partition, 0, 1, ... in order of each
             cluster's first point.
         """
-        check_is_fitted(self)
+        posterior = self._fitted_posterior()
         rng = check_random_state(self.random_state if random_state is None else random_state)
-        return self._trellis.sample_labels(int(n_samples), rng)
+        return posterior.sample_labels(int(n_samples), rng)
 
     @available_if(_energy_has("log_predictive"))
     def predict(self, X):

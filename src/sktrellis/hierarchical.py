@@ -4,7 +4,6 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval
-from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
 from ._engine.trellis.best_tree import max_clade_credibility_tree
@@ -176,8 +175,7 @@ class ExactHierarchicalClustering(
         >>> bool(np.exp(log_credibility) >= np.prod(model.clade_support()))
         True
         """
-        check_is_fitted(self)
-        trellis = self._trellis
+        trellis = self._fitted_posterior()
         log_credibility, parents, lefts = max_clade_credibility_tree(
             trellis.cluster_log_marginals(), trellis.n_threads, self.verbose, type(self).__name__,
         )
@@ -197,9 +195,9 @@ class ExactHierarchicalClustering(
         log_probability : float
             ``-inf`` for a tree with a forbidden split.
         """
-        check_is_fitted(self)
+        potential = self._fitted_posterior().potential
         merges = merges_from_tree(tree, self.n_leaves_)
         parents, lefts = splits_from_merges(merges, self.n_leaves_)
-        log_potential = self._trellis.potential.evaluate(parents, lefts).sum()
+        log_potential = potential.evaluate(parents, lefts).sum()
         # Rounding in log Z must not make a probability exceed one.
         return float(min(log_potential - self.log_partition_, 0.0))
