@@ -298,7 +298,7 @@ class FlatTrellis:
     def full(self):
         return (1 << self.n_points) - 1
 
-    def _levels(self, passes, name):
+    def _levels(self, passes, name, seconds_per_term=SECONDS_PER_TERM["flat"]):
         """Run each pass over the subsets of every size, reporting progress."""
         levels = _Levels(self.log_e)
         built = [make(levels) for make in passes]
@@ -308,7 +308,7 @@ class FlatTrellis:
         n_terms = sum(len(levels.level(size)) << (size - 1) for size in sizes)
         n_bytes = flat_trellis_bytes(n_points) + self.log_e.nbytes
         with LevelProgress(
-            self.owner, name, n_points, n_terms, "pair", SECONDS_PER_TERM["flat"],
+            self.owner, name, n_points, n_terms, "pair", seconds_per_term,
             self.n_threads, n_bytes, self.verbose,
         ) as progress:
             for size in sizes:
@@ -342,6 +342,7 @@ class FlatTrellis:
         (counting,) = self._levels(
             [lambda levels: _CountPass(levels, self.n_threads)],
             "pass counting clusters (log Z per number of clusters)",
+            SECONDS_PER_TERM["flat count"],
         )
         self._log_partition_by_count = np.concatenate(
             [[-np.inf], counting.row(counting.log_zk, self.full)]
@@ -352,7 +353,7 @@ class FlatTrellis:
         k = self.n_clusters
         (constrained,) = self._levels(
             [lambda levels: _ConstrainedMapPass(levels, self.n_threads, k)],
-            f"pass for the MAP with {k} clusters",
+            f"pass for the MAP with {k} clusters", SECONDS_PER_TERM["flat count"],
         )
         self.constrained_map_log_potential = float(constrained.log_mapk[self.full, k - 1])
         self.constrained_map_labels = (

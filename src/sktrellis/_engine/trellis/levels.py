@@ -17,13 +17,15 @@ CHUNK_TERMS = 1 << 28
 #: Below this many terms a kernel call runs on one thread.
 PARALLEL_MIN_TERMS = 1 << 16
 #: One thread's seconds per term, for the estimate that opens a pass's
-#: progress. Measured at N = 16 on one thread of a loaded 2-core machine:
-#: 24 ns per split (inside) and 19 ns (outside) for a separable potential
-#: (Dasgupta), 240-310 ns for a function potential (GinkgoLikelihood; a
-#: user's function may be cheaper or dearer), 32 ns per (subset, cluster)
-#: pair of the flat trellis. An estimate within a factor of a few: the bar's
-#: time left is measured.
-SECONDS_PER_TERM = {"separable": 25e-9, "generic": 250e-9, "flat": 30e-9}
+#: progress: the quiet-machine rates of benchmarks/README.md (2-core AMD
+#: EPYC VM, one thread, N = 16-21): 2.6-3.5 ns per split of a separable
+#: potential (Dasgupta; the outside pass about 0.7x that), 19 ns for
+#: Ginkgo's function potential (a user's function may be cheaper or dearer),
+#: 2.2 ns per (subset, cluster) pair of the flat inside pass and 3-5 ns for
+#: its cluster-count pass. On a loaded machine passes run several times
+#: slower (24 ns per separable split measured under a load of 15 on 2
+#: cores): the first line is an estimate, the bar's time left is measured.
+SECONDS_PER_TERM = {"separable": 3e-9, "generic": 20e-9, "flat": 2.5e-9, "flat count": 5e-9}
 #: With verbose=1 (the exact estimators' default) progress shows only for
 #: passes estimated to take at least this long: the point where one wonders
 #: whether the fit hangs, while quick fits (grid searches, fit_many) stay quiet.
