@@ -54,12 +54,13 @@ class ExactFlatClustering(
         Seed of :meth:`sample` when it is called without one.
     verbose : int, default=1
         Progress of the dynamic program, on stderr: a first line with the
-        pass's number of (subset, cluster) pairs, its estimated time and the memory it
-        needs, then a tqdm bar with the time left. 0: silent. 1: only for
-        passes estimated to take 10 s or more (from about N = 22 on one
-        thread), so that quick fits -- grid searches, ``fit_many`` over small
-        datasets -- print nothing while a long fit says what it will cost
-        before it starts (and can be stopped with Ctrl-C). 2 or more: always.
+        pass's number of (subset, cluster) pairs, its estimated time and
+        the memory it needs, then a tqdm bar with the time left. 0: silent.
+        1: only for passes estimated to take 10 s or more (from about
+        N = 22 on one thread), so that quick fits -- grid searches,
+        ``fit_many`` over small datasets -- print nothing while a long fit
+        says what it will cost before it starts (and can be stopped with
+        Ctrl-C). 2 or more: always.
     n_jobs : int, default=None
         OpenMP threads of the kernels; None uses all available cores, -1 as
         well, -2 all but one.

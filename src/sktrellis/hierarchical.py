@@ -40,9 +40,10 @@ class ExactHierarchicalClustering(
         pass's number of splits, its estimated time and the memory it
         needs, then a tqdm bar with the time left. 0: silent. 1: only for
         passes estimated to take 10 s or more (on one thread, from N = 21
-        with Dasgupta, N = 19 with GinkgoLikelihood), so that quick fits -- grid searches, ``fit_many`` over small
-        datasets -- print nothing while a long fit says what it will cost
-        before it starts (and can be stopped with Ctrl-C). 2 or more: always.
+        with Dasgupta, N = 19 with GinkgoLikelihood), so that quick fits --
+        grid searches, ``fit_many`` over small datasets -- print nothing
+        while a long fit says what it will cost before it starts (and can
+        be stopped with Ctrl-C). 2 or more: always.
     n_jobs : int, default=None
         OpenMP threads of the kernels; None uses all available cores, -1 as
         well, -2 all but one.
