@@ -245,10 +245,10 @@ def test_searches_never_beat_the_exact_map(kind, width, global_random_seed):
     assert [t.log_potential for t in trees] == sorted((t.log_potential for t in trees), reverse=True)
 
 
-@settings(max_examples=40, deadline=None, derandomize=True)
+@settings(max_examples=30, deadline=None, derandomize=True)
 @given(
     kind=st.sampled_from(KINDS),
-    n_points=st.integers(4, 14),
+    n_points=st.integers(4, 12),
     width=st.integers(2, 12),
     seed=st.integers(0, 2**31 - 1),
 )

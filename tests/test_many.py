@@ -52,7 +52,7 @@ def test_small_work_stays_in_process(global_random_seed, monkeypatch):
     # processes is taken to cost (benchmarks/bench_fit_many.py measures it).
     monkeypatch.setattr(_many, "PROCESS_START_SECONDS", 1e9)
     rng = np.random.default_rng(global_random_seed)
-    datasets = [rng.normal(size=(9, 2)) for _ in range(200)]
+    datasets = [rng.normal(size=(9, 2)) for _ in range(50)]
     template = ExactHierarchicalClustering(Dasgupta(beta=1.0), n_jobs=1)
     log_z = fit_many(template, datasets, result="log_partition_", n_jobs=2)
     assert (log_z.execution, log_z.backend, log_z.batch_size) == ("in-process", None, 1)
@@ -116,6 +116,7 @@ def test_fit_many_rejects_bad_result(result):
         fit_many(ExactHierarchicalClustering(), [np.zeros((3, 2))], result=result)
 
 
+@pytest.mark.slow  # starts a Dask cluster
 def test_fit_many_on_a_dask_cluster(global_random_seed):
     distributed = pytest.importorskip(
         "distributed",
