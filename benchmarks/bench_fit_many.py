@@ -53,12 +53,16 @@ def small_tasks(n_datasets, n_points, repeats):
 
     def before():
         # fit_many before issue 25: every dataset a task for joblib.
-        return Parallel(n_jobs=2)(delayed(_fit_one)(model, X, None, i) for i, X in enumerate(datasets))
+        return Parallel(n_jobs=2)(
+            delayed(_fit_one)(model, X, None, i) for i, X in enumerate(datasets)
+        )
 
     def after():
         return fit_many(model, datasets, n_jobs=2)
 
-    times = {(name, state): [] for name in ("loop", "before", "after") for state in ("cold", "warm")}
+    times = {
+        (name, state): [] for name in ("loop", "before", "after") for state in ("cold", "warm")
+    }
     modes = set()
     for _ in range(repeats):
         for name, run in (("loop", loop), ("before", before), ("after", after)):

@@ -161,10 +161,10 @@ def fit_many(estimator, datasets, *, result=None, n_jobs=None, batch_size="auto"
     >>> fitted = fit_many(model, (jet.momenta for jet in jets))
     >>> [m.n_leaves_ for m in fitted]
     [6, 6, 6, 6]
-    >>> log_z = fit_many(model, [jet.momenta for jet in jets], result="log_partition_")
+    >>> log_z = fit_many(model, [jet.momenta for jet in jets], result="log_partition_", n_jobs=2)
     >>> bool(log_z[0] == fitted[0].log_partition_)
     True
-    >>> log_z.execution  # four small jets: not worth starting processes
+    >>> log_z.execution  # four small jets do not pay for starting two processes
     'in-process'
 
     On a Dask cluster (``pip install "dask[distributed]"``)::
