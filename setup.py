@@ -34,11 +34,31 @@ def _instruction_flags():
     return []
 
 
+# The best-first search keeps its clusters in a std::unordered_map.
+CPP_MODULES = {"sktrellis._engine.search._best_first"}
+
+# Set once for every kernel: they index only validated, in-range arrays and
+# divide only by non-zero counts (the Python layer checks both), so Python's
+# bounds, negative-index and zero-division checks would only slow the loops.
+COMPILER_DIRECTIVES = {
+    "language_level": "3",
+    "boundscheck": False,
+    "wraparound": False,
+    "cdivision": True,
+    "initializedcheck": False,
+}
+
+
+def _module_name(path):
+    return os.path.splitext(os.path.relpath(path, "src"))[0].replace(os.sep, ".")
+
+
 compile_openmp, link_openmp = _openmp_flags()
 extensions = [
     Extension(
-        os.path.splitext(os.path.relpath(path, "src"))[0].replace(os.sep, "."),
+        _module_name(path),
         [path],
+        language="c++" if _module_name(path) in CPP_MODULES else "c",
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O3"] + _instruction_flags() + compile_openmp,
@@ -68,7 +88,7 @@ setup(
     ext_modules=cythonize(
         extensions,
         nthreads=os.cpu_count() or 1,
-        compiler_directives={"language_level": "3"},
+        compiler_directives=COMPILER_DIRECTIVES,
     ),
     cmdclass={"build_ext": ParallelBuildExt},
 )

@@ -21,6 +21,12 @@ the exact ones of the same distribution, P(partition) ~ exp(sum of log
 f0/f1 inside clusters) (``ExactFlatClustering(...).pairwise_probability_``),
 at N <= 16, and its speed at N = 500.
 
+Part 4 (issue 20) gives TP similarities as AffinityPropagation takes them,
+negative squared Euclidean distances of blobs: with the default threshold=0
+(X read as log likelihood ratios, all negative) and with threshold=-r**2
+(pairs closer than r attract), against AffinityPropagation on the same
+matrix. ``--only-similarities`` runs this part alone.
+
     python benchmarks/bench_transitive_propagation.py          # about 3 minutes
     python benchmarks/bench_transitive_propagation.py --simulations 100 --exact-sizes 8 12 16 20
 """
@@ -30,8 +36,10 @@ import warnings
 
 import numpy as np
 from scipy.sparse.csgraph import connected_components
+from sklearn.cluster import AffinityPropagation
+from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics import adjusted_rand_score, euclidean_distances
 
 from sktrellis.baselines import TransitivePropagation
 from sktrellis.datasets import make_bit_patterns
@@ -104,7 +112,9 @@ def exact_gap(sizes, error_rates, n_instances):
                 model = fit_quietly(llr)
                 tp_seconds.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                exact = ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(llr)
+                exact = ExactFlatClustering(
+                    CorrelationClustering(affinity="precomputed", beta=1.0)
+                ).fit(llr)
                 exact_seconds.append(time.perf_counter() - start)
                 best = exact.map_log_potential_
                 tolerance = 1e-9 * max(1.0, abs(best))
@@ -142,7 +152,9 @@ def sum_product(sizes, error_rates, n_instances, speed_n):
                     model = TransitivePropagation(method="sum-product").fit(llr)
                 tp_s.append(time.perf_counter() - start)
                 start = time.perf_counter()
-                exact = ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(llr)
+                exact = ExactFlatClustering(
+                    CorrelationClustering(affinity="precomputed", beta=1.0)
+                ).fit(llr)
                 exact_s.append(time.perf_counter() - start)
                 error = np.abs(model.pairwise_probability_ - exact.pairwise_probability_)
                 off = ~np.eye(n_points, dtype=bool)
@@ -165,6 +177,47 @@ def sum_product(sizes, error_rates, n_instances, speed_n):
           f"({seconds / model.n_iter_:.2f} s each), converged: {model.converged_}")
 
 
+def similarities(radii, n_seeds):
+    print(f"\nSimilarities -||x_i - x_j||**2 of blobs (issue 20), mean over {n_seeds} seeds: "
+          "ARI / clusters found")
+    problems = [
+        ("3 separated blobs, N=40", dict(n_samples=40, centers=[(-6, 0), (6, 0), (0, 8)])),
+        ("make_blobs(100, centers=4)", dict(n_samples=100, centers=4)),
+        ("make_blobs(200, centers=4)", dict(n_samples=200, centers=4)),
+    ]
+    columns = ["threshold=0"] + [f"-{r:g}**2" for r in radii] + ["AffinityProp."]
+    print(f"{'data':<28}" + "".join(f"{c:>15}" for c in columns) + f"{'warned at 0':>13}")
+    for name, params in problems:
+        results = {column: [] for column in columns}
+        truths, warned = [], 0
+        for seed in range(n_seeds):
+            X, truth = make_blobs(**params, random_state=seed)
+            S = -euclidean_distances(X, squared=True)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                labels = TransitivePropagation().fit(S).labels_
+            warned += any(issubclass(w.category, UserWarning)
+                          and "cluster of its own" in str(w.message) for w in caught)
+            results["threshold=0"].append(labels)
+            for r, column in zip(radii, columns[1:]):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    results[column].append(TransitivePropagation(threshold=-r**2).fit(S).labels_)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                results["AffinityProp."].append(
+                    AffinityPropagation(affinity="precomputed", random_state=0).fit(S).labels_
+                )
+            truths.append(truth)
+        cells = []
+        for column in columns:
+            ari = np.mean([adjusted_rand_score(t, l) for t, l in zip(truths, results[column])])
+            found = np.mean([l.max() + 1 for l in results[column]])
+            cells.append(f"{ari:.2f} / {found:5.1f}")
+        print(f"{name:<28}" + "".join(f"{c:>15}" for c in cells)
+              + f"{warned:>8}/{n_seeds}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--templates", type=int, nargs="+", default=[10, 20, 40])
@@ -176,11 +229,18 @@ def main():
                         default=[0.05, 0.10, 0.15, 0.20])
     parser.add_argument("--exact-instances", type=int, default=10)
     parser.add_argument("--speed-n", type=int, default=500)
+    parser.add_argument("--radii", type=float, nargs="+", default=[2, 3, 4, 5, 6])
+    parser.add_argument("--similarity-seeds", type=int, default=5)
+    parser.add_argument("--only-similarities", action="store_true")
     args = parser.parse_args()
     start = time.perf_counter()
+    if args.only_similarities:
+        similarities(args.radii, args.similarity_seeds)
+        return
     figure_4(args.templates, args.error_rates, args.simulations)
     exact_gap(args.exact_sizes, args.exact_error_rates, args.exact_instances)
     sum_product(args.exact_sizes, args.exact_error_rates, args.exact_instances, args.speed_n)
+    similarities(args.radii, args.similarity_seeds)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
 
 

@@ -65,6 +65,7 @@ from sktrellis.energies import (
 
 SOURCE = """
 from sktrellis.energies cimport SplitData, mask_t
+from sktrellis.energies import register_split_function
 
 
 cdef api double average_height_log_psi(const SplitData* data, mask_t parent,
@@ -75,6 +76,12 @@ cdef api double average_height_log_psi(const SplitData* data, mask_t parent,
     cdef mask_t right = parent ^ left
     cdef double across = pair_sums[parent] - pair_sums[left] - pair_sums[right]
     return -beta * across / (sizes[left] * sizes[right])
+
+
+# What the function reads: from_cython checks the tables and parameters it
+# is given against this before any kernel calls the function.
+register_split_function(__name__, "average_height_log_psi",
+                        tables={"pair_sums": "2**n", "sizes": "2**n"}, n_params=1)
 """
 
 build_dir = Path(tempfile.mkdtemp())

@@ -34,7 +34,7 @@ print(f"{len(np.unique(model.labels_))} clusters found for 8 templates, "
 small = np.argsort(labels, kind="stable")[:: len(labels) // 14][:14]
 sub = llr[np.ix_(small, small)]
 tp = TransitivePropagation().fit(sub)
-exact = ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(sub)
+exact = ExactFlatClustering(CorrelationClustering(affinity="precomputed", beta=1.0)).fit(sub)
 print(f"objective: transitive propagation {tp.objective_:.2f}, "
       f"exact MAP {exact.map_log_potential_:.2f}")
 

@@ -4,7 +4,14 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
-from sktrellis.energies import ClusterEnergy, SplitEnergy
+from sktrellis.datasets import make_jets
+from sktrellis.energies import (
+    ClusterEnergy,
+    CorrelationClustering,
+    Dasgupta,
+    GinkgoLikelihood,
+    SplitEnergy,
+)
 
 
 def all_trees(subset):
@@ -148,3 +155,47 @@ COMMON_CHECK_N_SAMPLES = {
     "check_fit_check_is_fitted": 100,
     "check_n_features_in": 100,
 }
+
+
+# The energy kinds every hierarchical estimator is tested on: a separable
+# potential (Dasgupta, HCC), a compiled function (Ginkgo) and a table.
+KINDS = ["dasgupta", "hcc", "ginkgo", "table"]
+
+
+def random_problem(kind, n_points, rng, forbidden=0.2):
+    """(energy, X) of an energy kind with random data; `forbidden` as in random_split_energy."""
+    if kind == "dasgupta":
+        return Dasgupta(beta=rng.uniform(0.5, 3)), rng.normal(size=(n_points, 3))
+    if kind == "hcc":
+        weights = rng.normal(size=(n_points, n_points))
+        return CorrelationClustering(affinity="precomputed", beta=1.5), weights + weights.T
+    if kind == "ginkgo":
+        jet = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0]
+        return GinkgoLikelihood(), jet.momenta
+    if kind == "table":
+        return random_split_energy(n_points, rng, forbidden=forbidden), np.zeros((n_points, 1))
+    raise ValueError(kind)
+
+
+def run_pytest_in_subprocess(node_id, env=None, timeout=600):
+    """Run one pytest node in a fresh interpreter; a crash fails the caller, not the run.
+
+    A segfault in compiled code would kill the pytest process itself; in a
+    subprocess it is a return code (-11) that the caller's assertion names.
+    The node runs with SKTRELLIS_IN_SUBPROCESS=1 so that it knows to run.
+    """
+    import os
+    import subprocess
+    import sys
+
+    full_env = dict(os.environ, SKTRELLIS_IN_SUBPROCESS="1", **(env or {}))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", node_id],
+        capture_output=True, text=True, timeout=timeout, env=full_env,
+    )
+    assert result.returncode == 0, (
+        f"{node_id} ended with return code {result.returncode} (negative: killed by that "
+        f"signal, -11 a segfault):\n{result.stdout[-4000:]}\n{result.stderr[-2000:]}"
+    )
+    assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-2000:]
+    return result

@@ -12,34 +12,34 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import ExactHierarchicalClustering
-from sktrellis._engine.tree.conversion import linkage_from_merges, merges_from_tree, splits_from_merges
-from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
-from sktrellis._engine.agglomerative.search import beam_search, greedy_tree, gumbel_noise, replay_tree
+from sktrellis._engine.agglomerative.search import (
+    beam_search,
+    greedy_tree,
+    gumbel_noise,
+    replay_tree,
+)
+from sktrellis._engine.tree.conversion import (
+    linkage_from_merges,
+    merges_from_tree,
+    splits_from_merges,
+)
+from sktrellis.baselines import (
+    BeamSearchHierarchicalClustering,
+    GreedyHierarchicalClustering,
+)
 from sktrellis.datasets import make_jets
-from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, HierarchicalEnergy
+from sktrellis.energies import (
+    Dasgupta,
+    GinkgoLikelihood,
+    HierarchicalEnergy,
+)
 
-from .common import random_split_energy
+from .common import KINDS, random_problem, random_split_energy
 
 # Overflow or invalid values would mean statistics read from memory never
 # written (the cross sums of clusters that did not meet).
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
-KINDS = ["dasgupta", "hcc", "ginkgo", "table"]
-
-
-def _problem(kind, n_points, rng):
-    """(energy, X) of each energy kind with random data."""
-    if kind == "dasgupta":
-        return Dasgupta(beta=rng.uniform(0.5, 3)), rng.normal(size=(n_points, 3))
-    if kind == "hcc":
-        weights = rng.normal(size=(n_points, n_points))
-        return CorrelationClustering(affinity="precomputed", beta=1.5), weights + weights.T
-    if kind == "ginkgo":
-        jet = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0]
-        return GinkgoLikelihood(), jet.momenta
-    if kind == "table":
-        return random_split_energy(n_points, rng, forbidden=0.0), np.zeros((n_points, 1))
-    raise ValueError(kind)
 
 
 def _tree_log_potential(energy, X, merges):
@@ -65,7 +65,7 @@ def _random_merges(n_points, rng):
 def test_merge_model_log_potentials_match_the_exact_split_potentials(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     n_points = 8
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng, forbidden=0.0)
     potential = energy.split_potential(X)
     model = energy.merge_model(X)
     mask = {i: 1 << i for i in range(n_points)}
@@ -103,7 +103,7 @@ def test_merge_scores_differ_from_log_potentials_by_a_telescoping_term(kind, glo
     """Summed over any tree, score - log psi is the same constant: the posterior is unchanged."""
     rng = np.random.default_rng(global_random_seed)
     n_points = 7
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng, forbidden=0.0)
     offsets = []
     for _ in range(4):
         model = energy.merge_model(X)
@@ -158,7 +158,7 @@ def test_energy_without_a_merge_model_is_refused():
 @pytest.mark.parametrize("kind", KINDS)
 def test_linkage_from_merges_matches_the_exact_estimator(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
-    energy, X = _problem(kind, 7, rng)
+    energy, X = random_problem(kind, 7, rng, forbidden=0.0)
     exact = ExactHierarchicalClustering(energy).fit(X)
     merges = merges_from_tree(exact.linkage_matrix_, 7)
     parents, lefts = splits_from_merges(merges, 7)
@@ -170,7 +170,7 @@ def test_linkage_from_merges_matches_the_exact_estimator(kind, global_random_see
 @pytest.mark.parametrize("kind", KINDS)
 def test_replayed_tree_has_the_exact_log_potential(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
-    energy, X = _problem(kind, 8, rng)
+    energy, X = random_problem(kind, 8, rng, forbidden=0.0)
     merges = _random_merges(8, rng)
     tree = replay_tree(energy.merge_model(X), merges)
     np.testing.assert_array_equal(tree.merges, merges)
@@ -187,7 +187,7 @@ def test_greedy_merges_are_certified_best(kind, global_random_seed):
     """Each merge scores at least as high as every other pair of its forest."""
     rng = np.random.default_rng(global_random_seed)
     n_points = 8
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng, forbidden=0.0)
     tree = greedy_tree(energy.merge_model(X))
     model = energy.merge_model(X)
     node = list(range(n_points))
@@ -209,7 +209,7 @@ def test_greedy_merges_are_certified_best(kind, global_random_seed):
 def test_beam_with_a_huge_width_finds_the_exact_map(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     n_points = 6
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng, forbidden=0.0)
     exact = ExactHierarchicalClustering(energy).fit(X)
     trees = beam_search(energy.merge_model(X), 10**6)
     # Every distinct tree survives to the end: an exhaustive search.
@@ -222,7 +222,7 @@ def test_beam_with_a_huge_width_finds_the_exact_map(kind, global_random_seed):
 @pytest.mark.parametrize("kind", ["dasgupta", "ginkgo", "table"])
 def test_beam_of_width_one_is_greedy(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
-    energy, X = _problem(kind, 9, rng)
+    energy, X = random_problem(kind, 9, rng, forbidden=0.0)
     greedy = GreedyHierarchicalClustering(energy).fit(X)
     beam = BeamSearchHierarchicalClustering(energy, beam_width=1).fit(X)
     np.testing.assert_array_equal(beam.linkage_matrix_, greedy.linkage_matrix_)
@@ -232,7 +232,7 @@ def test_beam_of_width_one_is_greedy(kind, global_random_seed):
 @pytest.mark.parametrize("width", [1, 3, 20])
 def test_searches_never_beat_the_exact_map(kind, width, global_random_seed):
     rng = np.random.default_rng(global_random_seed + width)
-    energy, X = _problem(kind, 8, rng)
+    energy, X = random_problem(kind, 8, rng, forbidden=0.0)
     best = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
     trees = beam_search(energy.merge_model(X), width)
     assert len(trees) <= width
@@ -424,8 +424,14 @@ def test_bad_beam_width():
         BeamSearchHierarchicalClustering(beam_width=0).fit(np.arange(8.0).reshape(4, 2))
 
 
-def test_a_tree_of_zero_potential_is_an_error():
-    # Every split of these three jets' particles is below t_cut.
+@pytest.mark.parametrize(
+    "Estimator, remedy",
+    [(GreedyHierarchicalClustering, "use SparseTrellisClustering"),
+     (BeamSearchHierarchicalClustering, "use a larger beam_width or SparseTrellisClustering")],
+)
+def test_a_tree_of_zero_potential_is_an_error(Estimator, remedy):
+    # Every split of these three jets' particles is below t_cut; the advice
+    # names only parameters the estimator has.
     momenta = np.array([[10.0, 10, 0, 0], [10.0, 0, 10, 0], [10.0, 0, 0, 10]])
-    with pytest.raises(ValueError, match="zero potential.*n_samples=3"):
-        GreedyHierarchicalClustering(GinkgoLikelihood(t_cut=1e9)).fit(momenta)
+    with pytest.raises(ValueError, match=f"zero potential.*n_samples=3.*{remedy}"):
+        Estimator(GinkgoLikelihood(t_cut=1e9)).fit(momenta)

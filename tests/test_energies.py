@@ -233,3 +233,15 @@ def test_values_out_of_float64_range_are_named(energy, X, match):
 
     with pytest.raises(ValueError, match=match):
         ExactHierarchicalClustering(energy).fit(X)
+
+
+@pytest.mark.parametrize("energy", [Dasgupta(), Dasgupta(affinity="exponential"),
+                                    CorrelationClustering()])
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_features_are_named_not_reported_as_overflow(energy, value):
+    """Issue 22: Dasgupta().split_potential on NaN data reported an overflow."""
+    X = np.arange(6.0).reshape(3, 2)
+    X[1, 0] = value
+    with pytest.raises(ValueError, match=rf"X contains {value} at index \(1, 0\); the "
+                                         r"'\w+' affinity needs finite features"):
+        energy.split_potential(X)

@@ -5,35 +5,22 @@ import re
 
 import numpy as np
 import pytest
-from scipy.cluster.hierarchy import fcluster, is_valid_linkage, is_monotonic
+from scipy.cluster.hierarchy import fcluster, is_monotonic, is_valid_linkage
 from scipy.special import logsumexp
 from scipy.stats import chisquare
 from sklearn.base import clone
 from sklearn.metrics import adjusted_rand_score
 
 from sktrellis import ExactHierarchicalClustering
-from sktrellis.datasets import make_jets
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 
-from .common import brute_force, cluster_marginals, random_split_energy, tree_splits_set
-
-
-def _problem(kind, n_points, rng):
-    """(energy, X) of each energy kind with random data."""
-    if kind == "dasgupta":
-        return Dasgupta(beta=rng.uniform(0.5, 3)), rng.normal(size=(n_points, 3))
-    if kind == "hcc":
-        weights = rng.normal(size=(n_points, n_points))
-        return CorrelationClustering(affinity="precomputed", beta=1.5), weights + weights.T
-    if kind == "ginkgo":
-        jet = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0]
-        return GinkgoLikelihood(), jet.momenta
-    if kind == "table":
-        return random_split_energy(n_points, rng), np.zeros((n_points, 1))
-    raise ValueError(kind)
-
-
-KINDS = ["dasgupta", "hcc", "ginkgo", "table"]
+from .common import (
+    KINDS,
+    brute_force,
+    cluster_marginals,
+    random_problem,
+    tree_splits_set,
+)
 
 
 def _fit_or_infeasible(energy, X, log_z):
@@ -51,7 +38,7 @@ def test_log_partition_map_and_counts_match_enumeration(
     kind, n_points, global_random_seed, kernel_threads
 ):
     rng = np.random.default_rng(global_random_seed + 1000 * n_points)
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng)
     model = ExactHierarchicalClustering(energy, n_clusters=1)
     potential = energy.split_potential(X)
     log_z, best, trees, values = brute_force(potential, n_points)
@@ -74,7 +61,7 @@ def test_cluster_marginals_and_tree_probabilities_match_enumeration(
     kind, n_points, global_random_seed, kernel_threads
 ):
     rng = np.random.default_rng(global_random_seed + 7 * n_points)
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng)
     potential = energy.split_potential(X)
     log_z, _, trees, values = brute_force(potential, n_points)
     model = _fit_or_infeasible(energy, X, log_z)
@@ -135,7 +122,7 @@ def test_clade_support_and_mcc_tree_match_enumeration(kind, n_points, global_ran
     from scipy.cluster.hierarchy import linkage as scipy_linkage
 
     rng = np.random.default_rng(global_random_seed + 3 * n_points)
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng)
     potential = energy.split_potential(X)
     log_z, _, trees, values = brute_force(potential, n_points)
     model = _fit_or_infeasible(energy, X, log_z)
@@ -180,7 +167,7 @@ def _children_from_splits(tree, n_points):
 @pytest.mark.parametrize("n_points", [4, 5])
 def test_samples_follow_the_exact_posterior(kind, n_points, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng)
     potential = energy.split_potential(X)
     log_z, _, trees, values = brute_force(potential, n_points)
     model = _fit_or_infeasible(energy, X, log_z)
@@ -340,7 +327,7 @@ def test_too_many_points_names_the_memory_and_the_way_out(n_points, monkeypatch)
     """Above the cap of 25 points the refusal does not depend on the host's memory."""
     from sktrellis import _validation
 
-    monkeypatch.setattr(_validation, "available_memory_bytes", lambda: 2**60)
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 2**60)])
     X = np.zeros((n_points, 2))
     with pytest.raises(ValueError, match=rf"n_samples={n_points}.*SparseTrellisClustering"):
         ExactHierarchicalClustering().fit(X)
@@ -349,7 +336,7 @@ def test_too_many_points_names_the_memory_and_the_way_out(n_points, monkeypatch)
 def test_memory_limit_below_the_cap_names_the_bytes(monkeypatch):
     from sktrellis import _validation
 
-    monkeypatch.setattr(_validation, "available_memory_bytes", lambda: 10**6)
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 10**6)])
     with pytest.raises(ValueError, match=r"n_samples=16 requires .*MiB.*SparseTrellisClustering"):
         ExactHierarchicalClustering().fit(np.random.default_rng(0).normal(size=(16, 2)))
 
@@ -424,10 +411,10 @@ def test_restored_common_checks(global_random_seed):
     import pickle
 
     import pandas as pd
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
     from sklearn.datasets import make_blobs
     from sklearn.exceptions import NotFittedError
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
 
     X, y = make_blobs(n_samples=12, centers=3, cluster_std=0.3, random_state=global_random_seed)
     model = ExactHierarchicalClustering(n_clusters=3)
@@ -509,8 +496,8 @@ def test_progress_opens_with_an_estimate_and_the_bar_finishes(how, capsys, monke
 @pytest.mark.slow
 def test_ctrl_c_interrupts_a_long_fit(capsys):
     """KeyboardInterrupt stops the DP between chunks, long before it completes."""
-    import threading
     import _thread
+    import threading
 
     X = np.random.default_rng(0).normal(size=(23, 2))
     model = ExactHierarchicalClustering(verbose=2)
@@ -543,7 +530,7 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     monkeypatch.setattr(hierarchical_trellis, "_SAMPLE_CACHE_MIN_DOUBLES", 1)
     monkeypatch.setattr(hierarchical, "effective_n_threads", lambda n_jobs: 16)
     n_points = 11 if kind == "table" else 14
-    energy, X = _problem(kind, n_points, np.random.default_rng(0))
+    energy, X = random_problem(kind, n_points, np.random.default_rng(0))
     model = ExactHierarchicalClustering(energy)
     tracemalloc.start()
     try:
@@ -561,8 +548,8 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
 @pytest.mark.slow
 def test_ctrl_c_interrupts_the_outside_pass(capsys):
     """KeyboardInterrupt stops the outside pass between chunks; a later query redoes it."""
-    import threading
     import _thread
+    import threading
 
     X = np.random.default_rng(0).normal(size=(20, 2))
     model = ExactHierarchicalClustering(verbose=2).fit(X)
@@ -606,8 +593,8 @@ def test_separable_potential_tables_are_checked(position, value, match):
 
 
 def test_tabulated_potential_layout_and_values_are_checked():
-    from sktrellis._engine.potential._split_potential import SplitPotential
     from sktrellis._engine._subsets import split_table_layout
+    from sktrellis._engine.potential._split_potential import SplitPotential
 
     level_offset, rank_in_level, length = split_table_layout(4)
     table = np.zeros(length)

@@ -64,6 +64,33 @@ def test_missing_value_names_the_row_and_column(tmp_path, capsys):
     assert "line 3, column 'b': missing value" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("cell", ["inf", "-inf", "nan", "1e400"])
+def test_non_finite_cell_names_the_row_and_column(tmp_path, capsys, cell):
+    """Issue 22: an inf cell was reported as "Input X contains NaN", with no place."""
+    path = tmp_path / "data.csv"
+    path.write_text(f"a,b,name\n1,2,p\n3,4,q\n5,{cell},r\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path)])
+    assert exit_info.value.code == 2
+    assert f"line 4, column 'b': '{cell}' is not a finite number" in capsys.readouterr().err
+
+
+# Powers of two, so that the data are exactly those of unit scale, rescaled.
+@pytest.mark.parametrize("scale", [2.0**-996, 2.0**996, 2.0**1020])
+def test_values_near_the_float_limits_standardise_as_at_unit_scale(tmp_path, capsys, scale):
+    """Issue 22: standardising values near 1e308 overflowed (x - mean, then its square)."""
+    X = np.random.default_rng(0).uniform(-8, 8, size=(6, 2))  # |X * 2**1020| < 9e307
+    outputs = []
+    for factor in (1.0, scale):
+        path = tmp_path / "data.csv"
+        np.savetxt(path, X * factor, delimiter=",", header="a,b", comments="", fmt="%.17g")
+        assert main([str(path), "--n-clusters", "2"]) == 0
+        out = capsys.readouterr().out
+        outputs.append([line for line in out.splitlines() if not line.startswith("time:")])
+    # The standardised data, and so every number the CLI prints, are those of unit scale.
+    assert outputs[1] == outputs[0]
+
+
 def test_text_column_still_names_the_rows(tmp_path, capsys):
     path = tmp_path / "data.csv"
     path.write_text("a,b,name\n1,2,p\n3,1,q\n5,6,r\n")

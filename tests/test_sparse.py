@@ -12,33 +12,26 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import ExactHierarchicalClustering
-from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
+from sktrellis.baselines import (
+    BeamSearchHierarchicalClustering,
+    GreedyHierarchicalClustering,
+)
 from sktrellis.datasets import make_jets
-from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
+from sktrellis.energies import Dasgupta, GinkgoLikelihood
 from sktrellis.sparse import SparseTrellisClustering
 
-from .common import brute_force, random_split_energy, tree_splits_set
+from .common import (
+    KINDS,
+    brute_force,
+    random_problem,
+    random_split_energy,
+    tree_splits_set,
+)
 
 # Overflow or invalid values would mean statistics read from memory never
 # written (the cross sums of clusters that did not meet).
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
 
-KINDS = ["dasgupta", "hcc", "ginkgo", "table"]
-
-
-def _problem(kind, n_points, rng):
-    """(energy, X) of each energy kind with random data."""
-    if kind == "dasgupta":
-        return Dasgupta(beta=rng.uniform(0.5, 3)), rng.normal(size=(n_points, 3))
-    if kind == "hcc":
-        weights = rng.normal(size=(n_points, n_points))
-        return CorrelationClustering(affinity="precomputed", beta=1.5), weights + weights.T
-    if kind == "ginkgo":
-        jet = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0]
-        return GinkgoLikelihood(), jet.momenta
-    if kind == "table":
-        return random_split_energy(n_points, rng), np.zeros((n_points, 1))
-    raise ValueError(kind)
 
 
 def _caterpillar(first, n_points):
@@ -100,7 +93,7 @@ def _fit_or_skip(model, X):
 @pytest.mark.parametrize("n_points", [3, 5, 7])
 def test_every_cluster_gives_the_exact_trellis(kind, n_points, global_random_seed):
     rng = np.random.default_rng(global_random_seed + n_points)
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng)
     exact = ExactHierarchicalClustering(energy, n_clusters=1)
     sparse = SparseTrellisClustering(
         energy, builder=_every_cluster(n_points), resplit_parts=0, n_clusters=1
@@ -137,7 +130,7 @@ def test_every_cluster_gives_the_exact_trellis(kind, n_points, global_random_see
 def test_one_seed_tree_is_returned_as_is(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     n_points = 8
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng)
     tree = _random_tree(n_points, rng)
     model = _fit_or_skip(
         SparseTrellisClustering(energy, builder=[tree], resplit_parts=0, n_clusters=1), X
@@ -160,7 +153,7 @@ def test_bounds_against_the_exact_trellis(kind, builder, global_random_seed):
     """log Z and the MAP are lower bounds; the MAP beats every seed."""
     rng = np.random.default_rng(global_random_seed)
     n_points = 9
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng)
     exact = ExactHierarchicalClustering(energy)
     try:
         exact.fit(X)
@@ -186,7 +179,7 @@ def test_spanned_trees_match_brute_force(kind, global_random_seed):
     """n_trees_, log Z, tree probabilities and cluster marginals by enumeration."""
     rng = np.random.default_rng(global_random_seed)
     n_points = 6
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng)
     seeds = [_random_tree(n_points, rng) for _ in range(4)]
     model = _fit_or_skip(
         SparseTrellisClustering(energy, builder=seeds, resplit_parts=4), X
@@ -226,7 +219,7 @@ def test_spanned_trees_match_brute_force(kind, global_random_seed):
 def test_samples_follow_the_sparse_posterior(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     n_points = 5
-    energy, X = _problem(kind, n_points, rng)
+    energy, X = random_problem(kind, n_points, rng)
     seeds = [_random_tree(n_points, rng) for _ in range(4)]
     model = _fit_or_skip(SparseTrellisClustering(energy, builder=seeds, resplit_parts=3), X)
     _, _, trees, values = brute_force(energy.split_potential(X), n_points)

@@ -1,14 +1,18 @@
 """TransitivePropagation against the two-state max-sum messages and known optima."""
 import itertools
+import warnings
 
 import numpy as np
 import pytest
 from scipy.stats import binom
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score, euclidean_distances
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis.baselines import TransitivePropagation
+from sktrellis import _validation
 from sktrellis.baselines import _transitive_propagation
 from sktrellis.datasets import make_bit_patterns
 
@@ -133,6 +137,7 @@ def test_transitivity_overrules_a_weak_repulsion():
     assert model.objective_ == pytest.approx(5.0)
 
 
+@pytest.mark.filterwarnings("ignore:TransitivePropagation put each:UserWarning")
 @pytest.mark.parametrize("sign, expected", [(1.0, [0, 0]), (-1.0, [0, 1])])
 def test_two_points_follow_the_sign_of_their_ratio(sign, expected):
     llr = np.array([[0.0, sign], [sign, 0.0]])
@@ -205,6 +210,7 @@ def test_bad_input_is_rejected(llr, message):
         ({"max_iter": 0}, "max_iter"),
         ({"convergence_iter": 0}, "convergence_iter"),
         ({"affinity": "euclidean"}, "affinity"),
+        ({"threshold": "median"}, "threshold"),
     ],
 )
 def test_bad_parameters_are_rejected(params, message):
@@ -213,7 +219,7 @@ def test_bad_parameters_are_rejected(params, message):
 
 
 def test_memory_limit_names_the_size(monkeypatch):
-    monkeypatch.setattr(_transitive_propagation, "available_memory_bytes", lambda: 1000)
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 1000)])
     with pytest.raises(ValueError, match=r"n_samples=20 requires .* but only"):
         TransitivePropagation().fit(np.zeros((20, 20)))
 
@@ -308,6 +314,67 @@ def test_ratios_whose_sum_overflows_are_named():
 
 
 ###############################################################################
+# Similarities as AffinityPropagation takes them (issue 20)
+
+def _blob_similarities(seed):
+    """Three separated unit-variance blobs of 40 points and their negative squared distances."""
+    X, truth = make_blobs(
+        40, centers=[(-6.0, 0.0), (6.0, 0.0), (0.0, 8.0)], random_state=seed
+    )
+    return -euclidean_distances(X, squared=True), truth
+
+
+def test_similarities_with_the_default_threshold_warn_instead_of_silent_singletons(
+    global_random_seed,
+):
+    """Issue 20: negative squared distances gave 40 singletons and no word of why."""
+    similarities, _ = _blob_similarities(global_random_seed)
+    expected = r"n_samples=40 points.*threshold=0\.0.*similarities.*-r\*\*2"
+    with pytest.warns(UserWarning, match=expected):
+        model = TransitivePropagation().fit(similarities)
+    np.testing.assert_array_equal(model.labels_, np.arange(40))
+
+
+@pytest.mark.parametrize("threshold", [-16.0, -25.0])
+def test_similarities_with_a_threshold_recover_the_blobs(threshold, global_random_seed):
+    """Pairs closer than 4 (or 5) attract: the blobs come back.
+
+    ARI 1.0 for seeds 0-29 at both; at -9 (closer than 3), 9 of 30 seeds
+    split off an outlying point or two (ARI 0.895-0.95).
+    """
+    similarities, truth = _blob_similarities(global_random_seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        model = TransitivePropagation(threshold=threshold).fit(similarities)
+    assert adjusted_rand_score(truth, model.labels_) >= 0.95
+    assert model.converged_
+    np.testing.assert_allclose(
+        model.objective_, partition_objective(similarities - threshold, model.labels_)
+    )
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 1e6])
+def test_max_sum_calls_depend_on_scores_and_threshold_together(scale, global_random_seed):
+    similarities, _ = _blob_similarities(global_random_seed)
+    reference = TransitivePropagation(threshold=-9.0).fit(similarities)
+    scaled = TransitivePropagation(threshold=-9.0 * scale).fit(similarities * scale)
+    np.testing.assert_array_equal(scaled.labels_, reference.labels_)
+    shifted = TransitivePropagation().fit(similarities + 9.0)
+    np.testing.assert_array_equal(shifted.labels_, reference.labels_)
+
+
+def test_log_likelihood_ratios_that_all_repel_warn():
+    llr = -np.ones((4, 4))
+    with pytest.warns(UserWarning, match="0 of the 6 pairs"):
+        TransitivePropagation().fit(llr)
+
+
+def test_a_threshold_that_overflows_is_named():
+    with pytest.raises(ValueError, match="threshold=-1e.308.*rescale X and threshold"):
+        TransitivePropagation(threshold=-1e308).fit(np.full((3, 3), 1e308))
+
+
+###############################################################################
 # Sum-product marginals (issue 13)
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -352,7 +419,8 @@ def test_sum_product_marginals_agree_with_the_flat_trellis_on_clear_clusters():
 
     _, _, llr = make_bit_patterns(3, reads_per_template=3, error_rate=0.02, random_state=0)
     model = TransitivePropagation(method="sum-product").fit(llr)
-    exact = ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(llr)
+    energy = CorrelationClustering(affinity="precomputed", beta=1.0)
+    exact = ExactFlatClustering(energy).fit(llr)
     assert model.converged_
     probabilities = model.pairwise_probability_
     assert np.array_equal(probabilities, probabilities.T) and np.all(np.diag(probabilities) == 1)

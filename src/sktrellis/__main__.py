@@ -18,7 +18,7 @@ import numpy as np
 
 from . import ExactHierarchicalClustering
 from ._engine.tree.conversion import to_newick
-from ._validation import MAX_EXACT_POINTS
+from ._validation import MAX_EXACT_POINTS, unit_exponent
 from .datasets import load_iris12
 from .energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 
@@ -67,6 +67,15 @@ def read_table(path):
                 raise ValueError(
                     f"{path!r} line {blank[0]}, column {header[column]!r}: missing value; "
                     "fill it in or remove the row (sktrellis does not impute)"
+                )
+            infinite = [(line, cell) for line, cell in enumerate(cells, start=2)
+                        if not np.isfinite(float(cell))]
+            if infinite:
+                line, cell = infinite[0]
+                raise ValueError(
+                    f"{path!r} line {line}, column {header[column]!r}: {cell!r} is not a "
+                    "finite number (NaN, infinity, or beyond float64's 1.8e308); fix or "
+                    "remove the row"
                 )
         else:
             text.append(column)
@@ -140,6 +149,9 @@ def run(args):
             f"{MAX_EXACT_POINTS}; use SparseTrellisClustering"
         )
     if args.energy != "ginkgo":
+        # Each column divided by a power of two first (exact, as the energies
+        # rescale): values near 1e308 standardise without overflowing.
+        data = np.ldexp(data, -np.array([unit_exponent(column) for column in data.T]))
         spread = data.std(axis=0)
         data = (data - data.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     model = ExactHierarchicalClustering(

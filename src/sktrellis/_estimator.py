@@ -7,6 +7,7 @@ queries of an estimator holding an exact posterior (``self._trellis``, read
 through :class:`sktrellis._engine.posterior.TreePosterior`);
 ``TreePosteriorMixin`` exposes it as ``posterior_``.
 """
+import functools
 from numbers import Integral
 
 import numpy as np
@@ -18,6 +19,58 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._engine.tree.conversion import labels_from_linkage, linkage_from_merges, merges_from_tree
 from ._validation import check_members, data_sketch
 from .tree import Tree
+
+
+def clears_fit_state_on_failure(fit):
+    """Decorate ``fit`` so that a fit that raises leaves the estimator unfitted.
+
+    A refit validates the new data (``n_features_in_``, the data sketch the
+    scorers compare) before the trellis runs; if it then fails (a refused
+    size, an energy error, Ctrl-C), those already describe the new data
+    while the posterior is the old one, and a scorer would answer for the
+    wrong data. Clearing every fitted attribute on failure means a model is
+    either fitted to its last successful data, whole, or not fitted at all.
+    """
+
+    @functools.wraps(fit)
+    def fit_or_clear(self, *args, **kwargs):
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            clear_fit_state(self)
+            raise
+
+    return fit_or_clear
+
+
+def clear_fit_state(estimator):
+    """Delete what ``fit`` sets: public ``name_`` and private ``_name`` attributes.
+
+    Constructor parameters (no underscore at either end) and scikit-learn's
+    own configuration (``_sklearn_*``, ``_metadata_request``) stay.
+    """
+    for name in list(vars(estimator)):
+        if name.startswith("__") or name.startswith("_sklearn") or name == "_metadata_request":
+            continue
+        if name.endswith("_") or name.startswith("_"):
+            delattr(estimator, name)
+
+
+def check_built_for(model, n_points, energy, method):
+    """A ValueError if what ``energy.method(X)`` built does not cover the n_points rows of X.
+
+    A potential or merge model over fewer (or more) points would be fitted
+    silently: labels for the wrong number of samples, or tables read past
+    their end.
+    """
+    built = getattr(model, "n_points", n_points)
+    if built != n_points:
+        raise ValueError(
+            f"{type(energy).__name__}.{method}(X) returned a {type(model).__name__} over "
+            f"n_points={built} points for X of n_samples={n_points}; an energy must build "
+            "it over every row of the X it is given"
+        )
+    return model
 
 
 class EnergyEstimatorMixin:
@@ -55,10 +108,11 @@ class EnergyEstimatorMixin:
         """The fitted attributes of a searched tree given as merges with their log psi."""
         n_points = len(merges) + 1
         if not np.all(np.isfinite(log_potentials)):
+            remedy = "a larger beam_width or " if hasattr(self, "beam_width") else ""
             raise ValueError(
                 f"{type(self).__name__} found only trees of zero potential for these "
                 f"n_samples={n_points} points under {energy!r}: some merge was forbidden "
-                "(log psi = -inf) whichever pair it took; use a larger beam_width or "
+                f"(log psi = -inf) whichever pair it took; use {remedy}"
                 "SparseTrellisClustering"
             )
         self._set_tree(linkage_from_merges(merges, log_potentials), self.n_clusters)
@@ -132,12 +186,13 @@ class ClusterPosteriorMixin:
 
         Parameters
         ----------
-        members : array-like of int, or boolean mask of shape (n_samples,)
-            The points of the cluster.
+        members : array-like of int, or array-like of bool of shape (n_samples,)
+            The points of the cluster: their indices, or a mask.
 
         Returns
         -------
         probability : float
+            P(the points ``members`` form a cluster | X), in [0, 1].
         """
         check_is_fitted(self)
         members = check_members(members, len(self.labels_))
@@ -240,7 +295,8 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         Returns
         -------
         trees : list of ndarray of shape (n_leaves - 1, 4)
-            scipy linkage matrices, heights as for ``linkage_matrix_``.
+            The sampled trees as scipy linkage matrices, heights as for
+            ``linkage_matrix_``.
         """
         posterior = self._fitted_posterior()
         rng = check_random_state(self.random_state if random_state is None else random_state)

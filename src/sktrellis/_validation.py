@@ -34,6 +34,44 @@ def check_square_matrix(matrix, name, *, allow_negative):
     return matrix
 
 
+def check_log_potentials(values, source, shape, unit):
+    """``values`` as float64 of ``shape``, each finite or -inf, or a ValueError.
+
+    The one rule for every log potential an energy hands to a kernel: -inf
+    forbids a split or cluster (its trees or partitions get probability
+    zero), while NaN or +inf would silently corrupt log Z.
+
+    Parameters
+    ----------
+    values : array-like
+        Log potentials as returned by ``source``.
+    source : str
+        What returned them, for the message (e.g. "SplitEnergy function").
+    shape : tuple of int
+        The shape they must have: one value per ``unit``.
+    unit : {"split", "cluster"}
+        What one value is the log potential of.
+
+    Returns
+    -------
+    values : ndarray of float64
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape != tuple(shape):
+        raise ValueError(
+            f"{source} returned shape {values.shape} for {int(np.prod(shape))} {unit}s; "
+            f"it must return one value per {unit}"
+        )
+    bad = np.isnan(values) | (values == np.inf)
+    if bad.any():
+        index = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{source} returned {values.flat[index]} at index {index}; log potentials "
+            f"must be finite or -inf (a forbidden {unit}), never NaN or +inf"
+        )
+    return values
+
+
 def unit_exponent(*arrays):
     """e such that every entry divided by 2**e is below 1 in magnitude (0 for all zeros).
 
@@ -67,19 +105,161 @@ def check_no_overflow(values, owner, what, advice):
         )
 
 
-def available_memory_bytes():
-    """Memory this process can still get, from /proc/meminfo where available."""
+# Where the kernel says what a process may still allocate. Module-level so
+# that tests can point them at a fake tree.
+PROC_MEMINFO = "/proc/meminfo"
+PROC_SELF_STATUS = "/proc/self/status"
+PROC_SELF_CGROUP = "/proc/self/cgroup"
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+# cgroup v1 writes "no limit" as the largest page-aligned int64.
+_NO_CGROUP_LIMIT = 2**62
+
+
+def _read_int(path):
+    """The integer in a one-line file, None for "max", a missing file or junk."""
     try:
-        with open("/proc/meminfo") as meminfo:
+        with open(path) as file:
+            text = file.read().strip()
+        return int(text)
+    except (OSError, ValueError):
+        return None
+
+
+def _status_bytes(field):
+    """A ``VmSize``-like field of /proc/self/status in bytes, or None."""
+    try:
+        with open(PROC_SELF_STATUS) as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _cgroup_memory_left():
+    """Bytes left under this process's cgroup memory limits (v2 memory.max, v1 limit_in_bytes).
+
+    Every ancestor cgroup's limit binds too, so the smallest room over the
+    path from the process's cgroup to the root counts; a container often
+    sees its own cgroup as the root of the mount, so the mount root is
+    tried as well. None when no limit is set or nothing is readable.
+    """
+    try:
+        with open(PROC_SELF_CGROUP) as cgroup:
+            lines = cgroup.read().splitlines()
+    except OSError:
+        return None
+    candidates = []
+    for line in lines:
+        hierarchy_id, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy_id == "0" and controllers == "":
+            candidates.append((CGROUP_ROOT, path, "memory.max", "memory.current"))
+            candidates.append((os.path.join(CGROUP_ROOT, "unified"), path, "memory.max",
+                               "memory.current"))
+        elif "memory" in controllers.split(","):
+            candidates.append((os.path.join(CGROUP_ROOT, "memory"), path,
+                               "memory.limit_in_bytes", "memory.usage_in_bytes"))
+    left = None
+    for root, path, limit_file, usage_file in candidates:
+        parts = [part for part in path.split("/") if part]
+        for depth in range(len(parts), -1, -1):
+            directory = os.path.join(root, *parts[:depth])
+            limit = _read_int(os.path.join(directory, limit_file))
+            if limit is None or limit >= _NO_CGROUP_LIMIT:
+                continue
+            usage = _read_int(os.path.join(directory, usage_file)) or 0
+            room = max(limit - usage, 0)
+            left = room if left is None else min(left, room)
+    return left
+
+
+def memory_limits():
+    """What this process can still allocate, by the limit that says so.
+
+    Returns
+    -------
+    limits : list of (str, int)
+        Each limit found and the bytes left under it: the host's
+        ``MemAvailable``, the process limits ``RLIMIT_AS`` and
+        ``RLIMIT_DATA`` (``ulimit -v``, ``ulimit -d``) less what the process
+        already maps, and a cgroup's ``memory.max`` (v2) or
+        ``memory.limit_in_bytes`` (v1) less its usage. Empty when none is
+        readable.
+    """
+    limits = []
+    try:
+        with open(PROC_MEMINFO) as meminfo:
             for line in meminfo:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
+                    limits.append(("MemAvailable", int(line.split()[1]) * 1024))
+                    break
+    except (OSError, ValueError, IndexError):
         pass
+    if not limits:
+        try:
+            limits.append(("available pages",
+                           os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")))
+        except (ValueError, OSError, AttributeError):
+            pass
     try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+        import resource
+    except ImportError:  # not on Windows
+        resource = None
+    if resource is not None:
+        for name, field, command in (("RLIMIT_AS", "VmSize", "ulimit -v"),
+                                     ("RLIMIT_DATA", "VmData", "ulimit -d")):
+            soft, _ = resource.getrlimit(getattr(resource, name))
+            if soft == resource.RLIM_INFINITY:
+                continue
+            used = _status_bytes(field) or 0
+            limits.append((f"the process limit {name} ({command})", max(soft - used, 0)))
+    cgroup_left = _cgroup_memory_left()
+    if cgroup_left is not None:
+        limits.append(("the cgroup's memory.max", cgroup_left))
+    return limits
+
+
+def available_memory_bytes():
+    """Bytes this process can still allocate: the tightest of ``memory_limits()``, or None."""
+    limits = memory_limits()
+    return min(left for _, left in limits) if limits else None
+
+
+def check_memory(n_points, bytes_needed, owner, *, holds, way_out):
+    """Refuse an allocation above 90 % of what this process can still get, before it starts.
+
+    The one memory refusal of the package: it names n_samples, the bytes,
+    the limit that binds (host memory, a process limit or a cgroup) and
+    what to do.
+
+    Parameters
+    ----------
+    n_points : int
+        n_samples of the fit.
+    bytes_needed : int
+        What the fit will allocate.
+    owner : str
+        Who allocates, e.g. ``"ExactHierarchicalClustering"``.
+    holds : str
+        What the memory holds, e.g. ``"2**N subsets"``.
+    way_out : str
+        What to do instead, e.g. ``"use fewer points or SparseTrellisClustering"``.
+    """
+    limits = memory_limits()
+    if not limits:
+        return
+    source, available = min(limits, key=lambda limit: limit[1])
+    if bytes_needed > 0.9 * available:
+        raise_limit = "" if source in ("MemAvailable", "available pages") else (
+            f", or raise {source.removeprefix('the ')}")
+        raise ValueError(
+            f"{owner} needs memory for {holds}: n_samples={n_points} requires "
+            f"{format_bytes(bytes_needed)} but only {format_bytes(available)} is "
+            f"available under {source}; {way_out}{raise_limit}"
+        )
 
 
 def format_bytes(n_bytes):
@@ -102,13 +282,8 @@ def check_exact_size(n_points, bytes_needed, owner, *, way_out="SparseTrellisClu
             f"split evaluations, and at most {MAX_EXACT_POINTS} points are supported; "
             f"use {way_out} for larger data"
         )
-    available = available_memory_bytes()
-    if available is not None and bytes_needed > 0.9 * available:
-        raise ValueError(
-            f"{owner} needs 2**N subsets of memory: n_samples={n_points} requires "
-            f"{format_bytes(bytes_needed)} but only {format_bytes(available)} is "
-            f"available; use fewer points or {way_out}"
-        )
+    check_memory(n_points, bytes_needed, owner, holds="2**N subsets",
+                 way_out=f"use fewer points or {way_out}")
 
 
 def effective_n_threads(n_jobs):

@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from ._estimator import EnergyEstimatorMixin
+from ._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ._engine.search._best_first import MAX_POINTS, BestFirstSearch
 from ._engine.tree.conversion import masks_from_merges, merges_from_tree
 from ._engine.agglomerative.search import beam_search
@@ -112,8 +112,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
 
     See Also
     --------
-    sktrellis.ExactHierarchicalClustering : every tree, up to N of about 25.
-    sktrellis.SparseTrellisClustering : no certificate, any N.
+    sktrellis.ExactHierarchicalClustering : Every tree, up to N of about 25.
+    sktrellis.SparseTrellisClustering : No certificate, any N.
 
     References
     ----------
@@ -159,6 +159,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
 
     _default_energy = Dasgupta
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Search for the MAP tree of X until it is proven optimal or the budget ends.
@@ -187,7 +188,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         search = BestFirstSearch(bound, n_points)
         start = time.perf_counter()
         if self.incumbent == "beam":
-            tree = beam_search(energy.merge_model(X), self.beam_width)[0]
+            model = check_built_for(energy.merge_model(X), n_points, energy, "merge_model")
+            tree = beam_search(model, self.beam_width)[0]
             merges, incumbent = tree.merges, tree.log_potential
         else:
             sparse = SparseTrellisClustering(energy, beam_width=self.beam_width).fit(X)

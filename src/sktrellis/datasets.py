@@ -10,6 +10,8 @@ from sklearn.utils._param_validation import Interval, validate_params
 from ._engine.tree.conversion import linkage_from_merges, merges_from_splits
 from .energies._ginkgo import ginkgo_log_psi
 
+__all__ = ["load_iris12", "make_bit_patterns", "make_jets"]
+
 # The published toy jets: a 30 GeV-mass parent moving with |p| = 400 along (1, 1, 1).
 _ROOT_MASS2 = 900.0
 _ROOT_MOMENTUM = (400.0 / np.sqrt(3.0),) * 3

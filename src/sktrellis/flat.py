@@ -8,9 +8,10 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import HasMethods, Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin
+from ._engine.tree.conversion import relabel_by_first_appearance
 from ._engine.trellis.flat_trellis import FlatTrellis
-from ._validation import check_exact_size, effective_n_threads
+from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
+from ._validation import check_exact_size, check_log_potentials, effective_n_threads
 from .energies import CorrelationClustering
 
 
@@ -95,8 +96,8 @@ class ExactFlatClustering(
 
     See Also
     --------
-    ExactHierarchicalClustering : the same exact inference over binary trees.
-    sklearn.mixture.BayesianGaussianMixture : variational DP mixture.
+    ExactHierarchicalClustering : The same exact inference over binary trees.
+    sklearn.mixture.BayesianGaussianMixture : Variational DP mixture.
 
     Notes
     -----
@@ -157,6 +158,7 @@ class ExactFlatClustering(
 
     _default_energy = CorrelationClustering
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Run the exact flat trellis on X.
@@ -232,21 +234,18 @@ class ExactFlatClustering(
 
     @staticmethod
     def _check_cluster_potential(log_potential, n_points, energy):
-        """The energy's table as float64, or a ValueError naming what is wrong."""
-        log_potential = np.ascontiguousarray(log_potential, dtype=np.float64)
+        """The energy's table as C-contiguous float64, or a ValueError naming what is wrong."""
+        source = f"{type(energy).__name__}.cluster_potential"
+        log_potential = np.asarray(log_potential, dtype=np.float64)
         if log_potential.shape != (1 << n_points,):
             raise ValueError(
-                f"{type(energy).__name__}.cluster_potential must return one log "
-                f"potential per subset, shape (2**n_samples,) = ({1 << n_points},) for "
-                f"n_samples={n_points}; got shape {log_potential.shape}"
+                f"{source} must return one log potential per subset, shape "
+                f"(2**n_samples,) = ({1 << n_points},) for n_samples={n_points}; got shape "
+                f"{log_potential.shape}"
             )
-        values = log_potential[1:]
-        if np.any(np.isnan(values)) or np.any(values == np.inf):
-            raise ValueError(
-                f"{type(energy).__name__}.cluster_potential returned NaN or +inf; log "
-                "potentials must be finite or -inf (a forbidden cluster)"
-            )
-        return log_potential
+        # Entry 0, the empty set, is never read.
+        check_log_potentials(log_potential[1:], source, (len(log_potential) - 1,), "cluster")
+        return np.ascontiguousarray(log_potential)
 
     def log_probability(self, labels):
         """Natural log of P(partition | X) for a partition of the fitted points.
@@ -276,13 +275,10 @@ class ExactFlatClustering(
             )
         if labels.dtype.kind == "f" and np.any(np.isnan(labels)):
             raise ValueError("labels must not contain NaN")
-        _, first, cluster_of = np.unique(labels, return_index=True, return_inverse=True)
         # Number clusters by their first point, so that any naming of the
         # same partition sums the same terms in the same order.
-        rank = np.empty(len(first), dtype=np.int64)
-        rank[np.argsort(first)] = np.arange(len(first))
-        cluster_of = rank[cluster_of]
-        masks = np.zeros(len(first), dtype=np.int64)
+        cluster_of = relabel_by_first_appearance(labels)
+        masks = np.zeros(cluster_of.max() + 1, dtype=np.int64)
         np.bitwise_or.at(masks, cluster_of, np.left_shift(1, np.arange(n_points, dtype=np.int64)))
         return masks
 

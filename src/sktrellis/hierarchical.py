@@ -5,7 +5,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval
 
-from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
+from ._estimator import (
+    EnergyEstimatorMixin, TreePosteriorMixin, check_built_for, clears_fit_state_on_failure,
+)
 from ._engine.trellis.best_tree import max_clade_credibility_tree
 from ._engine.trellis.hierarchical_trellis import HierarchicalTrellis
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree, splits_from_merges
@@ -79,7 +81,7 @@ class ExactHierarchicalClustering(
 
     See Also
     --------
-    sklearn.cluster.AgglomerativeClustering : greedy hierarchical clustering.
+    sklearn.cluster.AgglomerativeClustering : Greedy hierarchical clustering.
 
     References
     ----------
@@ -118,6 +120,7 @@ class ExactHierarchicalClustering(
 
     _default_energy = Dasgupta
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Run the exact trellis on X and store the MAP tree and log Z.
@@ -139,10 +142,23 @@ class ExactHierarchicalClustering(
         n_points = X.shape[0]
         energy = self._energy()
         check_exact_size(n_points, energy.split_bytes(n_points), type(self).__name__)
-        potential = energy.split_potential(X)
+        potential = check_built_for(energy.split_potential(X), n_points, energy,
+                                    "split_potential")
         trellis = HierarchicalTrellis(
             potential, effective_n_threads(self.n_jobs), self.verbose, type(self).__name__
         )
+        # The kernels mark a subset with a NaN split NaN and let +inf through;
+        # the subset tables show either in O(2**N) instead of a -inf log Z.
+        invalid = np.flatnonzero(~(trellis.log_z < np.inf))
+        if invalid.size:
+            subset = int(invalid[0])
+            raise ValueError(
+                f"the split potential of {energy!r} is NaN or +inf for some split of the "
+                f"points {np.flatnonzero(subset >> np.arange(n_points) & 1).tolist()} "
+                f"(n_samples={n_points}; their log Z is {trellis.log_z[subset]}): a split's "
+                "log psi must be finite, or -inf for a forbidden split; find it with "
+                "potential.evaluate(parents, lefts)"
+            )
         if not trellis.log_partition > -np.inf:
             raise ValueError(
                 f"every tree of these n_samples={n_points} points has zero potential "

@@ -180,9 +180,10 @@ def dendrogram_purity(labels_true, tree):
 
     See Also
     --------
-    expected_dendrogram_purity : the same score averaged over the exact
+    expected_dendrogram_purity : The same score averaged over the exact
         posterior of an ``ExactHierarchicalClustering``.
-    make_tree_scorer : turn it into a ``GridSearchCV`` scorer.
+    make_tree_scorer : Turn it into a ``GridSearchCV`` scorer.
+    dasgupta_cost : A score of a tree that needs no labels, only similarities.
 
     References
     ----------
@@ -234,7 +235,7 @@ def dendrogram_purity(labels_true, tree):
 
 
 def dasgupta_cost(tree, affinity):
-    """Dasgupta's cost of a tree: similar points should be split low.
+    """Compute Dasgupta's cost of a tree: similar points should be split low.
 
     ``cost = sum over inner nodes v of |v| * W(left(v), right(v))``, where
     ``|v|`` is the number of leaves under v and ``W(A, B)`` the total
@@ -259,6 +260,7 @@ def dasgupta_cost(tree, affinity):
     Returns
     -------
     cost : float
+        The summed cost, non-negative; lower is better.
 
     Raises
     ------
@@ -266,6 +268,12 @@ def dasgupta_cost(tree, affinity):
         If ``affinity`` is not a symmetric, finite, non-negative square
         matrix or the tree is not a valid binary tree over its ``n_samples``
         points.
+
+    See Also
+    --------
+    sktrellis.energies.Dasgupta : The energy whose MAP tree minimises this cost.
+    dendrogram_purity : A score of a tree against ground-truth classes.
+    make_tree_scorer : Turn it into a ``GridSearchCV`` scorer.
 
     References
     ----------
@@ -336,6 +344,8 @@ def expected_dendrogram_purity(labels_true, estimator):
     Returns
     -------
     expected_purity : float
+        The posterior mean of the dendrogram purity, in (0, 1]; 1 when no
+        class has two points.
 
     Raises
     ------
@@ -344,8 +354,8 @@ def expected_dendrogram_purity(labels_true, estimator):
 
     See Also
     --------
-    dendrogram_purity : the purity of one tree, e.g. the MAP tree.
-    make_posterior_scorer : turn it into a ``GridSearchCV`` scorer.
+    dendrogram_purity : The purity of one tree, e.g. the MAP tree.
+    make_posterior_scorer : Turn it into a ``GridSearchCV`` scorer.
 
     Examples
     --------
@@ -537,7 +547,8 @@ def make_tree_scorer(score_func, *, greater_is_better=True, **kwargs):
 
     See Also
     --------
-    make_posterior_scorer : scores that read the whole posterior.
+    make_posterior_scorer : Scores that read the whole posterior.
+    log_partition_scorer : A scorer that needs no labels.
 
     Examples
     --------
@@ -587,6 +598,12 @@ def make_posterior_scorer(score_func, *, greater_is_better=True, **kwargs):
     scorer : callable
         ``scorer(estimator, X, y) -> float``.
 
+    See Also
+    --------
+    make_tree_scorer : Scores that read one tree.
+    expected_dendrogram_purity : A score of the whole posterior to use here.
+    log_partition_scorer : A scorer that needs no labels.
+
     Examples
     --------
     >>> import numpy as np
@@ -630,6 +647,13 @@ def log_partition_scorer(estimator, X, y=None):
     Returns
     -------
     log_partition : float
+        ``log_partition_`` of the fitted clusterer, the log of the summed
+        potential of all its trees (or partitions).
+
+    See Also
+    --------
+    make_tree_scorer : A scorer from a score of one tree and true labels.
+    make_posterior_scorer : A scorer from a score of the posterior and true labels.
 
     Examples
     --------

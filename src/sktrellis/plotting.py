@@ -48,11 +48,25 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
     Returns
     -------
     ax : matplotlib Axes
+        The Axes drawn on, holding the dendrogram and one text annotation
+        per inner node but the root.
 
     Raises
     ------
     ImportError
         If matplotlib is not installed.
+    TypeError
+        If the estimator has no fitted tree, or no ``cluster_probability``
+        while ``annotate=True``.
+    ValueError
+        If ``tree`` is not a linkage matrix over the fitted points.
+
+    See Also
+    --------
+    sktrellis.Tree.plot : The same dendrogram without the annotations.
+    plot_pairwise_probability : The posterior of flat clusterings as a heatmap.
+    sktrellis.ExactHierarchicalClustering.cluster_probability : The number
+        written at each node.
 
     Examples
     --------
@@ -128,6 +142,12 @@ def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", lab
                               cmap="viridis", colorbar=True):
     """Heatmap of pairwise co-clustering probabilities P(i ~ j | X).
 
+    Entry (i, j) is the posterior probability that points i and j fall in
+    the same cluster, as an exact flat clustering computes it
+    (``pairwise_probability_``). In dendrogram order, well-supported
+    clusters show as bright blocks on the diagonal and points the posterior
+    is unsure about as off-diagonal stripes.
+
     Parameters
     ----------
     probabilities : array-like of shape (n_samples, n_samples) or estimator
@@ -152,11 +172,27 @@ def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", lab
     Returns
     -------
     ax : matplotlib Axes
+        The Axes drawn on, holding the heatmap (rows and columns permuted
+        by ``order``, tick labels in that order).
 
     Raises
     ------
     ImportError
         If matplotlib is not installed.
+    TypeError
+        If an estimator is passed that has no ``pairwise_probability_``.
+    ValueError
+        If the matrix is not square and finite, ``order`` is not a
+        permutation of its rows (or ``"dendrogram"`` for a matrix that is
+        not symmetric with entries in [0, 1]), or ``labels`` does not name
+        every point.
+
+    See Also
+    --------
+    sktrellis.ExactFlatClustering : Its ``pairwise_probability_`` is exact.
+    sktrellis.baselines.TransitivePropagation : An approximate
+        ``pairwise_probability_`` by belief propagation.
+    plot_dendrogram : The posterior over trees, as an annotated dendrogram.
 
     Examples
     --------

@@ -7,7 +7,9 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from ._estimator import EnergyEstimatorMixin, TreePosteriorMixin
+from ._estimator import (
+    EnergyEstimatorMixin, TreePosteriorMixin, check_built_for, clears_fit_state_on_failure,
+)
 from ._engine.trellis.hierarchical_trellis import double_factorial_trees
 from ._engine.sparse.sparse_trellis import SparseTrellis
 from ._engine.tree.conversion import merges_from_tree
@@ -109,8 +111,8 @@ class SparseTrellisClustering(
 
     See Also
     --------
-    sktrellis.ExactHierarchicalClustering : every tree, N <= 25 or so.
-    sktrellis.baselines.BeamSearchHierarchicalClustering : the best seed.
+    sktrellis.ExactHierarchicalClustering : Every tree, N <= 25 or so.
+    sktrellis.baselines.BeamSearchHierarchicalClustering : The best seed.
 
     References
     ----------
@@ -176,6 +178,7 @@ class SparseTrellisClustering(
             raise ValueError("the builder gave no seed trees; it must give at least one")
         return [replay_tree(model, merges_from_tree(tree, len(X))) for tree in trees]
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Build the sparse trellis of X and run its dynamic programs.
@@ -199,7 +202,7 @@ class SparseTrellisClustering(
         random_state = check_random_state(self.random_state)
         max_vertices = 50 * n_points if self.max_vertices is None else self.max_vertices
         start = time.perf_counter()
-        model = energy.merge_model(X)
+        model = check_built_for(energy.merge_model(X), n_points, energy, "merge_model")
         trellis = SparseTrellis(model)
         seeds = self._seed_trees(X, model, random_state)
         for tree in seeds:

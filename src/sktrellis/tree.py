@@ -33,6 +33,14 @@ class Tree:
     n_leaves : int
         Number of points.
     names : list of str or None
+        Leaf names, one per point, or None for leaves named by index.
+
+    See Also
+    --------
+    sktrellis.ExactHierarchicalClustering : Its ``tree_`` is the MAP tree.
+    sktrellis.plotting.plot_dendrogram : A dendrogram annotated with posterior support.
+    sktrellis.metrics.dendrogram_purity : How well a tree separates known classes.
+    scipy.cluster.hierarchy.linkage : The linkage matrix a Tree holds.
 
     Examples
     --------
@@ -74,10 +82,12 @@ class Tree:
         children : array-like of shape (n_leaves - 1, 2)
             Children first: leaves are 0..n-1 and row k is node n + k.
         names : sequence of str, default=None
+            Leaf names for :meth:`to_newick`; None names leaves by index.
 
         Returns
         -------
         tree : Tree
+            The same hierarchy, with row k of the linkage at height k + 1.
 
         Examples
         --------
@@ -99,6 +109,9 @@ class Tree:
         Returns
         -------
         linkage : ndarray of shape (n_leaves - 1, 4)
+            Row k merges the clusters ``linkage[k, 0]`` and ``linkage[k, 1]``
+            into cluster ``n_leaves + k`` at height ``linkage[k, 2]``, with
+            ``linkage[k, 3]`` leaves, as :mod:`scipy.cluster.hierarchy` reads it.
         """
         return self._linkage.copy()
 
@@ -108,6 +121,8 @@ class Tree:
         Returns
         -------
         newick : str
+            The tree ending in ``;``: leaves by name (or index), each branch
+            as long as its parent's height minus its own (leaves at 0).
         """
         return to_newick(self._linkage, self.names)
 

@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Subset enumeration shared by every exact kernel and table builder.
 
 Subsets are N-bit masks (bit i <=> point i, see ``_common.pxd``). The

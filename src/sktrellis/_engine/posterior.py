@@ -28,6 +28,13 @@ class TreePosterior(Protocol):
     map_log_potential : float
         ln phi of the most probable tree.
 
+    See Also
+    --------
+    sktrellis.ExactHierarchicalClustering : Its ``posterior_`` is over all trees.
+    sktrellis.SparseTrellisClustering : Its ``posterior_`` is over a sparse trellis.
+    sktrellis.metrics.expected_dendrogram_purity : A reader of ``split_blocks``.
+    sktrellis.plotting.plot_dendrogram : A reader of the cluster marginals.
+
     Examples
     --------
     >>> import numpy as np
@@ -46,27 +53,95 @@ class TreePosterior(Protocol):
     map_log_potential: float
 
     def cluster_log_marginal(self, members: np.ndarray) -> float:
-        """log P(the points ``members`` form a cluster of the tree); -inf if never."""
+        """Log posterior probability that the points ``members`` form a cluster.
+
+        Parameters
+        ----------
+        members : array-like of int
+            Indices of the points of the cluster, each once.
+
+        Returns
+        -------
+        log_marginal : float
+            The log of P(the points ``members`` form a cluster of the tree):
+            0 for a single point or all of them (in every tree), -inf for a
+            cluster no tree of the posterior has.
+        """
 
     def cluster_log_marginals(self) -> np.ndarray:
-        """log P(C is a cluster of the tree) of every cluster id C."""
+        """Log posterior probability of every cluster id being a cluster of the tree.
+
+        Returns
+        -------
+        log_marginals : ndarray of shape (n_clusters,)
+            ``log_marginals[c]`` is log P(c is a cluster of the tree), for
+            each cluster id c: a subset mask (n_clusters = 2**n_points) for
+            the full trellis, a vertex for a sparse one. Do not write to it:
+            it may be cached.
+        """
 
     def cluster_sums(self, values: np.ndarray) -> np.ndarray:
-        """The sum of per-point ``values`` over the points of every cluster id."""
+        """Sum of per-point ``values`` over the points of every cluster id.
+
+        Parameters
+        ----------
+        values : ndarray of shape (n_points,) or (n_points, d)
+            One value (or one row of ``d`` values) per point.
+
+        Returns
+        -------
+        sums : ndarray of shape (n_clusters,) or (n_clusters, d)
+            ``sums[c]`` is the sum of ``values[i]`` over the points i of
+            cluster id c, aligned with :meth:`cluster_log_marginals`.
+        """
 
     def split_blocks(self) -> Iterator[tuple]:
-        """Blocks ``(parents, lefts, rights, log_probability)`` of cluster ids.
+        """Iterate over every split of non-zero probability, in blocks.
 
-        Together they cover every split (C; A, B) of non-zero probability
-        once, with log P(C is a node of the tree split into A and B).
+        Together the blocks cover every split (C; A, B) of non-zero
+        probability once (splits of probability zero may appear too, with
+        log probability -inf).
+
+        Yields
+        ------
+        parents, lefts, rights : ndarray of shape (n_splits,)
+            Cluster ids of the split clusters C and of their children A, B.
+        log_probability : ndarray of shape (n_splits,)
+            The log of P(C is a node of the tree, split into A and B).
         """
 
     def most_probable_clusters(self, n_top: int, min_size: int) -> tuple:
         """The ``n_top`` most probable clusters of at least ``min_size`` points.
 
-        Returns (list of member arrays, array of log marginals), most
-        probable first.
+        Parameters
+        ----------
+        n_top : int
+            Number of clusters to return, at most (fewer if fewer exist).
+        min_size : int
+            Smallest number of points of a returned cluster.
+
+        Returns
+        -------
+        members : list of ndarray of int
+            The points of each cluster, in increasing order, most probable
+            cluster first; the root (all points, in every tree) is left out
+            and ties go to smaller clusters first.
+        log_marginals : ndarray of shape (len(members),)
+            The log of P(cluster of the tree) of each.
         """
 
     def sample_linkages(self, n_samples: int, random_state) -> list:
-        """``n_samples`` trees drawn exactly from the posterior, as linkage matrices."""
+        """Draw ``n_samples`` trees exactly from the posterior.
+
+        Parameters
+        ----------
+        n_samples : int
+            Number of trees to draw, independently.
+        random_state : numpy.random.RandomState or numpy.random.Generator
+            Source of the uniform draws (its ``random`` method).
+
+        Returns
+        -------
+        linkages : list of ndarray of shape (n_points - 1, 4)
+            The scipy linkage matrix of each tree drawn.
+        """

@@ -9,13 +9,26 @@ import numpy as np
 def subset_sums(values):
     """Sum of ``values[i]`` over the points i of every subset.
 
+    The building block of vectorised energies: the sufficient statistics of
+    every cluster (counts, sums of features or of squares) in one table,
+    built by doubling in O(2**n_points) time and memory.
+
     Parameters
     ----------
     values : ndarray of shape (n_points,) or (n_points, d)
+        One value (or one row of ``d`` values) per point.
 
     Returns
     -------
     table : ndarray of shape (2**n_points,) or (2**n_points, d)
+        ``table[mask]`` is the sum of ``values[i]`` over the points i of the
+        subset ``mask`` (bit i set); 0 for the empty subset.
+
+    See Also
+    --------
+    subset_pair_sums : Sum of a pairwise weight over the pairs of every subset.
+    subset_sizes : Number of points of every subset.
+    ClusterEnergy : A flat energy whose potential may be built from these tables.
 
     Examples
     --------
@@ -35,6 +48,10 @@ def subset_sums(values):
 def subset_pair_sums(weights):
     """Sum of ``weights[i, j]`` over the unordered pairs i < j inside every subset.
 
+    The within-cluster similarity of every subset, as correlation clustering
+    and Dasgupta's cost use it, built by doubling in O(2**n_points) time and
+    memory.
+
     Parameters
     ----------
     weights : ndarray of shape (n_points, n_points)
@@ -43,6 +60,15 @@ def subset_pair_sums(weights):
     Returns
     -------
     table : ndarray of shape (2**n_points,)
+        ``table[mask]`` is the sum of ``weights[i, j]`` over the pairs
+        i < j of points of the subset ``mask``; 0 for subsets of fewer than
+        two points.
+
+    See Also
+    --------
+    subset_sums : Sum of per-point values over every subset.
+    subset_sizes : Number of points of every subset.
+    CorrelationClustering : The flat energy of within-cluster pair weights.
 
     Examples
     --------
@@ -64,13 +90,23 @@ def subset_pair_sums(weights):
 def subset_sizes(n_points):
     """Number of points of every subset, as an int64 table of length 2**n_points.
 
+    The population count of every subset mask, for energies that depend on
+    cluster sizes (a Dirichlet-process prior, a per-cluster price).
+
     Parameters
     ----------
     n_points : int
+        Number of points N; the table has one entry per subset of them.
 
     Returns
     -------
     table : ndarray of int64, shape (2**n_points,)
+        ``table[mask]`` is the number of bits set in ``mask``.
+
+    See Also
+    --------
+    subset_sums : Sum of per-point values over every subset.
+    subset_pair_sums : Sum of a pairwise weight over the pairs of every subset.
 
     Examples
     --------

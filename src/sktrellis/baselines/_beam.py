@@ -4,7 +4,7 @@ from numbers import Integral
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from .._estimator import EnergyEstimatorMixin
+from .._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ..energies import Dasgupta
 from .._engine.agglomerative.search import beam_search
 
@@ -83,8 +83,8 @@ class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseE
 
     See Also
     --------
-    GreedyHierarchicalClustering : the beam of width one.
-    sktrellis.SparseTrellisClustering : the best tree and log Z over all
+    GreedyHierarchicalClustering : The beam of width one.
+    sktrellis.SparseTrellisClustering : The best tree and log Z over all
         trees the beam's trees span.
 
     References
@@ -128,6 +128,7 @@ class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseE
 
     _default_energy = Dasgupta
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Run the beam search on X and keep its best tree.
@@ -150,9 +151,9 @@ class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseE
         n_points = len(X)
         width = n_points * (n_points - 1) // 2 if self.beam_width is None else self.beam_width
         paper = self.variant == "paper"
+        model = check_built_for(energy.merge_model(X), n_points, energy, "merge_model")
         best = beam_search(
-            energy.merge_model(X), width, keep_greedy=not paper,
-            distinct="score" if paper else "clusters",
+            model, width, keep_greedy=not paper, distinct="score" if paper else "clusters"
         )[0]
         self._set_tree_from_merges(best.merges, best.log_potentials, energy)
         return self

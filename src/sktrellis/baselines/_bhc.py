@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._estimator import EnergyEstimatorMixin
+from .._estimator import EnergyEstimatorMixin, clears_fit_state_on_failure
 from .._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
 from .._engine.tree.conversion import linkage_from_heights, merges_from_splits
 from .._validation import check_exact_size, effective_n_threads
@@ -313,7 +313,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
 
     See Also
     --------
-    sktrellis.ExactFlatClustering : the exact DPM posterior (evidence, MAP
+    sktrellis.ExactFlatClustering : The exact DPM posterior (evidence, MAP
         partition, co-clustering probabilities) with ``dpm_energy()``.
 
     Notes
@@ -440,6 +440,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         )
         return tuple(float(v) for v in np.exp(result.x))
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Build the tree, its BHC quantities and the flat cut.

@@ -4,7 +4,7 @@ from numbers import Integral
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import HasMethods, Interval
 
-from .._estimator import EnergyEstimatorMixin
+from .._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ..energies import Dasgupta
 from .._engine.agglomerative.search import greedy_tree
 
@@ -58,8 +58,8 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
 
     See Also
     --------
-    BeamSearchHierarchicalClustering : keeps several partial trees.
-    sktrellis.ExactHierarchicalClustering : the exact MAP tree, N <= 25 or so.
+    BeamSearchHierarchicalClustering : Keeps several partial trees.
+    sktrellis.ExactHierarchicalClustering : The exact MAP tree, N <= 25 or so.
 
     References
     ----------
@@ -92,6 +92,7 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
 
     _default_energy = Dasgupta
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None):
         """Build the greedy tree of X.
@@ -111,6 +112,6 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
         """
         X = self._validate_training_data(X)
         energy = self._energy()
-        tree = greedy_tree(energy.merge_model(X))
+        tree = greedy_tree(check_built_for(energy.merge_model(X), len(X), energy, "merge_model"))
         self._set_tree_from_merges(tree.merges, tree.log_potentials, energy)
         return self

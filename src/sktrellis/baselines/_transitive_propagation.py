@@ -10,10 +10,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
+from .._engine.tree.conversion import relabel_by_first_appearance
+from .._estimator import clears_fit_state_on_failure
 from .._validation import (
-    available_memory_bytes, check_no_overflow, check_square_matrix, data_sketch, format_bytes,
+    check_memory,
+    check_no_overflow,
+    check_square_matrix,
+    data_sketch,
 )
-
 
 # Max-sum: beliefs above this are scaled down by _RESCALE_BY (powers of two: exact).
 _RESCALE_ABOVE = 2.0**64
@@ -93,7 +97,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
 
     Loopy max-sum is a heuristic: the result need not be the optimal
     partition, nor its calls transitive (``transitive_``).
-    ``ExactFlatClustering(CorrelationClustering(affinity="precomputed"))``
+    ``ExactFlatClustering(CorrelationClustering(affinity="precomputed", beta=1.0))``
     on the same matrix gives the exact optimum for small N.
 
     Parameters
@@ -123,9 +127,22 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         more than 1e-6 in probability. Log odds are clipped at +-1e4
         (certainties), so ratios beyond that count as certain.
     affinity : {"precomputed"}, default="precomputed"
-        X is the (n, n) symmetric matrix of log likelihood ratios
-        ``log f0 / f1`` (positive: same cluster more likely). The diagonal
-        is ignored.
+        X is an (n, n) symmetric matrix of pairwise scores, larger meaning
+        more alike, turned into log likelihood ratios by ``threshold``. The
+        diagonal is ignored.
+    threshold : float, default=0.0
+        The meaning of X: the score at which a pair is as likely to share a
+        cluster as not. The log likelihood ratios are ``X - threshold``.
+        The default 0 takes X as log likelihood ratios ``log f0 / f1``
+        (positive: same cluster more likely), as
+        :func:`~sktrellis.datasets.make_bit_patterns` gives them. Similarities
+        as ``AffinityPropagation(affinity="precomputed")`` takes them, such
+        as negative squared distances, are all negative: pass the similarity
+        above which two points should be together, e.g.
+        ``threshold=-radius**2`` for points closer than ``radius``. The
+        max-sum calls do not change when X and threshold are multiplied by
+        the same positive factor. When every point ends alone, a UserWarning
+        names this parameter.
 
     Attributes
     ----------
@@ -142,14 +159,14 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         ``method="sum-product"`` only: the approximate marginal probability
         ``sigmoid(beliefs_)`` that i and j share a cluster; ones on the
         diagonal. Compare with ``ExactFlatClustering(CorrelationClustering(
-        affinity="precomputed")).fit(X).pairwise_probability_``, the exact
-        value of the same distribution.
+        affinity="precomputed", beta=1.0)).fit(X - threshold)
+        .pairwise_probability_``, the exact value of the same distribution.
     transitive_ : bool
         Whether the pairwise calls form a partition (every pair of points
         within a connected component is called "same cluster"). When False,
         ``labels_`` merged some pairs that the messages called different.
     objective_ : float
-        Sum of ``L_ij`` over the pairs i < j inside the clusters of
+        Sum of ``L_ij = X_ij - threshold`` over the pairs i < j inside the clusters of
         ``labels_``: the log likelihood ratio of the partition against all
         singletons, the objective that transitive propagation maximises.
     n_iter_ : int
@@ -158,6 +175,16 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         Whether the stopping rule was met before ``max_iter``.
     n_features_in_ : int
         Number of columns of X (n_samples).
+
+    See Also
+    --------
+    sktrellis.flat.ExactFlatClustering : The exact optimum and pairwise
+        marginals of the same objective for small N, with
+        ``CorrelationClustering(affinity="precomputed", beta=1.0)`` on ``X - threshold``.
+    PerturbAndMAPClustering : Perturb-and-MAP estimates of the same pairwise
+        marginals.
+    sklearn.cluster.AffinityPropagation : Message passing over exemplars,
+        taking similarities.
 
     Notes
     -----
@@ -204,21 +231,24 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         "convergence_iter": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"max-sum", "sum-product"})],
         "affinity": [StrOptions({"precomputed"})],
+        "threshold": [Real],
     }
 
     def __init__(self, damping=0.5, max_iter=200, convergence_iter=1000, method="max-sum",
-                 affinity="precomputed"):
+                 affinity="precomputed", threshold=0.0):
         self.damping = damping
         self.max_iter = max_iter
         self.convergence_iter = convergence_iter
         self.method = method
         self.affinity = affinity
+        self.threshold = threshold
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.pairwise = True
         return tags
 
+    @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Pass messages until the pairwise calls are stable and cluster.
@@ -226,7 +256,8 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_samples)
-            Symmetric log likelihood ratios ``log f0(i, j) / f1(i, j)``.
+            Symmetric pairwise scores; ``X - threshold`` are the log
+            likelihood ratios ``log f0(i, j) / f1(i, j)``.
         y : Ignored
             Not used, present for API consistency.
 
@@ -238,20 +269,22 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64)
         self._fit_sketch = data_sketch(X)
         llr = check_square_matrix(X, "log likelihood ratio", allow_negative=True)
+        if self.threshold != 0:
+            with np.errstate(over="ignore"):
+                llr = llr - self.threshold
+            if not np.all(np.isfinite(llr)):
+                raise ValueError(
+                    f"X - threshold overflows float64 (threshold={self.threshold!r}); "
+                    "rescale X and threshold together"
+                )
         # objective_ sums up to all of them.
         check_no_overflow(
             np.abs(llr).sum(), "TransitivePropagation", "the sum of the |log likelihood ratios|",
             "rescale X",
         )
         n_points = len(llr)
-        needed = message_bytes(n_points)
-        available = available_memory_bytes()
-        if available is not None and needed > 0.9 * available:
-            raise ValueError(
-                f"TransitivePropagation keeps ~2 N**3 / 3 float32 messages: n_samples="
-                f"{n_points} requires {format_bytes(needed)} but only "
-                f"{format_bytes(available)} is available; use fewer points"
-            )
+        check_memory(n_points, message_bytes(n_points), "TransitivePropagation",
+                     holds="~2 N**3 / 3 float32 messages", way_out="use fewer points")
         beliefs, self.n_iter_, self.converged_ = self._pass_messages(llr)
         if not self.converged_:
             warnings.warn(
@@ -263,17 +296,34 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         same = beliefs > 0
         np.fill_diagonal(same, True)
         _, labels = connected_components(same, directed=False)
-        # Relabel by first appearance so labels do not depend on the graph search.
-        _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
-        self.labels_ = np.argsort(np.argsort(first))[inverse]
+        # By first appearance, so labels do not depend on the graph search.
+        self.labels_ = relabel_by_first_appearance(labels)
         together = self.labels_[:, None] == self.labels_[None, :]
         self.transitive_ = bool(np.array_equal(same, together))
         self.objective_ = float(np.triu(np.where(together, llr, 0.0), 1).sum())
         self.beliefs_ = beliefs
+        if n_points > 1 and self.labels_.max() == n_points - 1:
+            self._warn_all_alone(llr)
         if self.method == "sum-product":
             self.pairwise_probability_ = expit(beliefs)
             np.fill_diagonal(self.pairwise_probability_, 1.0)
         return self
+
+    def _warn_all_alone(self, llr):
+        """Every point in its own cluster: most often scores of the wrong meaning."""
+        n_points = len(llr)
+        off_diagonal = llr[~np.eye(n_points, dtype=bool)]
+        n_positive = int(np.count_nonzero(off_diagonal > 0)) // 2
+        warnings.warn(
+            f"TransitivePropagation put each of the n_samples={n_points} points in a "
+            f"cluster of its own: {n_positive} of the {n_points * (n_points - 1) // 2} "
+            f"pairs have X - threshold > 0 (threshold={self.threshold!r}). If X holds "
+            "similarities rather than log likelihood ratios (for instance negative "
+            "squared distances, as AffinityPropagation takes), set threshold to the "
+            "similarity above which two points belong together: threshold=-r**2 joins "
+            "points closer than r",
+            UserWarning,
+        )
 
     def _stable(self, beliefs, change):
         """The stopping rule: no call flips soon and the calls are a partition.

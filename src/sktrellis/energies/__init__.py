@@ -13,7 +13,7 @@ speed of the built-in energies), or subclass
 subset tables :func:`subset_sums`, :func:`subset_pair_sums` and
 :func:`subset_sizes` build either in O(2**N) vectorised steps.
 """
-from .._engine.potential._split_potential import SplitPotential
+from .._engine.potential._split_potential import SplitPotential, register_split_function
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._correlation import CorrelationClustering
 from ._custom import ClusterEnergy, SplitEnergy
@@ -32,6 +32,7 @@ __all__ = [
     "HierarchicalEnergy",
     "SplitEnergy",
     "SplitPotential",
+    "register_split_function",
     "subset_pair_sums",
     "subset_sizes",
     "subset_sums",

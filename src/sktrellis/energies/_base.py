@@ -36,6 +36,13 @@ class HierarchicalEnergy(BaseEstimator):
     (:meth:`SplitPotential.from_cython`, gallery example "A new O(1)
     energy in Cython"). Neither needs an edit of the package.
 
+    See Also
+    --------
+    FlatEnergy : The base class of energies over flat partitions.
+    SplitEnergy : A hierarchical energy from a vectorised Python function.
+    SplitPotential : The per-subset tables a hierarchical energy builds.
+    sktrellis.ExactHierarchicalClustering : The exact posterior over trees of an energy.
+
     Examples
     --------
     A built-in energy's tables evaluate any split: here the Dasgupta
@@ -71,6 +78,9 @@ class HierarchicalEnergy(BaseEstimator):
         Returns
         -------
         n_bytes : int
+            What a fit on ``n_points`` points allocates at its peak; the
+            exact estimators refuse a fit that would not fit in memory
+            before allocating anything.
         """
         return hierarchical_trellis_bytes(
             self.potential_kind, n_points, self.table_bytes_per_subset
@@ -87,6 +97,9 @@ class HierarchicalEnergy(BaseEstimator):
         Returns
         -------
         potential : SplitPotential
+            The tables from which the trellis kernels evaluate
+            ``log psi(A, B)`` of any split in O(1), of kind
+            ``potential_kind``.
         """
         raise NotImplementedError
 
@@ -145,6 +158,13 @@ class FlatEnergy(BaseEstimator):
     O(1). Parameters are plain constructor arguments, so an estimator's
     ``energy__<name>`` can be grid-searched.
 
+    See Also
+    --------
+    HierarchicalEnergy : The base class of energies over binary trees.
+    ClusterEnergy : A flat energy from a vectorised Python function.
+    subset_sums : Per-subset sums, the building block of a vectorised table.
+    sktrellis.ExactFlatClustering : The exact posterior over partitions of an energy.
+
     Examples
     --------
     Each cluster costs a fixed amount plus its spread along one feature,
@@ -176,10 +196,14 @@ class FlatEnergy(BaseEstimator):
         Parameters
         ----------
         n_points : int
+            Number of points.
 
         Returns
         -------
         n_bytes : int
+            What a fit on ``n_points`` points allocates at its peak:
+            ``table_bytes_per_subset`` per subset for the energy's table and
+            temporaries, plus the flat trellis.
         """
         return self.table_bytes_per_subset * 2**n_points + flat_trellis_bytes(n_points)
 

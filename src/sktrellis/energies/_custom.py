@@ -1,9 +1,9 @@
 """User-defined energies: split (hierarchical) and cluster (flat) potentials."""
 import numpy as np
 
-from .._engine.potential._split_potential import SplitPotential
 from .._engine._subsets import canonical_lefts, split_table_layout, subsets_by_size
-from .._validation import check_exact_size
+from .._engine.potential._split_potential import SplitPotential
+from .._validation import check_exact_size, check_log_potentials
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._merge import MergeModel
 
@@ -34,6 +34,12 @@ class SplitEnergy(HierarchicalEnergy):
     kw_args : dict, default=None
         Extra keyword arguments of ``func``; grid-search them as
         ``energy__kw_args``.
+
+    See Also
+    --------
+    ClusterEnergy : The flat counterpart, a potential per cluster.
+    SplitPotential.from_cython : An O(1) energy as a compiled C function.
+    Dasgupta : A built-in hierarchical energy, with fast separable tables.
 
     Examples
     --------
@@ -68,12 +74,44 @@ class SplitEnergy(HierarchicalEnergy):
         self.kw_args = kw_args
 
     def split_bytes(self, n_points):
-        # The trellis with its split table, and one batch of index arrays
-        # handed to func (uint32 and two int64 masks, its result and as much
-        # again for what a vectorised func typically allocates).
+        """Peak memory of the split table, the trellis and a batch of calls, in bytes.
+
+        Parameters
+        ----------
+        n_points : int
+            Number of points.
+
+        Returns
+        -------
+        n_bytes : int
+            The trellis with its table of all 3**N / 2 splits (8 bytes
+            each), plus one batch of arguments handed to ``func``.
+        """
+        # One batch of index arrays handed to func (uint32 and two int64
+        # masks, its result and as much again for what a vectorised func
+        # typically allocates).
         return super().split_bytes(n_points) + 48 * min(3**n_points // 2, _BATCH_SPLITS)
 
     def split_potential(self, X):
+        """Tabulate ``func`` on every split of every subset of the rows of X.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        potential : SplitPotential
+            A ``"table"`` potential holding ``log psi(A, B)`` of every split.
+
+        Raises
+        ------
+        ValueError
+            If ``func`` returns a value that is NaN or +inf, or an array of
+            the wrong shape, or if n_samples is too large for the table to
+            fit in memory.
+        """
         self._validate_params()
         n_points = len(X)
         check_exact_size(n_points, self.split_bytes(n_points), "SplitEnergy")
@@ -89,19 +127,10 @@ class SplitEnergy(HierarchicalEnergy):
                 chunk = parents[first : first + batch]
                 lefts = canonical_lefts(chunk).astype(np.int64)
                 rights = chunk.astype(np.int64)[:, None] ^ lefts
-                values = np.asarray(
-                    self.func(X, lefts.ravel(), rights.ravel(), **kw_args), dtype=np.float64
+                values = check_log_potentials(
+                    self.func(X, lefts.ravel(), rights.ravel(), **kw_args),
+                    "SplitEnergy function", (lefts.size,), "split",
                 )
-                if values.shape != (lefts.size,):
-                    raise ValueError(
-                        f"SplitEnergy function returned shape {values.shape} for "
-                        f"{lefts.size} splits; it must return one value per split"
-                    )
-                if np.any(np.isnan(values)) or np.any(values == np.inf):
-                    raise ValueError(
-                        "SplitEnergy function returned NaN or +inf; log potentials "
-                        "must be finite or -inf (a forbidden split)"
-                    )
                 start = level_offset[size] + first * n_splits
                 table[start : start + values.size] = values
         return SplitPotential.table(n_points, table, level_offset, rank_in_level)
@@ -155,17 +184,10 @@ class _SplitMergeModel(MergeModel):
         for first in range(0, parents.size, _BATCH_SPLITS):
             chunk = slice(first, first + _BATCH_SPLITS)
             left, right = lefts[chunk], parents[chunk] ^ lefts[chunk]
-            values = np.asarray(self._func(self._X, left, right, **self._kw_args), dtype=np.float64)
-            if values.shape != (left.size,):
-                raise ValueError(
-                    f"SplitEnergy function returned shape {values.shape} for "
-                    f"{left.size} splits; it must return one value per split"
-                )
-            if np.any(np.isnan(values)) or np.any(values == np.inf):
-                raise ValueError(
-                    "SplitEnergy function returned NaN or +inf; log potentials "
-                    "must be finite or -inf (a forbidden split)"
-                )
+            values = check_log_potentials(
+                self._func(self._X, left, right, **self._kw_args),
+                "SplitEnergy function", (left.size,), "split",
+            )
             out[chunk] = values
         return out
 
@@ -195,6 +217,12 @@ class ClusterEnergy(FlatEnergy):
     kw_args : dict, default=None
         Extra keyword arguments of ``func``; grid-search them as
         ``energy__kw_args``.
+
+    See Also
+    --------
+    SplitEnergy : The hierarchical counterpart, a potential per split.
+    FlatEnergy : The base class, for an energy tabulated by NumPy directly.
+    CorrelationClustering : A built-in flat energy.
 
     Examples
     --------
@@ -232,10 +260,20 @@ class ClusterEnergy(FlatEnergy):
         Parameters
         ----------
         X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
 
         Returns
         -------
         log_potential : ndarray of shape (2**n_samples,)
+            ``log E(C)`` of the cluster with mask C (bit i <=> row i of X);
+            finite, or -inf for a forbidden cluster. Entry 0 (the empty set)
+            is 0 and unused.
+
+        Raises
+        ------
+        ValueError
+            If ``func`` returns a value that is NaN or +inf, or an array of
+            the wrong shape.
         """
         self._validate_params()
         n_points = len(X)
@@ -243,16 +281,9 @@ class ClusterEnergy(FlatEnergy):
         table = np.zeros(1 << n_points)
         for first in range(1, 1 << n_points, _BATCH_CLUSTERS):
             masks = np.arange(first, min(first + _BATCH_CLUSTERS, 1 << n_points), dtype=np.int64)
-            values = np.asarray(self.func(X, masks, **kw_args), dtype=np.float64)
-            if values.shape != masks.shape:
-                raise ValueError(
-                    f"ClusterEnergy function returned shape {values.shape} for "
-                    f"{masks.size} clusters; it must return one value per cluster"
-                )
-            if np.any(np.isnan(values)) or np.any(values == np.inf):
-                raise ValueError(
-                    "ClusterEnergy function returned NaN or +inf; log potentials "
-                    "must be finite or -inf (a forbidden cluster)"
-                )
+            values = check_log_potentials(
+                self.func(X, masks, **kw_args), "ClusterEnergy function", masks.shape,
+                "cluster",
+            )
             table[first : first + masks.size] = values
         return table

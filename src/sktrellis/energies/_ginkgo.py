@@ -14,12 +14,6 @@ from ._merge import MergeModel
 _LARGEST_MOMENTUM_SUM = 1e150
 
 
-def invariant_mass2(momenta):
-    """t = E**2 - |p|**2 of four-momenta (..., 4) ordered (E, px, py, pz)."""
-    momenta = np.asarray(momenta, dtype=np.float64)
-    return momenta[..., 0] ** 2 - np.sum(momenta[..., 1:] ** 2, axis=-1)
-
-
 def ginkgo_log_psi(mass2_parent, mass2_left, mass2_right, lam, t_cut):
     """Vectorised log psi of Ginkgo splits from the three invariant masses squared.
 

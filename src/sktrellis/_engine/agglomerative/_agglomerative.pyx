@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Bookkeeping loops of the beam search (``sktrellis._engine.agglomerative.search``).
 
 A forest of the beam keeps, per slot (a cluster sits in the slot of its

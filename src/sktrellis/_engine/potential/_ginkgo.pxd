@@ -19,7 +19,7 @@ cdef enum:
 
 
 cdef inline double child_term(const double* params, double tau, double child_mass2) noexcept nogil:
-    # g(tau, t) of DESIGN.md section 6: a child's mass given its parent's scale.
+    # g(tau, t) of the GinkgoLikelihood docstring: a child's mass given its parent's scale.
     if tau <= 0.0:
         return -INFINITY
     if child_mass2 > 0.0:

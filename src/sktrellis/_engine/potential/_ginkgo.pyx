@@ -1,5 +1,4 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The Ginkgo splitting likelihood as a split potential function (DESIGN.md section 6).
+"""The Ginkgo splitting likelihood as a split potential function (see GinkgoLikelihood).
 
 One implementation of the public C contract of split potentials
 (``sktrellis/energies/__init__.pxd``): the kernels know nothing of it.
@@ -8,7 +7,7 @@ from libc.math cimport log, sqrt
 
 import numpy as np
 
-from ._split_potential import SplitPotential
+from ._split_potential import SplitPotential, register_split_function
 
 # Positions in SplitData.tables.
 cdef enum:
@@ -23,6 +22,11 @@ cdef double ginkgo_log_psi(const SplitData* data, mask_t parent, mask_t left) no
     cdef mask_t right = parent ^ left
     return log_psi_of_masses(data.params, mass2[parent], root[parent], mass2[left], root[left],
                              mass2[right], root[right])
+
+
+# What ginkgo_log_psi reads, checked by SplitPotential.from_cython.
+register_split_function(__name__, "ginkgo_log_psi",
+                        tables={"mass2": "2**n", "sqrt_mass2": "2**n"}, n_params=N_PARAMS)
 
 
 def ginkgo_potential(int n_points, mass2, double lam, double t_cut):

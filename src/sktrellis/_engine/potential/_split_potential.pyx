@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The split potential: the contract between a hierarchical energy and the kernels.
 
 Public as ``sktrellis.energies.SplitPotential``. The struct the kernels read
@@ -8,8 +7,11 @@ from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.string cimport memset
 
+import ast
 import importlib
+import operator
 import sys
+from collections.abc import Mapping
 from types import MappingProxyType
 
 import numpy as np
@@ -70,8 +72,8 @@ def _check_table(arrays, name, length, *, allow_minus_inf=False):
     return table
 
 
-def _split_function_capsule(module_name, name):
-    """The capsule of the C split log potential `name` of the compiled module `module_name`.
+def _split_function_capsule(module, name):
+    """The capsule of the C split log potential `name` exported by the compiled `module`.
 
     Cython exports a module's ``cdef api`` functions (and those declared in
     its .pxd) in ``__pyx_capi__``, each capsule named by its C signature,
@@ -79,7 +81,7 @@ def _split_function_capsule(module_name, name):
     ``signature_witness`` above is declared with the types of the public
     contract, so its signature is the one every split function must have.
     """
-    module = importlib.import_module(module_name)
+    module_name = module.__name__
     exported = getattr(module, "__pyx_capi__", {})
     declaration = (
         f"cdef api double {name}(const SplitData* data, mask_t parent, mask_t left) "
@@ -100,6 +102,278 @@ def _split_function_capsule(module_name, name):
             f"{signature.decode()!r}, not {expected.decode()!r}; declare it {declaration}"
         )
     return capsule
+
+
+# The length expressions of a declared table: integers, n, + - * // and **.
+_LENGTH_OPERATORS = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow,
+}
+
+
+def _table_lengths(table, expression):
+    """The length of a declared table for every N = 1..30, from "2**n", "n + 1", 16...
+
+    Evaluated here, once, by walking the parsed expression (never ``eval``):
+    only integer literals, the name ``n`` and + - * // ** are allowed.
+    """
+    way_out = ("give it as an int or a string such as '2**n', '4**n' or 'n + 1' "
+               "(integers, n, + - * // **)")
+    if isinstance(expression, (int, np.integer)) and not isinstance(expression, bool):
+        source = str(int(expression))
+    elif isinstance(expression, str):
+        source = expression
+    else:
+        raise ValueError(f"the length of table {table!r} is {expression!r}; {way_out}")
+
+    def length(node, n):
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name) and node.id == "n":
+            return n
+        if isinstance(node, ast.BinOp) and type(node.op) in _LENGTH_OPERATORS:
+            left, right = length(node.left, n), length(node.right, n)
+            if isinstance(node.op, ast.Pow) and not 0 <= right <= 64:
+                raise ValueError(f"exponent {right} out of range")
+            if isinstance(node.op, ast.FloorDiv) and right == 0:
+                raise ValueError("division by zero")
+            return _LENGTH_OPERATORS[type(node.op)](left, right)
+        raise ValueError(f"{ast.dump(node)} is not allowed")
+
+    try:
+        body = ast.parse(source.strip(), mode="eval").body
+        lengths = tuple(length(body, n) for n in range(1, MAX_POTENTIAL_POINTS + 1))
+    except (SyntaxError, ValueError) as error:
+        raise ValueError(
+            f"the length {expression!r} of table {table!r} is not an expression in n "
+            f"({error}); {way_out}"
+        ) from None
+    if min(lengths) < 1:
+        n = lengths.index(min(lengths)) + 1
+        raise ValueError(
+            f"the length {expression!r} of table {table!r} is {lengths[n - 1]} at n={n}; "
+            f"a table the function reads has at least one entry for every n in 1..."
+            f"{MAX_POTENTIAL_POINTS}"
+        )
+    return lengths
+
+
+class SplitFunction:
+    """A C split function that its module registered, with what it reads.
+
+    Parameters
+    ----------
+    module, name : str
+        Where it is: module name and function name.
+    table_lengths : dict of str to str or int
+        The tables it reads, in the order of ``data.tables``, with their
+        lengths as given (e.g. ``"2**n"``).
+    n_params : int
+        How many entries of ``data.params`` it reads.
+    capsule : PyCapsule
+        The exported function.
+    """
+
+    def __init__(self, module, name, table_lengths, n_params, capsule):
+        self.module = module
+        self.name = name
+        self.table_lengths = dict(table_lengths)
+        self.n_params = n_params
+        self.capsule = capsule
+        self._lengths = {table: _table_lengths(table, expression)
+                         for table, expression in self.table_lengths.items()}
+
+    def length(self, table, n_points):
+        """Number of entries of `table` at N = n_points."""
+        return self._lengths[table][n_points - 1]
+
+    def declaration(self):
+        return (f"tables={self.table_lengths!r}, n_params={self.n_params}")
+
+    def __repr__(self):
+        return f"SplitFunction({self.module!r}, {self.name!r}, {self.declaration()})"
+
+
+# The split functions their modules registered, by (module name, function
+# name). Nothing is imported by name to fill it (so that loading a pickle
+# runs no module it names), except the package's own built-in modules.
+_SPLIT_FUNCTIONS = {}
+_BUILTIN_SPLIT_FUNCTION_MODULES = ("sktrellis._engine.potential._ginkgo",)
+
+
+def register_split_function(module, name, *, tables, n_params):
+    """Declare a C split function and what it reads, so ``from_cython`` may call it.
+
+    A compiled module calls this at import, next to the function it
+    declares: the tables the function reads (names in the order of
+    ``data.tables``, lengths in terms of ``n``, the number of points) and
+    how many parameters of ``data.params`` it reads.
+    :meth:`SplitPotential.from_cython` (and loading a pickled potential)
+    then checks the tables and parameters it is given against this
+    declaration before any kernel calls the function, and finds the
+    function only here: it never imports a module by name.
+
+    Parameters
+    ----------
+    module : module or str
+        The compiled module exporting the function (``__name__`` inside the
+        module itself); it must already be imported.
+    name : str
+        Name of the ``cdef api`` function in the module.
+    tables : dict of str to str or int
+        The tables the function reads, in order, each with its length: an
+        int, or an expression in ``n`` such as ``"2**n"`` (one entry per
+        subset), ``"4**n"`` or ``"n + 1"`` (integers, ``n``, ``+ - * // **``).
+    n_params : int
+        Number of scalar parameters the function reads.
+
+    Returns
+    -------
+    function : SplitFunction
+        The registered declaration. Registering the same declaration again
+        is allowed (a module reload); a different one is refused.
+
+    See Also
+    --------
+    SplitPotential.from_cython : The potential of a registered function.
+
+    Examples
+    --------
+    In the user's Cython module, after the function (the name is imported
+    from ``sktrellis.energies``)::
+
+        register_split_function(__name__, "my_log_psi",
+                                tables={"pair_sums": "2**n", "sizes": "2**n"},
+                                n_params=1)
+    """
+    module_name = module if isinstance(module, str) else getattr(module, "__name__", None)
+    if not isinstance(module_name, str):
+        raise ValueError(f"module must be a module or its name, got {module!r}")
+    module = sys.modules.get(module_name)
+    if module is None:
+        raise ValueError(
+            f"module {module_name!r} is not imported; a module registers its split "
+            "functions itself, at import: register_split_function(__name__, ...)"
+        )
+    if not isinstance(name, str):
+        raise ValueError(f"name must be the function's name as a str, got {name!r}")
+    if not isinstance(tables, Mapping):
+        raise ValueError(
+            f"tables must be a dict of table name to length (e.g. {{'mass2': '2**n'}}), "
+            f"got {type(tables).__name__}"
+        )
+    if not all(isinstance(table, str) for table in tables):
+        raise ValueError(f"table names must be str, got {list(tables)!r}")
+    if isinstance(n_params, bool) or not isinstance(n_params, (int, np.integer)) or n_params < 0:
+        raise ValueError(f"n_params must be a non-negative int, got {n_params!r}")
+    function = SplitFunction(module_name, name, tables, int(n_params),
+                             _split_function_capsule(module, name))
+    registered = _SPLIT_FUNCTIONS.get((module_name, name))
+    if registered is not None and (registered.table_lengths, registered.n_params) != (
+            function.table_lengths, function.n_params):
+        raise ValueError(
+            f"split function {name!r} of module {module_name!r} is already registered "
+            f"with {registered.declaration()}; it cannot be declared again with "
+            f"{function.declaration()}"
+        )
+    _SPLIT_FUNCTIONS[module_name, name] = function
+    return function
+
+
+def _registered_split_function(module_name, name):
+    """The registered split function, or a ValueError saying how to register it.
+
+    Only the package's own modules are imported here; any other module must
+    have been imported, and so have registered its functions, beforehand.
+    """
+    function = _SPLIT_FUNCTIONS.get((module_name, name))
+    if function is None and module_name in _BUILTIN_SPLIT_FUNCTION_MODULES:
+        importlib.import_module(module_name)
+        function = _SPLIT_FUNCTIONS.get((module_name, name))
+    if function is not None:
+        return function
+    module = sys.modules.get(module_name)
+    if module is None:
+        raise ValueError(
+            f"no split function {name!r} of module {module_name!r} is registered, and the "
+            "module is not imported: import it first (importing it registers its split "
+            "functions); SplitPotential never imports a module by name, so that loading a "
+            "pickle runs no code it names"
+        )
+    _split_function_capsule(module, name)  # the clearer error of a wrong name or signature
+    raise ValueError(
+        f"split function {name!r} of module {module_name!r} does not declare what it "
+        f"reads: call register_split_function(__name__, {name!r}, tables={{...}}, "
+        "n_params=...) in the module, next to the function (see "
+        "sktrellis.energies.register_split_function)"
+    )
+
+
+def _check_function_inputs(function, n_points, arrays, values):
+    """The tables in declaration order and the parameters, as the function reads them."""
+    if not isinstance(arrays, Mapping):
+        raise ValueError(
+            f"tables must be a dict of table name to array, with the names "
+            f"{list(function.table_lengths)} that {function.name!r} declares; got "
+            f"{type(arrays).__name__}"
+        )
+    declared = list(function.table_lengths)
+    unknown = [table for table in arrays if table not in function.table_lengths]
+    missing = [table for table in declared if table not in arrays]
+    if unknown or missing:
+        raise ValueError(
+            f"split function {function.name!r} of module {function.module!r} reads the "
+            f"tables {declared}; got {list(arrays)} (missing {missing}, unknown {unknown})"
+        )
+    ordered = {}
+    for table in declared:
+        ordered[table] = arrays[table]
+        length = function.length(table, n_points)
+        _check_table(ordered, table, None, allow_minus_inf=True)
+        if ordered[table].shape[0] != length:
+            raise ValueError(
+                f"table {table!r} of split function {function.name!r} must have "
+                f"{function.table_lengths[table]} = {length} entries at n_points={n_points}, "
+                f"got {ordered[table].shape[0]}"
+            )
+    try:
+        values = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"params must be a sequence of {function.n_params} floats for "
+            f"{function.name!r}, got {values!r}"
+        ) from None
+    if values.ndim != 1 or values.shape[0] != function.n_params:
+        raise ValueError(
+            f"split function {function.name!r} of module {function.module!r} reads "
+            f"{function.n_params} parameters; got params of shape {values.shape}"
+        )
+    if np.isnan(values).any():
+        raise ValueError(f"SplitPotential parameters must not be NaN, got {values}")
+    return ordered, values
+
+
+def _check_masks(masks, argument, n_points):
+    """Subset masks as int64, each in [1, 2**n_points), or a ValueError naming `argument`."""
+    masks = np.asarray(masks)
+    if masks.ndim != 1 or not (np.issubdtype(masks.dtype, np.integer) or masks.size == 0):
+        raise ValueError(
+            f"{argument} must be a 1-d array of integer subset masks, got dtype "
+            f"{masks.dtype} and shape {masks.shape}"
+        )
+    if masks.size and masks.dtype == np.uint64 and masks.max() >= 1 << 63:
+        index = int(np.argmax(masks >= 1 << 63))
+    else:
+        masks = masks.astype(np.int64)
+        outside = (masks < 1) | (masks >= 1 << n_points)
+        index = int(np.argmax(outside)) if outside.any() else -1
+    if index >= 0:
+        raise ValueError(
+            f"{argument}[{index}]={int(masks[index])} is not a non-empty subset of the "
+            f"n_points={n_points} points: masks are in [1, 2**{n_points}) = [1, "
+            f"{1 << n_points})"
+        )
+    return masks
 
 
 cdef class SplitPotential:
@@ -130,8 +404,8 @@ cdef class SplitPotential:
       function of the user's own compiled Cython module, with the
       signature declared in ``sktrellis/energies/__init__.pxd`` (installed
       with the package), reads the given float64 tables and scalar
-      parameters. The built-in Ginkgo likelihood is one (DESIGN.md
-      section 6); the gallery example "A new O(1) energy in Cython" writes
+      parameters. The built-in Ginkgo likelihood
+      (:class:`~sktrellis.energies.GinkgoLikelihood`) is one; the gallery example "A new O(1) energy in Cython" writes
       another. It runs at the speed of a built-in energy.
     - ``SplitPotential.table(n_points, split_table, level_offset,
       rank_in_level)`` for any potential, one value per canonical split in
@@ -201,17 +475,21 @@ cdef class SplitPotential:
             view = _check_table(arrays, "size_coef", n_points + 1)
             self.tables.size_coef = &view[0]
         elif kind == FUNCTION:
-            capsule = _split_function_capsule(params["module"], params["function"])
-            values = np.asarray(params["values"], dtype=np.float64).ravel()
-            if np.isnan(values).any():
-                raise ValueError(f"SplitPotential parameters must not be NaN, got {values}")
-            for name in list(arrays):
-                _check_table(arrays, name, None, allow_minus_inf=True)
+            module_name, function_name = params.get("module"), params.get("function")
+            if not (isinstance(module_name, str) and isinstance(function_name, str)):
+                raise ValueError(
+                    f"a function potential names its module and function as str, got "
+                    f"module={module_name!r}, function={function_name!r}"
+                )
+            function = _registered_split_function(module_name, function_name)
+            arrays, values = _check_function_inputs(
+                function, n_points, arrays, params.get("values", ()))
+            capsule = function.capsule
             self.tables.function = <split_log_psi_t>PyCapsule_GetPointer(
                 capsule, PyCapsule_GetName(capsule))
             self.tables.data.n_points = n_points
             # One block each, freed with the object; the tables themselves
-            # are the arrays kept in self.arrays.
+            # are the arrays kept in self.arrays, in the declared order.
             table_pointers = <const double**>PyMem_Malloc((len(arrays) + 1) * sizeof(double*))
             param_values = <double*>PyMem_Malloc((len(values) + 1) * sizeof(double))
             if table_pointers == NULL or param_values == NULL:
@@ -225,7 +503,7 @@ cdef class SplitPotential:
                 param_values[k] = values[k]
             self.tables.data.tables = table_pointers
             self.tables.data.params = param_values
-            params = {"module": params["module"], "function": params["function"],
+            params = {"module": module_name, "function": function_name,
                       "values": tuple(values.tolist())}
         elif kind == TABLE:
             level_offset, rank_in_level, table_length = split_table_layout(n_points)
@@ -289,7 +567,9 @@ cdef class SplitPotential:
         """log psi(S; A, B) from a C function of a compiled Cython module.
 
         The function is declared, with the types of the public contract
-        ``sktrellis/energies/__init__.pxd``::
+        ``sktrellis/energies/__init__.pxd``, and registered with what it
+        reads (``sktrellis.energies.register_split_function``) in its
+        module::
 
             from sktrellis.energies cimport SplitData, mask_t
 
@@ -297,33 +577,49 @@ cdef class SplitPotential:
                                  mask_t left) noexcept nogil:
                 ...
 
+            register_split_function(__name__, "name",
+                                    tables={"t": "2**n"}, n_params=1)
+
         and returns log psi(parent; left, parent ^ left) for the canonical
         split (``left`` holds the lowest point of ``parent``): finite, or
         -inf for a forbidden split, never NaN or +inf. It may be called
         from several threads at once and only reads ``data``:
-        ``data.tables[k]`` is the k-th table below, ``data.params[j]`` the
-        j-th parameter, ``data.n_points`` is N.
+        ``data.tables[k]`` is the k-th declared table, ``data.params[j]``
+        the j-th parameter, ``data.n_points`` is N. The tables and
+        parameters given here are checked against the declaration (names,
+        lengths at this N, number of parameters) before any kernel calls the
+        function, so it never reads past them.
 
         Parameters
         ----------
         n_points : int
             Number of points N, 1 to 30.
         module : module or str
-            The compiled module (or its importable name) exporting the
-            function; named in a pickle, so the potential pickles.
+            The compiled module (or its name) exporting and registering the
+            function; it must be imported already (nothing is imported by
+            name). Named in a pickle, so the potential pickles; loading it
+            needs the module imported (and so registered) first.
         name : str
             Name of the function in the module.
         tables : dict of str to array-like
-            Float64 tables the function reads, in order (usually of 2**N
-            entries indexed by subset mask); finite or -inf.
+            The float64 tables the function declares, by name; finite or
+            -inf.
         params : sequence of float, default=()
-            Scalar parameters the function reads, in order.
+            The scalar parameters the function reads, in order, as many as
+            it declares; not NaN.
 
         Returns
         -------
         potential : SplitPotential
         """
-        module_name = module if isinstance(module, str) else module.__name__
+        module_name = module if isinstance(module, str) else getattr(module, "__name__", None)
+        if not isinstance(module_name, str):
+            raise ValueError(f"module must be a module or its name, got {module!r}")
+        if not isinstance(tables, Mapping):
+            raise ValueError(
+                f"tables must be a dict of table name to array (the names the function "
+                f"declares with register_split_function), got {type(tables).__name__}"
+            )
         return cls(n_points, FUNCTION, dict(tables),
                    {"module": module_name, "function": name, "values": params})
 
@@ -395,14 +691,35 @@ cdef class SplitPotential:
         parents : array-like of int
             Parent subset masks.
         lefts : array-like of int
-            One child of each parent, a submask of it.
+            One child of each parent: a non-empty proper submask of it.
 
         Returns
         -------
         log_psi : ndarray of float64
+
+        Raises
+        ------
+        ValueError
+            If a mask is outside ``[1, 2**n_points)`` or a child is not a
+            non-empty proper submask of its parent.
         """
-        cdef const mask_t[::1] parent_view = np.ascontiguousarray(parents, dtype=np.uint32)
-        cdef const mask_t[::1] left_view = np.ascontiguousarray(lefts, dtype=np.uint32)
+        parents = _check_masks(parents, "parents", self.n_points)
+        lefts = _check_masks(lefts, "lefts", self.n_points)
+        if parents.shape != lefts.shape:
+            raise ValueError(
+                f"parents and lefts must have the same length, got {parents.shape[0]} "
+                f"and {lefts.shape[0]}"
+            )
+        improper = ((lefts & ~parents) != 0) | (lefts == parents)
+        if improper.any():
+            index = int(np.argmax(improper))
+            raise ValueError(
+                f"lefts[{index}]={int(lefts[index])} is not a child of parents[{index}]="
+                f"{int(parents[index])}: a child of a split is a non-empty proper submask "
+                "of its parent (the other child is the rest)"
+            )
+        cdef const mask_t[::1] parent_view = parents.astype(np.uint32)
+        cdef const mask_t[::1] left_view = lefts.astype(np.uint32)
         cdef Py_ssize_t i, n = parent_view.shape[0]
         cdef double[::1] out = np.empty(n, dtype=np.float64)
         cdef mask_t parent, left

@@ -1,5 +1,3 @@
-# distutils: language = c++
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Best-first AND/OR search (AO*) for the minimum-cost tree over up to 64 points.
 
 Clusters live in a hash map keyed by their 64-bit mask; nothing is sized

@@ -1,5 +1,4 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Admissible bounds for the exact best-first search over trees (issue 14).
+"""Admissible bounds for the exact best-first search over trees.
 
 The search (``_best_first.pyx``) minimises the *cost* of a tree, ``-log phi
 = sum over inner nodes of -log psi(A, B)``, and never tabulates the 2**N
@@ -384,7 +383,8 @@ cdef class GinkgoBound(SearchBound):
     """An upper bound on the Ginkgo log likelihood of any tree over a cluster.
 
     Write ``n = log(1 - exp(-lam))`` (< 0), ``g(tau, t)`` the child term of
-    DESIGN.md section 6, ``t_C`` the mass squared of a set C of points and
+    :class:`~sktrellis.energies.GinkgoLikelihood`, ``t_C`` the mass squared
+    of a set C of points and
     ``t_ij = 2 p_i.p_j = t_{ij} - t_i - t_j``, so that ``t_C = sum over i in
     C of t_i + sum over pairs i < j in C of t_ij`` (bilinearity; the points'
     own ``t_i`` are 0 up to rounding, and only their negative part, summed

@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Dynamic programs of the sparse cluster trellis: an explicit DAG of clusters.
 
 The vertices are clusters of any number of points, numbered by increasing

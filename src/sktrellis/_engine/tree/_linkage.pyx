@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """scipy linkage matrices from merge lists: the one linkage builder.
 
 A tree over N points is given as children-first merges: an (N - 1, 2)

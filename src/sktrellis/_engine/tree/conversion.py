@@ -172,10 +172,29 @@ def labels_from_linkage(linkage, n_clusters):
         if np.array_equal(moved, roots):
             break
         roots = moved
-    _, labels = np.unique(roots, return_inverse=True)
-    # Relabel by first appearance so labels do not depend on node numbering.
-    first = {}
-    return np.array([first.setdefault(label, len(first)) for label in labels], dtype=np.int64)
+    # By first appearance, so labels do not depend on node numbering.
+    return relabel_by_first_appearance(roots)
+
+
+def relabel_by_first_appearance(labels):
+    """Cluster ids 0..k-1 numbered by each cluster's first point.
+
+    The one labelling convention of the package: any naming of the same
+    partition gives the same labels (``[7, 7, 2, 7, 5] -> [0, 0, 1, 0, 2]``).
+
+    Parameters
+    ----------
+    labels : array-like of shape (n_samples,)
+        Any hashable, sortable cluster names.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,) of int64
+    """
+    _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))
+    return rank[inverse.ravel()]
 
 
 def to_newick(linkage, names=None):

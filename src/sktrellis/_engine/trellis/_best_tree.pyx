@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """The binary tree that maximises a score built from per-cluster values.
 
 Two recursions share one kernel, driven level by level by

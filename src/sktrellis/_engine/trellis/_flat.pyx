@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Dynamic programs of the flat cluster trellis over all 2**N subsets.
 
 Everything here trusts its input: masks are valid, tables are C-contiguous
@@ -410,8 +409,8 @@ def constrained_map_level(const mask_t[::1] parents, const double[::1] log_e,
             sub = next_submask(sub, rest)
 
 
-def best_first_cluster(const double[::1] log_e, const double[:, ::1] log_mapk,
-                       mask_t subset, int n_clusters):
+def constrained_map_cluster(const double[::1] log_e, const double[:, ::1] log_mapk,
+                            mask_t subset, int n_clusters):
     """The MAP cluster holding low(subset) among partitions into n_clusters >= 2 clusters.
 
     Recomputes the maximisation of `constrained_map_level` for one subset

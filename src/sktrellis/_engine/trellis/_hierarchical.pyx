@@ -1,4 +1,3 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Dynamic programs of the hierarchical cluster trellis over all 2**N subsets.
 
 Everything here trusts its input: masks are valid, tables are C-contiguous
@@ -15,7 +14,7 @@ with log Z({i}) = log MAP({i}) = 0. Subsets are processed by size ("levels");
 all subsets of one size are independent, which is what the OpenMP loops use.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, exp, log, isfinite
+from libc.math cimport INFINITY, NAN, exp, log, isfinite
 from libc.stdint cimport uint64_t
 from libc.string cimport memset
 
@@ -120,6 +119,7 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
     cdef uint64_t[:, ::1] count_view
     cdef mask_t parent, low, rest, sub, left, right, arg, arg_odd, pair_bit
     cdef double acc, acc_odd, best, best_odd, value, top, psi
+    cdef int invalid
     cdef double* z = &log_z[0]
     cdef double* m = &log_map[0]
     cdef const double* lf = &left_factors[0, 0]
@@ -201,6 +201,7 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
         acc = 0.0
         best = -INFINITY
         arg = low
+        invalid = 0
         if with_counts:
             count[2 * parent] = 0
             count[2 * parent + 1] = 0
@@ -211,7 +212,12 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
                 psi = function(data, parent, left)
             else:
                 psi = split_log_potential(t, parent, left)
-            if psi > -INFINITY:
+            if not psi > -INFINITY:
+                # -inf is a forbidden split; NaN breaks the contract, and
+                # is marked (not taken for -inf) at the cost of one compare
+                # on forbidden splits only. +inf shows as log Z = +inf.
+                invalid = invalid | (psi != psi)
+            else:
                 value = psi + z[left] + z[right]
                 if value > top:
                     acc = acc * exp(top - value) + 1.0
@@ -225,7 +231,7 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
                 if with_counts:
                     count_add_product(&count[2 * parent], &count[2 * left], &count[2 * right])
             sub = next_submask(sub, rest)
-        z[parent] = top + log(acc) if top > -INFINITY else -INFINITY
+        z[parent] = NAN if invalid else (top + log(acc) if top > -INFINITY else -INFINITY)
         m[parent] = best
         best_left[parent] = arg
 

@@ -383,7 +383,7 @@ class FlatTrellis:
         subset = self.full
         for label in range(n_clusters):
             remaining = n_clusters - label
-            cluster = subset if remaining == 1 else int(kernels.best_first_cluster(
+            cluster = subset if remaining == 1 else int(kernels.constrained_map_cluster(
                 self.log_e, log_mapk, subset, remaining
             ))
             labels[[i for i in range(self.n_points) if cluster >> i & 1]] = label
