@@ -255,7 +255,7 @@ def test_searches_never_beat_the_exact_map(kind, width, global_random_seed):
 def test_beam_search_is_never_below_greedy(kind, n_points, width, seed):
     # Without the greedy path kept, beams of width 10 ended below greedy on
     # 6 of 40 jets of 10 leaves (by up to 3.6 nats) and 12 of 40 of 15.
-    energy, X = _problem(kind, n_points, np.random.default_rng(seed))
+    energy, X = random_problem(kind, n_points, np.random.default_rng(seed), forbidden=0.0)
     greedy = GreedyHierarchicalClustering(energy).fit(X)
     beam = BeamSearchHierarchicalClustering(energy, beam_width=width).fit(X)
     assert beam.map_log_potential_ >= greedy.map_log_potential_ - 1e-9 * max(
@@ -305,7 +305,8 @@ def _paper_beam_reference(potential, n_points, width):
 @pytest.mark.parametrize("n_points", [5, 7, 9])
 def test_paper_variant_is_the_published_beam_search(kind, n_points, global_random_seed):
     # Ginkgo and split tables rank merges by log psi, as the paper's search.
-    energy, X = _problem(kind, n_points, np.random.default_rng(global_random_seed + n_points))
+    rng = np.random.default_rng(global_random_seed + n_points)
+    energy, X = random_problem(kind, n_points, rng, forbidden=0.0)
     model = BeamSearchHierarchicalClustering(energy, beam_width=None, variant="paper").fit(X)
     width = n_points * (n_points - 1) // 2
     expected = _paper_beam_reference(energy.split_potential(X), n_points, width)

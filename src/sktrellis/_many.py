@@ -118,7 +118,7 @@ def fit_many(estimator, datasets, *, result=None, n_jobs=None, batch_size="auto"
         Datasets per task sent to a worker. "auto": as many as take about
         0.2 s (BATCH_SECONDS), from the time of the first fits.
     verbose : int, default=0
-        joblib's progress messages.
+        Verbosity of joblib's progress messages.
 
     Returns
     -------
@@ -126,6 +126,10 @@ def fit_many(estimator, datasets, *, result=None, n_jobs=None, batch_size="auto"
         A list with one entry per dataset, in the order of ``datasets``; its
         ``execution``, ``backend``, ``batch_size`` and ``task_seconds`` say
         how they were computed.
+
+    See Also
+    --------
+    joblib.Parallel : What runs the fits.
 
     Notes
     -----

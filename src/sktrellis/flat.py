@@ -220,7 +220,7 @@ class ExactFlatClustering(
 
     @property
     def n_clusters_log_partition_(self):
-        """log Z over the partitions into k clusters, k = 0..n_samples.
+        """Log Z over the partitions into k clusters, k = 0..n_samples.
 
         Needs a second pass over the trellis with a cluster-count dimension
         (about the cost of ``fit``), run on first access, then kept.
