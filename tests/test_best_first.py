@@ -463,7 +463,7 @@ def test_restored_common_checks(global_random_seed):
     clone(model).fit(X - 100.0)
 
 
-@pytest.mark.parametrize("n_points", [13, 14])
+@pytest.mark.parametrize("n_points", [13, pytest.param(14, marks=pytest.mark.slow)])
 def test_ginkgo_past_the_exact_clusters(n_points, global_random_seed):
     """Clusters above the bound's exact size are searched: still the trellis MAP."""
     rng = np.random.default_rng(global_random_seed)

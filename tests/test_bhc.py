@@ -330,11 +330,13 @@ def test_default_priors_are_the_dpm_defaults(global_random_seed):
     assert params == DirichletProcessMixture().get_params()
 
 
-def test_exact_verbose_reports_every_level(capsys, global_random_seed):
+def test_exact_verbose_shows_the_progress_of_the_best_tree(capsys, global_random_seed):
     model, X = _problem("gaussian", 6, np.random.default_rng(global_random_seed))
-    model.set_params(algorithm="exact", verbose=1).fit(X)
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 5 and "subsets of size 6/6" in lines[-1]
+    model.set_params(algorithm="exact", verbose=2).fit(X)
+    err = capsys.readouterr().err
+    estimate, bar = err.split("\n")[:2]
+    assert "best tree over the 2**6 subsets of n_samples=6: 301 splits" in estimate
+    assert "100%|" in bar and "subsets of size 6/6" in bar
 
 
 def test_input_is_not_mutated(global_random_seed):

@@ -19,3 +19,25 @@ def test_example_runs(script, tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_ward_like_energy_recovers_the_blobs(monkeypatch):
+    """What the text of plot_custom_energy.py says is what the example computes."""
+    import runpy
+
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr(plt, "show", lambda: None)
+    from sklearn.metrics import adjusted_rand_score
+
+    example = runpy.run_path(str(EXAMPLES[0].parent / "plot_custom_energy.py"))
+    plt.close("all")
+    blob, model = example["blob"], example["model"]
+    # Both trees cut into the three blobs, each a cluster with high probability.
+    assert adjusted_rand_score(blob, model.labels_) == 1.0
+    assert adjusted_rand_score(blob, example["greedy_labels"]) == 1.0
+    assert min(example["blob_probability"]) > 0.9
+    # The MAP is optimal: never below the greedy Ward tree under the same cost.
+    assert model.map_log_potential_ >= example["greedy_log_potential"] - 1e-9

@@ -1,5 +1,6 @@
 """ExactFlatClustering against brute-force enumeration of all partitions."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -377,12 +378,34 @@ def test_most_probable_clusters_are_sorted_marginals():
     assert [m.tolist() for m, _ in top[:2]] == [[0, 1], [2, 3]]
 
 
-def test_verbose_reports_every_subset_size(capsys):
-    ExactFlatClustering(verbose=1).fit(np.random.default_rng(0).normal(size=(6, 2)))
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert all(line.startswith("[ExactFlatClustering]") for line in lines)
-    sizes = [line.split("size ")[1].split(":")[0] for line in lines]
-    assert sizes == [f"{k}/6" for k in range(1, 7)]
+def _last_percent(err):
+    """The percentage of the last state a progress bar printed."""
+    return int(re.findall(r"(\d+)%\|", err)[-1])
+
+
+def test_progress_opens_with_an_estimate_and_the_bar_finishes(capsys):
+    model = ExactFlatClustering(CorrelationClustering(beta=1.0), n_clusters=2, verbose=2, n_jobs=1)
+    model.fit(np.random.default_rng(0).normal(size=(6, 2)))
+    out, err = capsys.readouterr()
+    assert out == ""
+    # The inside pass, then the pass for the MAP with 2 clusters: an estimate and a bar each.
+    lines = err.split("\n")[:-1]
+    assert len(lines) == 4
+    assert lines[0].startswith("[ExactFlatClustering] inside pass (MAP, log Z) over the 2**6")
+    assert lines[2].startswith("[ExactFlatClustering] pass for the MAP with 2 clusters")
+    for estimate, bar in (lines[0:2], lines[2:4]):
+        assert "n_samples=6: " in estimate and " pairs, about " in estimate
+        assert "memory " in estimate
+        assert _last_percent(bar) == 100 and "subsets of size 6/6" in bar
+    model.n_clusters_probability_
+    err = capsys.readouterr().err
+    assert err.startswith("[ExactFlatClustering] pass counting clusters")
+    assert _last_percent(err) == 100
+
+
+def test_quick_fits_are_silent_by_default(capsys):
+    ExactFlatClustering().fit(np.random.default_rng(0).normal(size=(8, 2))).n_clusters_probability_
+    assert capsys.readouterr() == ("", "")
 
 
 @pytest.mark.slow
@@ -392,7 +415,7 @@ def test_ctrl_c_interrupts_a_long_fit(capsys):
     import threading
 
     X = np.random.default_rng(0).normal(size=(23, 2))
-    model = ExactFlatClustering(verbose=1)
+    model = ExactFlatClustering(verbose=2)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     try:
@@ -400,8 +423,8 @@ def test_ctrl_c_interrupts_a_long_fit(capsys):
             model.fit(X)
     finally:
         timer.cancel()
-    levels_done = capsys.readouterr().out.count("subsets of size")
-    assert levels_done < 21, "the interrupt waited for the whole dynamic program"
+    # An interrupted bar closes showing how far the pass got (if it started).
+    assert "100%|" not in capsys.readouterr().err, "the interrupt waited for the whole DP"
     assert not hasattr(model, "labels_")
 
 

@@ -1,6 +1,8 @@
 """ExactHierarchicalClustering against brute-force enumeration of all trees."""
 import math
 
+import re
+
 import numpy as np
 import pytest
 from scipy.cluster.hierarchy import fcluster, is_monotonic, is_valid_linkage
@@ -508,10 +510,48 @@ def test_restored_common_checks(global_random_seed):
 ###############################################################################
 # Progress, interruption, memory
 
-def test_verbose_reports_every_subset_size(capsys):
-    ExactHierarchicalClustering(verbose=1).fit(np.random.default_rng(0).normal(size=(6, 2)))
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert [line.split("size ")[1].split(":")[0] for line in lines] == [f"{k}/6" for k in range(2, 7)]
+def _last_percent(err):
+    """The percentage of the last state a progress bar printed."""
+    return int(re.findall(r"(\d+)%\|", err)[-1])
+
+
+@pytest.mark.parametrize("verbose", [0, 1])
+def test_quick_fits_are_silent_by_default(verbose, capsys):
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    model = ExactHierarchicalClustering(verbose=verbose).fit(X)
+    model.cluster_probability([0, 1])
+    model.max_clade_credibility_tree()
+    assert capsys.readouterr() == ("", "")
+
+
+@pytest.mark.parametrize("how", ["verbose=2", "estimate above the threshold"])
+def test_progress_opens_with_an_estimate_and_the_bar_finishes(how, capsys, monkeypatch):
+    from sktrellis._engine.trellis import levels
+
+    verbose = 2
+    if how != "verbose=2":
+        # verbose=1 shows passes estimated to take at least this long.
+        monkeypatch.setattr(levels, "PROGRESS_MIN_SECONDS", 0.0)
+        verbose = 1
+    model = ExactHierarchicalClustering(verbose=verbose, n_jobs=1)
+    model.fit(np.random.default_rng(0).normal(size=(6, 2)))
+    out, err = capsys.readouterr()
+    assert out == ""
+    first = err.splitlines()[0]
+    # 301 = (3**6 - 2**7 + 1) / 2 splits of the subsets of 6 points.
+    assert first.startswith("[ExactHierarchicalClustering] inside pass")
+    assert "n_samples=6: 301 splits, about " in first and "on 1 thread, memory " in first
+    # Two lines, not one per level: the estimate, and the bar redrawn in place (\r).
+    assert err.count("\n") == 2
+    assert "301/301" in err and _last_percent(err) == 100
+    assert "subsets of size 6/6" in err
+    model.cluster_probability([0, 1])
+    err = capsys.readouterr().err
+    assert err.startswith("[ExactHierarchicalClustering] outside pass") and _last_percent(err) == 100
+    assert "subsets of size 1/6" in err
+    model.max_clade_credibility_tree()
+    err = capsys.readouterr().err
+    assert err.startswith("[ExactHierarchicalClustering] best tree") and _last_percent(err) == 100
 
 
 @pytest.mark.slow
@@ -521,7 +561,7 @@ def test_ctrl_c_interrupts_a_long_fit(capsys):
     import threading
 
     X = np.random.default_rng(0).normal(size=(23, 2))
-    model = ExactHierarchicalClustering(verbose=1)
+    model = ExactHierarchicalClustering(verbose=2)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     try:
@@ -529,8 +569,8 @@ def test_ctrl_c_interrupts_a_long_fit(capsys):
             model.fit(X)
     finally:
         timer.cancel()
-    levels_done = capsys.readouterr().out.count("subsets of size")
-    assert levels_done < 21, "the interrupt waited for the whole dynamic program"
+    # An interrupted bar closes showing how far the pass got (if it started).
+    assert "100%|" not in capsys.readouterr().err, "the interrupt waited for the whole DP"
     assert not hasattr(model, "labels_")
 
 
@@ -566,17 +606,6 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     assert peak <= energy.split_bytes(n_points) + 2**16
 
 
-def test_verbose_reports_every_level_of_the_outside_pass(capsys):
-    model = ExactHierarchicalClustering(verbose=1).fit(np.random.default_rng(0).normal(size=(6, 2)))
-    capsys.readouterr()
-    model.cluster_probability([0, 1])
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert all("outside" in line for line in lines)
-    assert [line.split("size ")[1].split(":")[0] for line in lines] == [
-        f"{k}/6" for k in range(5, 0, -1)
-    ]
-
-
 @pytest.mark.slow
 def test_ctrl_c_interrupts_the_outside_pass(capsys):
     """KeyboardInterrupt stops the outside pass between chunks; a later query redoes it."""
@@ -584,7 +613,7 @@ def test_ctrl_c_interrupts_the_outside_pass(capsys):
     import threading
 
     X = np.random.default_rng(0).normal(size=(20, 2))
-    model = ExactHierarchicalClustering(verbose=1).fit(X)
+    model = ExactHierarchicalClustering(verbose=2).fit(X)
     capsys.readouterr()
     timer = threading.Timer(0.3, _thread.interrupt_main)
     timer.start()
@@ -593,7 +622,7 @@ def test_ctrl_c_interrupts_the_outside_pass(capsys):
             model.cluster_probability([0, 1])
     finally:
         timer.cancel()
-    assert capsys.readouterr().out.count("outside") < 19
+    assert "100%|" not in capsys.readouterr().err
     assert model._trellis._log_marginals is None
 
 

@@ -69,6 +69,7 @@ def test_compiled_engine_imports_nothing_above_it(path):
     assert above == [], f"{path.name} imports {above} from above the engine"
 
 
+@pytest.mark.slow  # one interpreter per module: about a minute on a loaded machine
 def test_every_module_imports_first_in_a_fresh_interpreter():
     # One fresh interpreter per module (forked before sktrellis is imported),
     # so a cycle that only the usual import order hides fails here.

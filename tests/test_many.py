@@ -21,11 +21,20 @@ def _one_by_one(estimator, datasets):
     return [clone(estimator).fit(X) for X in datasets]
 
 
+@pytest.fixture
+def processes_always_pay(monkeypatch):
+    """Send even tiny work to worker processes, so that path is tested."""
+    from sktrellis import _many
+
+    monkeypatch.setattr(_many, "PROCESS_START_SECONDS", 0.0)
+
+
 @pytest.mark.parametrize("n_jobs", [None, 1, 2])
-def test_fit_many_equals_fitting_one_by_one(n_jobs, global_random_seed):
+def test_fit_many_equals_fitting_one_by_one(n_jobs, global_random_seed, processes_always_pay):
     datasets = _datasets(global_random_seed)
     template = ExactHierarchicalClustering(Dasgupta(beta=2.0), n_clusters=2, n_jobs=1)
     fitted = fit_many(template, datasets, n_jobs=n_jobs)
+    assert fitted.execution == ("parallel" if n_jobs == 2 else "in-process")
     assert not hasattr(template, "labels_"), "the template must stay unfitted"
     for model, reference, X in zip(fitted, _one_by_one(template, datasets), datasets):
         assert model is not template and model.n_leaves_ == len(X)
@@ -35,7 +44,52 @@ def test_fit_many_equals_fitting_one_by_one(n_jobs, global_random_seed):
         assert model.cluster_probability([0, 1]) == reference.cluster_probability([0, 1])
 
 
-def test_fit_many_light_results(global_random_seed):
+def test_small_work_stays_in_process(global_random_seed, monkeypatch):
+    from sktrellis import _many
+
+    # 200 fits of 9 points took 4.4 s through two processes, 0.47 s in a
+    # loop. The choice rests on a timing: made certain here by what starting
+    # processes is taken to cost (benchmarks/bench_fit_many.py measures it).
+    monkeypatch.setattr(_many, "PROCESS_START_SECONDS", 1e9)
+    rng = np.random.default_rng(global_random_seed)
+    datasets = [rng.normal(size=(9, 2)) for _ in range(50)]
+    template = ExactHierarchicalClustering(Dasgupta(beta=1.0), n_jobs=1)
+    log_z = fit_many(template, datasets, result="log_partition_", n_jobs=2)
+    assert (log_z.execution, log_z.backend, log_z.batch_size) == ("in-process", None, 1)
+    assert log_z.task_seconds > 0
+    assert log_z == [clone(template).fit(X).log_partition_ for X in datasets]
+    # One worker never measures: it is a loop.
+    assert fit_many(template, datasets[:3], n_jobs=1).task_seconds is None
+
+
+@pytest.mark.parametrize("batch_size", ["auto", 4])
+@pytest.mark.parametrize("as_generator", [False, True])
+def test_work_worth_processes_goes_to_them_in_batches(
+    batch_size, as_generator, monkeypatch, global_random_seed
+):
+    from sktrellis import _many
+
+    datasets = _datasets(global_random_seed, n_datasets=12)
+    template = ExactHierarchicalClustering(Dasgupta(beta=2.0), n_jobs=1)
+    # Work "worth" processes once a few datasets are read ahead, whatever
+    # the first fit took: the rest come from the generator as workers ask.
+    monkeypatch.setattr(_many, "PROCESS_START_SECONDS", 1e-9)
+    source = (X for X in datasets) if as_generator else datasets
+    log_z = fit_many(template, source, result="log_partition_", n_jobs=2, batch_size=batch_size)
+    assert (log_z.execution, log_z.backend) == ("parallel", "LokyBackend")
+    if batch_size == "auto":
+        batch_size = max(1, int(_many.BATCH_SECONDS / log_z.task_seconds))
+    assert log_z.batch_size == batch_size
+    assert log_z == [clone(template).fit(X).log_partition_ for X in datasets]
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 1.5, "big"])
+def test_fit_many_rejects_bad_batch_size(batch_size):
+    with pytest.raises(ValueError, match="batch_size must be"):
+        fit_many(ExactHierarchicalClustering(), [np.zeros((3, 2))], batch_size=batch_size)
+
+
+def test_fit_many_light_results(global_random_seed, processes_always_pay):
     datasets = _datasets(global_random_seed)
     template = make_pipeline(StandardScaler(), ExactHierarchicalClustering(n_jobs=1))
     references = _one_by_one(template, datasets)
@@ -49,10 +103,11 @@ def test_fit_many_light_results(global_random_seed):
     assert fit_many(template, []) == []
 
 
-def test_fit_many_names_the_failing_dataset():
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_fit_many_names_the_failing_dataset(n_jobs, processes_always_pay):
     datasets = [np.zeros((4, 2)), np.zeros((1, 2)), np.zeros((3, 2))]
     with pytest.raises(ValueError, match="minimum of 2") as info:
-        fit_many(ExactHierarchicalClustering(n_jobs=1), datasets)
+        fit_many(ExactHierarchicalClustering(n_jobs=1), datasets, n_jobs=n_jobs)
     assert "datasets[1]" in "".join(getattr(info.value, "__notes__", []))
 
 
@@ -62,6 +117,7 @@ def test_fit_many_rejects_bad_result(result):
         fit_many(ExactHierarchicalClustering(), [np.zeros((3, 2))], result=result)
 
 
+@pytest.mark.slow  # starts a Dask cluster
 def test_fit_many_on_a_dask_cluster(global_random_seed):
     distributed = pytest.importorskip(
         "distributed",

@@ -211,7 +211,11 @@ def test_spanned_trees_match_brute_force(kind, global_random_seed):
         assert model.cluster_probability(_members(mask, n_points)) == pytest.approx(expected, abs=1e-10)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "kind",
+    # One kind in the quick suite; the chi-square test of each is seconds.
+    [kind if kind == "dasgupta" else pytest.param(kind, marks=pytest.mark.slow) for kind in KINDS],
+)
 def test_samples_follow_the_sparse_posterior(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     n_points = 5

@@ -56,8 +56,15 @@ class ExactFlatClustering(
         Seed of :meth:`sample` when it is called without one, and of the
         bootstrap calibrating an energy's ``beta="auto"`` (None: a fixed
         seed, so that the same data always get the same ``beta_``).
-    verbose : int, default=0
-        Print the progress of the dynamic program per subset size.
+    verbose : int, default=1
+        Progress of the dynamic program, on stderr: a first line with the
+        pass's number of (subset, cluster) pairs, its estimated time and
+        the memory it needs, then a tqdm bar with the time left. 0: silent.
+        1: only for passes estimated to take 10 s or more (from about
+        N = 22 on one thread), so that quick fits -- grid searches,
+        ``fit_many`` over small datasets -- print nothing while a long fit
+        says what it will cost before it starts (and can be stopped with
+        Ctrl-C). 2 or more: always.
     n_jobs : int, default=None
         OpenMP threads of the kernels; None uses all available cores, -1 as
         well, -2 all but one.
@@ -152,7 +159,7 @@ class ExactFlatClustering(
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, energy=None, *, n_clusters=None, random_state=None, verbose=0,
+    def __init__(self, energy=None, *, n_clusters=None, random_state=None, verbose=1,
                  n_jobs=None):
         self.energy = energy
         self.n_clusters = n_clusters
@@ -228,13 +235,12 @@ class ExactFlatClustering(
 
     @property
     def n_clusters_log_partition_(self):
-        """log Z over the partitions into k clusters, k = 0..n_samples.
+        """Log Z over the partitions into k clusters, k = 0..n_samples.
 
         Needs a second pass over the trellis with a cluster-count dimension
         (about the cost of ``fit``), run on first access, then kept.
         """
-        check_is_fitted(self)
-        return self._trellis.log_partition_by_count
+        return self._fitted_posterior().log_partition_by_count
 
     @property
     def n_clusters_probability_(self):
@@ -270,10 +276,10 @@ class ExactFlatClustering(
         log_probability : float
             ``-inf`` for a partition with a forbidden cluster.
         """
-        check_is_fitted(self)
+        log_e = self._fitted_posterior().log_e
         masks = self._label_masks(labels)
         # Rounding in log Z must not make a probability exceed one.
-        return float(min(self._trellis.log_e[masks].sum() - self.log_partition_, 0.0))
+        return float(min(log_e[masks].sum() - self.log_partition_, 0.0))
 
     def _label_masks(self, labels):
         n_points = len(self.labels_)
@@ -312,9 +318,9 @@ class ExactFlatClustering(
             One row of labels per partition, 0, 1, ... in order of each
             cluster's first point.
         """
-        check_is_fitted(self)
+        posterior = self._fitted_posterior()
         rng = check_random_state(self.random_state if random_state is None else random_state)
-        return self._trellis.sample_labels(int(n_samples), rng)
+        return posterior.sample_labels(int(n_samples), rng)
 
     @available_if(_energy_has("log_predictive"))
     def predict(self, X):

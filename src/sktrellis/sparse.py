@@ -6,7 +6,6 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import (
     EnergyEstimatorMixin, TreePosteriorMixin, check_built_for, clears_fit_state_on_failure,
@@ -268,12 +267,11 @@ class SparseTrellisClustering(
             ``-inf`` for a tree the trellis does not span or with a
             forbidden split.
         """
-        check_is_fitted(self)
+        trellis = self._fitted_posterior()
         merges = merges_from_tree(tree, self.n_leaves_)
         members = [np.array([i]) for i in range(self.n_leaves_)]
         for a, b in merges:
             members.append(np.concatenate([members[a], members[b]]))
-        trellis = self._trellis
         vertex = trellis.vertex_of(members)
         if np.any(vertex < 0):
             return -np.inf

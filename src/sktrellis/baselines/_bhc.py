@@ -254,7 +254,9 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         given ``alpha`` and prior are the starting point; the best values
         found are ``alpha_`` and ``prior_scale_``.
     verbose : int, default=0
-        ``"exact"``: print the progress of the dynamic program.
+        ``"exact"``: progress of the dynamic program on stderr (an estimate
+        of its time and memory, then a tqdm bar): 1 for a pass estimated
+        to take 10 s or more, 2 or more always.
     n_jobs : int, default=None
         ``"exact"``: OpenMP threads; None uses all available cores, -1 as
         well, -2 all but one.

@@ -295,20 +295,29 @@ class _Forest:
         return new, log_psi
 
 
-def beam_search(model, width):
+def beam_search(model, width, *, keep_greedy=False, distinct="clusters"):
     """The paper's beam search: keep the ``width`` best partial clusterings.
 
     Every forest proposes its ``width`` best merges; of all proposals the
     ``width`` with the highest total score that give distinct forests
-    survive (two merge orders reaching the same set of clusters are one
-    forest: identity by a hash of the clusters built so far). With a width
-    of at least the number of distinct forests this is an exhaustive search;
-    with width 1 it is the greedy search.
+    survive. With ``keep_greedy`` the best merge of the forest on the greedy
+    path always survives (in place of the last proposal otherwise kept), so
+    the greedy tree is among the results. With a width of at least the
+    number of distinct forests this is an exhaustive search; with width 1 it
+    is the greedy search.
 
     Parameters
     ----------
     model : MergeModel
     width : int
+    keep_greedy : bool, default=False
+        Keep the greedy path in the beam.
+    distinct : {"clusters", "score"}, default="clusters"
+        When two proposals are the same forest. "clusters": they built the
+        same clusters (two merge orders of one forest; identity by a hash of
+        the clusters built so far). "score": their total scores agree to
+        1e-9 (the de-duplication of equal likelihoods of Greenberg et al.
+        2021, which also drops distinct forests that tie).
 
     Returns
     -------
@@ -332,6 +341,8 @@ def beam_search(model, width):
     start.score, start.key, start.history = 0.0, 0, None
     start.fill_rows(model, np.arange(n_points), row_width)
     forests = [start]
+    # Index in `forests` of the forest on the greedy path (None: not tracked).
+    greedy = 0 if keep_greedy else None
     live = np.arange(n_points)
     for _ in range(n_points - 1):
         proposals = []
@@ -343,18 +354,29 @@ def beam_search(model, width):
             )
         # Best total first; ties to the earlier forest and lower slots.
         proposals.sort(key=lambda p: (-p[0], p[1], p[2], p[3]))
+        if greedy is not None:
+            # The greedy forest's best merge (its first proposal) goes first,
+            # whatever its total; the beam's order is restored below.
+            step = next(p for p in proposals if p[1] == greedy)
+            proposals.remove(step)
+            proposals.insert(0, step)
         chosen, seen = [], set()
         for total, index, first, second in proposals:
             forest = forests[index]
             a, b = int(forest.cluster[first]), int(forest.cluster[second])
             merged = (content[a] + content[b]) & _MASK64
             key = (forest.key + _mix64(merged)) & _MASK64
-            if key in seen:
+            same = key if distinct == "clusters" else round(total, 9)
+            if same in seen:
                 continue
-            seen.add(key)
+            seen.add(same)
             chosen.append((total, index, first, second, key, merged))
             if len(chosen) == width:
                 break
+        if greedy is not None:
+            greedy_step = chosen[0]
+            chosen.sort(key=lambda c: (-c[0], c[1], c[2], c[3]))
+            greedy = chosen.index(greedy_step)
         children = []
         uses = np.bincount([c[1] for c in chosen], minlength=len(forests))
         for total, index, first, second, key, merged in chosen:

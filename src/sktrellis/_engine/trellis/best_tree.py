@@ -3,14 +3,12 @@
 Two users: exact Bayesian hierarchical clustering (the tree of largest
 q(T)) and the maximum-clade-credibility tree of an exact posterior.
 """
-import time
-
 import numpy as np
 
 from ..tree.conversion import splits_from_table
 from . import _best_tree as kernels
 from .._subsets import subsets_by_size
-from .levels import chunk_size, report_level, threads_for
+from .levels import SECONDS_PER_TERM, LevelProgress, chunk_size, level_terms, threads_for
 
 #: Bytes per subset of best_bhc_tree and max_clade_credibility_tree besides
 #: the cluster table: the best value (8), best split (4) and subsets by size (4).
@@ -25,19 +23,27 @@ def _best_tree(log_cluster, log_leaf, log_add_cluster, n_threads, verbose, owner
     log_best = np.empty(1 << n_points)
     log_best[1 << np.arange(n_points)] = log_leaf[1 << np.arange(n_points)]
     best_left = np.zeros(1 << n_points, dtype=np.uint32)
-    start = time.perf_counter()
-    for size in range(2, n_points + 1):
-        parents = order[level_start[size] : level_start[size + 1]]
-        n_splits = (1 << (size - 1)) - 1
-        chunk = chunk_size(n_splits)
-        threads = threads_for(len(parents) * n_splits, n_threads)
-        for first in range(0, len(parents), chunk):
-            kernels.best_tree_level(
-                parents[first : first + chunk], log_cluster, log_best, best_left,
-                log_add_cluster, threads,
-            )
-        if verbose:
-            report_level(owner, "best tree", size, n_points, len(parents), n_splits, start)
+
+    def splits(size):
+        return (1 << (size - 1)) - 1
+
+    n_bytes = log_cluster.nbytes + BEST_TREE_BYTES_PER_SUBSET * (1 << n_points)
+    with LevelProgress(
+        owner, "best tree", n_points, level_terms(n_points, range(2, n_points + 1), splits),
+        "split", SECONDS_PER_TERM["separable"], n_threads, n_bytes, verbose,
+    ) as progress:
+        for size in range(2, n_points + 1):
+            progress.level(size)
+            parents = order[level_start[size] : level_start[size + 1]]
+            n_splits = splits(size)
+            chunk = chunk_size(n_splits)
+            threads = threads_for(len(parents) * n_splits, n_threads)
+            for first in range(0, len(parents), chunk):
+                block = parents[first : first + chunk]
+                kernels.best_tree_level(
+                    block, log_cluster, log_best, best_left, log_add_cluster, threads,
+                )
+                progress.update(len(block) * n_splits)
     full = (1 << n_points) - 1
     return float(log_best[full]), *splits_from_table(best_left, n_points)
 

@@ -1,19 +1,18 @@
 """The full flat trellis: DP tables over all 2**N subsets and their queries.
 
 Drives the kernels of ``_flat.pyx`` level by level (subsets of one size at a
-time) so Ctrl-C is honoured between chunks of a level and ``verbose`` can
-report progress. Two passes share the level loop: the plain inside pass
+time) so Ctrl-C is honoured between chunks of a level and ``verbose`` shows
+a progress bar. Two passes share the level loop: the plain inside pass
 (log Z, MAP) and the pass with a cluster-count dimension (log Z for every
 number of clusters, and the MAP for a fixed number).
 """
 import math
-import time
 
 import numpy as np
 
 from . import _flat as kernels
 from .._subsets import count_as_int, subsets_by_size
-from .levels import chunk_size, report_level, threads_for
+from .levels import SECONDS_PER_TERM, LevelProgress, chunk_size, threads_for
 from .posterior import members_mask, most_probable_masks
 
 # The sampler caches the cumulative cluster weights of subsets it meets
@@ -269,6 +268,7 @@ class FlatTrellis:
         log E(C) of every cluster mask C (entry 0 unused); finite or -inf.
     n_threads : int
     verbose : int
+        Progress of the passes (see ``levels.LevelProgress``).
     owner : str
         Name used in progress messages.
     n_clusters : int or None
@@ -298,24 +298,32 @@ class FlatTrellis:
     def full(self):
         return (1 << self.n_points) - 1
 
-    def _levels(self, passes, name):
+    def _levels(self, passes, name, seconds_per_term=SECONDS_PER_TERM["flat"]):
         """Run each pass over the subsets of every size, reporting progress."""
         levels = _Levels(self.log_e)
         built = [make(levels) for make in passes]
-        start = time.perf_counter()
-        for size in range(1, self.n_points + 1):
-            parents = levels.level(size)
-            for one_pass in built:
-                one_pass.level(size, parents)
-                one_pass.finish(size, parents)
-            if self.verbose:
-                report_level(
-                    self.owner, name, size, self.n_points, len(parents), 1 << (size - 1), start
-                )
+        n_points = self.n_points
+        sizes = range(1, n_points + 1)
+        # A subset of `size` points meets 2**(size - 1) clusters (those with its lowest point).
+        n_terms = sum(len(levels.level(size)) << (size - 1) for size in sizes)
+        n_bytes = flat_trellis_bytes(n_points) + self.log_e.nbytes
+        with LevelProgress(
+            self.owner, name, n_points, n_terms, "pair", seconds_per_term,
+            self.n_threads, n_bytes, self.verbose,
+        ) as progress:
+            for size in sizes:
+                progress.level(size)
+                parents = levels.level(size)
+                for one_pass in built:
+                    one_pass.level(size, parents)
+                    one_pass.finish(size, parents)
+                progress.update(len(parents) << (size - 1))
         return built
 
     def _run_inside(self):
-        (inside,) = self._levels([lambda levels: _InsidePass(levels, self.n_threads)], "inside")
+        (inside,) = self._levels(
+            [lambda levels: _InsidePass(levels, self.n_threads)], "inside pass (MAP, log Z)"
+        )
         full = self.full
         self.log_z = inside.log_z
         self.log_partition = float(inside.log_z[full])
@@ -332,7 +340,9 @@ class FlatTrellis:
     def _run_count(self):
         """log Z over the partitions into k clusters, for every k."""
         (counting,) = self._levels(
-            [lambda levels: _CountPass(levels, self.n_threads)], "clusters counted"
+            [lambda levels: _CountPass(levels, self.n_threads)],
+            "pass counting clusters (log Z per number of clusters)",
+            SECONDS_PER_TERM["flat count"],
         )
         self._log_partition_by_count = np.concatenate(
             [[-np.inf], counting.row(counting.log_zk, self.full)]
@@ -343,7 +353,7 @@ class FlatTrellis:
         k = self.n_clusters
         (constrained,) = self._levels(
             [lambda levels: _ConstrainedMapPass(levels, self.n_threads, k)],
-            f"MAP with {k} clusters",
+            f"pass for the MAP with {k} clusters", SECONDS_PER_TERM["flat count"],
         )
         self.constrained_map_log_potential = float(constrained.log_mapk[self.full, k - 1])
         self.constrained_map_labels = (

@@ -2,10 +2,9 @@
 
 Drives the kernels of ``_hierarchical.pyx`` level by level (subsets of one
 size at a time), for the inside pass and the outside pass alike, so Ctrl-C
-is honoured between chunks of a level and ``verbose`` can report progress.
+is honoured between chunks of a level and ``verbose`` shows a progress bar.
 """
 import math
-import time
 
 import numpy as np
 
@@ -15,7 +14,7 @@ from ..tables import subset_sums
 from ..tree.conversion import linkage_from_splits, splits_from_table
 from . import _hierarchical as kernels
 from . import levels
-from .levels import chunk_size, report_level, threads_for
+from .levels import SECONDS_PER_TERM, LevelProgress, chunk_size, level_terms, threads_for
 from .posterior import members_mask, most_probable_masks
 
 # The sampler caches the cumulative split weights of the subsets it meets
@@ -114,6 +113,10 @@ class _RowBlocks:
         """Per-thread weights of `outside_level_blocked`, for any cluster size."""
         return np.empty((n_threads, math.comb(self.bits, self.bits // 2) * (self.n_points + 2)))
 
+    def n_subsets(self, low_sizes):
+        """Number of subsets in the items of these low-part sizes (C(bits, j) each)."""
+        return int(_comb(self.bits, low_sizes).sum())
+
     def high_only_parents(self, size):
         """Parents of `size` with no low bit (S_lo empty)."""
         if size > self.n_high:
@@ -154,6 +157,11 @@ def hierarchical_trellis_bytes(kind, n_points, table_bytes_per_subset=0):
     )
 
 
+def _inside_splits(size):
+    """Splits of a subset of `size` points into two non-empty children."""
+    return (1 << (size - 1)) - 1
+
+
 def double_factorial_trees(n_points):
     """(2N - 3)!!, the number of rooted binary trees with N labelled leaves."""
     return math.prod(range(1, 2 * n_points - 2, 2)) if n_points > 1 else 1
@@ -169,6 +177,7 @@ class HierarchicalTrellis:
     potential : SplitPotential
     n_threads : int
     verbose : int
+        Progress of the passes (see ``levels.LevelProgress``).
     owner : str
         Name used in progress messages.
     """
@@ -201,37 +210,53 @@ class HierarchicalTrellis:
             blocks = _RowBlocks(n_points, min(BLOCK_BITS, n_points))
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
-        start = time.perf_counter()
-        for size in range(2, n_points + 1):
-            parents = self.order[self.level_start[size] : self.level_start[size + 1]]
-            n_splits = (1 << (size - 1)) - 1
-            n_threads = threads_for(len(parents) * n_splits, self.n_threads)
-            scale = 0.0
-            if separable:
-                scale = kernels.prepare_separable_level(
-                    self.potential, size, self.order, self.level_start,
-                    self.log_z, self.log_map, left_factors, right_factors, n_threads,
-                )
-            if blocked:
-                for high_parts, low_sizes in blocks.inside_calls(size):
-                    kernels.inside_level_blocked(
-                        self.potential, blocks.bits, high_parts, low_sizes,
-                        blocks.low_order, blocks.low_start, self.log_z, self.log_map,
-                        self.best_left, scale, left_factors, right_factors, n_threads,
+        with self._progress("inside pass (MAP tree, log Z)", _inside_splits) as progress:
+            for size in range(2, n_points + 1):
+                progress.level(size)
+                parents = self.order[self.level_start[size] : self.level_start[size + 1]]
+                n_splits = _inside_splits(size)
+                n_threads = threads_for(len(parents) * n_splits, self.n_threads)
+                scale = 0.0
+                if separable:
+                    scale = kernels.prepare_separable_level(
+                        self.potential, size, self.order, self.level_start,
+                        self.log_z, self.log_map, left_factors, right_factors, n_threads,
                     )
-                # Parents with no low bit, C(N - bits, size) of them: plain kernel.
-                parents = blocks.high_only_parents(size)
-            chunk = chunk_size(n_splits)
-            for first in range(0, len(parents), chunk):
-                kernels.inside_level(
-                    self.potential, parents[first : first + chunk],
-                    self.log_z, self.log_map, self.best_left, self.counts, scale,
-                    left_factors, right_factors, n_threads,
-                )
-            if self.verbose:
-                report_level(self.owner, "inside", size, n_points,
-                             self.level_start[size + 1] - self.level_start[size],
-                             n_splits, start)
+                if blocked:
+                    for high_parts, low_sizes in blocks.inside_calls(size):
+                        kernels.inside_level_blocked(
+                            self.potential, blocks.bits, high_parts, low_sizes,
+                            blocks.low_order, blocks.low_start, self.log_z, self.log_map,
+                            self.best_left, scale, left_factors, right_factors, n_threads,
+                        )
+                        progress.update(blocks.n_subsets(low_sizes) * n_splits)
+                    # Parents with no low bit, C(N - bits, size) of them: plain kernel.
+                    parents = blocks.high_only_parents(size)
+                chunk = chunk_size(n_splits)
+                for first in range(0, len(parents), chunk):
+                    block = parents[first : first + chunk]
+                    kernels.inside_level(
+                        self.potential, block,
+                        self.log_z, self.log_map, self.best_left, self.counts, scale,
+                        left_factors, right_factors, n_threads,
+                    )
+                    progress.update(len(block) * n_splits)
+
+    def _progress(self, stage, terms_per_subset):
+        """The LevelProgress of a pass over every level, `terms_per_subset(size)` terms each."""
+        n_points = self.n_points
+        kind = "separable" if self.potential.is_separable else "function"
+        n_bytes = self.potential.nbytes + ((_TABLE_BYTES[kind] + _INSIDE_BYTES[kind]) << n_points)
+        per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES)
+        peak_bytes = (
+            self.potential.nbytes + (per_subset << n_points) + 8 * _SAMPLE_CACHE_MIN_DOUBLES
+        )
+        seconds = SECONDS_PER_TERM["separable" if kind == "separable" else "generic"]
+        return LevelProgress(
+            self.owner, stage, n_points,
+            level_terms(n_points, range(1, n_points + 1), terms_per_subset), "split",
+            seconds, self.n_threads, n_bytes, self.verbose, peak_bytes,
+        )
 
     @property
     def full(self):
@@ -275,38 +300,43 @@ class HierarchicalTrellis:
             parent_scale[n_points] = kernels.outside_parent_factors(
                 potential, order[level_start[n_points] :], log_out, parent_factor, 1
             )
-        start = time.perf_counter()
-        for size in range(n_points - 1, 0, -1):
-            clusters = order[level_start[size] : level_start[size + 1]]
-            n_terms = (1 << (n_points - size)) - 1
-            n_threads = threads_for(len(clusters) * n_terms, self.n_threads)
-            if separable:
-                kernels.outside_sibling_factors(
-                    potential, size, order, level_start, self.log_z,
-                    sibling_factor, sibling_scale, n_threads,
-                )
-            if blocked:
-                for high_parts, low_sizes in blocks.outside_calls(size):
-                    kernels.outside_level_blocked(
-                        potential, blocks.bits, size, high_parts, low_sizes,
-                        blocks.low_order, blocks.low_start, self.log_z, log_out,
-                        parent_factor, parent_scale, sibling_factor, sibling_scale,
-                        scratch, n_threads,
+        def outside_terms(size):
+            return (1 << (n_points - size)) - 1 if size < n_points else 0
+
+        with self._progress("outside pass (cluster marginals)", outside_terms) as progress:
+            for size in range(n_points - 1, 0, -1):
+                progress.level(size)
+                clusters = order[level_start[size] : level_start[size + 1]]
+                n_terms = outside_terms(size)
+                n_threads = threads_for(len(clusters) * n_terms, self.n_threads)
+                if separable:
+                    kernels.outside_sibling_factors(
+                        potential, size, order, level_start, self.log_z,
+                        sibling_factor, sibling_scale, n_threads,
                     )
-            else:
-                chunk = chunk_size(n_terms)
-                for first in range(0, len(clusters), chunk):
-                    kernels.outside_level(
-                        potential, clusters[first : first + chunk], self.log_z, log_out,
-                        parent_factor, parent_scale, sibling_factor, sibling_scale,
-                        n_threads,
+                if blocked:
+                    for high_parts, low_sizes in blocks.outside_calls(size):
+                        kernels.outside_level_blocked(
+                            potential, blocks.bits, size, high_parts, low_sizes,
+                            blocks.low_order, blocks.low_start, self.log_z, log_out,
+                            parent_factor, parent_scale, sibling_factor, sibling_scale,
+                            scratch, n_threads,
+                        )
+                        progress.update(blocks.n_subsets(low_sizes) * n_terms)
+                else:
+                    chunk = chunk_size(n_terms)
+                    for first in range(0, len(clusters), chunk):
+                        block = clusters[first : first + chunk]
+                        kernels.outside_level(
+                            potential, block, self.log_z, log_out,
+                            parent_factor, parent_scale, sibling_factor, sibling_scale,
+                            n_threads,
+                        )
+                        progress.update(len(block) * n_terms)
+                if separable and size > 1:
+                    parent_scale[size] = kernels.outside_parent_factors(
+                        potential, clusters, log_out, parent_factor, n_threads
                     )
-            if separable and size > 1:
-                parent_scale[size] = kernels.outside_parent_factors(
-                    potential, clusters, log_out, parent_factor, n_threads
-                )
-            if self.verbose:
-                report_level(self.owner, "outside", size, n_points, len(clusters), n_terms, start)
         return log_out
 
     def cluster_log_marginals(self):
