@@ -166,9 +166,9 @@ def test_gaussian_table_matches_direct_computation_with_documented_defaults(
     X = rng.normal(size=(9, 3)) * [1.0, 5.0, 0.2] + 40.0
     energy = DirichletProcessMixture(alpha=0.6)
     table = energy.cluster_potential(X)
-    # Defaults: data mean, kappa_0 = 1, nu_0 = n_features, nu_0 x diag of variances.
+    # Defaults: data mean, kappa_0 = 1, nu_0 = n_features, diag of variances.
     prior = dict(mean=X.mean(axis=0), mean_precision=1.0, degrees_of_freedom=3.0,
-                 scale=3.0 * np.diag(X.var(axis=0)))
+                 scale=np.diag(X.var(axis=0)))
 
     def log_marginal(members):
         return normal_inverse_wishart_log_marginal(*_niw_statistics(members), **prior)[0]
@@ -321,7 +321,7 @@ def test_dpm_evidence_matches_enumeration_for_every_covariance_type(
         if covariance_type == "full":
             return normal_inverse_wishart_log_marginal(
                 [len(points)], points.sum(axis=0)[None], (points.T @ points)[None], mean=mean,
-                mean_precision=0.5, degrees_of_freedom=2.0, scale=2.0 * np.diag(variances),
+                mean_precision=0.5, degrees_of_freedom=2.0, scale=np.diag(variances),
             )[0]
         shared = covariance_type == "spherical"
         psi = 5.0 * variances.mean() if shared else 5.0 * variances

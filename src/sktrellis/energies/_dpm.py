@@ -348,12 +348,13 @@ class DirichletProcessMixture(FlatEnergy):
         None is empirical Bayes from X, after scikit-learn's
         ``BayesianGaussianMixture`` and Fraley & Raftery 2007's conjugate
         prior for model-based clustering (which also centres the prior mean
-        at the data's mean): nu_0 times the per-feature variances v_f of X,
-        so that the prior mean of every precision is 1 / v_f; as the
-        diagonal of Psi_0 (``"full"``; the diagonal rather than the full
-        covariance stays positive definite with fewer points than
-        features), as the psi_f (``"diag"``) or nu_0 times their mean
-        (``"spherical"``).
+        at the data's mean), from the per-feature variances v_f of X:
+        ``"full"``, Psi_0 = diag(v_f) (scikit-learn's rule with the
+        diagonal, which unlike the full covariance stays positive definite
+        with fewer points than features; the prior mean precision is then
+        nu_0 / v_f); ``"diag"``, psi_f = nu_0 v_f, and ``"spherical"``, psi =
+        nu_0 mean(v_f), so that the prior mean of every precision is 1 / v_f
+        whatever nu_0.
         Clusters may then be as wide as the whole data set, which on few
         points favours few clusters; for tight clusters, set
         ``covariance_prior`` near the expected within-cluster variance and
@@ -522,14 +523,15 @@ class DirichletProcessMixture(FlatEnergy):
         log_scale, root, diagonal = 0.0, None, np.ones(n_features)
         covariance = self.covariance_prior
         if covariance is None:
-            # nu_0 times the variances: the prior's mean precision is 1 / variance.
+            # "full": scikit-learn's rule, Psi_0 = the variances; "diag",
+            # "spherical": nu_0 times them, so the prior mean precision is 1 / v.
             variances = self._variances(X, unit)
             if covariance_type == "diag":
                 log_scale = np.log(variances) + np.log(dof)
             elif covariance_type == "spherical":
                 log_scale = float(np.log(variances.mean()) + np.log(dof))
             else:
-                diagonal = variances * dof
+                diagonal = variances
         elif np.ndim(covariance) == 0:
             log_scale = float(np.log(covariance)) - 2.0 * unit_log
             if covariance_type == "diag":
