@@ -568,3 +568,28 @@ def test_fixed_hyperparameters_are_reported_as_given():
     model = BayesianHierarchicalClustering(alpha=2.5).fit(X)
     assert model.alpha_ == 2.5 and model.prior_scale_ == 1.0
     assert len(model.hyperparameter_log_likelihoods_) == 1
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
+@pytest.mark.parametrize("relative", [1e-150, 1e150])
+def test_prior_scale_far_from_the_data_is_fitted_exactly(covariance_type, relative):
+    """Issue 22, item 7: a scalar covariance_prior 1e150 from the data's scale.
+
+    main failed inside scipy's linkage check (1e-150: NaN merge scores) or
+    the energy's guard; the bound must be the enumerated one and stay below
+    the exact DPM evidence.
+    """
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    model = BayesianHierarchicalClustering(
+        covariance_type=covariance_type, covariance_prior=relative
+    ).fit(X)
+    log_marginal = model.dpm_energy().component_model(X).subset_log_marginals(X)
+    partitions = _partitions_as_member_lists(model.children_, len(X))
+    bound = logsumexp([
+        sum(gammaln(len(c)) + log_marginal[sum(1 << i for i in c)] for c in p)
+        for p in partitions
+    ]) - gammaln(1.0 + len(X))
+    assert model.log_evidence_lower_bound_ == pytest.approx(bound, rel=1e-10)
+    exact = ExactFlatClustering(model.dpm_energy()).fit(X)
+    assert np.isfinite(exact.log_evidence_)
+    assert model.log_evidence_lower_bound_ <= exact.log_evidence_ + 1e-9
