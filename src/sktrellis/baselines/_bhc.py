@@ -318,9 +318,26 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
     the marginal likelihood of all 2**N subsets and needs about 32 bytes
     per subset.
 
+    The greedy r_k criterion can chain on large Gaussian data whose
+    clusters overlap: once a cluster holds n points, the DP prior odds of
+    adding a point to it are (n - 1) / alpha, so with the broad default
+    covariance prior one cluster may absorb the points one at a time
+    (``make_blobs(200, centers=4, random_state=0)`` ends as one cluster). A
+    ``covariance_prior`` near the within-cluster covariance with a large
+    ``degrees_of_freedom_prior`` avoids it. Binary data with the default data-dependent Beta prior
+    is not affected (``benchmarks/README.md``).
+
+    The component models are built by
+    :meth:`~sktrellis.energies.DirichletProcessMixture.component_model`;
+    the greedy loop is BHC's own rather than the engine's agglomerative
+    search: it keeps stale best scores as upper bounds and rescans a row
+    only when that bound comes first, which the engine's eager rescans do
+    not, and BHC's merge state (d_k, p(D_k | T_k)) is not a split potential.
+
     References
     ----------
     K. A. Heller, Z. Ghahramani. Bayesian hierarchical clustering. ICML 2005.
+    Z. Ghahramani, K. A. Heller. Bayesian sets. NIPS 2005.
 
     Examples
     --------
