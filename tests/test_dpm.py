@@ -359,12 +359,14 @@ def test_statistics_never_hold_more_than_a_chunk(covariance_type, monkeypatch):
 
 
 def test_memory_refusal_names_the_size_and_the_way_out(monkeypatch):
-    monkeypatch.setattr(_dpm, "available_memory_bytes", lambda: 16 * 2**30)
+    from sktrellis import _validation
+
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 16 * 2**30)])
     X = np.zeros((14, 3000))
     with pytest.raises(
         ValueError,
-        match=r"covariance_type='full'\) needs .* n_samples=14, n_features=3000 .*"
-              r"covariance_type='diag'",
+        match=r"covariance_type='full'\) needs .*n_features=3000.*n_samples=14 requires "
+              r"[0-9.]+ GiB.*covariance_type='diag'",
     ):
         ExactFlatClustering(DirichletProcessMixture()).fit(X)
     # The estimate counts d**2 for "full" only.

@@ -395,6 +395,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         Returns
         -------
         energy : DirichletProcessMixture
+            An unfitted energy with this model's prior parameters.
 
         Examples
         --------
@@ -590,6 +591,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         Returns
         -------
         log_density : ndarray of shape (n_new,)
+            The log predictive density of each new point.
 
         Examples
         --------
@@ -615,10 +617,12 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         Parameters
         ----------
         X : array-like of shape (n_new, n_features)
+            New points, with the features of the fitted data.
 
         Returns
         -------
         probabilities : ndarray of shape (n_new, ``n_clusters_``)
+            Each row sums to one over the clusters of ``labels_``.
 
         Examples
         --------
@@ -645,10 +649,12 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         Parameters
         ----------
         X : array-like of shape (n_new, n_features)
+            New points, with the features of the fitted data.
 
         Returns
         -------
         labels : ndarray of shape (n_new,)
+            The cluster of ``labels_`` of largest ``predict_proba``.
 
         Examples
         --------

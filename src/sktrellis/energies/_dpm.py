@@ -5,7 +5,8 @@ import numpy as np
 from scipy.special import gammaln
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._validation import available_memory_bytes, check_no_overflow, format_bytes, unit_exponent
+from .._validation import check_memory as check_available_memory
+from .._validation import check_no_overflow, unit_exponent
 from ._base import FlatEnergy
 from ._conjugate import (
     beta_bernoulli_log_marginal,
@@ -369,6 +370,12 @@ class DirichletProcessMixture(FlatEnergy):
         f (here smoothed as ``(ones_f + 1) / (N + 2)`` so that a constant
         feature keeps a proper prior).
 
+    See Also
+    --------
+    sktrellis.ExactFlatClustering : The exact posterior over partitions of this energy.
+    sktrellis.baselines.BayesianHierarchicalClustering : Greedy DPM trees with the same priors.
+    sklearn.mixture.BayesianGaussianMixture : Variational DPM of Gaussians (covariance_type).
+
     References
     ----------
     R. M. Neal. Markov chain sampling methods for Dirichlet process mixture
@@ -608,11 +615,15 @@ class DirichletProcessMixture(FlatEnergy):
 
         Parameters
         ----------
-        n_points, n_features : int
+        n_points : int
+            Number of samples N.
+        n_features : int
+            Number of features d.
 
         Returns
         -------
         n_bytes : int
+            Peak bytes of the statistics.
         """
         width = statistics_width(self.component, self.covariance_type, n_features)
         n_low = n_points // 2
@@ -629,6 +640,7 @@ class DirichletProcessMixture(FlatEnergy):
         Parameters
         ----------
         n_points : int
+            Number of samples N.
         n_features : int, default=None
             Counted when given (the statistics grow with it, as d**2 for
             ``covariance_type="full"``); None counts one chunk only.
@@ -636,6 +648,7 @@ class DirichletProcessMixture(FlatEnergy):
         Returns
         -------
         n_bytes : int
+            Peak bytes of the fit.
         """
         if n_features is None:
             return super().cluster_bytes(n_points) + 8 * _TEMPORARY_COPIES * _CHUNK_DOUBLES
@@ -646,7 +659,10 @@ class DirichletProcessMixture(FlatEnergy):
 
         Parameters
         ----------
-        n_points, n_features : int
+        n_points : int
+            Number of samples N.
+        n_features : int
+            Number of features d.
 
         Raises
         ------
@@ -660,10 +676,6 @@ class DirichletProcessMixture(FlatEnergy):
         >>> from sktrellis.energies import DirichletProcessMixture
         >>> DirichletProcessMixture().check_memory(14, 3)
         """
-        needed = self.cluster_bytes(n_points, n_features)
-        available = available_memory_bytes()
-        if available is None or needed <= 0.9 * available:
-            return
         width = statistics_width(self.component, self.covariance_type, n_features)
         if self.component == "gaussian" and self.covariance_type == "full":
             way_out = (
@@ -672,11 +684,13 @@ class DirichletProcessMixture(FlatEnergy):
             )
         else:
             way_out = "use fewer samples or fewer features (e.g. sklearn.decomposition.PCA)"
-        raise ValueError(
+        check_available_memory(
+            n_points, self.cluster_bytes(n_points, n_features),
             f"DirichletProcessMixture(component={self.component!r}, "
-            f"covariance_type={self.covariance_type!r}) needs {format_bytes(needed)} for "
-            f"n_samples={n_points}, n_features={n_features} ({width} statistics per subset) "
-            f"but only {format_bytes(available)} is available; {way_out}"
+            f"covariance_type={self.covariance_type!r})",
+            holds=f"the statistics of all subsets at n_features={n_features} "
+                  f"({width} per subset)",
+            way_out=way_out,
         )
 
     def cluster_potential(self, X):
@@ -685,10 +699,12 @@ class DirichletProcessMixture(FlatEnergy):
         Parameters
         ----------
         X : ndarray of shape (n_samples, n_features)
+            The data; 0/1 only for ``component="bernoulli"``.
 
         Returns
         -------
         log_potential : ndarray of shape (2**n_samples,)
+            The cluster log potential of every subset mask (entry 0 unused).
         """
         self._validate_params()
         X = np.asarray(X, dtype=np.float64)
@@ -704,7 +720,7 @@ class DirichletProcessMixture(FlatEnergy):
         return table
 
     def log_evidence(self, log_partition, n_samples):
-        """log p(X) of the DP mixture from the log partition function of its potentials.
+        """The log evidence log p(X) of the DP mixture from its log partition function.
 
         The CRP prior of a partition is ``prod_C alpha Gamma(|C|)`` divided by
         ``Gamma(alpha + N) / Gamma(alpha)``, so ``log p(X) = log Z -
@@ -713,19 +729,20 @@ class DirichletProcessMixture(FlatEnergy):
         Parameters
         ----------
         log_partition : float
-            log Z of ``cluster_potential(X)``.
+            The log Z of ``cluster_potential(X)``.
         n_samples : int
             N, the number of points.
 
         Returns
         -------
         log_evidence : float
+            The log p(X).
         """
         self._validate_params()
         return float(log_partition - gammaln(self.alpha + n_samples) + gammaln(self.alpha))
 
     def log_predictive(self, X, labels, X_new):
-        """log p(x_new | the points of cluster k) for every new point and cluster.
+        """The log predictive log p(x_new | the points of cluster k), every point and cluster.
 
         Parameters
         ----------
@@ -735,10 +752,12 @@ class DirichletProcessMixture(FlatEnergy):
         labels : ndarray of shape (n_samples,)
             Cluster labels 0..n_clusters-1 of X.
         X_new : ndarray of shape (n_new, n_features)
+            The new points.
 
         Returns
         -------
         log_predictive : ndarray of shape (n_new, n_clusters)
+            Row i, column k: log p(X_new[i] | the points of cluster k).
         """
         component = self.component_model(X)
         X = np.asarray(X, dtype=np.float64)
