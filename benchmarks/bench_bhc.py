@@ -14,18 +14,29 @@ digits 0-2 (Bernoulli components, as in the paper), and compares the
 clusters of BHC's cut with the exact MAP partition.
 
 Part 3 learns the hyperparameters (``hyperparameters="learn"``: alpha and
-the component prior's scale maximising p(D | T), EM-like) on stratified
-subsets of iris (Gaussian) and binarised digits 0-2 (Bernoulli), and shows
-how log p(D | T) and the dendrogram purity of the tree move.
+the component prior's scale maximising the DPM evidence lower bound,
+EM-like with restarts) on stratified subsets of iris (Gaussian) and
+binarised digits 0-2 (Bernoulli), and shows how the bound and the
+dendrogram purity of the tree move.
+
+Part 4 (issue 20) scores BHC at its defaults on labelled data against
+scipy's linkage methods: ``make_blobs(200, centers=4, random_state=0)``
+(ARI of the r < 0.5 cut, with the ARI of the Bayes-optimal assignment to
+the true centres as the ceiling), iris, and sklearn's digits binarised at
+pixel >= 8 with ``component="bernoulli"`` (3 classes and 10 classes, 20
+per class, 5 draws). It uses only parameters that exist before and after
+issue 20, so the same script gives the before/after figures.
 
     python benchmarks/bench_bhc.py                  # about a minute
     python benchmarks/bench_bhc.py --sizes 8 12 16 18 20 --max-n 4000
+    python benchmarks/bench_bhc.py --parts defaults
 """
 import argparse
 import time
 
 import numpy as np
 from sklearn.datasets import load_digits, load_iris, make_blobs
+from scipy.cluster.hierarchy import fcluster, linkage
 from sklearn.metrics import adjusted_rand_score
 
 from sktrellis.baselines import BayesianHierarchicalClustering
@@ -139,7 +150,7 @@ def learning(sizes, n_subsets):
                                                {"component": "bernoulli"})]
     print(f"\nHyperparameter learning (greedy BHC; default priors as the start), "
           f"{n_subsets} stratified subsets per row (means)")
-    print(f"{'data':>11} {'N':>4} {'log p(D|T) fixed':>17} {'learned':>9} "
+    print(f"{'data':>11} {'N':>4} {'DPM bound fixed':>17} {'learned':>9} "
           f"{'purity fixed':>13} {'learned':>8} {'alpha_':>7} {'scale_':>7} {'E steps':>8} "
           f"{'seconds':>8}")
     rng = np.random.default_rng(1)
@@ -156,7 +167,7 @@ def learning(sizes, n_subsets):
                 learned = BayesianHierarchicalClustering(hyperparameters="learn", **params).fit(X)
                 seconds = time.perf_counter() - start
                 cells.append([
-                    fixed.log_marginal_likelihood_, learned.log_marginal_likelihood_,
+                    fixed.log_evidence_lower_bound_, learned.log_evidence_lower_bound_,
                     dendrogram_purity(y, fixed.linkage_matrix_),
                     dendrogram_purity(y, learned.linkage_matrix_),
                     learned.alpha_, learned.prior_scale_,
@@ -168,17 +179,65 @@ def learning(sizes, n_subsets):
                   flush=True)
 
 
+def defaults(n_draws):
+    from sktrellis.metrics import dendrogram_purity
+
+    print("\nBHC at its defaults on labelled data (greedy; linkage methods for comparison)")
+    X, y, centres = make_blobs(200, centers=4, random_state=0, return_centers=True)
+    nearest = ((X[:, None, :] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)
+    model = BayesianHierarchicalClustering().fit(X)
+    average = linkage(X, "average")
+    print(f"blobs N=200: BHC ARI {adjusted_rand_score(y, model.labels_):.3f} "
+          f"(k = {model.n_clusters_}), purity {dendrogram_purity(y, model.linkage_matrix_):.3f}; "
+          f"average linkage cut at 4: ARI "
+          f"{adjusted_rand_score(y, fcluster(average, 4, 'maxclust')):.3f}, purity "
+          f"{dendrogram_purity(y, average):.3f}; Bayes-optimal (true centres) ARI "
+          f"{adjusted_rand_score(y, nearest):.3f}", flush=True)
+    X, y = load_iris(return_X_y=True)
+    model = BayesianHierarchicalClustering().fit(X)
+    print(f"iris: BHC ARI {adjusted_rand_score(y, model.labels_):.3f} (k = {model.n_clusters_}), "
+          f"purity {dendrogram_purity(y, model.linkage_matrix_):.3f}; purity average "
+          f"{dendrogram_purity(y, linkage(X, 'average')):.3f}, complete "
+          f"{dendrogram_purity(y, linkage(X, 'complete')):.3f}", flush=True)
+    digits = load_digits()
+    binary, target = (digits.data >= 8).astype(float), digits.target
+    print(f"{'digits (bernoulli)':>20} {'BHC':>6} {'average':>8} {'complete':>9} {'single':>7} "
+          f"{'BHC k':>6}   (dendrogram purity, means over {n_draws} draws)")
+    for n_classes in (3, 10):
+        cells = []
+        for seed in range(n_draws):
+            rng = np.random.default_rng(seed)
+            rows = np.concatenate([rng.choice(np.flatnonzero(target == c), 20, replace=False)
+                                   for c in range(n_classes)])
+            X, y = binary[rows], target[rows]
+            model = BayesianHierarchicalClustering(component="bernoulli").fit(X)
+            cells.append([dendrogram_purity(y, model.linkage_matrix_)]
+                         + [dendrogram_purity(y, linkage(X, method))
+                            for method in ("average", "complete", "single")]
+                         + [model.n_clusters_])
+        m = np.mean(cells, axis=0)
+        print(f"{f'{n_classes} classes x 20':>20} {m[0]:>6.3f} {m[1]:>8.3f} {m[2]:>9.3f} "
+              f"{m[3]:>7.3f} {m[4]:>6.1f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-n", type=int, default=2000)
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 12, 16, 18])
     parser.add_argument("--subsets", type=int, default=5)
     parser.add_argument("--learn-sizes", type=int, nargs="+", default=[30, 60, 150])
+    parser.add_argument("--parts", nargs="+", default=["speed", "bounds", "learning", "defaults"],
+                        choices=["speed", "bounds", "learning", "defaults"])
     args = parser.parse_args()
     start = time.perf_counter()
-    speed(args.max_n)
-    bounds(args.sizes, args.subsets)
-    learning(args.learn_sizes, args.subsets)
+    if "speed" in args.parts:
+        speed(args.max_n)
+    if "bounds" in args.parts:
+        bounds(args.sizes, args.subsets)
+    if "learning" in args.parts:
+        learning(args.learn_sizes, args.subsets)
+    if "defaults" in args.parts:
+        defaults(args.subsets)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
 
 

@@ -433,9 +433,8 @@ def _partitions_as_member_lists(children, n_points):
 def _brute_force_predictive(energy, X, partitions, log_weights, X_new):
     """sum_P P(P) [sum_C n_C / (N + alpha) p(x | D_C) + alpha / (N + alpha) p(x)]."""
     n_points = len(X)
-    prior = energy._prior(X)
-    new_stats = energy._point_statistics(X_new, prior)
-    log_prior_predictive = energy._log_marginal(new_stats, prior, X.shape[1])
+    component = energy.component_model(X)
+    log_prior_predictive = component.log_marginal(component.statistics(X_new))
     weights = np.exp(log_weights - logsumexp(log_weights))
     total = np.zeros(len(X_new))
     for partition, weight in zip(partitions, weights):
@@ -512,18 +511,8 @@ def test_predictive_rejects_bad_new_points():
 ###############################################################################
 # Hyperparameter learning (issue 13)
 
-def _brute_force_log_marginal(energy, X, children):
-    """log p(D | T): sum over tree-consistent partitions of prod a(C), over d_T."""
-    n_points = len(X)
-    log_a = energy.cluster_potential(X)                 # log alpha Gamma(n) p(D_C)
-    partitions = _partitions_as_member_lists(children, n_points)
-    log_num = [sum(log_a[sum(1 << i for i in c)] for c in p) for p in partitions]
-    log_den = [sum(np.log(energy.alpha) + gammaln(len(c)) for c in p) for p in partitions]
-    return logsumexp(log_num) - logsumexp(log_den)
-
-
 @pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
-def test_learned_hyperparameters_maximise_the_root_marginal_likelihood(component):
+def test_learned_hyperparameters_maximise_the_evidence_lower_bound(component):
     rng = np.random.default_rng(0)
     if component == "gaussian":
         X = np.r_[rng.normal(0, 0.5, (4, 2)), rng.normal(3, 0.5, (3, 2))]
@@ -531,24 +520,49 @@ def test_learned_hyperparameters_maximise_the_root_marginal_likelihood(component
         X = np.r_[rng.random((4, 5)) < 0.85, rng.random((3, 5)) < 0.15].astype(float)
     fixed = BayesianHierarchicalClustering(component=component).fit(X)
     model = BayesianHierarchicalClustering(component=component, hyperparameters="learn").fit(X)
-    assert model.log_marginal_likelihood_ >= fixed.log_marginal_likelihood_ - 1e-12
-    assert model.hyperparameter_log_likelihoods_[0] == pytest.approx(
-        fixed.log_marginal_likelihood_, rel=1e-12
-    )
+    assert model.log_evidence_lower_bound_ >= fixed.log_evidence_lower_bound_ - 1e-12
     # The best E step is kept (later ones improved by less than 1e-9 relative).
-    assert model.log_marginal_likelihood_ == pytest.approx(
+    assert model.log_evidence_lower_bound_ == pytest.approx(
         model.hyperparameter_log_likelihoods_.max(), rel=1e-9
     )
+    # The search stays in its box: no collapse to alpha -> 0.
+    assert 1e-3 <= model.alpha_ <= len(X)
+    component_model = model.dpm_energy().component_model(X)
 
     def value(alpha, scale):
-        energy = model._scaled_energy(X, alpha, scale)
-        return _brute_force_log_marginal(energy, X, model.children_)
+        """The bound by enumeration: sum over tree-consistent partitions of prod a(C)."""
+        log_marginal = component_model.rescaled(scale).subset_log_marginals(X)
+        partitions = _partitions_as_member_lists(model.children_, len(X))
+        return logsumexp([
+            sum(np.log(alpha) + gammaln(len(c)) + log_marginal[sum(1 << i for i in c)]
+                for c in p) for p in partitions
+        ]) + gammaln(alpha) - gammaln(alpha + len(X))
 
     best = value(model.alpha_, model.prior_scale_)
-    assert best == pytest.approx(model.log_marginal_likelihood_, rel=1e-10)
-    # A local maximum over both hyperparameters for the final tree.
+    assert best == pytest.approx(model.log_evidence_lower_bound_, rel=1e-10)
+    # A local maximum over both hyperparameters for the final tree (inside the box).
     for factor_alpha, factor_scale in [(1.05, 1), (0.95, 1), (1, 1.05), (1, 0.95)]:
-        assert value(model.alpha_ * factor_alpha, model.prior_scale_ * factor_scale) <= best + 1e-6
+        alpha = float(np.clip(model.alpha_ * factor_alpha, 1e-3, len(X)))
+        scale = float(np.clip(model.prior_scale_ * factor_scale, 1e-4, 1e4))
+        assert value(alpha, scale) <= best + 1e-6
+
+
+def test_binarised_digits_tree_is_purer_than_average_linkage():
+    """Issue 20: Bernoulli BHC at its defaults on 3 digit classes x 20 (pixel >= 8)."""
+    from scipy.cluster.hierarchy import linkage
+    from sklearn.datasets import load_digits
+
+    from sktrellis.metrics import dendrogram_purity
+
+    digits = load_digits()
+    X, target = (digits.data >= 8).astype(float), digits.target
+    rng = np.random.default_rng(0)
+    rows = np.concatenate([rng.choice(np.flatnonzero(target == c), 20, replace=False)
+                           for c in range(3)])
+    model = BayesianHierarchicalClustering(component="bernoulli").fit(X[rows])
+    purity = dendrogram_purity(target[rows], model.linkage_matrix_)
+    assert purity >= dendrogram_purity(target[rows], linkage(X[rows], "average"))
+    assert purity >= 0.9
 
 
 def test_fixed_hyperparameters_are_reported_as_given():
@@ -556,3 +570,28 @@ def test_fixed_hyperparameters_are_reported_as_given():
     model = BayesianHierarchicalClustering(alpha=2.5).fit(X)
     assert model.alpha_ == 2.5 and model.prior_scale_ == 1.0
     assert len(model.hyperparameter_log_likelihoods_) == 1
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
+@pytest.mark.parametrize("relative", [1e-150, 1e150])
+def test_prior_scale_far_from_the_data_is_fitted_exactly(covariance_type, relative):
+    """Issue 22, item 7: a scalar covariance_prior 1e150 from the data's scale.
+
+    main failed inside scipy's linkage check (1e-150: NaN merge scores) or
+    the energy's guard; the bound must be the enumerated one and stay below
+    the exact DPM evidence.
+    """
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    model = BayesianHierarchicalClustering(
+        covariance_type=covariance_type, covariance_prior=relative
+    ).fit(X)
+    log_marginal = model.dpm_energy().component_model(X).subset_log_marginals(X)
+    partitions = _partitions_as_member_lists(model.children_, len(X))
+    bound = logsumexp([
+        sum(gammaln(len(c)) + log_marginal[sum(1 << i for i in c)] for c in p)
+        for p in partitions
+    ]) - gammaln(1.0 + len(X))
+    assert model.log_evidence_lower_bound_ == pytest.approx(bound, rel=1e-10)
+    exact = ExactFlatClustering(model.dpm_energy()).fit(X)
+    assert np.isfinite(exact.log_evidence_)
+    assert model.log_evidence_lower_bound_ <= exact.log_evidence_ + 1e-9

@@ -21,6 +21,11 @@ _LOG_HALF = np.log(0.5)
 # improves by less than this relative amount.
 _EM_MAX_ITER = 20
 _EM_TOLERANCE = 1e-9
+# The box of hyperparameter learning: alpha within [1e-3, n_samples] (a
+# concentration below 1e-3 says one cluster with near certainty whatever
+# the data), the prior scale factor within [1e-4, 1e4].
+_ALPHA_MIN = 1e-3
+_SCALE_RANGE = (1e-4, 1e4)
 # New points x nodes whose predictive densities are evaluated at once.
 _PREDICT_BLOCK = 1 << 16
 
@@ -52,41 +57,20 @@ def merge_recursion(log_alpha, size, log_marginal, log_d_left, log_tree_left,
     return log_d, log_tree, merged - log_tree
 
 
-class _Components:
-    """The conjugate components of a DirichletProcessMixture, on sufficient statistics.
-
-    Priors, their data-dependent defaults, validation and the marginal
-    likelihoods are the energy's own, so BHC and the exact DPM trellis
-    score a cluster identically.
-    """
-
-    def __init__(self, energy, X):
-        self.energy = energy
-        self.prior = energy._prior(X)
-        self.n_features = X.shape[1]
-        self.point_statistics = energy._point_statistics(X, self.prior)
-
-    def log_marginal(self, statistics):
-        """log p(D | H1) of groups from the sums of their points' statistics."""
-        return self.energy._log_marginal(
-            np.atleast_2d(statistics), self.prior, self.n_features
-        )
-
-
 class _Forest:
     """Every node's statistics and BHC quantities, leaves 0..N-1 then merges."""
 
-    def __init__(self, components, log_alpha):
-        self.components = components
+    def __init__(self, component, X, log_alpha):
+        self.component = component
         self.log_alpha = log_alpha
-        leaves = components.point_statistics
+        leaves = component.statistics(X)
         n_points = len(leaves)
         n_nodes = 2 * n_points - 1
         self.statistics = np.empty((n_nodes, leaves.shape[1]))
         self.statistics[:n_points] = leaves
         self.size = np.ones(n_nodes)
         self.log_marginal = np.empty(n_nodes)
-        self.log_marginal[:n_points] = components.log_marginal(leaves)
+        self.log_marginal[:n_points] = component.log_marginal(leaves)
         # A leaf has d = alpha and p(D | T) = p(D | H1).
         self.log_d = np.full(n_nodes, log_alpha)
         self.log_tree = self.log_marginal.copy()
@@ -94,7 +78,7 @@ class _Forest:
 
     def score(self, a, b):
         """log r_k of merging nodes a and b (arrays), without storing anything."""
-        log_marginal = self.components.log_marginal(self.statistics[a] + self.statistics[b])
+        log_marginal = self.component.log_marginal(self.statistics[a] + self.statistics[b])
         return merge_recursion(
             self.log_alpha, self.size[a] + self.size[b], log_marginal,
             self.log_d[a], self.log_tree[a], self.log_d[b], self.log_tree[b],
@@ -104,7 +88,7 @@ class _Forest:
         """Store node = a + b and its BHC quantities."""
         self.statistics[node] = self.statistics[a] + self.statistics[b]
         self.size[node] = self.size[a] + self.size[b]
-        self.log_marginal[node] = self.components.log_marginal(self.statistics[node])[0]
+        self.log_marginal[node] = self.component.log_marginal(self.statistics[node])[0]
         self.log_d[node], self.log_tree[node], self.log_r[node] = merge_recursion(
             self.log_alpha, self.size[node], self.log_marginal[node],
             self.log_d[a], self.log_tree[a], self.log_d[b], self.log_tree[b],
@@ -219,20 +203,26 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
     alpha : float, default=1.0
         Concentration of the Dirichlet process.
     component : {"gaussian", "bernoulli"}, default="gaussian"
-        Normal-Inverse-Wishart Gaussian components, or independent binary
-        features with Beta priors (X of 0 and 1 only).
+        Gaussian components, or independent binary features with Beta
+        priors (X of 0 and 1 only).
+    covariance_type : {"full", "diag", "spherical"}, default="full"
+        Gaussian: the covariance of each cluster, as in ``GaussianMixture``.
     mean_prior : array-like of shape (n_features,), default=None
         Gaussian: prior mean of the cluster means; None uses the mean of X.
     mean_precision_prior : float, default=1.0
         Gaussian: kappa_0, the prior mean's weight in points.
     degrees_of_freedom_prior : float, default=None
-        Gaussian: nu_0 > n_features - 1; None uses n_features.
-    covariance_prior : float or array-like of shape (n_features, n_features), \
-            default=None
-        Gaussian: inverse-Wishart scale Psi_0 (a float means that times the
-        identity); None uses the diagonal of the per-feature variances of X.
-    bernoulli_prior : tuple of two floats, default=(1.0, 1.0)
-        Bernoulli: the Beta(a, b) prior of every feature.
+        Gaussian: nu_0 of the covariance prior; None uses the
+        ``DirichletProcessMixture`` default.
+    covariance_prior : float or array-like, default=None
+        Gaussian: scale of the covariance prior (a float means that times
+        the identity); None is ``DirichletProcessMixture``'s empirical
+        Bayes rule, from the per-feature variances of X.
+    bernoulli_prior : tuple of two floats, default=None
+        Bernoulli: the Beta(a, b) prior of every feature; None is
+        ``DirichletProcessMixture``'s empirical Bayes rule, ``a_f = 2 m_f``,
+        ``b_f = 2 (1 - m_f)`` from the feature means m_f (Heller &
+        Ghahramani's choice in their experiments).
     n_clusters : int, default=None
         None: ``labels_`` is the paper's cut of the tree at the merges with
         r_k < 0.5. Otherwise the tree is cut into exactly this many clusters
@@ -245,14 +235,18 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         ``d_T p(D | T)``) among all (2N - 3)!! binary trees, by a dynamic
         program over all 2**N subsets (O(3**N) time; about N <= 22).
     hyperparameters : {"fixed", "learn"}, default="fixed"
-        ``"learn"``: maximise the root marginal likelihood p(D | T) over
-        ``alpha`` and the scale of the component prior (a factor on
-        ``covariance_prior``, or on both Beta pseudo-counts), EM-like
-        (section "Learning and prediction"): the tree for the current
-        values (E step), then both values for that tree by a Nelder-Mead
-        search in log space (M step), until p(D | T) stops improving. The
-        given ``alpha`` and prior are the starting point; the best values
-        found are ``alpha_`` and ``prior_scale_``.
+        ``"learn"``: maximise the DPM evidence lower bound
+        ``log_evidence_lower_bound_`` (a proper marginal likelihood of the
+        hyperparameters, unlike p(D | T), which is renormalised over the
+        tree and rewards alpha -> 0) over ``alpha`` and the scale of the
+        component prior (a factor on ``covariance_prior``, or on both Beta
+        pseudo-counts), EM-like (section "Learning and prediction"): the
+        tree for the current values (E step), then both values for that
+        tree by a bounded Nelder-Mead search in log space (M step), until
+        the bound stops improving. Restarts from the given values and from
+        alpha and scale 10 times smaller and larger; alpha stays within
+        [1e-3, n_samples] and the scale within [1e-4, 1e4]. The best
+        values found are ``alpha_`` and ``prior_scale_``.
     verbose : int, default=0
         ``"exact"``: progress of the dynamic program on stderr (an estimate
         of its time and memory, then a tqdm bar): 1 for a pass estimated
@@ -279,7 +273,8 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         The factor applied to the component prior's scale (1.0 unless
         ``hyperparameters="learn"``).
     hyperparameter_log_likelihoods_ : ndarray of shape (n_iter,)
-        log p(D | T) after each E step (one entry without learning).
+        The evidence lower bound after each E step of the restart that was
+        kept (one entry without learning).
     linkage_matrix_ : ndarray of shape (n_samples - 1, 4)
         The tree in scipy format, children first, heights non-decreasing. A
         node's height is the largest ``-log r`` in its subtree, capped at
@@ -325,9 +320,26 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
     the marginal likelihood of all 2**N subsets and needs about 32 bytes
     per subset.
 
+    The greedy r_k criterion can chain on large Gaussian data whose
+    clusters overlap: once a cluster holds n points, the DP prior odds of
+    adding a point to it are (n - 1) / alpha, so with the broad default
+    covariance prior one cluster may absorb the points one at a time
+    (``make_blobs(200, centers=4, random_state=0)`` ends as one cluster). A
+    ``covariance_prior`` near the within-cluster covariance with a large
+    ``degrees_of_freedom_prior`` avoids it. Binary data with the default data-dependent Beta prior
+    is not affected (``benchmarks/README.md``).
+
+    The component models are built by
+    :meth:`~sktrellis.energies.DirichletProcessMixture.component_model`;
+    the greedy loop is BHC's own rather than the engine's agglomerative
+    search: it keeps stale best scores as upper bounds and rescans a row
+    only when that bound comes first, which the engine's eager rescans do
+    not, and BHC's merge state (d_k, p(D_k | T_k)) is not a split potential.
+
     References
     ----------
     K. A. Heller, Z. Ghahramani. Bayesian hierarchical clustering. ICML 2005.
+    Z. Ghahramani, K. A. Heller. Bayesian sets. NIPS 2005.
 
     Examples
     --------
@@ -356,12 +368,13 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, alpha=1.0, component="gaussian", *, mean_prior=None,
-                 mean_precision_prior=1.0, degrees_of_freedom_prior=None,
-                 covariance_prior=None, bernoulli_prior=(1.0, 1.0), n_clusters=None,
+    def __init__(self, alpha=1.0, component="gaussian", *, covariance_type="full",
+                 mean_prior=None, mean_precision_prior=1.0, degrees_of_freedom_prior=None,
+                 covariance_prior=None, bernoulli_prior=None, n_clusters=None,
                  algorithm="greedy", hyperparameters="fixed", verbose=0, n_jobs=None):
         self.alpha = alpha
         self.component = component
+        self.covariance_type = covariance_type
         self.mean_prior = mean_prior
         self.mean_precision_prior = mean_precision_prior
         self.degrees_of_freedom_prior = degrees_of_freedom_prior
@@ -384,6 +397,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         Returns
         -------
         energy : DirichletProcessMixture
+            An unfitted energy with this model's prior parameters.
 
         Examples
         --------
@@ -395,50 +409,67 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
             **{name: getattr(self, name) for name in DirichletProcessMixture._get_param_names()}
         )
 
-    def _scaled_energy(self, X, alpha, scale):
-        """The DPM energy with concentration alpha and the component prior scaled by scale."""
-        energy = self.dpm_energy().set_params(alpha=alpha)
-        if scale == 1.0:
-            return energy
-        if self.component == "bernoulli":
-            return energy.set_params(
-                bernoulli_prior=tuple(scale * np.asarray(self.bernoulli_prior, dtype=float))
-            )
-        prior = energy._prior(X)  # its "scale" is in units of 2**prior["unit"]
-        covariance = np.ldexp(prior["scale"], 2 * prior["unit"])
-        return energy.set_params(covariance_prior=scale * covariance)
-
-    def _build_tree(self, X, alpha, scale):
+    def _build_tree(self, X, component, alpha):
         """The tree for these hyperparameters, as a filled _Forest and its merges."""
         n_points = X.shape[0]
-        energy = self._scaled_energy(X, alpha, scale)
-        forest = _Forest(_Components(energy, X), float(np.log(alpha)))
+        forest = _Forest(component, X, float(np.log(alpha)))
         if self.algorithm == "greedy":
             return forest, greedy_merges(forest, n_points)
-        merges = self._exact_merges(energy, X)
+        merges = self._exact_merges(component, X, alpha)
         for k, (a, b) in enumerate(merges):
             forest.merge(n_points + k, a, b)
         return forest, merges
 
-    def _tree_log_likelihood(self, X, merges, alpha, scale):
-        """log p(D | T) of a fixed tree under these hyperparameters."""
+    @staticmethod
+    def _lower_bound(forest, alpha):
+        """log p(D | T) + log d_T + log Gamma(alpha) - log Gamma(alpha + N) at the root."""
+        n_points = (len(forest.size) + 1) // 2
+        return float(
+            forest.log_tree[-1] + forest.log_d[-1] + gammaln(alpha) - gammaln(alpha + n_points)
+        )
+
+    def _tree_lower_bound(self, X, merges, component, alpha):
+        """The DPM evidence lower bound of a fixed tree under these hyperparameters."""
         n_points = X.shape[0]
-        forest = _Forest(_Components(self._scaled_energy(X, alpha, scale), X), float(np.log(alpha)))
+        forest = _Forest(component, X, float(np.log(alpha)))
         for k, (a, b) in enumerate(merges):
             forest.merge(n_points + k, a, b)
-        return forest.log_tree[-1]
+        return self._lower_bound(forest, alpha)
 
-    def _best_hyperparameters(self, X, merges, alpha, scale):
-        """M step: alpha and the prior scale maximising p(D | T) for this tree."""
+    def _best_hyperparameters(self, X, merges, component, alpha, scale):
+        """M step: alpha and the prior scale maximising the lower bound for this tree."""
         def objective(log_values):
-            value = self._tree_log_likelihood(X, merges, *np.exp(log_values))
+            alpha, factor = np.exp(log_values)
+            value = self._tree_lower_bound(X, merges, component.rescaled(factor), alpha)
             return -value if np.isfinite(value) else np.inf
 
         result = minimize(
             objective, np.log([alpha, scale]), method="Nelder-Mead",
+            bounds=self._log_bounds(len(X)),
             options={"xatol": 1e-4, "fatol": 1e-9, "maxiter": 400},
         )
         return tuple(float(v) for v in np.exp(result.x))
+
+    @staticmethod
+    def _log_bounds(n_points):
+        """Search box of (log alpha, log scale): alpha in [1e-3, N], scale in [1e-4, 1e4]."""
+        return [(np.log(_ALPHA_MIN), np.log(max(n_points, 2.0))),
+                (np.log(_SCALE_RANGE[0]), np.log(_SCALE_RANGE[1]))]
+
+    def _learn(self, X, component, alpha, scale):
+        """EM from one start: (bound, alpha, scale, forest, merges, history) of the best E step."""
+        forest, merges = self._build_tree(X, component.rescaled(scale), alpha)
+        history = [self._lower_bound(forest, alpha)]
+        best = (history[-1], alpha, scale, forest, merges)
+        for _ in range(_EM_MAX_ITER):
+            alpha, scale = self._best_hyperparameters(X, merges, component, alpha, scale)
+            forest, merges = self._build_tree(X, component.rescaled(scale), alpha)
+            history.append(self._lower_bound(forest, alpha))
+            if history[-1] > best[0] + _EM_TOLERANCE * max(1.0, abs(best[0])):
+                best = (history[-1], alpha, scale, forest, merges)
+            else:
+                break
+        return (*best, history)
 
     @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=True)
@@ -459,28 +490,27 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         """
         X = self._validate_training_data(X)
         n_points = X.shape[0]
+        component = self.dpm_energy().component_model(X)
         alpha, scale = float(self.alpha), 1.0
-        forest, merges = self._build_tree(X, alpha, scale)
-        history = [forest.log_tree[-1]]
         if self.hyperparameters == "learn":
-            best = (history[-1], alpha, scale, forest, merges)
-            for _ in range(_EM_MAX_ITER):
-                alpha, scale = self._best_hyperparameters(X, merges, alpha, scale)
-                forest, merges = self._build_tree(X, alpha, scale)
-                history.append(forest.log_tree[-1])
-                if history[-1] > best[0] + _EM_TOLERANCE * max(1.0, abs(best[0])):
-                    best = (history[-1], alpha, scale, forest, merges)
-                else:
-                    break
-            _, alpha, scale, forest, merges = best
-        self.alpha_, self.prior_scale_ = alpha, scale
+            low, high = np.exp(self._log_bounds(n_points)).T
+            starts = [(alpha, scale)] + [
+                (a, s) for a in (alpha / 10, alpha * 10) for s in (scale / 10, scale * 10)
+            ]
+            runs = [
+                self._learn(X, component, *np.clip((a, s), low, high)) for a, s in starts
+            ]
+            # The best bound; the first (the given values) among equals.
+            best = max(range(len(runs)), key=lambda i: (runs[i][0], -i))
+            _, alpha, scale, forest, merges, history = runs[best]
+        else:
+            forest, merges = self._build_tree(X, component, alpha)
+            history = [self._lower_bound(forest, alpha)]
+        self.alpha_, self.prior_scale_ = float(alpha), float(scale)
         self.hyperparameter_log_likelihoods_ = np.array(history)
         root = 2 * n_points - 2
         self.log_marginal_likelihood_ = float(forest.log_tree[root])
-        self.log_evidence_lower_bound_ = float(
-            forest.log_tree[root] + forest.log_d[root]
-            + gammaln(alpha) - gammaln(alpha + n_points)
-        )
+        self.log_evidence_lower_bound_ = self._lower_bound(forest, alpha)
         log_r = forest.log_r[n_points:]
         split = self._cut(merges, log_r)
         linkage, order = linkage_from_heights(merges, self._heights(merges, log_r, split))
@@ -512,7 +542,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         self._node_log_marginal = forest.log_marginal
         self._node_log_weight = forest.log_r + log_path + np.log(forest.size) - log_scale
         self._new_cluster_log_weight = np.log(self.alpha_) - log_scale
-        self._components = forest.components
+        self._component = forest.component
         # The flat cluster of each node, -1 above the cut (several clusters).
         node_label = np.full(n_nodes, -1)
         node_label[:n_points] = self.labels_
@@ -525,11 +555,8 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         """log w_k + log p(x | D_k) of every new point and node, and the new-cluster term."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        components = self._components
-        energy, prior = components.energy, components.prior
-        if energy.component == "bernoulli":
-            energy._check_binary(X, "X")
-        new = energy._point_statistics(X, prior)
+        component = self._component
+        new = component.statistics(X)
         n_nodes = len(self._node_statistics)
         out = np.empty((len(X), n_nodes))
         step = max(1, _PREDICT_BLOCK // max(n_nodes, 1))
@@ -538,10 +565,10 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
             joint = (block[:, None, :] + self._node_statistics[None, :, :]).reshape(
                 -1, new.shape[1]
             )
-            after = components.log_marginal(joint).reshape(len(block), n_nodes)
+            after = component.log_marginal(joint).reshape(len(block), n_nodes)
             out[first : first + len(block)] = after - self._node_log_marginal
         out += self._node_log_weight
-        prior_predictive = components.log_marginal(new) + self._new_cluster_log_weight
+        prior_predictive = component.log_marginal(new) + self._new_cluster_log_weight
         return out, prior_predictive
 
     def score_samples(self, X):
@@ -566,6 +593,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         Returns
         -------
         log_density : ndarray of shape (n_new,)
+            The log predictive density of each new point.
 
         Examples
         --------
@@ -591,10 +619,12 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         Parameters
         ----------
         X : array-like of shape (n_new, n_features)
+            New points, with the features of the fitted data.
 
         Returns
         -------
         probabilities : ndarray of shape (n_new, ``n_clusters_``)
+            Each row sums to one over the clusters of ``labels_``.
 
         Examples
         --------
@@ -621,10 +651,12 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         Parameters
         ----------
         X : array-like of shape (n_new, n_features)
+            New points, with the features of the fitted data.
 
         Returns
         -------
         labels : ndarray of shape (n_new,)
+            The cluster of ``labels_`` of largest ``predict_proba``.
 
         Examples
         --------
@@ -637,19 +669,23 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         """
         return np.argmax(self.predict_proba(X), axis=1)
 
-    def _exact_merges(self, energy, X):
+    def _exact_merges(self, component, X, alpha):
         """Children-first merges of the tree of largest d_T p(D | T), by the trellis."""
         n_points = X.shape[0]
+        energy = self.dpm_energy()
         check_exact_size(
             n_points,
             (energy.table_bytes_per_subset + BEST_TREE_BYTES_PER_SUBSET) << n_points,
             'BayesianHierarchicalClustering(algorithm="exact")',
             way_out='algorithm="greedy"',
         )
-        # The DPM's cluster potential is log a(C) = log alpha + log Gamma(|C|) + log p(D_C).
+        energy.check_memory(n_points, X.shape[1])
+        # The DPM's cluster potential log a(C) = log alpha + log Gamma(|C|) + log p(D_C).
+        table = component.subset_log_marginals(X)
+        sizes = np.bitwise_count(np.arange(len(table), dtype=np.uint32))
+        table[1:] += np.log(alpha) + gammaln(sizes[1:].astype(np.float64))
         _, parents, lefts = best_bhc_tree(
-            energy.cluster_potential(X), effective_n_threads(self.n_jobs), self.verbose,
-            type(self).__name__,
+            table, effective_n_threads(self.n_jobs), self.verbose, type(self).__name__,
         )
         return merges_from_splits(parents, lefts)
 
