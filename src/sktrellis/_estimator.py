@@ -1,8 +1,9 @@
 """What every sktrellis estimator shares, in one place.
 
-``EnergyEstimatorMixin``: the energy parameter (default, "pass an instance"),
-the pairwise tag, validation of the training data, the ``n_clusters`` check
-and the fitted attributes of a tree. ``ClusterPosteriorMixin``: the cluster
+``TreeEstimatorMixin``: validation of the training data, the ``n_clusters``
+check and the fitted attributes of a tree (BHC, which has no energy, uses it
+alone). ``EnergyEstimatorMixin`` adds the energy parameter (default, "pass an
+instance") and the pairwise tag. ``ClusterPosteriorMixin``: the cluster
 queries of an estimator holding an exact posterior (``self._trellis``, read
 through :class:`sktrellis._engine.posterior.TreePosterior`);
 ``TreePosteriorMixin`` exposes it as ``posterior_``.
@@ -73,27 +74,8 @@ def check_built_for(model, n_points, energy, method):
     return model
 
 
-class EnergyEstimatorMixin:
-    """An estimator with an ``energy`` parameter and, usually, ``n_clusters``.
-
-    Subclasses set ``_default_energy``, a callable returning the energy used
-    when ``energy=None``.
-    """
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        energy = getattr(self, "energy", None)
-        tags.input_tags.pairwise = getattr(energy, "affinity", None) == "precomputed"
-        return tags
-
-    def _energy(self):
-        """The energy to fit with: the parameter, or the default for None."""
-        if isinstance(self.energy, type):
-            name = self.energy.__name__
-            raise TypeError(
-                f"energy={name} is a class; pass an instance, e.g. energy={name}()"
-            )
-        return type(self)._default_energy() if self.energy is None else self.energy
+class TreeEstimatorMixin:
+    """An estimator that fits a tree: its training data checks and fitted tree attributes."""
 
     def _validate_training_data(self, X, *, ensure_min_samples=2):
         """X as finite float64 (validate_data), its sketch for the scorers, n_clusters checked."""
@@ -126,6 +108,29 @@ class EnergyEstimatorMixin:
         self.n_leaves_ = len(linkage) + 1
         self.labels_ = labels_from_linkage(linkage, n_clusters)
         self.tree_ = Tree(linkage)
+
+
+class EnergyEstimatorMixin(TreeEstimatorMixin):
+    """A tree estimator with an ``energy`` parameter and, usually, ``n_clusters``.
+
+    Subclasses set ``_default_energy``, a callable returning the energy used
+    when ``energy=None``.
+    """
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        energy = getattr(self, "energy", None)
+        tags.input_tags.pairwise = getattr(energy, "affinity", None) == "precomputed"
+        return tags
+
+    def _energy(self):
+        """The energy to fit with: the parameter, or the default for None."""
+        if isinstance(self.energy, type):
+            name = self.energy.__name__
+            raise TypeError(
+                f"energy={name} is a class; pass an instance, e.g. energy={name}()"
+            )
+        return type(self)._default_energy() if self.energy is None else self.energy
 
 
 class ClusterPosteriorMixin:

@@ -19,7 +19,9 @@ from libc.math cimport INFINITY, exp, log, log1p
 from sktrellis.energies cimport mask_t
 
 ctypedef double float64_t
-ctypedef int64_t intp_t
+# Indices and offsets into subset-indexed tables (int64: 2**N entries and
+# 3**N / 2 splits overflow 32 bits from N = 21).
+ctypedef int64_t index_t
 
 cdef extern from *:
     """

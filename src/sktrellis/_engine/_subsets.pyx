@@ -9,7 +9,7 @@ from libc.stdint cimport uint64_t
 
 import numpy as np
 
-from ._common cimport count_to_int, intp_t, low_bit, mask_t, next_submask, popcount
+from ._common cimport count_to_int, index_t, low_bit, mask_t, next_submask, popcount
 
 
 def subsets_by_size(int n_points):
@@ -23,8 +23,8 @@ def subsets_by_size(int n_points):
     """
     cdef Py_ssize_t n_subsets = <Py_ssize_t>1 << n_points
     cdef mask_t[::1] order = np.empty(n_subsets, dtype=np.uint32)
-    cdef intp_t[::1] start = np.zeros(n_points + 2, dtype=np.int64)
-    cdef intp_t[::1] fill
+    cdef index_t[::1] start = np.zeros(n_points + 2, dtype=np.int64)
+    cdef index_t[::1] fill
     cdef Py_ssize_t s
     cdef int size
     for s in range(n_subsets):

@@ -8,7 +8,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._estimator import EnergyEstimatorMixin, clears_fit_state_on_failure
+from .._estimator import TreeEstimatorMixin, clears_fit_state_on_failure
 from .._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
 from .._engine.tree.conversion import linkage_from_heights, merges_from_splits
 from .._validation import check_exact_size, effective_n_threads
@@ -57,7 +57,7 @@ def merge_recursion(log_alpha, size, log_marginal, log_d_left, log_tree_left,
     return log_d, log_tree, merged - log_tree
 
 
-class _Forest:
+class _NodeTable:
     """Every node's statistics and BHC quantities, leaves 0..N-1 then merges."""
 
     def __init__(self, component, X, log_alpha):
@@ -177,7 +177,7 @@ def greedy_merges(forest, n_points):
     return merges
 
 
-class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):
+class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstimator):
     """Bayesian hierarchical clustering (Heller & Ghahramani 2005).
 
     Agglomerative clustering under a Dirichlet process mixture (DPM) with
@@ -410,9 +410,9 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         )
 
     def _build_tree(self, X, component, alpha):
-        """The tree for these hyperparameters, as a filled _Forest and its merges."""
+        """The tree for these hyperparameters, as a filled _NodeTable and its merges."""
         n_points = X.shape[0]
-        forest = _Forest(component, X, float(np.log(alpha)))
+        forest = _NodeTable(component, X, float(np.log(alpha)))
         if self.algorithm == "greedy":
             return forest, greedy_merges(forest, n_points)
         merges = self._exact_merges(component, X, alpha)
@@ -431,7 +431,7 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
     def _tree_lower_bound(self, X, merges, component, alpha):
         """The DPM evidence lower bound of a fixed tree under these hyperparameters."""
         n_points = X.shape[0]
-        forest = _Forest(component, X, float(np.log(alpha)))
+        forest = _NodeTable(component, X, float(np.log(alpha)))
         for k, (a, b) in enumerate(merges):
             forest.merge(n_points + k, a, b)
         return self._lower_bound(forest, alpha)

@@ -10,12 +10,12 @@ from libc.math cimport INFINITY
 
 import numpy as np
 
-from .._common cimport intp_t
+from .._common cimport index_t
 
 
-def update_rows(intp_t[:, ::1] partner, double[:, ::1] partner_score,
-                unsigned char[::1] complete, const intp_t[::1] others,
-                intp_t a, intp_t b, intp_t new, const double[::1] scores):
+def update_rows(index_t[:, ::1] partner, double[:, ::1] partner_score,
+                unsigned char[::1] complete, const index_t[::1] others,
+                index_t a, index_t b, index_t new, const double[::1] scores):
     """Rows of the slots ``others`` after clusters a and b merged into ``new``.
 
     Entries for a and b are dropped (a prefix stays a prefix); ``new``,
@@ -28,7 +28,7 @@ def update_rows(intp_t[:, ::1] partner, double[:, ::1] partner_score,
     cdef Py_ssize_t n = others.shape[0], width = partner.shape[1], i, j
     cdef Py_ssize_t slot, count, worst_column, empty_column
     cdef double worst
-    cdef intp_t[::1] refill = np.empty(n, dtype=np.int64)
+    cdef index_t[::1] refill = np.empty(n, dtype=np.int64)
     cdef Py_ssize_t n_refill = 0
     with nogil:
         for i in range(n):
@@ -67,14 +67,14 @@ def update_rows(intp_t[:, ::1] partner, double[:, ::1] partner_score,
     return np.asarray(refill[:n_refill])
 
 
-def row_entries(const intp_t[:, ::1] partner, const double[:, ::1] partner_score,
-                const intp_t[::1] slots, const intp_t[::1] low):
+def row_entries(const index_t[:, ::1] partner, const double[:, ::1] partner_score,
+                const index_t[::1] slots, const index_t[::1] low):
     """(slot, partner slot, score) of every entry of the rows of ``slots``."""
     cdef Py_ssize_t n = slots.shape[0], width = partner.shape[1], i, j, count = 0
-    cdef intp_t[::1] first = np.empty(n * width, dtype=np.int64)
-    cdef intp_t[::1] second = np.empty(n * width, dtype=np.int64)
+    cdef index_t[::1] first = np.empty(n * width, dtype=np.int64)
+    cdef index_t[::1] second = np.empty(n * width, dtype=np.int64)
     cdef double[::1] score = np.empty(n * width)
-    cdef intp_t slot
+    cdef index_t slot
     with nogil:
         for i in range(n):
             slot = slots[i]

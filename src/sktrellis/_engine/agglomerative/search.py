@@ -213,7 +213,7 @@ def _mix64(value):
     return value ^ (value >> 31)
 
 
-class _Forest:
+class _BeamState:
     """One partial clustering of the beam and its candidate merges.
 
     ``partner[s]``/``partner_score[s]`` hold, for the cluster in slot s, the
@@ -228,7 +228,7 @@ class _Forest:
                  "score", "key", "history")
 
     def copy(self):
-        other = _Forest()
+        other = _BeamState()
         for name in ("cluster", "alive", "partner", "partner_score", "complete"):
             setattr(other, name, getattr(self, name).copy())
         other.score, other.key, other.history = self.score, self.key, self.history
@@ -332,7 +332,7 @@ def beam_search(model, width, *, keep_greedy=False, distinct="clusters"):
 
     # A row never needs more entries than a cluster has partners.
     row_width = max(1, min(width, n_points - 1))
-    start = _Forest()
+    start = _BeamState()
     start.cluster = np.arange(n_points, dtype=np.int64)
     start.alive = np.ones(n_points, dtype=bool)
     start.partner = np.full((n_points, row_width), -1, dtype=np.int64)

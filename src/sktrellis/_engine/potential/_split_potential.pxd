@@ -2,7 +2,7 @@
 # an inline evaluation, shared by the trellis kernels that cimport it.
 from sktrellis.energies cimport SplitData, split_log_psi_t
 
-from .._common cimport extract_rank, intp_t, low_bit, mask_t, popcount
+from .._common cimport extract_rank, index_t, low_bit, mask_t, popcount
 
 # Kinds of split potential. SEPARABLE covers every energy of the form
 #     log psi(S; A, B) = f(S) + c(|S|) * (g(A) + g(B)),
@@ -25,7 +25,7 @@ cdef struct SplitTables:
     split_log_psi_t function        # FUNCTION: log psi of one split
     SplitData data                  # FUNCTION: the tables and parameters it reads
     const double* split_table       # TABLE: log psi of every canonical split
-    const intp_t* level_offset      # TABLE: start of each level in split_table
+    const index_t* level_offset      # TABLE: start of each level in split_table
     const mask_t* rank_in_level     # TABLE: rank of S among subsets of its size
 
 
@@ -42,7 +42,7 @@ cdef inline double split_log_potential(const SplitTables* t, mask_t parent,
     size = popcount(parent)
     low = low_bit(parent)
     return t.split_table[t.level_offset[size]
-                         + <intp_t>t.rank_in_level[parent] * ((<intp_t>1 << (size - 1)) - 1)
+                         + <index_t>t.rank_in_level[parent] * ((<index_t>1 << (size - 1)) - 1)
                          + extract_rank(left ^ low, parent ^ low)]
 
 

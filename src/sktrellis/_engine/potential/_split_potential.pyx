@@ -20,7 +20,7 @@ from .._subsets import split_table_layout
 
 from sktrellis.energies cimport SplitData, split_log_psi_t
 
-from .._common cimport intp_t, low_bit, mask_t
+from .._common cimport index_t, low_bit, mask_t
 
 
 cdef api double signature_witness(const SplitData* data, mask_t parent,
@@ -465,7 +465,7 @@ Per-subset tables from which the kernels evaluate any split in O(1).
     """
     def __init__(self, int n_points, int kind, dict arrays, dict params):
         cdef const double[::1] view
-        cdef const intp_t[::1] offsets
+        cdef const index_t[::1] offsets
         cdef const mask_t[::1] ranks
         cdef Py_ssize_t k
         if not 1 <= n_points <= MAX_POTENTIAL_POINTS:

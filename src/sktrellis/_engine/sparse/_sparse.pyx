@@ -22,7 +22,7 @@ from libc.stdlib cimport free, malloc, realloc
 
 import numpy as np
 
-from .._common cimport intp_t, log_add
+from .._common cimport index_t, log_add
 
 ###############################################################################
 # Vertices by content hash: open addressing with linear probing
@@ -60,22 +60,22 @@ def build_table(const uint64_t[::1] first, const uint64_t[::1] second):
 def lookup(const uint64_t[:, ::1] table, const uint64_t[::1] first, const uint64_t[::1] second):
     """Vertex index of each (first, second) hash pair, -1 where absent."""
     cdef Py_ssize_t i, n = first.shape[0], mask = table.shape[0] - 1
-    cdef intp_t[::1] out = np.empty(n, dtype=np.int64)
+    cdef index_t[::1] out = np.empty(n, dtype=np.int64)
     cdef const uint64_t* keys = &table[0, 0]
     cdef Py_ssize_t slot
     with nogil:
         for i in range(n):
             slot = find_slot(keys, mask, first[i], second[i])
-            out[i] = <intp_t>keys[3 * slot + 2] - 1
+            out[i] = <index_t>keys[3 * slot + 2] - 1
     return np.asarray(out)
 
 
 ###############################################################################
 # Splits
 
-def find_splits(const uint64_t[:, ::1] table, const intp_t[::1] size,
+def find_splits(const uint64_t[:, ::1] table, const index_t[::1] size,
                 const uint64_t[::1] first, const uint64_t[::1] second,
-                const intp_t[::1] group_order, const intp_t[::1] group_start):
+                const index_t[::1] group_order, const index_t[::1] group_start):
     """Every split of a vertex into two vertices.
 
     ``group_order`` lists the vertices grouped by lowest point, by
@@ -92,9 +92,9 @@ def find_splits(const uint64_t[:, ::1] table, const intp_t[::1] size,
     cdef const uint64_t* keys = &table[0, 0]
     cdef Py_ssize_t n_groups = group_start.shape[0] - 1
     cdef Py_ssize_t g, i, j, slot, capacity = 1024, count = 0
-    cdef intp_t parent, left, right
-    cdef intp_t* found = <intp_t*>malloc(3 * capacity * sizeof(intp_t))
-    cdef intp_t* grown
+    cdef index_t parent, left, right
+    cdef index_t* found = <index_t*>malloc(3 * capacity * sizeof(index_t))
+    cdef index_t* grown
     if found == NULL:
         raise MemoryError("could not allocate the split buffer")
     try:
@@ -108,11 +108,11 @@ def find_splits(const uint64_t[:, ::1] table, const intp_t[::1] size,
                             break
                         slot = find_slot(keys, mask, first[parent] - first[left],
                                          second[parent] - second[left])
-                        right = <intp_t>keys[3 * slot + 2] - 1
+                        right = <index_t>keys[3 * slot + 2] - 1
                         if right < 0 or size[right] != size[parent] - size[left]:
                             continue
                         if count == capacity:
-                            grown = <intp_t*>realloc(found, 6 * capacity * sizeof(intp_t))
+                            grown = <index_t*>realloc(found, 6 * capacity * sizeof(index_t))
                             if grown == NULL:
                                 with gil:
                                     raise MemoryError("could not grow the split buffer")
@@ -124,7 +124,7 @@ def find_splits(const uint64_t[:, ::1] table, const intp_t[::1] size,
                         count += 1
         out = np.empty((count, 3), dtype=np.int64)
         if count:
-            out[:] = <intp_t[:count, :3]>found
+            out[:] = <index_t[:count, :3]>found
     finally:
         free(found)
     order = np.argsort(out[:, 0], kind="stable")
@@ -134,15 +134,15 @@ def find_splits(const uint64_t[:, ::1] table, const intp_t[::1] size,
 ###############################################################################
 # Inside and outside passes
 
-def inside(const intp_t[::1] split_start, const intp_t[::1] left, const intp_t[::1] right,
+def inside(const index_t[::1] split_start, const index_t[::1] left, const index_t[::1] right,
            const double[::1] log_psi, Py_ssize_t n_points):
     """log Z, log MAP and the MAP split (index, -1 if none) of every vertex."""
     cdef Py_ssize_t n_vertices = split_start.shape[0] - 1, v, k
     cdef double[::1] log_z = np.zeros(n_vertices)
     cdef double[::1] log_map = np.zeros(n_vertices)
-    cdef intp_t[::1] best = np.full(n_vertices, -1, dtype=np.int64)
+    cdef index_t[::1] best = np.full(n_vertices, -1, dtype=np.int64)
     cdef double top, value, acc, best_value
-    cdef intp_t arg
+    cdef index_t arg
     with nogil:
         for v in range(n_points, n_vertices):
             top = -INFINITY
@@ -170,7 +170,7 @@ def inside(const intp_t[::1] split_start, const intp_t[::1] left, const intp_t[:
     return np.asarray(log_z), np.asarray(log_map), np.asarray(best)
 
 
-def count_trees(const intp_t[::1] split_start, const intp_t[::1] left, const intp_t[::1] right,
+def count_trees(const index_t[::1] split_start, const index_t[::1] left, const index_t[::1] right,
                 const double[::1] log_psi, Py_ssize_t n_points):
     """Exact number of trees of non-zero potential below each vertex (Python ints).
 
@@ -188,7 +188,7 @@ def count_trees(const intp_t[::1] split_start, const intp_t[::1] left, const int
     return counts
 
 
-def outside(const intp_t[::1] split_start, const intp_t[::1] left, const intp_t[::1] right,
+def outside(const index_t[::1] split_start, const index_t[::1] left, const index_t[::1] right,
             const double[::1] log_psi, const double[::1] log_z):
     """log O(v): the summed potential of everything outside v's subtree.
 
@@ -213,11 +213,11 @@ def outside(const intp_t[::1] split_start, const intp_t[::1] left, const intp_t[
 ###############################################################################
 # Trees: the MAP and exact samples
 
-def map_splits(const intp_t[::1] best, const intp_t[::1] left, const intp_t[::1] right,
+def map_splits(const index_t[::1] best, const index_t[::1] left, const index_t[::1] right,
                Py_ssize_t n_points):
     """Split indices of the MAP tree, in preorder."""
     cdef Py_ssize_t n_vertices = best.shape[0]
-    cdef intp_t[::1] out = np.empty(n_points - 1, dtype=np.int64)
+    cdef index_t[::1] out = np.empty(n_points - 1, dtype=np.int64)
     cdef Py_ssize_t node = 0
     stack = [n_vertices - 1]
     while stack:
@@ -231,7 +231,7 @@ def map_splits(const intp_t[::1] best, const intp_t[::1] left, const intp_t[::1]
     return np.asarray(out)
 
 
-def sample_splits(const intp_t[::1] split_start, const intp_t[::1] left, const intp_t[::1] right,
+def sample_splits(const index_t[::1] split_start, const index_t[::1] left, const index_t[::1] right,
                   const double[::1] log_psi, const double[::1] log_z,
                   const double[:, ::1] uniforms):
     """Split indices of trees drawn top-down from P(tree) = prod psi / Z(root).
@@ -241,10 +241,10 @@ def sample_splits(const intp_t[::1] split_start, const intp_t[::1] left, const i
     """
     cdef Py_ssize_t n_samples = uniforms.shape[0], n_inner = uniforms.shape[1]
     cdef Py_ssize_t n_points = n_inner + 1, n_vertices = split_start.shape[0] - 1
-    cdef intp_t[:, ::1] out = np.empty((n_samples, n_inner), dtype=np.int64)
-    cdef intp_t* stack = <intp_t*>malloc((n_points + 1) * sizeof(intp_t))
+    cdef index_t[:, ::1] out = np.empty((n_samples, n_inner), dtype=np.int64)
+    cdef index_t* stack = <index_t*>malloc((n_points + 1) * sizeof(index_t))
     cdef Py_ssize_t r, node, top, k, chosen, last_positive, heaviest
-    cdef intp_t v
+    cdef index_t v
     cdef double total, target, weight, best
     if stack == NULL:
         raise MemoryError("could not allocate the sampling stack")

@@ -11,7 +11,7 @@ from libc.stdlib cimport qsort
 
 import numpy as np
 
-from .._common cimport ctz, intp_t, mask_t, popcount
+from .._common cimport ctz, index_t, mask_t, popcount
 
 ###############################################################################
 # From preorder split lists to merges
@@ -29,7 +29,7 @@ def splits_to_merges(const mask_t[:, ::1] parents, const mask_t[:, ::1] lefts):
     """
     cdef Py_ssize_t n_trees = parents.shape[0], n_inner = parents.shape[1]
     cdef Py_ssize_t n_points = n_inner + 1, r, node, child_node
-    cdef intp_t[:, :, ::1] merges = np.empty((n_trees, n_inner, 2), dtype=np.int64)
+    cdef index_t[:, :, ::1] merges = np.empty((n_trees, n_inner, 2), dtype=np.int64)
     cdef mask_t child
     cdef int side, left_size
     with nogil:
@@ -52,8 +52,8 @@ def splits_to_merges(const mask_t[:, ::1] parents, const mask_t[:, ::1] lefts):
 
 cdef struct RowKey:
     double height
-    intp_t preorder
-    intp_t merge
+    index_t preorder
+    index_t merge
 
 
 cdef inline bint row_key_before(const RowKey* x, const RowKey* y) noexcept nogil:
@@ -95,7 +95,7 @@ cdef void sort_row_keys(RowKey* keys, Py_ssize_t n) noexcept nogil:
 # point entries filled by fill_points. Branches on "is this child a point?"
 # are unpredictable and cost more than the rest of the work.
 
-cdef void fill_points(Py_ssize_t n_points, intp_t* size, intp_t* row_id) noexcept nogil:
+cdef void fill_points(Py_ssize_t n_points, index_t* size, index_t* row_id) noexcept nogil:
     """Point entries: size 1, and a point keeps its id in the linkage."""
     cdef Py_ssize_t i
     for i in range(n_points):
@@ -103,15 +103,15 @@ cdef void fill_points(Py_ssize_t n_points, intp_t* size, intp_t* row_id) noexcep
         row_id[i] = i
 
 
-cdef void subtree_sizes(Py_ssize_t n_inner, const intp_t* merges, intp_t* size) noexcept nogil:
+cdef void subtree_sizes(Py_ssize_t n_inner, const index_t* merges, index_t* size) noexcept nogil:
     """size[N + k] = number of points under merge k of the (N - 1, 2) `merges`."""
     cdef Py_ssize_t n_points = n_inner + 1, k
     for k in range(n_inner):
         size[n_points + k] = size[merges[2 * k]] + size[merges[2 * k + 1]]
 
 
-cdef void write_rows(Py_ssize_t n_inner, const intp_t* merges, const intp_t* size,
-                     const intp_t* order, const double* row_heights, intp_t* row_id,
+cdef void write_rows(Py_ssize_t n_inner, const index_t* merges, const index_t* size,
+                     const index_t* order, const double* row_heights, index_t* row_id,
                      double* linkage) noexcept nogil:
     """Row r of the (N - 1, 4) `linkage` is merge order[r] at height row_heights[r].
 
@@ -121,7 +121,7 @@ cdef void write_rows(Py_ssize_t n_inner, const intp_t* merges, const intp_t* siz
     every node to its id in the linkage.
     """
     cdef Py_ssize_t n_points = n_inner + 1, k, r
-    cdef intp_t a, b
+    cdef index_t a, b
     for r in range(n_inner):
         row_id[n_points + order[r]] = n_points + r
     for r in range(n_inner):
@@ -134,7 +134,7 @@ cdef void write_rows(Py_ssize_t n_inner, const intp_t* merges, const intp_t* siz
         linkage[4 * r + 3] = size[n_points + k]
 
 
-def merges_to_linkage(const intp_t[:, :, ::1] merges, const double[:, ::1] costs):
+def merges_to_linkage(const index_t[:, :, ::1] merges, const double[:, ::1] costs):
     """Linkage matrices of trees given as merges with a non-negative cost each.
 
     `merges` has shape (n_trees, N - 1, 2), `costs` (n_trees, N - 1). A
@@ -154,14 +154,14 @@ def merges_to_linkage(const intp_t[:, :, ::1] merges, const double[:, ::1] costs
     # -0.0 is the exact additive identity: a point adds nothing to a height.
     cdef double[::1] height = np.full(n_nodes, -0.0)
     cdef double[::1] row_heights = np.empty(n_inner)
-    cdef intp_t[::1] scratch = np.empty(5 * n_nodes, dtype=np.int64)
-    cdef intp_t* low = &scratch[0]
-    cdef intp_t* size = low + n_nodes
-    cdef intp_t* preorder = size + n_nodes
-    cdef intp_t* row_id = preorder + n_nodes
-    cdef intp_t* order = row_id + n_nodes
-    cdef const intp_t* tree
-    cdef intp_t a, b, first, second
+    cdef index_t[::1] scratch = np.empty(5 * n_nodes, dtype=np.int64)
+    cdef index_t* low = &scratch[0]
+    cdef index_t* size = low + n_nodes
+    cdef index_t* preorder = size + n_nodes
+    cdef index_t* row_id = preorder + n_nodes
+    cdef index_t* order = row_id + n_nodes
+    cdef const index_t* tree
+    cdef index_t a, b, first, second
     cdef double tie_step
     if n_inner == 0:
         return np.asarray(linkage)
@@ -202,7 +202,7 @@ def merges_to_linkage(const intp_t[:, :, ::1] merges, const double[:, ::1] costs
     return np.asarray(linkage)
 
 
-def linkage_rows(const intp_t[:, ::1] merges, const intp_t[::1] order,
+def linkage_rows(const index_t[:, ::1] merges, const index_t[::1] order,
                  const double[::1] row_heights):
     """Linkage of one tree whose row r is merge order[r] at height row_heights[r].
 
@@ -212,7 +212,7 @@ def linkage_rows(const intp_t[:, ::1] merges, const intp_t[::1] order,
     """
     cdef Py_ssize_t n_inner = merges.shape[0], n_nodes = 2 * n_inner + 1
     cdef double[:, ::1] linkage = np.zeros((n_inner, 4))
-    cdef intp_t[::1] scratch = np.empty(2 * n_nodes, dtype=np.int64)
+    cdef index_t[::1] scratch = np.empty(2 * n_nodes, dtype=np.int64)
     if n_inner:
         fill_points(n_inner + 1, &scratch[0], &scratch[n_nodes])
         subtree_sizes(n_inner, &merges[0, 0], &scratch[0])

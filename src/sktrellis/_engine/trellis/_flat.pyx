@@ -24,7 +24,7 @@ import numpy as np
 
 from .._common cimport (
     LINEAR_SUM_FLOOR,
-    count_add, ctz, intp_t, low_bit, mask_t, next_submask, popcount,
+    count_add, ctz, index_t, low_bit, mask_t, next_submask, popcount,
 )
 from ._sampling cimport WeightCache, draw_part
 
@@ -190,7 +190,7 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
 # Inside pass with a cluster-count dimension
 
 cdef void exact_count_sums(mask_t parent, int size, const double* log_e,
-                           const double* log_zk, const intp_t* offsets,
+                           const double* log_zk, const index_t* offsets,
                            const double* count_scale, const double* acc,
                            double* top, double* out) noexcept nogil:
     """log Z(parent, j) in log space for the j whose scaled sum fell below the floor."""
@@ -245,9 +245,9 @@ cdef inline mask_t next_same_size(mask_t index) noexcept nogil:
 
 def count_level(const mask_t[::1] parents, const double[::1] log_e,
                 const double[::1] cluster_scale, const double[:, ::1] gain,
-                const double[::1] count_scale, const intp_t[::1] offsets,
+                const double[::1] count_scale, const index_t[::1] offsets,
                 double[::1] log_zk, const double[::1] scaled_zk,
-                const intp_t[:, ::1] binomial,
+                const index_t[:, ::1] binomial,
                 double[:, ::1] work, mask_t[:, ::1] spread, int n_threads):
     """Fill log Z(S, j) of `parents` for every number of clusters j.
 
@@ -293,7 +293,7 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
     cdef const double* v = &scaled_zk[0]
     cdef const double* gains = &gain[0, 0]
     cdef Py_ssize_t gain_stride = gain.shape[1]
-    cdef const intp_t* off = &offsets[0]
+    cdef const index_t* off = &offsets[0]
     cdef double* lz = &log_zk[0]
     if n == 0:
         return
@@ -492,8 +492,8 @@ def sample_partitions(const double[::1] log_e, const double[::1] log_z,
     cdef int n_points = uniforms.shape[1]
     cdef Py_ssize_t n_samples = uniforms.shape[0]
     cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
-    cdef intp_t[:, ::1] labels = np.zeros((n_samples, n_points), dtype=np.int64)
-    cdef intp_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
+    cdef index_t[:, ::1] labels = np.zeros((n_samples, n_points), dtype=np.int64)
+    cdef index_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
     cdef WeightCache weights = WeightCache(&cache_start[0], &cache[0], 0, cache.shape[0])
     cdef ClusterSampling model = ClusterSampling(&log_e[0], &log_z[0])
     cdef Py_ssize_t r

@@ -27,7 +27,7 @@ from sktrellis.energies cimport SplitData, split_log_psi_t
 
 from .._common cimport (
     LINEAR_SUM_FLOOR,
-    count_add_product, extract_rank, intp_t, log_add, low_bit, mask_t, next_submask,
+    count_add_product, extract_rank, index_t, log_add, low_bit, mask_t, next_submask,
     popcount,
 )
 from ..potential._split_potential cimport (
@@ -39,7 +39,7 @@ from ._sampling cimport WeightCache, draw_part
 # Inside pass
 
 def prepare_separable_level(SplitPotential potential, int size,
-                            const mask_t[::1] order, const intp_t[::1] level_start,
+                            const mask_t[::1] order, const index_t[::1] level_start,
                             const double[::1] log_z, const double[::1] log_map,
                             double[:, ::1] left_factors, double[:, ::1] right_factors,
                             int n_threads):
@@ -326,8 +326,8 @@ cdef inline bint sweep_row_pair(const double* left_row, const double* right_row,
 
 
 def inside_level_blocked(SplitPotential potential, int block_bits,
-                         const mask_t[::1] high_parts, const intp_t[::1] low_sizes,
-                         const mask_t[::1] low_order, const intp_t[::1] low_level_start,
+                         const mask_t[::1] high_parts, const index_t[::1] low_sizes,
+                         const mask_t[::1] low_order, const index_t[::1] low_level_start,
                          double[::1] log_z, double[::1] log_map, mask_t[::1] best_left,
                          double level_scale, const double[:, ::1] left_factors,
                          const double[:, ::1] right_factors, int n_threads):
@@ -371,8 +371,8 @@ def inside_level_blocked(SplitPotential potential, int block_bits,
         arg = 0
         high_left = 0
         while True:
-            left_row = lf + 2 * (<intp_t>high_left << block_bits)
-            right_row = rf + 2 * (<intp_t>(high ^ high_left) << block_bits)
+            left_row = lf + 2 * (<index_t>high_left << block_bits)
+            right_row = rf + 2 * (<index_t>(high ^ high_left) << block_bits)
             for i in range(first, stop):
                 part = low_order[i]
                 parent = base | part
@@ -441,7 +441,7 @@ def outside_parent_factors(SplitPotential potential, const mask_t[::1] parents,
 
 
 def outside_sibling_factors(SplitPotential potential, int cluster_size,
-                            const mask_t[::1] order, const intp_t[::1] level_start,
+                            const mask_t[::1] order, const index_t[::1] level_start,
                             const double[::1] log_z, double[::1] sibling_factor,
                             double[::1] sibling_scale, int n_threads):
     """sibling_factor[D] = exp(c(k + |D|) g(D) + log Z(D) - m(|D|)), k = cluster_size.
@@ -597,8 +597,8 @@ cdef inline double sweep_sibling_row(const double* parent_row, const double* sib
 
 
 def outside_level_blocked(SplitPotential potential, int block_bits, int size,
-                          const mask_t[::1] high_parts, const intp_t[::1] low_sizes,
-                          const mask_t[::1] low_order, const intp_t[::1] low_level_start,
+                          const mask_t[::1] high_parts, const index_t[::1] low_sizes,
+                          const mask_t[::1] low_order, const index_t[::1] low_level_start,
                           const double[::1] log_z, double[::1] log_out,
                           const double[::1] parent_factor, const double[::1] parent_scale,
                           const double[::1] sibling_factor, const double[::1] sibling_scale,
@@ -654,8 +654,8 @@ def outside_level_blocked(SplitPotential potential, int block_bits, int size,
         rest_high = full_high ^ high
         sibling_high = rest_high
         while True:
-            parent_row = pf + (<intp_t>(high | sibling_high) << block_bits)
-            sibling_row = sf + (<intp_t>sibling_high << block_bits)
+            parent_row = pf + (<index_t>(high | sibling_high) << block_bits)
+            sibling_row = sf + (<index_t>sibling_high << block_bits)
             sibling_size = popcount(sibling_high)
             for i in range(first, stop):
                 part = low_order[i]
@@ -711,7 +711,7 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
     cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
     cdef mask_t[:, ::1] parents = np.zeros((n_samples, n_inner), dtype=np.uint32)
     cdef mask_t[:, ::1] lefts = np.zeros((n_samples, n_inner), dtype=np.uint32)
-    cdef intp_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
+    cdef index_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
     cdef WeightCache weights = WeightCache(&cache_start[0], &cache[0], 0, cache.shape[0])
     cdef SplitSampling model = SplitSampling(&potential.tables, &log_z[0])
     cdef Py_ssize_t r, node, top

@@ -14,7 +14,7 @@
 
 from libc.math cimport exp
 
-from .._common cimport deposit, intp_t, low_bit, mask_t, next_submask
+from .._common cimport deposit, index_t, low_bit, mask_t, next_submask
 
 # log w(subset, part) of one candidate part; `model` is the sampler's tables.
 ctypedef double (*part_log_weight_t)(const void* model, mask_t subset, mask_t part) noexcept nogil
@@ -27,7 +27,7 @@ cdef struct WeightCache:
     # posteriors meet many subsets only once, and caching those would cost
     # more in fresh memory than the scan. The caller allocates `cdf`, so its
     # size is part of the estimator's memory estimate.
-    intp_t* start       # per subset: -1 never met, -2 met once, >= 0 offset in cdf
+    index_t* start       # per subset: -1 never met, -2 met once, >= 0 offset in cdf
     double* cdf
     Py_ssize_t used
     Py_ssize_t capacity
