@@ -140,7 +140,9 @@ def compare_with_blocked_c(sizes, repeat):
         W = rng.random((n_points, n_points))
         W = (W + W.T) / 2
         for n_threads in (1, 2):
-            model = ExactHierarchicalClustering(Dasgupta(affinity="precomputed"), n_jobs=n_threads)
+            model = ExactHierarchicalClustering(
+                Dasgupta(affinity="precomputed"), n_jobs=n_threads, verbose=0
+            )
             fit_wall = fit_cpu = c_wall = c_cpu = np.inf
             for _ in range(repeat):
                 wall, cpu = time.perf_counter(), time.process_time()
@@ -164,7 +166,9 @@ def full_posterior_times(sizes, n_threads=2):
     rng = np.random.default_rng(0)
     for n_points in sizes:
         W = rng.random((n_points, n_points))
-        model = ExactHierarchicalClustering(Dasgupta(affinity="precomputed"), n_jobs=n_threads)
+        model = ExactHierarchicalClustering(
+            Dasgupta(affinity="precomputed"), n_jobs=n_threads, verbose=0
+        )
         wall, cpu = time.perf_counter(), time.process_time()
         model.fit((W + W.T) / 2)
         fit = time.perf_counter() - wall

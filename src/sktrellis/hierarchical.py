@@ -44,7 +44,7 @@ class ExactHierarchicalClustering(
         Progress of the dynamic program, on stderr: a first line with the
         pass's number of splits, its estimated time and the memory it
         needs, then a tqdm bar with the time left. 0: silent. 1: only for
-        passes estimated to take 10 s or more (on one thread, from N = 21
+        passes estimated to take 10 s or more (on one thread, from N = 22
         with Dasgupta, N = 19 with GinkgoLikelihood), so that quick fits --
         grid searches, ``fit_many`` over small datasets -- print nothing
         while a long fit says what it will cost before it starts (and can
