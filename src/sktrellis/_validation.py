@@ -5,8 +5,8 @@ import numpy as np
 
 # The exact estimators' cap on N, the same on every host: the trellis costs
 # about 3**N / 2 split evaluations and 2**N table entries, so N = 25 is about
-# 4e11 evaluations (10-20 minutes on two cores) and 2-3 GiB, and every extra
-# point triples the time. A larger host does not make N = 30 (1e14
+# 4e11 evaluations (a 4-minute fit, 10 minutes with every cluster marginal,
+# on two cores) and 2-3 GiB, and every extra point triples the time. A larger host does not make N = 30 (1e14
 # evaluations) practical, so the cap does not depend on the memory found.
 MAX_EXACT_POINTS = 25
 
