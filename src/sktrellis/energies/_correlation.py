@@ -38,17 +38,16 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         (squared for "rbf").
     beta : float or "auto", default="auto"
         Inverse temperature: larger values concentrate the posterior on
-        low-loss trees and partitions. ``"auto"`` lets the estimator's ``fit`` calibrate it: the
-        posterior's expected excess loss over the MAP matches that of the
-        MAP structures of bootstrap resamples of the feature columns
-        (loss-likelihood bootstrap; Lyddon, Holmes & Walker 2019), stored
-        as the estimator's ``beta_`` (user guide: "Reading a posterior").
-        With ``affinity="precomputed"``, fewer than 10 features or fewer
-        than three points there is too little to resample, and ``"auto"``
-        means 1;
-        the search estimators (greedy, beam, sparse, best-first) compute no
-        posterior to calibrate, and ``"auto"`` means 1 there too, as for
-        the energy used on its own.
+        low-loss trees and partitions. ``"auto"`` lets the estimator's ``fit`` calibrate it
+        (stored as its ``beta_``): the posterior's expected excess loss over
+        the MAP matches that of the MAP structures of bootstrap resamples of
+        the feature columns (loss-likelihood bootstrap; Lyddon, Holmes &
+        Walker 2019; user guide "Reading a posterior"). ``"auto"`` means 1
+        where there is nothing to calibrate: with ``affinity="precomputed"``,
+        fewer than 10 features or fewer than three points (too little to
+        resample), in the search estimators (greedy, beam, sparse,
+        best-first: no posterior over all trees), and for the energy used
+        on its own.
 
     See Also
     --------
