@@ -12,6 +12,7 @@ from sktrellis import (
 from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 from sktrellis._temperature import MIN_FEATURES
+from sktrellis.datasets import make_planted_subtypes
 
 from .common import (
     all_partitions,
@@ -23,16 +24,7 @@ from .common import (
 
 
 def planted_subtypes(n_samples, seed, n_features=3000, n_marked=150):
-    """The issue's reproduction: three subtypes, each shifting its own random genes."""
-    rng = np.random.default_rng(seed)
-    sizes = [n_samples // 3 + (n_samples % 3 > 0), n_samples // 3 + (n_samples % 3 > 1),
-             n_samples // 3]
-    groups = np.repeat([0, 1, 2], sizes)
-    X = rng.normal(6, 2, size=n_features) + rng.normal(0, 0.8, size=(n_samples, n_features))
-    for k in range(3):
-        genes = rng.choice(n_features, n_marked, replace=False)
-        X[np.ix_(groups == k, genes)] += rng.choice([-1.5, 1.5], size=n_marked)
-    return X, groups
+    return make_planted_subtypes(n_samples, n_features, n_marked=n_marked, random_state=seed)
 
 
 def noise(n_samples, seed, n_features=3000):
