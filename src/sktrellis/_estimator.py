@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._engine.tree.conversion import labels_from_linkage, linkage_from_merges, merges_from_tree
+from ._temperature import fixed_energy
 from ._validation import check_members, data_sketch
 from .tree import Tree
 
@@ -131,6 +132,19 @@ class EnergyEstimatorMixin(TreeEstimatorMixin):
                 f"energy={name} is a class; pass an instance, e.g. energy={name}()"
             )
         return type(self)._default_energy() if self.energy is None else self.energy
+
+    def _uncalibrated_energy(self):
+        """The energy of an estimator that computes no posterior over all trees.
+
+        Such an estimator (greedy, beam search, sparse trellis, best-first)
+        has nothing to calibrate a temperature against, and its tree does
+        not depend on it: ``beta="auto"`` means 1 here. Sets ``beta_`` for
+        an energy with a temperature.
+        """
+        energy, beta = fixed_energy(self._energy())
+        if beta is not None:
+            self.beta_ = beta
+        return energy
 
 
 class ClusterPosteriorMixin:

@@ -14,7 +14,6 @@ from ._engine.tree.conversion import masks_from_merges, merges_from_tree
 from ._engine.agglomerative.search import beam_search
 from .energies import Dasgupta
 from .sparse import SparseTrellisClustering
-from ._temperature import fixed_energy
 
 
 # Longest the search kernel runs between two checks of the budget and Ctrl-C.
@@ -239,10 +238,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 f"{type(self).__name__} keys clusters by 64-bit masks: n_samples={n_points} "
                 f"is more than {MAX_POINTS}; use SparseTrellisClustering"
             )
-        # No posterior over all trees to calibrate: beta="auto" means 1 here.
-        energy, beta = fixed_energy(self._energy())
-        if beta is not None:
-            self.beta_ = beta
+        energy = self._uncalibrated_energy()
         bound = energy.search_bound(X)
         exact_size = self.exact_size
         if exact_size is None:
