@@ -137,9 +137,8 @@ class EnergyEstimatorMixin(TreeEstimatorMixin):
         """The energy of an estimator that computes no posterior over all trees.
 
         Such an estimator (greedy, beam search, sparse trellis, best-first)
-        has nothing to calibrate a temperature against, and its tree does
-        not depend on it: ``beta="auto"`` means 1 here. Sets ``beta_`` for
-        an energy with a temperature.
+        has nothing to calibrate a temperature against: ``beta="auto"``
+        means 1 here. Sets ``beta_`` for an energy with a temperature.
         """
         energy, beta = fixed_energy(self._energy())
         if beta is not None:
@@ -288,7 +287,7 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         >>> X = np.array([[0.0], [0.2], [3.0], [3.1], [3.5]])
         >>> model = ExactHierarchicalClustering().fit(X)
         >>> model.clade_support().round(2).tolist()
-        [0.63, 0.3, 0.68, 1.0]
+        [0.78, 0.31, 0.75, 1.0]
         """
         check_is_fitted(self)
         linkage = self.linkage_matrix_ if tree is None else tree
