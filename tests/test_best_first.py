@@ -37,11 +37,9 @@ def _members(mask, n_points):
     return np.array([i for i in range(n_points) if mask >> i & 1], dtype=np.intp)
 
 
-def _search(energy, X, seed_tree=None):
-    """Run the search to the end, with no incumbent unless one is given."""
+def _search(energy, X):
+    """Run the search to the end, with no incumbent."""
     search = BestFirstSearch(energy.search_bound(X), len(X))
-    if seed_tree is not None:
-        search.add_tree(*seed_tree)
     assert search.run() == "optimal"
     return search
 
@@ -270,8 +268,7 @@ def test_seeded_with_the_optimal_tree(kind, global_random_seed):
     tree_splits = {frozenset((masks[a], masks[b])) for a, b in
                    merges_from_tree(exact.linkage_matrix_, 13)}
     search = BestFirstSearch(energy.search_bound(X), 13)
-    search.add_tree([masks[a] for a, _ in merges_from_tree(exact.linkage_matrix_, 13)],
-                    [masks[b] for _, b in merges_from_tree(exact.linkage_matrix_, 13)])
+    search.add_tree(merges_from_tree(exact.linkage_matrix_, 13))
     assert -search.upper == pytest.approx(exact.map_log_potential_, rel=1e-9, abs=1e-9)
     assert search.run() == "optimal"
     assert -search.upper == pytest.approx(exact.map_log_potential_, rel=1e-9, abs=1e-9)
@@ -611,18 +608,16 @@ def test_brackets_hold_on_larger_problems_stopped_early(kind, n_points, seconds,
     for objective in ["map", "log_partition"]:
         search = BestFirstSearch(energy.search_bound(X), n_points, objective=objective,
                                  exact_size=6)
-        search.add_tree(*_seed_tree(energy, X))
+        search.add_tree(_seed_tree(energy, X))
         search.run(seconds=seconds)
         _assert_brackets(search, trellis, n_points, rng)
 
 
 def _seed_tree(energy, X):
-    """The masks of a beam-search tree, as the estimator seeds the search."""
+    """The merges of a beam-search tree, as the estimator seeds the search."""
     from sktrellis._engine.agglomerative.search import beam_search
 
-    merges = beam_search(energy.merge_model(X), 2)[0].merges
-    masks = masks_from_merges(merges, len(X))
-    return [masks[a] for a, _ in merges], [masks[b] for _, b in merges]
+    return beam_search(energy.merge_model(X), 2)[0].merges
 
 
 @pytest.mark.parametrize("kind", KINDS)

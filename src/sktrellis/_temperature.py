@@ -61,7 +61,7 @@ from sklearn.utils import check_random_state
 
 from ._engine.agglomerative.search import beam_search
 from ._engine.search._best_first import BestFirstSearch
-from ._engine.tree.conversion import masks_from_merges, splits_from_merges
+from ._engine.tree.conversion import splits_from_merges
 from .energies._base import TemperatureMixin
 
 #: Fewest feature columns the bootstrap calibrates with.
@@ -248,10 +248,7 @@ def _search_map_merges(unit, X):
     bound = unit.search_bound(X)
     n_points = len(X)
     search = BestFirstSearch(bound, n_points)
-    incumbent = beam_search(unit.merge_model(X), 5)[0]
-    masks = masks_from_merges(incumbent.merges, n_points)
-    search.add_tree([masks[a] for a, _ in incumbent.merges],
-                    [masks[b] for _, b in incumbent.merges])
+    search.add_tree(beam_search(unit.merge_model(X), 5)[0].merges)
     while not search.solved:
         if search.run(seconds=0.1, max_states=_MAX_SEARCH_STATES) == "max_states":
             break   # the best tree found so far: still an upper bound on the loss gap

@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ._engine.search._best_first import MAX_EXACT_SIZE, MAX_POINTS, BestFirstSearch
-from ._engine.tree.conversion import masks_from_merges, merges_from_tree
+from ._engine.tree.conversion import merges_from_tree
 from ._engine.agglomerative.search import beam_search
 from .energies import Dasgupta
 from .sparse import SparseTrellisClustering
@@ -254,8 +254,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             sparse = SparseTrellisClustering(energy, beam_width=self.beam_width).fit(X)
             merges = merges_from_tree(sparse.linkage_matrix_, n_points)
             incumbent = sparse.map_log_potential_
-        masks = masks_from_merges(merges, n_points)
-        search.add_tree([masks[a] for a, _ in merges], [masks[b] for _, b in merges])
+        search.add_tree(merges)
         self.stop_reason_ = self._run(search, bound, start)
         if not np.isfinite(search.upper):
             if self.stop_reason_ == "optimal":
