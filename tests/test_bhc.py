@@ -318,16 +318,23 @@ def test_large_data_stays_finite_in_log_space(global_random_seed):
 def test_default_priors_are_the_dpm_defaults(global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(9, 3)) * [1.0, 2.0, 0.5]
-    default = BayesianHierarchicalClustering().fit(X)
+    alpha = 0.7
+    default = BayesianHierarchicalClustering(alpha=alpha).fit(X)
+    # The documented rule: G = sum_{i < N} alpha / (alpha + i) clusters
+    # expected, E[Sigma] = G**(-2/d) diag(variances) with nu_0 = d + 2, and
+    # kappa_0 such that E[Sigma] (1 + 1 / kappa_0) = diag(variances).
+    expected_clusters = sum(alpha / (alpha + i) for i in range(len(X)))
+    within = expected_clusters ** (-2.0 / X.shape[1])
     explicit = BayesianHierarchicalClustering(
-        mean_prior=X.mean(axis=0), degrees_of_freedom_prior=3,
-        covariance_prior=np.diag(X.var(axis=0)),
+        alpha=alpha, mean_prior=X.mean(axis=0), degrees_of_freedom_prior=5,
+        covariance_prior=within * np.diag(X.var(axis=0)),
+        mean_precision_prior=within / (1.0 - within),
     ).fit(X)
     assert default.log_evidence_lower_bound_ == pytest.approx(
         explicit.log_evidence_lower_bound_, rel=1e-12
     )
     params = default.dpm_energy().get_params()
-    assert params == DirichletProcessMixture().get_params()
+    assert params == DirichletProcessMixture(alpha=alpha).get_params()
 
 
 def test_exact_verbose_shows_the_progress_of_the_best_tree(capsys, global_random_seed):

@@ -369,7 +369,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     }
 
     def __init__(self, alpha=1.0, component="gaussian", *, covariance_type="full",
-                 mean_prior=None, mean_precision_prior=1.0, degrees_of_freedom_prior=None,
+                 mean_prior=None, mean_precision_prior=None, degrees_of_freedom_prior=None,
                  covariance_prior=None, bernoulli_prior=None, n_clusters=None,
                  algorithm="greedy", hyperparameters="fixed", verbose=0, n_jobs=None):
         self.alpha = alpha

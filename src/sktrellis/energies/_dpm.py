@@ -2,7 +2,7 @@
 from numbers import Real
 
 import numpy as np
-from scipy.special import gammaln
+from scipy.special import digamma, gammaln
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._validation import check_memory as check_available_memory
@@ -25,6 +25,10 @@ _PREDICT_CHUNK = 1024
 _LOG_2 = np.log(2.0)
 # nu_0 of the per-feature (or shared) inverse-gamma prior by default.
 _DIAGONAL_DEGREES_OF_FREEDOM = 5.0
+# nu_0 - n_features of the inverse-Wishart prior by default (Fraley &
+# Raftery 2007): the least integer for which the prior mean of the
+# covariance exists, and then equals Psi_0.
+_FULL_EXTRA_DEGREES_OF_FREEDOM = 2.0
 # Bayesian Sets' pseudo-count total of the data-dependent Beta prior.
 _BETA_PRIOR_STRENGTH = 2.0
 
@@ -262,6 +266,30 @@ def statistics_width(component, covariance_type, n_features):
     }[covariance_type]
 
 
+def expected_number_of_clusters(n_points, alpha):
+    """E[K] of the Chinese restaurant process: sum over i < n_points of alpha / (alpha + i).
+
+    Parameters
+    ----------
+    n_points : int
+        Number of points, at least 1.
+    alpha : float
+        Concentration, positive.
+
+    Returns
+    -------
+    expected : float
+        ``alpha (digamma(alpha + n_points) - digamma(alpha))``.
+
+    Examples
+    --------
+    >>> from sktrellis.energies._dpm import expected_number_of_clusters
+    >>> round(expected_number_of_clusters(3, 1.0), 4)  # 1 + 1/2 + 1/3
+    1.8333
+    """
+    return float(alpha * (digamma(alpha + n_points) - digamma(alpha)))
+
+
 def check_binary(X, name):
     """A ValueError naming the first entry of X that is neither 0 nor 1."""
     binary = (X == 0.0) | (X == 1.0)
@@ -424,14 +452,14 @@ class DirichletProcessMixture(FlatEnergy):
         "component": [StrOptions({"gaussian", "bernoulli"})],
         "covariance_type": [StrOptions({"full", "diag", "spherical"})],
         "mean_prior": ["array-like", None],
-        "mean_precision_prior": [Interval(Real, 0, None, closed="neither")],
+        "mean_precision_prior": [Interval(Real, 0, None, closed="neither"), None],
         "degrees_of_freedom_prior": [Interval(Real, 0, None, closed="neither"), None],
         "covariance_prior": [Interval(Real, 0, None, closed="neither"), "array-like", None],
         "bernoulli_prior": ["array-like", None],
     }
 
     def __init__(self, alpha=1.0, component="gaussian", *, covariance_type="full",
-                 mean_prior=None, mean_precision_prior=1.0, degrees_of_freedom_prior=None,
+                 mean_prior=None, mean_precision_prior=None, degrees_of_freedom_prior=None,
                  covariance_prior=None, bernoulli_prior=None):
         self.alpha = alpha
         self.component = component
@@ -512,16 +540,31 @@ class DirichletProcessMixture(FlatEnergy):
                 )
             unit = unit_exponent(X, mean)
             mean = np.ldexp(mean, -unit)
+        full = covariance_type == "full"
         dof = self.degrees_of_freedom_prior
         if dof is None:
-            dof = n_features if covariance_type == "full" else _DIAGONAL_DEGREES_OF_FREEDOM
-        if covariance_type == "full" and not dof > n_features - 1:
+            dof = (n_features + _FULL_EXTRA_DEGREES_OF_FREEDOM if full
+                   else _DIAGONAL_DEGREES_OF_FREEDOM)
+        if full and not dof > n_features - 1:
             raise ValueError(
                 f"degrees_of_freedom_prior={dof!r} must exceed n_features - 1 = "
                 f"{n_features - 1} for a proper inverse-Wishart prior"
             )
+        if full:
+            # Fraley & Raftery's volume rule: each of the G clusters the DP
+            # prior expects takes 1/G of the data's volume, so its variances
+            # are G**(-2/d) of the data's. With at least two points, so that
+            # G > 1 and the mean precision below is finite.
+            log_clusters = np.log(expected_number_of_clusters(max(n_points, 2), self.alpha))
+            log_within = -2.0 * log_clusters / n_features
+        mean_precision = self.mean_precision_prior
+        if mean_precision is None:
+            # "full": the prior spread of the cluster means takes the rest of
+            # the data's variances, E[Sigma] (1 + 1 / kappa_0) = the variances
+            # (the law of total variance) with E[Sigma] = G**(-2/d) of them.
+            mean_precision = 1.0 / np.expm1(-log_within) if full else 1.0
         prior = {
-            "unit": unit, "mean": mean, "mean_precision": float(self.mean_precision_prior),
+            "unit": unit, "mean": mean, "mean_precision": float(mean_precision),
             "degrees_of_freedom": float(dof), "root": None, "diagonal": None,
         }
         unit_log = unit * _LOG_2
@@ -530,15 +573,16 @@ class DirichletProcessMixture(FlatEnergy):
         log_scale, root, diagonal = 0.0, None, np.ones(n_features)
         covariance = self.covariance_prior
         if covariance is None:
-            # "full": scikit-learn's rule, Psi_0 = the variances; "diag",
-            # "spherical": nu_0 times them, so the prior mean precision is 1 / v.
+            # "full": Psi_0 = G**(-2/d) times the variances, E[Sigma] with
+            # the default nu_0; "diag", "spherical": nu_0 times the
+            # variances, so the prior mean precision is 1 / v.
             variances = self._variances(X, unit)
             if covariance_type == "diag":
                 log_scale = np.log(variances) + np.log(dof)
             elif covariance_type == "spherical":
                 log_scale = float(np.log(variances.mean()) + np.log(dof))
             else:
-                diagonal = variances
+                diagonal = variances * np.exp(log_within)
         elif np.ndim(covariance) == 0:
             log_scale = float(np.log(covariance)) - 2.0 * unit_log
             if covariance_type == "diag":
