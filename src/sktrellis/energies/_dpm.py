@@ -347,14 +347,22 @@ class DirichletProcessMixture(FlatEnergy):
     mean_prior : array-like of shape (n_features,), default=None
         Gaussian: prior mean mu_0 of the cluster means; None uses the mean
         of X.
-    mean_precision_prior : float, default=1.0
+    mean_precision_prior : float, default=None
         Gaussian: kappa_0, the prior mean's weight in points; a cluster's
         mean is drawn from N(mu_0, covariance / kappa_0), so small values
-        let cluster means lie many within-cluster spreads apart.
+        let cluster means lie many within-cluster spreads apart. None:
+        ``"full"``, ``1 / (G**(2/d) - 1)`` (see ``covariance_prior``), so
+        that the prior covariance of one point, E[Sigma] (1 + 1 / kappa_0),
+        is diag(v_f), the data's variances (the law of total variance:
+        within-cluster plus between-cluster); about 0.2 for 2 features and
+        200 points, growing like d / (2 log G) with d features.
+        ``"diag"``, ``"spherical"``: 1.
     degrees_of_freedom_prior : float, default=None
         Gaussian: nu_0 of the covariance prior. ``"full"``: nu_0 >
-        n_features - 1, None uses n_features (as scikit-learn's
-        ``BayesianGaussianMixture``). ``"diag"``, ``"spherical"``: nu_0 > 0
+        n_features - 1, None uses n_features + 2 (Fraley & Raftery 2007:
+        the least integer for which the prior mean of the covariance,
+        Psi_0 / (nu_0 - d - 1), exists; it is then Psi_0).
+        ``"diag"``, ``"spherical"``: nu_0 > 0
         of each InvGamma(nu_0 / 2, psi / 2), None uses 5, a moderately
         informative prior (Smyth 2004 estimates about 4 prior degrees of
         freedom for per-gene variances). With thousands of features the
@@ -374,21 +382,29 @@ class DirichletProcessMixture(FlatEnergy):
         is combined with the data's scatter in log space, so values 1e150
         times above or below the data's variance give the model's value.
 
-        None is empirical Bayes from X, after scikit-learn's
-        ``BayesianGaussianMixture`` and Fraley & Raftery 2007's conjugate
-        prior for model-based clustering (which also centres the prior mean
-        at the data's mean), from the per-feature variances v_f of X:
-        ``"full"``, Psi_0 = diag(v_f) (scikit-learn's rule with the
-        diagonal, which unlike the full covariance stays positive definite
-        with fewer points than features; the prior mean precision is then
-        nu_0 / v_f); ``"diag"``, psi_f = nu_0 v_f, and ``"spherical"``, psi =
-        nu_0 mean(v_f), so that the prior mean of every precision is 1 / v_f
-        whatever nu_0.
-        Clusters may then be as wide as the whole data set, which on few
-        points favours few clusters; for tight clusters, set
-        ``covariance_prior`` near the expected within-cluster variance and
-        a small ``mean_precision_prior``, and compare settings by
-        ``log_evidence_`` of ``ExactFlatClustering``.
+        None is empirical Bayes from X, after Fraley & Raftery 2007's
+        conjugate prior for model-based clustering (which also centres the
+        prior mean at the data's mean), from the per-feature variances v_f
+        of X. ``"full"``: Psi_0 = G**(-2/d) diag(v_f), their volume rule (a
+        cluster, one of G, takes 1/G of the data's volume, so its variances
+        are G**(-2/d) of the data's), with G = sum_{i < N} alpha / (alpha +
+        i) the number of clusters the Dirichlet process expects among the N
+        points (at least two) and d the number of features; with the
+        default nu_0 = d + 2, Psi_0 is the prior mean of every cluster's
+        covariance. The diagonal rather than the full covariance of X: it
+        stays positive definite with fewer points than features, and the
+        full covariance carries the spread between clusters into the shape
+        of each one (on standardized wine it split the data into 36
+        clusters). A prior as wide as the data (scikit-learn's
+        ``BayesianGaussianMixture`` rule, Psi_0 = the data's covariance,
+        nu_0 = d), used before, lets one cluster absorb overlapping clusters
+        point by point in BHC's greedy tree. ``"diag"``: psi_f = nu_0 v_f,
+        and ``"spherical"``: psi = nu_0 mean(v_f), so that the prior mean
+        of every precision is 1 / v_f whatever nu_0 (tuned for thousands of
+        features, where the volume rule tends to the data's variances).
+        For tight clusters, set ``covariance_prior`` near the expected
+        within-cluster variance and a small ``mean_precision_prior``, and
+        compare settings by ``log_evidence_`` of ``ExactFlatClustering``.
     bernoulli_prior : tuple of two floats, default=None
         Bernoulli: the (a, b) of the Beta(a, b) prior of every feature's
         probability of a 1 (pseudo-counts of ones and zeros); (1, 1) is
