@@ -365,10 +365,10 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     >>> bhc.labels_.tolist()
     [0, 0, 0, 1, 1, 1]
     >>> round(bhc.log_evidence_lower_bound_, 2)
-    -15.5
+    -14.66
     >>> exact = ExactFlatClustering(bhc.dpm_energy()).fit(X)
     >>> round(exact.log_evidence_, 2)
-    -15.49
+    -14.66
     """
 
     _parameter_constraints = {
@@ -647,8 +647,8 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         >>> model = BayesianHierarchicalClustering().fit(X)
         >>> model.labels_.tolist()
         [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
-        >>> model.predict_proba([[0.05], [5.1]]).round(2).tolist()
-        [[0.99, 0.01], [0.01, 0.99]]
+        >>> model.predict_proba([[0.05], [2.5], [5.1]]).round(2).tolist()
+        [[1.0, 0.0], [0.26, 0.74], [0.0, 1.0]]
         """
         log_nodes, _ = self._node_log_densities(X)
         log_cluster = np.full((len(log_nodes), self.n_clusters_), -np.inf)
