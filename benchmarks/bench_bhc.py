@@ -19,13 +19,15 @@ EM-like with restarts) on stratified subsets of iris (Gaussian) and
 binarised digits 0-2 (Bernoulli), and shows how the bound and the
 dendrogram purity of the tree move.
 
-Part 4 (issue 20) scores BHC at its defaults on labelled data against
-scipy's linkage methods: ``make_blobs(200, centers=4, random_state=0)``
-(ARI of the r < 0.5 cut, with the ARI of the Bayes-optimal assignment to
-the true centres as the ceiling), iris, and sklearn's digits binarised at
-pixel >= 8 with ``component="bernoulli"`` (3 classes and 10 classes, 20
-per class, 5 draws). It uses only parameters that exist before and after
-issue 20, so the same script gives the before/after figures.
+Part 4 (issue 20) scores BHC at its defaults on labelled data:
+``make_blobs(200, centers=4, random_state=0)`` and 5-centre blobs (5
+seeds), with the ARI of the r < 0.5 cut beside the former default
+Gaussian prior (passed explicitly, so one run gives before and after),
+GaussianMixture with full covariances and k chosen by BIC, KMeans given
+k, and the Bayes-optimal assignment to the true centres (the ceiling);
+iris; and sklearn's digits binarised at pixel >= 8 with
+``component="bernoulli"`` (3 classes and 10 classes, 20 per class, 5
+draws) against scipy's linkage methods.
 
     python benchmarks/bench_bhc.py                  # about a minute
     python benchmarks/bench_bhc.py --sizes 8 12 16 18 20 --max-n 4000
@@ -179,25 +181,49 @@ def learning(sizes, n_subsets):
                   flush=True)
 
 
+def previous_gaussian_prior(X):
+    """The "full" default before issue 20's second round: scikit-learn's BayesianGaussianMixture
+    rule with the diagonal (Psi_0 = diag(variances), nu_0 = d, kappa_0 = 1)."""
+    return dict(covariance_prior=np.diag(X.var(axis=0)), degrees_of_freedom_prior=X.shape[1],
+                mean_precision_prior=1.0)
+
+
 def defaults(n_draws):
+    from sklearn.cluster import KMeans
+    from sklearn.mixture import GaussianMixture
+
     from sktrellis.metrics import dendrogram_purity
 
     print("\nBHC at its defaults on labelled data (greedy; linkage methods for comparison)")
-    X, y, centres = make_blobs(200, centers=4, random_state=0, return_centers=True)
-    nearest = ((X[:, None, :] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)
-    model = BayesianHierarchicalClustering().fit(X)
-    average = linkage(X, "average")
-    print(f"blobs N=200: BHC ARI {adjusted_rand_score(y, model.labels_):.3f} "
-          f"(k = {model.n_clusters_}), purity {dendrogram_purity(y, model.linkage_matrix_):.3f}; "
-          f"average linkage cut at 4: ARI "
-          f"{adjusted_rand_score(y, fcluster(average, 4, 'maxclust')):.3f}, purity "
-          f"{dendrogram_purity(y, average):.3f}; Bayes-optimal (true centres) ARI "
-          f"{adjusted_rand_score(y, nearest):.3f}", flush=True)
+    print("(previous: the former default Gaussian prior, passed explicitly; GMM+BIC: "
+          "GaussianMixture with full covariances, k = 1..8 by BIC; KMeans and true "
+          "centres are given the true k)")
+    print(f"{'blobs':>14} {'BHC k':>6} {'ARI':>6} {'purity':>7} {'prev. k':>8} {'ARI':>6} "
+          f"{'GMM+BIC k':>10} {'ARI':>6} {'KMeans':>7} {'true centres':>13}")
+    cases = [(4, 0)] + [(5, seed) for seed in range(5)]
+    for n_centres, seed in cases:
+        X, y, centres = make_blobs(200, centers=n_centres, random_state=seed,
+                                   return_centers=True)
+        nearest = ((X[:, None, :] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)
+        model = BayesianHierarchicalClustering().fit(X)
+        previous = BayesianHierarchicalClustering(**previous_gaussian_prior(X)).fit(X)
+        mixtures = [GaussianMixture(k, n_init=3, random_state=0).fit(X) for k in range(1, 9)]
+        best = min(mixtures, key=lambda mixture: mixture.bic(X))
+        kmeans = KMeans(n_centres, n_init=10, random_state=0).fit_predict(X)
+        print(f"{f'{n_centres} centres, {seed}':>14} {model.n_clusters_:>6} "
+              f"{adjusted_rand_score(y, model.labels_):>6.3f} "
+              f"{dendrogram_purity(y, model.linkage_matrix_):>7.3f} {previous.n_clusters_:>8} "
+              f"{adjusted_rand_score(y, previous.labels_):>6.3f} {best.n_components:>10} "
+              f"{adjusted_rand_score(y, best.predict(X)):>6.3f} "
+              f"{adjusted_rand_score(y, kmeans):>7.3f} "
+              f"{adjusted_rand_score(y, nearest):>13.3f}", flush=True)
     X, y = load_iris(return_X_y=True)
-    model = BayesianHierarchicalClustering().fit(X)
-    print(f"iris: BHC ARI {adjusted_rand_score(y, model.labels_):.3f} (k = {model.n_clusters_}), "
-          f"purity {dendrogram_purity(y, model.linkage_matrix_):.3f}; purity average "
-          f"{dendrogram_purity(y, linkage(X, 'average')):.3f}, complete "
+    for name, params in [("default", {}), ("previous", previous_gaussian_prior(X))]:
+        model = BayesianHierarchicalClustering(**params).fit(X)
+        print(f"iris, {name} prior: BHC ARI {adjusted_rand_score(y, model.labels_):.3f} "
+              f"(k = {model.n_clusters_}), purity "
+              f"{dendrogram_purity(y, model.linkage_matrix_):.3f}", flush=True)
+    print(f"iris: purity average {dendrogram_purity(y, linkage(X, 'average')):.3f}, complete "
           f"{dendrogram_purity(y, linkage(X, 'complete')):.3f}", flush=True)
     digits = load_digits()
     binary, target = (digits.data >= 8).astype(float), digits.target

@@ -53,7 +53,7 @@ plt.show()
 # the tree's nodes of their posterior predictive, weighted by the probability
 # that each node is a cluster (``score_samples``), and ``predict_proba``
 # splits it over the clusters of the cut tree. ``hyperparameters="learn"``
-# maximises the root marginal likelihood p(D | T) over the concentration and
+# maximises the DPM evidence lower bound over the concentration and
 # the scale of the component prior, alternating tree and hyperparameters.
 train = rng.permutation(len(X_all))[:60]
 test = np.setdiff1d(np.arange(len(X_all)), train)

@@ -318,16 +318,23 @@ def test_large_data_stays_finite_in_log_space(global_random_seed):
 def test_default_priors_are_the_dpm_defaults(global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(9, 3)) * [1.0, 2.0, 0.5]
-    default = BayesianHierarchicalClustering().fit(X)
+    alpha = 0.7
+    default = BayesianHierarchicalClustering(alpha=alpha).fit(X)
+    # The documented rule: G = sum_{i < N} alpha / (alpha + i) clusters
+    # expected, E[Sigma] = G**(-2/d) diag(variances) with nu_0 = d + 2, and
+    # kappa_0 such that E[Sigma] (1 + 1 / kappa_0) = diag(variances).
+    expected_clusters = sum(alpha / (alpha + i) for i in range(len(X)))
+    within = expected_clusters ** (-2.0 / X.shape[1])
     explicit = BayesianHierarchicalClustering(
-        mean_prior=X.mean(axis=0), degrees_of_freedom_prior=3,
-        covariance_prior=np.diag(X.var(axis=0)),
+        alpha=alpha, mean_prior=X.mean(axis=0), degrees_of_freedom_prior=5,
+        covariance_prior=within * np.diag(X.var(axis=0)),
+        mean_precision_prior=within / (1.0 - within),
     ).fit(X)
     assert default.log_evidence_lower_bound_ == pytest.approx(
         explicit.log_evidence_lower_bound_, rel=1e-12
     )
     params = default.dpm_energy().get_params()
-    assert params == DirichletProcessMixture().get_params()
+    assert params == DirichletProcessMixture(alpha=alpha).get_params()
 
 
 def test_exact_verbose_shows_the_progress_of_the_best_tree(capsys, global_random_seed):
@@ -563,6 +570,75 @@ def test_binarised_digits_tree_is_purer_than_average_linkage():
     purity = dendrogram_purity(target[rows], model.linkage_matrix_)
     assert purity >= dendrogram_purity(target[rows], linkage(X[rows], "average"))
     assert purity >= 0.9
+
+
+def _previous_gaussian_prior(X):
+    """The "full" default before issue 20's volume rule: Psi_0 = diag(variances), nu_0 = d."""
+    return dict(covariance_prior=np.diag(X.var(axis=0)), degrees_of_freedom_prior=X.shape[1],
+                mean_precision_prior=1.0)
+
+
+def test_overlapping_blobs_at_defaults_give_several_clusters():
+    """Issue 20: the previous default prior chained these blobs into one cluster (ARI 0).
+
+    Measured: 3 clusters, ARI 0.610 (GaussianMixture with full covariances
+    and BIC also picks 3, ARI 0.652; the true centres give 0.792).
+    """
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(200, centers=4, random_state=0)
+    model = BayesianHierarchicalClustering().fit(X)
+    assert model.n_clusters_ >= 3
+    assert adjusted_rand_score(y, model.labels_) >= 0.5
+    previous = BayesianHierarchicalClustering(**_previous_gaussian_prior(X)).fit(X)
+    assert previous.n_clusters_ == 1
+
+
+def test_five_centre_blobs_at_defaults_are_split():
+    """Issue 20: make_blobs(200, centers=5), seeds 0-4, no single cluster.
+
+    Measured: k = 2, 3, 3, 4, 4 and ARI 0.207, 0.578, 0.478, 0.764, 0.779
+    (mean 0.561; the previous default: k = 1 on three seeds, mean ARI 0.207).
+    """
+    from sklearn.datasets import make_blobs
+
+    scores = []
+    for seed in range(5):
+        X, y = make_blobs(200, centers=5, random_state=seed)
+        model = BayesianHierarchicalClustering().fit(X)
+        assert model.n_clusters_ >= 2, seed
+        scores.append(adjusted_rand_score(y, model.labels_))
+    assert np.mean(scores) >= 0.45
+
+
+def test_iris_at_defaults_is_not_worse_than_the_previous_prior():
+    """Issue 20: measured purity 0.785 (previous default 0.770), 2 clusters, ARI 0.568."""
+    from sklearn.datasets import load_iris
+
+    from sktrellis.metrics import dendrogram_purity
+
+    X, y = load_iris(return_X_y=True)
+    model = BayesianHierarchicalClustering().fit(X)
+    assert dendrogram_purity(y, model.linkage_matrix_) >= 0.77
+    assert model.n_clusters_ >= 2
+    assert adjusted_rand_score(y, model.labels_) >= 0.55
+
+
+@pytest.mark.slow
+def test_learning_on_overlapping_blobs_keeps_several_clusters():
+    """Issue 20: learning from the previous default fell to alpha = 1e-3 and one cluster.
+
+    Measured: alpha_ = 1, prior_scale_ = 1 (the defaults are the best of the
+    restarts), 3 clusters, ARI 0.610. On 100 or fewer of these points
+    learning does go to one cluster, as GaussianMixture's BIC does.
+    """
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(200, centers=4, random_state=0)
+    model = BayesianHierarchicalClustering(hyperparameters="learn").fit(X)
+    assert model.alpha_ > 0.01
+    assert model.n_clusters_ >= 3
+    assert adjusted_rand_score(y, model.labels_) >= 0.5
 
 
 def test_fixed_hyperparameters_are_reported_as_given():

@@ -166,9 +166,12 @@ def test_gaussian_table_matches_direct_computation_with_documented_defaults(
     X = rng.normal(size=(9, 3)) * [1.0, 5.0, 0.2] + 40.0
     energy = DirichletProcessMixture(alpha=0.6)
     table = energy.cluster_potential(X)
-    # Defaults: data mean, kappa_0 = 1, nu_0 = n_features, diag of variances.
-    prior = dict(mean=X.mean(axis=0), mean_precision=1.0, degrees_of_freedom=3.0,
-                 scale=np.diag(X.var(axis=0)))
+    # Defaults: data mean, nu_0 = n_features + 2, Psi_0 = G**(-2/d) diag of
+    # variances with G the CRP's expected number of clusters, and kappa_0
+    # with Psi_0 (1 + 1 / kappa_0) = diag of variances.
+    within = sum(0.6 / (0.6 + i) for i in range(9)) ** (-2.0 / 3.0)
+    prior = dict(mean=X.mean(axis=0), mean_precision=within / (1.0 - within),
+                 degrees_of_freedom=5.0, scale=within * np.diag(X.var(axis=0)))
 
     def log_marginal(members):
         return normal_inverse_wishart_log_marginal(*_niw_statistics(members), **prior)[0]
@@ -298,7 +301,7 @@ def test_diag_is_the_product_of_one_feature_full_models(global_random_seed):
         for f in range(4):
             column = X[:, [f]]
             one = DirichletProcessMixture(
-                covariance_type="full", degrees_of_freedom_prior=5.0,
+                covariance_type="full", degrees_of_freedom_prior=5.0, mean_precision_prior=1.0,
                 covariance_prior=5.0 * column.var(), mean_prior=column.mean(axis=0),
             ).component_model(column)
             expected += one.log_marginal(one.statistics(column)[members].sum(axis=0))[0]
@@ -316,12 +319,13 @@ def test_dpm_evidence_matches_enumeration_for_every_covariance_type(
     energy = DirichletProcessMixture(alpha=alpha, covariance_type=covariance_type,
                                      mean_precision_prior=0.5)
     mean, variances = X.mean(axis=0), X.var(axis=0)
+    within = sum(alpha / (alpha + i) for i in range(n_points)) ** (-2.0 / 2.0)
 
     def log_marginal(points):
         if covariance_type == "full":
             return normal_inverse_wishart_log_marginal(
                 [len(points)], points.sum(axis=0)[None], (points.T @ points)[None], mean=mean,
-                mean_precision=0.5, degrees_of_freedom=2.0, scale=np.diag(variances),
+                mean_precision=0.5, degrees_of_freedom=4.0, scale=within * np.diag(variances),
             )[0]
         shared = covariance_type == "spherical"
         psi = 5.0 * variances.mean() if shared else 5.0 * variances

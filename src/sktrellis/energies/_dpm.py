@@ -2,7 +2,7 @@
 from numbers import Real
 
 import numpy as np
-from scipy.special import gammaln
+from scipy.special import digamma, gammaln
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._validation import check_memory as check_available_memory
@@ -25,6 +25,10 @@ _PREDICT_CHUNK = 1024
 _LOG_2 = np.log(2.0)
 # nu_0 of the per-feature (or shared) inverse-gamma prior by default.
 _DIAGONAL_DEGREES_OF_FREEDOM = 5.0
+# nu_0 - n_features of the inverse-Wishart prior by default (Fraley &
+# Raftery 2007): the least integer for which the prior mean of the
+# covariance exists, and then equals Psi_0.
+_FULL_EXTRA_DEGREES_OF_FREEDOM = 2.0
 # Bayesian Sets' pseudo-count total of the data-dependent Beta prior.
 _BETA_PRIOR_STRENGTH = 2.0
 
@@ -262,6 +266,30 @@ def statistics_width(component, covariance_type, n_features):
     }[covariance_type]
 
 
+def expected_number_of_clusters(n_points, alpha):
+    """E[K] of the Chinese restaurant process: sum over i < n_points of alpha / (alpha + i).
+
+    Parameters
+    ----------
+    n_points : int
+        Number of points, at least 1.
+    alpha : float
+        Concentration, positive.
+
+    Returns
+    -------
+    expected : float
+        ``alpha (digamma(alpha + n_points) - digamma(alpha))``.
+
+    Examples
+    --------
+    >>> from sktrellis.energies._dpm import expected_number_of_clusters
+    >>> round(expected_number_of_clusters(3, 1.0), 4)  # 1 + 1/2 + 1/3
+    1.8333
+    """
+    return float(alpha * (digamma(alpha + n_points) - digamma(alpha)))
+
+
 def check_binary(X, name):
     """A ValueError naming the first entry of X that is neither 0 nor 1."""
     binary = (X == 0.0) | (X == 1.0)
@@ -319,14 +347,22 @@ class DirichletProcessMixture(FlatEnergy):
     mean_prior : array-like of shape (n_features,), default=None
         Gaussian: prior mean mu_0 of the cluster means; None uses the mean
         of X.
-    mean_precision_prior : float, default=1.0
+    mean_precision_prior : float, default=None
         Gaussian: kappa_0, the prior mean's weight in points; a cluster's
         mean is drawn from N(mu_0, covariance / kappa_0), so small values
-        let cluster means lie many within-cluster spreads apart.
+        let cluster means lie many within-cluster spreads apart. None:
+        ``"full"``, ``1 / (G**(2/d) - 1)`` (see ``covariance_prior``), so
+        that the prior covariance of one point, E[Sigma] (1 + 1 / kappa_0),
+        is diag(v_f), the data's variances (the law of total variance:
+        within-cluster plus between-cluster); about 0.2 for 2 features and
+        200 points, growing like d / (2 log G) with d features.
+        ``"diag"``, ``"spherical"``: 1.
     degrees_of_freedom_prior : float, default=None
         Gaussian: nu_0 of the covariance prior. ``"full"``: nu_0 >
-        n_features - 1, None uses n_features (as scikit-learn's
-        ``BayesianGaussianMixture``). ``"diag"``, ``"spherical"``: nu_0 > 0
+        n_features - 1, None uses n_features + 2 (Fraley & Raftery 2007:
+        the least integer for which the prior mean of the covariance,
+        Psi_0 / (nu_0 - d - 1), exists; it is then Psi_0).
+        ``"diag"``, ``"spherical"``: nu_0 > 0
         of each InvGamma(nu_0 / 2, psi / 2), None uses 5, a moderately
         informative prior (Smyth 2004 estimates about 4 prior degrees of
         freedom for per-gene variances). With thousands of features the
@@ -346,21 +382,29 @@ class DirichletProcessMixture(FlatEnergy):
         is combined with the data's scatter in log space, so values 1e150
         times above or below the data's variance give the model's value.
 
-        None is empirical Bayes from X, after scikit-learn's
-        ``BayesianGaussianMixture`` and Fraley & Raftery 2007's conjugate
-        prior for model-based clustering (which also centres the prior mean
-        at the data's mean), from the per-feature variances v_f of X:
-        ``"full"``, Psi_0 = diag(v_f) (scikit-learn's rule with the
-        diagonal, which unlike the full covariance stays positive definite
-        with fewer points than features; the prior mean precision is then
-        nu_0 / v_f); ``"diag"``, psi_f = nu_0 v_f, and ``"spherical"``, psi =
-        nu_0 mean(v_f), so that the prior mean of every precision is 1 / v_f
-        whatever nu_0.
-        Clusters may then be as wide as the whole data set, which on few
-        points favours few clusters; for tight clusters, set
-        ``covariance_prior`` near the expected within-cluster variance and
-        a small ``mean_precision_prior``, and compare settings by
-        ``log_evidence_`` of ``ExactFlatClustering``.
+        None is empirical Bayes from X, after Fraley & Raftery 2007's
+        conjugate prior for model-based clustering (which also centres the
+        prior mean at the data's mean), from the per-feature variances v_f
+        of X. ``"full"``: Psi_0 = G**(-2/d) diag(v_f), their volume rule (a
+        cluster, one of G, takes 1/G of the data's volume, so its variances
+        are G**(-2/d) of the data's), with G = sum_{i < N} alpha / (alpha +
+        i) the number of clusters the Dirichlet process expects among the N
+        points (at least two) and d the number of features; with the
+        default nu_0 = d + 2, Psi_0 is the prior mean of every cluster's
+        covariance. The diagonal rather than the full covariance of X: it
+        stays positive definite with fewer points than features, and the
+        full covariance carries the spread between clusters into the shape
+        of each one (on standardized wine it split the data into 36
+        clusters). A prior as wide as the data (scikit-learn's
+        ``BayesianGaussianMixture`` rule, Psi_0 = the data's covariance,
+        nu_0 = d), used before, lets one cluster absorb overlapping clusters
+        point by point in BHC's greedy tree. ``"diag"``: psi_f = nu_0 v_f,
+        and ``"spherical"``: psi = nu_0 mean(v_f), so that the prior mean
+        of every precision is 1 / v_f whatever nu_0 (tuned for thousands of
+        features, where the volume rule tends to the data's variances).
+        For tight clusters, set ``covariance_prior`` near the expected
+        within-cluster variance and a small ``mean_precision_prior``, and
+        compare settings by ``log_evidence_`` of ``ExactFlatClustering``.
     bernoulli_prior : tuple of two floats, default=None
         Bernoulli: the (a, b) of the Beta(a, b) prior of every feature's
         probability of a 1 (pseudo-counts of ones and zeros); (1, 1) is
@@ -404,9 +448,9 @@ class DirichletProcessMixture(FlatEnergy):
     >>> model.labels_.tolist()
     [0, 0, 0, 1, 1, 1]
     >>> round(float(model.n_clusters_probability_[2]), 3)
-    0.987
+    0.989
     >>> round(model.log_evidence_, 2)
-    -15.49
+    -14.66
     >>> model.predict([[0.1, 0.1], [5.1, 5.0]]).tolist()
     [0, 1]
 
@@ -424,14 +468,14 @@ class DirichletProcessMixture(FlatEnergy):
         "component": [StrOptions({"gaussian", "bernoulli"})],
         "covariance_type": [StrOptions({"full", "diag", "spherical"})],
         "mean_prior": ["array-like", None],
-        "mean_precision_prior": [Interval(Real, 0, None, closed="neither")],
+        "mean_precision_prior": [Interval(Real, 0, None, closed="neither"), None],
         "degrees_of_freedom_prior": [Interval(Real, 0, None, closed="neither"), None],
         "covariance_prior": [Interval(Real, 0, None, closed="neither"), "array-like", None],
         "bernoulli_prior": ["array-like", None],
     }
 
     def __init__(self, alpha=1.0, component="gaussian", *, covariance_type="full",
-                 mean_prior=None, mean_precision_prior=1.0, degrees_of_freedom_prior=None,
+                 mean_prior=None, mean_precision_prior=None, degrees_of_freedom_prior=None,
                  covariance_prior=None, bernoulli_prior=None):
         self.alpha = alpha
         self.component = component
@@ -512,16 +556,31 @@ class DirichletProcessMixture(FlatEnergy):
                 )
             unit = unit_exponent(X, mean)
             mean = np.ldexp(mean, -unit)
+        full = covariance_type == "full"
         dof = self.degrees_of_freedom_prior
         if dof is None:
-            dof = n_features if covariance_type == "full" else _DIAGONAL_DEGREES_OF_FREEDOM
-        if covariance_type == "full" and not dof > n_features - 1:
+            dof = (n_features + _FULL_EXTRA_DEGREES_OF_FREEDOM if full
+                   else _DIAGONAL_DEGREES_OF_FREEDOM)
+        if full and not dof > n_features - 1:
             raise ValueError(
                 f"degrees_of_freedom_prior={dof!r} must exceed n_features - 1 = "
                 f"{n_features - 1} for a proper inverse-Wishart prior"
             )
+        if full:
+            # Fraley & Raftery's volume rule: each of the G clusters the DP
+            # prior expects takes 1/G of the data's volume, so its variances
+            # are G**(-2/d) of the data's. With at least two points, so that
+            # G > 1 and the mean precision below is finite.
+            log_clusters = np.log(expected_number_of_clusters(max(n_points, 2), self.alpha))
+            log_within = -2.0 * log_clusters / n_features
+        mean_precision = self.mean_precision_prior
+        if mean_precision is None:
+            # "full": the prior spread of the cluster means takes the rest of
+            # the data's variances, E[Sigma] (1 + 1 / kappa_0) = the variances
+            # (the law of total variance) with E[Sigma] = G**(-2/d) of them.
+            mean_precision = 1.0 / np.expm1(-log_within) if full else 1.0
         prior = {
-            "unit": unit, "mean": mean, "mean_precision": float(self.mean_precision_prior),
+            "unit": unit, "mean": mean, "mean_precision": float(mean_precision),
             "degrees_of_freedom": float(dof), "root": None, "diagonal": None,
         }
         unit_log = unit * _LOG_2
@@ -530,15 +589,16 @@ class DirichletProcessMixture(FlatEnergy):
         log_scale, root, diagonal = 0.0, None, np.ones(n_features)
         covariance = self.covariance_prior
         if covariance is None:
-            # "full": scikit-learn's rule, Psi_0 = the variances; "diag",
-            # "spherical": nu_0 times them, so the prior mean precision is 1 / v.
+            # "full": Psi_0 = G**(-2/d) times the variances, E[Sigma] with
+            # the default nu_0; "diag", "spherical": nu_0 times the
+            # variances, so the prior mean precision is 1 / v.
             variances = self._variances(X, unit)
             if covariance_type == "diag":
                 log_scale = np.log(variances) + np.log(dof)
             elif covariance_type == "spherical":
                 log_scale = float(np.log(variances.mean()) + np.log(dof))
             else:
-                diagonal = variances
+                diagonal = variances * np.exp(log_within)
         elif np.ndim(covariance) == 0:
             log_scale = float(np.log(covariance)) - 2.0 * unit_log
             if covariance_type == "diag":
