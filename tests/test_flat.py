@@ -8,6 +8,7 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import chisquare
 from sklearn.base import clone
 
+from sktrellis._engine.trellis.flat_trellis import FlatTrellis, map_partition
 from sktrellis.energies import (
     ClusterEnergy,
     CorrelationClustering,
@@ -351,6 +352,41 @@ def test_count_passes_in_small_chunks_match_enumeration(
             assert partition_log_potentials(log_potential, constrained.labels_[None])[0] == (
                 pytest.approx(candidates.max(), rel=1e-12, abs=1e-10)
             )
+
+
+@pytest.mark.parametrize("kind", KINDS + ["ties"])
+@pytest.mark.parametrize("n_points", [1, 2, 4, 7, 9])
+def test_map_only_pass_is_the_trellis_map(
+    kind, n_points, global_random_seed, kernel_threads, monkeypatch
+):
+    """The max-only pass gives the full pass's MAP bit for bit, ties broken alike.
+
+    "ties": small integer log potentials (a fifth forbidden), so many
+    partitions share the maximum; tiny chunks split every level into many
+    kernel calls.
+    """
+    from sktrellis._engine.trellis import levels
+
+    monkeypatch.setattr(levels, "CHUNK_TERMS", 16)
+    rng = np.random.default_rng(global_random_seed + 31 * n_points)
+    if kind == "ties":
+        log_potential = rng.integers(-2, 3, size=1 << n_points).astype(float)
+        log_potential[rng.random(log_potential.shape) < 0.2] = -np.inf
+        values = partition_log_potentials(log_potential, all_partitions(n_points))
+    else:
+        energy, X = _problem(kind, n_points, rng)
+        log_potential, _, values, _ = _enumerate(energy, X)
+    labels, map_log_potential = map_partition(log_potential, kernel_threads)
+    if not np.isfinite(values).any():
+        assert labels is None and map_log_potential == -np.inf
+        return
+    trellis = FlatTrellis(log_potential, kernel_threads)
+    assert map_log_potential == trellis.map_log_potential
+    np.testing.assert_array_equal(labels, trellis.map_labels)
+    assert map_log_potential == pytest.approx(values.max(), rel=1e-12, abs=1e-10)
+    assert partition_log_potentials(log_potential, labels[None])[0] == pytest.approx(
+        values.max(), rel=1e-12, abs=1e-10
+    )
 
 
 def test_threads_give_identical_results(global_random_seed):

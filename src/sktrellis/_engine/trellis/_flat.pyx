@@ -187,6 +187,74 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
 
 
 ###############################################################################
+# MAP-only pass: log MAP of every subset the full set's recursion reads
+
+def map_level(const mask_t[::1] parents, const double[::1] log_e, double[::1] log_map,
+              int n_threads):
+    """Fill log MAP(S) = max_C [log E(C) + log MAP(S \\ C)] of `parents` (one size >= 2).
+
+    The max half of `inside_level` alone: the same additions
+    (log E(C) + log MAP(rest), log MAP(empty) = log_map[0] = 0), so the same
+    values to the last bit, but 8-byte reads, no sums and no argmax (the
+    MAP is recovered top-down by `map_cluster`).
+    """
+    cdef Py_ssize_t i, n = parents.shape[0]
+    cdef mask_t parent, low, rest, sub, cluster, other, pair_bit
+    cdef double best, best_odd, value
+    cdef const double* e = &log_e[0]
+    cdef double* m = &log_map[0]
+    if n == 0:
+        return
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
+        parent = parents[i]
+        low = low_bit(parent)
+        rest = parent ^ low
+        # Clusters in pairs differing by the rest's lowest bit, as in
+        # `inside_level`: two independent running maxima.
+        pair_bit = low_bit(rest)
+        rest = rest ^ pair_bit
+        sub = 0
+        best = -INFINITY
+        best_odd = -INFINITY
+        while True:
+            cluster = low | sub
+            other = parent ^ cluster
+            value = e[cluster] + m[other]
+            if value > best:
+                best = value
+            value = e[cluster | pair_bit] + m[other ^ pair_bit]
+            if value > best_odd:
+                best_odd = value
+            if sub == rest:
+                break
+            sub = next_submask(sub, rest)
+        m[parent] = best_odd if best_odd > best else best
+
+
+def map_cluster(const double[::1] log_e, const double[::1] log_map, mask_t subset):
+    """The MAP cluster holding low(subset), from the table of `map_level`.
+
+    Recomputes the maximisation for one subset from the same sums, so it
+    finds the maximum `inside_level` finds and breaks ties the same way: the
+    first cluster in increasing mask order.
+    """
+    cdef mask_t low = low_bit(subset), rest = subset ^ low, sub = 0, cluster
+    cdef mask_t arg = 0
+    cdef double best = -INFINITY, value
+    with nogil:
+        while True:
+            cluster = low | sub
+            value = log_e[cluster] + log_map[subset ^ cluster]
+            if value > best:
+                best = value
+                arg = cluster
+            if sub == rest:
+                break
+            sub = next_submask(sub, rest)
+    return arg
+
+
+###############################################################################
 # Inside pass with a cluster-count dimension
 
 cdef void exact_count_sums(mask_t parent, int size, const double* log_e,

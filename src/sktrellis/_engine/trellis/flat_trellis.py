@@ -2,9 +2,10 @@
 
 Drives the kernels of ``_flat.pyx`` level by level (subsets of one size at a
 time) so Ctrl-C is honoured between chunks of a level and ``verbose`` shows
-a progress bar. Two passes share the level loop: the plain inside pass
-(log Z, MAP) and the pass with a cluster-count dimension (log Z for every
-number of clusters, and the MAP for a fixed number).
+a progress bar. The passes sharing the level loop: the plain inside pass
+(log Z, MAP), the passes with a cluster-count dimension (log Z for every
+number of clusters, and the MAP for a fixed number), and the max-only pass
+of `map_partition` (the MAP partition alone).
 """
 import math
 
@@ -259,6 +260,115 @@ class _ConstrainedMapPass:
         """Nothing to rescale: the max table is kept in log space."""
 
 
+def _run_levels(log_e, passes, name, n_threads, verbose, owner, seconds_per_term,
+                reached_only=False):
+    """Run each pass over the subsets of every size, reporting progress.
+
+    `reached_only`: the passes visit only the subsets of `_reached`, and
+    the progress counts only their pairs.
+    """
+    levels = _Levels(log_e)
+    built = [make(levels) for make in passes]
+    n_points = levels.n_points
+    sizes = range(1, n_points + 1)
+
+    def n_level_terms(size):
+        # A subset of `size` points meets 2**(size - 1) clusters (those with its lowest point).
+        parents = levels.level(size)
+        if reached_only:
+            parents = _reached(size, parents, n_points)
+        return len(parents) << (size - 1)
+
+    n_terms = sum(n_level_terms(size) for size in sizes)
+    n_bytes = flat_trellis_bytes(n_points) + log_e.nbytes
+    with LevelProgress(
+        owner, name, n_points, n_terms, "pair", seconds_per_term, n_threads, n_bytes, verbose,
+    ) as progress:
+        for size in sizes:
+            progress.level(size)
+            parents = levels.level(size)
+            for one_pass in built:
+                one_pass.level(size, parents)
+                one_pass.finish(size, parents)
+            progress.update(n_level_terms(size))
+    return built
+
+
+class _MapPass:
+    """log MAP of the subsets without point 0 and of the full set (see `_reached`).
+
+    The max half of the plain inside pass alone, which is all the MAP
+    partition needs: the same values (`kernels.map_level`) on a third of
+    the (subset, cluster) pairs, with no sums. Row 0 (the empty rest) is
+    log MAP = 0; the rows of other subsets with point 0 are never read.
+    """
+
+    def __init__(self, levels, n_threads):
+        self.levels, self.n_threads = levels, n_threads
+        self.log_map = np.zeros(1 << levels.n_points)
+
+    def level(self, size, parents):
+        parents = _reached(size, parents, self.levels.n_points)
+        if size == 1:
+            self.log_map[parents] = self.levels.log_e[parents]
+            return
+        n_pairs = 1 << (size - 1)
+        threads = threads_for(len(parents) * n_pairs, self.n_threads)
+        chunk = chunk_size(n_pairs)
+        for first in range(0, len(parents), chunk):
+            kernels.map_level(
+                parents[first : first + chunk], self.levels.log_e, self.log_map, threads
+            )
+
+    def finish(self, size, parents):
+        """Nothing to rescale: the max table is kept in log space."""
+
+
+def map_partition(log_e, n_threads=1, verbose=0, owner="trellis"):
+    """The MAP partition of a cluster potential table, without the rest of the trellis.
+
+    The same partition and log potential as ``FlatTrellis(log_e).map_labels``
+    and ``.map_log_potential`` (the same sums; ties go to the same partition),
+    from a max-only pass over the subsets the full set's recursion reads:
+    about a third of the plain pass's pairs, each cheaper.
+
+    Parameters
+    ----------
+    log_e : ndarray of shape (2**N,)
+        log E(C) of every cluster mask C (entry 0 unused); finite or -inf.
+    n_threads : int
+    verbose : int
+        Progress of the pass (see ``levels.LevelProgress``).
+    owner : str
+        Name used in progress messages.
+
+    Returns
+    -------
+    labels : ndarray of shape (N,) or None
+        Cluster of every point, numbered in order of first point; None when
+        every partition has zero potential.
+    map_log_potential : float
+    """
+    log_e = np.ascontiguousarray(log_e, dtype=np.float64)
+    (map_pass,) = _run_levels(
+        log_e, [lambda levels: _MapPass(levels, n_threads)], "pass for the MAP partition",
+        n_threads, verbose, owner, SECONDS_PER_TERM["flat map"], reached_only=True,
+    )
+    n_points = len(log_e).bit_length() - 1
+    subset = (1 << n_points) - 1
+    map_log_potential = float(map_pass.log_map[subset])
+    if not map_log_potential > -np.inf:
+        return None, map_log_potential
+    labels = np.empty(n_points, dtype=np.int64)
+    label = 0
+    while subset:
+        cluster = int(kernels.map_cluster(log_e, map_pass.log_map, subset))
+        labels[[i for i in range(n_points) if cluster >> i & 1]] = label
+        subset ^= cluster
+        label += 1
+    return labels, map_log_potential
+
+
 class FlatTrellis:
     """Inside tables of a cluster potential table, and the queries they answer.
 
@@ -299,26 +409,8 @@ class FlatTrellis:
         return (1 << self.n_points) - 1
 
     def _levels(self, passes, name, seconds_per_term=SECONDS_PER_TERM["flat"]):
-        """Run each pass over the subsets of every size, reporting progress."""
-        levels = _Levels(self.log_e)
-        built = [make(levels) for make in passes]
-        n_points = self.n_points
-        sizes = range(1, n_points + 1)
-        # A subset of `size` points meets 2**(size - 1) clusters (those with its lowest point).
-        n_terms = sum(len(levels.level(size)) << (size - 1) for size in sizes)
-        n_bytes = flat_trellis_bytes(n_points) + self.log_e.nbytes
-        with LevelProgress(
-            self.owner, name, n_points, n_terms, "pair", seconds_per_term,
-            self.n_threads, n_bytes, self.verbose,
-        ) as progress:
-            for size in sizes:
-                progress.level(size)
-                parents = levels.level(size)
-                for one_pass in built:
-                    one_pass.level(size, parents)
-                    one_pass.finish(size, parents)
-                progress.update(len(parents) << (size - 1))
-        return built
+        return _run_levels(self.log_e, passes, name, self.n_threads, self.verbose, self.owner,
+                           seconds_per_term)
 
     def _run_inside(self):
         (inside,) = self._levels(
