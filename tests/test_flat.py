@@ -53,6 +53,22 @@ def _problem(kind, n_points, rng):
 KINDS = ["table", "correlation", "features", "gaussian", "bernoulli"]
 
 
+@pytest.fixture(params=["plain", "blocked"])
+def flat_kernels(request, monkeypatch):
+    """The inside and MAP-only passes, plain or cache-blocked at any N.
+
+    Blocked with 2 low bits per row, so problems of 3 points or more have
+    row pairs, subsets with an empty low part, and several items per level.
+    Tables with a forbidden cluster keep the plain inside pass (its counts).
+    """
+    from sktrellis._engine.trellis import flat_trellis
+
+    blocked = request.param == "blocked"
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
+    monkeypatch.setattr(flat_trellis, "BLOCK_BITS", 2)
+    return request.param
+
+
 def _enumerate(energy, X):
     """Every partition, its log potential and number of clusters, and log Z."""
     log_potential = energy.cluster_potential(X)
@@ -72,7 +88,7 @@ def _fit_or_infeasible(model, X, log_z):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [1, 2, 3, 5, 7, 9])
 def test_log_partition_map_and_counts_match_enumeration(
-    kind, n_points, global_random_seed, kernel_threads
+    kind, n_points, global_random_seed, kernel_threads, flat_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 1000 * n_points)
     energy, X = _problem(kind, n_points, rng)
@@ -97,7 +113,7 @@ def test_log_partition_map_and_counts_match_enumeration(
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [3, 6, 8])
 def test_marginals_counts_and_probabilities_match_enumeration(
-    kind, n_points, global_random_seed, kernel_threads
+    kind, n_points, global_random_seed, kernel_threads, flat_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 7 * n_points)
     energy, X = _problem(kind, n_points, rng)
@@ -357,7 +373,7 @@ def test_count_passes_in_small_chunks_match_enumeration(
 @pytest.mark.parametrize("kind", KINDS + ["ties"])
 @pytest.mark.parametrize("n_points", [1, 2, 4, 7, 9])
 def test_map_only_pass_is_the_trellis_map(
-    kind, n_points, global_random_seed, kernel_threads, monkeypatch
+    kind, n_points, global_random_seed, kernel_threads, flat_kernels, monkeypatch
 ):
     """The max-only pass gives the full pass's MAP bit for bit, ties broken alike.
 
@@ -387,6 +403,42 @@ def test_map_only_pass_is_the_trellis_map(
     assert partition_log_potentials(log_potential, labels[None])[0] == pytest.approx(
         values.max(), rel=1e-12, abs=1e-10
     )
+
+
+@pytest.mark.parametrize("n_points", [3, 6, 9])
+@pytest.mark.parametrize("block_bits", [1, 2, 4])
+@pytest.mark.parametrize("scale", ["ties", 3.0, 800.0])
+def test_blocked_passes_equal_the_plain_passes(
+    n_points, block_bits, scale, kernel_threads, global_random_seed, monkeypatch
+):
+    """Every subset's log Z to 1e-12, its log MAP and MAP cluster exactly.
+
+    "ties": small integer potentials, many equal MAP candidates; 800: terms
+    far below the level's scale, so sums underflow and are redone in log
+    space.
+    """
+    from sktrellis._engine.trellis import flat_trellis
+
+    rng = np.random.default_rng(global_random_seed + 13 * n_points)
+    n_subsets = 1 << n_points
+    if scale == "ties":
+        log_e = rng.integers(-2, 3, n_subsets).astype(float)
+    else:
+        log_e = scale * rng.normal(size=n_subsets)
+    monkeypatch.setattr(flat_trellis, "BLOCK_BITS", block_bits)
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 10**6)
+    plain = FlatTrellis(log_e, kernel_threads)
+    plain_map = map_partition(log_e, kernel_threads)
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 0)
+    blocked = FlatTrellis(log_e, kernel_threads)
+    np.testing.assert_allclose(blocked.log_z, plain.log_z, rtol=1e-12, atol=0)
+    assert blocked.map_log_potential == plain.map_log_potential
+    np.testing.assert_array_equal(blocked.map_labels, plain.map_labels)
+    blocked_map = map_partition(log_e, kernel_threads)
+    assert blocked_map[1] == plain_map[1] == plain.map_log_potential
+    np.testing.assert_array_equal(blocked_map[0], plain.map_labels)
+    np.testing.assert_allclose(blocked.pairwise_probability(), plain.pairwise_probability(),
+                               rtol=1e-11, atol=1e-14)
 
 
 def test_threads_give_identical_results(global_random_seed):

@@ -26,6 +26,7 @@ from .._common cimport (
     LINEAR_SUM_FLOOR,
     count_add, ctz, index_t, low_bit, mask_t, next_submask, popcount,
 )
+from ._row_sweep cimport sweep_row_pair
 from ._sampling cimport WeightCache, draw_part
 
 
@@ -186,6 +187,83 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
         best_cluster[parent] = arg
 
 
+# Cache-blocked order (from N = 16, subsets without forbidden clusters; see
+# ``_row_sweep.pxd``): a cluster of S = (S_hi, S_lo) with S_lo not empty is
+# (C_hi, C_lo), C_hi any subset of S_hi and C_lo a subset of S_lo holding
+# low(S_lo); its record and its rest's lie in the rows C_hi and S_hi ^ C_hi
+# of the factor tables. For one S_hi and one such pair of rows, the kernel
+# sweeps every S_lo of one size, so the two rows are read from cache
+# C(block_bits, |S_lo|) times instead of from memory once per subset. Row
+# pairs come in increasing C_hi and clusters within a row in increasing
+# C_lo: increasing mask order, so ties go to the same cluster as in
+# `inside_level`. The subsets of one (S_hi, |S_lo|) are finished by one
+# thread, which keeps their running sums in log_z, log_map and best_cluster
+# (no subset of the level is read by the level). Subsets with S_lo empty go
+# to `inside_level`.
+
+def inside_level_blocked(int block_bits, const mask_t[::1] high_parts,
+                         const index_t[::1] low_sizes, const mask_t[::1] low_order,
+                         const index_t[::1] low_level_start, const double[::1] log_e,
+                         double[::1] log_z, double[::1] log_map, mask_t[::1] best_cluster,
+                         double level_scale, const double[:, ::1] cluster_factors,
+                         const double[:, ::1] rest_factors, int n_threads):
+    """`inside_level` for the subsets (high_parts[i] << block_bits) | S_lo, without counts.
+
+    S_lo is every `low_sizes[i]`-point subset of the low bits
+    (``low_order[low_level_start[j]:low_level_start[j + 1]]``, j >= 1); all
+    the subsets have one size. The factors are those of `inside_level`
+    (row 0 of `rest_factors`, the empty rest, is (1, 0)). Results equal
+    those of `inside_level`: log MAP and the MAP cluster exactly, log Z to
+    rounding (the same terms summed in another order).
+    """
+    cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
+    cdef mask_t high, base, high_cluster, part, parent, arg
+    cdef double total
+    cdef const double* e = &log_e[0]
+    cdef double* z = &log_z[0]
+    cdef double* m = &log_map[0]
+    cdef mask_t* best = &best_cluster[0]
+    cdef const double* cf = &cluster_factors[0, 0]
+    cdef const double* rf = &rest_factors[0, 0]
+    cdef const double* cluster_row
+    cdef const double* rest_row
+    if n_items == 0:
+        return
+    # Items differ in cost by orders of magnitude (2**|S_hi| row pairs of
+    # C(block_bits, j) parts each), so they are handed out one at a time.
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        high = high_parts[item]
+        base = high << block_bits
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        for i in range(first, stop):
+            parent = base | low_order[i]
+            z[parent] = 0.0
+            m[parent] = -INFINITY
+            best[parent] = 0
+        arg = 0
+        high_cluster = 0
+        while True:
+            cluster_row = cf + 2 * (<index_t>high_cluster << block_bits)
+            rest_row = rf + 2 * (<index_t>(high ^ high_cluster) << block_bits)
+            for i in range(first, stop):
+                part = low_order[i]
+                parent = base | part
+                if sweep_row_pair(cluster_row, rest_row, part, &z[parent], &m[parent], &arg):
+                    best[parent] = (high_cluster << block_bits) | arg
+            if high_cluster == high:
+                break
+            high_cluster = next_submask(high_cluster, high)
+        for i in range(first, stop):
+            parent = base | low_order[i]
+            total = z[parent]
+            if total > LINEAR_SUM_FLOOR and isfinite(total):
+                z[parent] = level_scale + log(total)
+            else:
+                z[parent] = exact_log_sum(parent, e, z)
+
+
 ###############################################################################
 # MAP-only pass: log MAP of every subset the full set's recursion reads
 
@@ -229,6 +307,91 @@ def map_level(const mask_t[::1] parents, const double[::1] log_e, double[::1] lo
                 break
             sub = next_submask(sub, rest)
         m[parent] = best_odd if best_odd > best else best
+
+
+cdef inline double sweep_map_rows(const double* cluster_row, const double* rest_row,
+                                  mask_t part, double top) noexcept nogil:
+    """max(top, max over C_lo of cluster_row[C_lo] + rest_row[part ^ C_lo]), low(part) in C_lo.
+
+    Four clusters per step, over the four ways of sharing the two lowest
+    points of part's rest: constant offsets into both rows and one
+    comparison per four terms.
+    """
+    cdef mask_t low = low_bit(part), rest = part ^ low, bit1, bit2, pair, high, sub = 0
+    cdef const double* a
+    cdef const double* b
+    cdef double value
+    if popcount(rest) < 2:
+        while True:
+            value = cluster_row[low | sub] + rest_row[rest ^ sub]
+            if value > top:
+                top = value
+            if sub == rest:
+                break
+            sub = next_submask(sub, rest)
+        return top
+    bit1 = low_bit(rest)
+    bit2 = low_bit(rest ^ bit1)
+    pair = bit1 | bit2
+    high = rest ^ pair
+    while True:
+        a = cluster_row + (low | sub)
+        b = rest_row + (high ^ sub)
+        value = max(max(a[0] + b[pair], a[bit1] + b[bit2]),
+                    max(a[bit2] + b[bit1], a[pair] + b[0]))
+        if value > top:
+            top = value
+        if sub == high:
+            break
+        sub = next_submask(sub, high)
+    return top
+
+
+def map_level_blocked(int block_bits, const mask_t[::1] high_parts,
+                      const index_t[::1] low_sizes, const mask_t[::1] low_order,
+                      const index_t[::1] low_level_start, const double[::1] log_e,
+                      double[::1] log_map, int n_threads):
+    """`map_level` for the parents (high_parts[i] << block_bits) | S_lo without point 0.
+
+    S_lo is every `low_sizes[i]`-point subset of the low bits
+    (``low_order[low_level_start[j]:low_level_start[j + 1]]``, j >= 1) that
+    lacks point 0 (the subsets `map_level` fills; the full set goes there).
+    A cluster of S = (S_hi, S_lo) is (C_hi, C_lo) with low(S_lo) in C_lo:
+    for each C_hi of S_hi, the row of clusters (C_hi, *) and the row of
+    rests (S_hi ^ C_hi, *), 2 x 2**block_bits doubles, serve all the S_lo of
+    the item while they are in cache. The same terms as `map_level`, so the
+    same maxima.
+    """
+    cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
+    cdef mask_t high, base, high_cluster, part
+    cdef const double* e = &log_e[0]
+    cdef double* m = &log_map[0]
+    cdef const double* cluster_row
+    cdef const double* rest_row
+    if n_items == 0:
+        return
+    # Items differ in cost by orders of magnitude (2**|S_hi| row pairs of
+    # C(block_bits, j) parts each), so they are handed out one at a time.
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        high = high_parts[item]
+        base = high << block_bits
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        for i in range(first, stop):
+            if low_order[i] & 1 == 0:
+                m[base | low_order[i]] = -INFINITY
+        high_cluster = 0
+        while True:
+            cluster_row = e + (<index_t>high_cluster << block_bits)
+            rest_row = m + (<index_t>(high ^ high_cluster) << block_bits)
+            for i in range(first, stop):
+                part = low_order[i]
+                if part & 1 == 0:
+                    m[base | part] = sweep_map_rows(cluster_row, rest_row, part, m[base | part])
+            if high_cluster == high:
+                break
+            high_cluster = next_submask(high_cluster, high)
 
 
 def map_cluster(const double[::1] log_e, const double[::1] log_map, mask_t subset):

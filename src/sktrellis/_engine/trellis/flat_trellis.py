@@ -13,7 +13,7 @@ import numpy as np
 
 from . import _flat as kernels
 from .._subsets import count_as_int, subsets_by_size
-from .levels import SECONDS_PER_TERM, LevelProgress, chunk_size, threads_for
+from .levels import SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, threads_for
 from .posterior import members_mask, most_probable_masks
 
 # The sampler caches the cumulative cluster weights of subsets it meets
@@ -32,6 +32,12 @@ _BYTES_PER_SUBSET = 112
 # fit with n_clusters=k (8 k bytes per subset, k <= N) is never larger and
 # is freed before the count pass can run.
 _BYTES_PER_COUNT_ENTRY = 16
+#: Low bits of a subset that index within a row of the cache-blocked passes
+#: (see ``_flat.pyx``): a row pair of the inside pass is 2 x 2**BLOCK_BITS
+#: 16-byte records, of the MAP-only pass 2 x 2**BLOCK_BITS doubles.
+BLOCK_BITS = 11
+#: The inside and MAP-only passes are cache-blocked from this many points on.
+BLOCKED_MIN_POINTS = 16
 
 
 def bell_number(n_points):
@@ -104,6 +110,13 @@ class _InsidePass:
         self.rest_factors[0] = (1.0, 0.0)
         self.best_z = np.full(levels.n_points + 1, -np.inf)   # largest log Z per size
         self.best_z[0] = 0.0
+        # The blocked kernel keeps no counts: tables with a forbidden cluster
+        # take the plain one.
+        n_points = levels.n_points
+        self.blocks = (
+            RowBlocks(n_points, min(BLOCK_BITS, n_points))
+            if n_points >= BLOCKED_MIN_POINTS and self.counts is None else None
+        )
 
     def level(self, size, parents):
         levels = self.levels
@@ -129,6 +142,16 @@ class _InsidePass:
             threads_for(stop, self.n_threads),
         )
         threads = threads_for(len(parents) << (size - 1), self.n_threads)
+        blocks = self.blocks
+        if blocks is not None:
+            for high_parts, low_sizes in blocks.inside_calls(size):
+                kernels.inside_level_blocked(
+                    blocks.bits, high_parts, low_sizes, blocks.low_order, blocks.low_start,
+                    levels.log_e, self.log_z, self.log_map, self.best, level_scale,
+                    self.cluster_factors, self.rest_factors, threads,
+                )
+            # Subsets with no low bit, C(N - bits, size) of them: plain kernel.
+            parents = blocks.high_only_parents(size)
         chunk = chunk_size(1 << (size - 1))
         for first in range(0, len(parents), chunk):
             kernels.inside_level(
@@ -306,14 +329,29 @@ class _MapPass:
     def __init__(self, levels, n_threads):
         self.levels, self.n_threads = levels, n_threads
         self.log_map = np.zeros(1 << levels.n_points)
+        n_points = levels.n_points
+        self.blocks = (
+            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1))
+            if n_points >= BLOCKED_MIN_POINTS else None
+        )
 
     def level(self, size, parents):
-        parents = _reached(size, parents, self.levels.n_points)
+        n_points = self.levels.n_points
+        parents = _reached(size, parents, n_points)
         if size == 1:
             self.log_map[parents] = self.levels.log_e[parents]
             return
         n_pairs = 1 << (size - 1)
         threads = threads_for(len(parents) * n_pairs, self.n_threads)
+        blocks = self.blocks
+        if blocks is not None and size < n_points:
+            for high_parts, low_sizes in blocks.inside_calls(size):
+                kernels.map_level_blocked(
+                    blocks.bits, high_parts, low_sizes, blocks.low_order, blocks.low_start,
+                    self.levels.log_e, self.log_map, threads,
+                )
+            # Parents with no low bit (and so without point 0): plain kernel.
+            parents = blocks.high_only_parents(size)
         chunk = chunk_size(n_pairs)
         for first in range(0, len(parents), chunk):
             kernels.map_level(
