@@ -7,6 +7,7 @@ a progress bar. The passes sharing the level loop: the plain inside pass
 number of clusters, and the MAP for a fixed number), and the max-only pass
 of `map_partition` (the MAP partition alone).
 """
+import functools
 import math
 
 import numpy as np
@@ -69,20 +70,35 @@ def _exp_shifted(values, shift):
 
 
 class _Levels:
-    """Subsets by size and per-size maxima of log E, shared by both passes."""
+    """Subsets by size and per-size maxima of log E, shared by the passes.
+
+    The maxima and the scaled energies are computed on first use: the
+    MAP-only pass reads neither.
+    """
 
     def __init__(self, log_e):
         self.log_e = log_e
         self.n_points = len(log_e).bit_length() - 1
-        n_subsets = 1 << self.n_points
         self.order, self.level_start = subsets_by_size(self.n_points)
-        self.sizes = np.bitwise_count(np.arange(n_subsets, dtype=np.uint32))
-        # Largest log E per cluster size, and every cluster relative to it.
-        self.size_max = np.full(self.n_points + 1, -np.inf)
+
+    @functools.cached_property
+    def sizes(self):
+        return np.bitwise_count(np.arange(1 << self.n_points, dtype=np.uint32))
+
+    @functools.cached_property
+    def size_max(self):
+        """Largest log E per cluster size."""
+        size_max = np.full(self.n_points + 1, -np.inf)
         for size in range(1, self.n_points + 1):
-            self.size_max[size] = log_e[self.level(size)].max()
-        self.cluster_scale = _exp_shifted(log_e, self.size_max[self.sizes])
-        self.cluster_scale[0] = 0.0
+            size_max[size] = self.log_e[self.level(size)].max()
+        return size_max
+
+    @functools.cached_property
+    def cluster_scale(self):
+        """exp(log E(C) - the largest log E of its size) of every cluster C."""
+        cluster_scale = _exp_shifted(self.log_e, self.size_max[self.sizes])
+        cluster_scale[0] = 0.0
+        return cluster_scale
 
     def level(self, size):
         """The subsets of one size, in increasing mask order."""

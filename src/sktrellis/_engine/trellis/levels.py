@@ -25,12 +25,14 @@ PARALLEL_MIN_TERMS = 1 << 16
 #: potential with the cache-blocked passes (Dasgupta, N = 21-22; the outside
 #: pass about 1.2-1.45x that), 19 ns for
 #: Ginkgo's function potential (a user's function may be cheaper or dearer),
-#: 2.2 ns per (subset, cluster) pair of the flat inside pass and 3-5 ns for
-#: its cluster-count pass. On a loaded machine passes run several times
-#: slower (24 ns per separable split measured under a load of 15 on 2
-#: cores): the first line is an estimate, the bar's time left is measured.
-SECONDS_PER_TERM = {"separable": 1e-9, "generic": 20e-9, "flat": 2.5e-9, "flat count": 5e-9,
-                    "flat map": 1.5e-9}
+#: 1.0 ns per (subset, cluster) pair of the cache-blocked flat inside pass
+#: and 0.6 ns of its MAP-only pass (N = 18-20, one thread, CPU time on the
+#: Intel VM, loaded), 3-5 ns for its cluster-count pass. On a loaded machine
+#: passes run several times slower (24 ns per separable split measured
+#: under a load of 15 on 2 cores): the first line is an estimate, the bar's
+#: time left is measured.
+SECONDS_PER_TERM = {"separable": 1e-9, "generic": 20e-9, "flat": 1.2e-9, "flat count": 5e-9,
+                    "flat map": 0.7e-9}
 #: With verbose=1 (the exact estimators' default) progress shows only for
 #: passes estimated to take at least this long: the point where one wonders
 #: whether the fit hangs, while quick fits (grid searches, fit_many) stay quiet.
