@@ -291,11 +291,16 @@ def test_dpm_predict_uses_the_posterior_predictive():
 # Numerics, threads and estimator conventions
 
 @pytest.mark.parametrize("scale", [1e3, 1e6])
-def test_extreme_potentials_stay_exact(scale, global_random_seed):
-    """Potentials spanning thousands of nats: the log-space fallbacks are exact."""
+@pytest.mark.parametrize("forbidden", [0.0, 0.1])
+def test_extreme_potentials_stay_exact(scale, forbidden, global_random_seed, flat_kernels):
+    """Potentials spanning thousands of nats: the log-space fallbacks are exact.
+
+    Also the sums whose tiny products the kernels flush to zero instead of
+    computing as subnormal numbers.
+    """
     rng = np.random.default_rng(global_random_seed)
     n_points = 8
-    energy, table = random_cluster_energy(n_points, rng, forbidden=0.1, scale=scale)
+    energy, table = random_cluster_energy(n_points, rng, forbidden=forbidden, scale=scale)
     X = np.zeros((n_points, 1))
     _, partitions, values, n_clusters = _enumerate(energy, X)
     log_z = logsumexp(values)
@@ -310,6 +315,17 @@ def test_extreme_potentials_stay_exact(scale, global_random_seed):
     np.testing.assert_allclose(
         model.pairwise_probability_, np.einsum("p,pij->ij", probabilities, same), atol=1e-9
     )
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_the_callers_floating_point_mode_is_restored(n_jobs):
+    """The kernels flush subnormals to zero inside their parallel regions only."""
+    rng = np.random.default_rng(0)
+    model = ExactFlatClustering(CorrelationClustering(beta=1e3), n_jobs=n_jobs).fit(
+        rng.normal(size=(9, 2)))
+    model.n_clusters_probability_
+    tiny = np.array([2.5e-308]) * np.array([0.5])   # a subnormal product
+    assert tiny[0] > 0.0
 
 
 @pytest.mark.parametrize("beta", [1e-8, 1.0, 1e3, 1e6])

@@ -16,7 +16,7 @@ S into exactly j clusters: Z(S, j + 1) = sum_C E(C) Z(S \\ C, j). Subsets
 are processed by size ("levels"); all subsets of one size are independent,
 which is what the OpenMP loops use.
 """
-from cython.parallel cimport prange, threadid
+from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport INFINITY, exp, log, isfinite
 from libc.stdint cimport uint64_t
 
@@ -24,7 +24,8 @@ import numpy as np
 
 from .._common cimport (
     LINEAR_SUM_FLOOR,
-    count_add, ctz, index_t, low_bit, mask_t, next_submask, popcount,
+    count_add, ctz, flush_subnormals, index_t, low_bit, mask_t, next_submask, popcount,
+    restore_fp,
 )
 from ._row_sweep cimport sweep_row_pair
 from ._sampling cimport WeightCache, draw_part
@@ -125,6 +126,7 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
     cdef const double* cf = &cluster_factors[0, 0]
     cdef const double* rf = &rest_factors[0, 0]
     cdef bint with_counts = counts is not None
+    cdef unsigned int fp_state = 0
     if n == 0:
         return
     if with_counts:
@@ -132,59 +134,62 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
         count = &count_view[0, 0]
     # Subsets of a level cost the same, but a thread can be descheduled on a
     # busy machine: guided scheduling lets the others take over its share.
-    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
-        parent = parents[i]
-        low = low_bit(parent)
-        rest = parent ^ low
-        # Submasks of rest of ranks 2j and 2j + 1 differ by its lowest bit:
-        # walking them in pairs gives two independent accumulators, so the
-        # multiply-adds do not wait on each other's latency. The last odd
-        # member is the whole parent, whose rest is the empty set (row 0).
-        pair_bit = low_bit(rest)
-        rest = rest ^ pair_bit
-        sub = 0
-        acc = 0.0
-        acc_odd = 0.0
-        best = -INFINITY
-        best_odd = -INFINITY
-        arg = 0
-        arg_odd = 0
-        if with_counts:
-            count[2 * parent] = 0
-            count[2 * parent + 1] = 0
-        while True:
-            cluster = low | sub
-            other = parent ^ cluster
-            acc = acc + cf[2 * cluster] * rf[2 * other]
-            value = cf[2 * cluster + 1] + rf[2 * other + 1]
-            if value > best:
-                best = value
-                arg = cluster
-            if with_counts and e[cluster] > -INFINITY:
-                count_add(&count[2 * parent], &count[2 * other])
-            cluster = cluster | pair_bit
-            other = other ^ pair_bit
-            acc_odd = acc_odd + cf[2 * cluster] * rf[2 * other]
-            value = cf[2 * cluster + 1] + rf[2 * other + 1]
-            if value > best_odd:
-                best_odd = value
-                arg_odd = cluster
-            if with_counts and e[cluster] > -INFINITY:
-                count_add(&count[2 * parent], &count[2 * other])
-            if sub == rest:
-                break
-            sub = next_submask(sub, rest)
-        acc = acc + acc_odd
-        # Ties go to the first cluster in increasing order of its mask.
-        if best_odd > best or (best_odd == best and arg_odd < arg):
-            best = best_odd
-            arg = arg_odd
-        if acc > LINEAR_SUM_FLOOR and isfinite(acc):
-            z[parent] = level_scale + log(acc)
-        else:
-            z[parent] = exact_log_sum(parent, e, z)
-        m[parent] = best
-        best_cluster[parent] = arg
+    with nogil, parallel(num_threads=n_threads):
+        fp_state = flush_subnormals()
+        for i in prange(n, schedule="guided"):
+            parent = parents[i]
+            low = low_bit(parent)
+            rest = parent ^ low
+            # Submasks of rest of ranks 2j and 2j + 1 differ by its lowest bit:
+            # walking them in pairs gives two independent accumulators, so the
+            # multiply-adds do not wait on each other's latency. The last odd
+            # member is the whole parent, whose rest is the empty set (row 0).
+            pair_bit = low_bit(rest)
+            rest = rest ^ pair_bit
+            sub = 0
+            acc = 0.0
+            acc_odd = 0.0
+            best = -INFINITY
+            best_odd = -INFINITY
+            arg = 0
+            arg_odd = 0
+            if with_counts:
+                count[2 * parent] = 0
+                count[2 * parent + 1] = 0
+            while True:
+                cluster = low | sub
+                other = parent ^ cluster
+                acc = acc + cf[2 * cluster] * rf[2 * other]
+                value = cf[2 * cluster + 1] + rf[2 * other + 1]
+                if value > best:
+                    best = value
+                    arg = cluster
+                if with_counts and e[cluster] > -INFINITY:
+                    count_add(&count[2 * parent], &count[2 * other])
+                cluster = cluster | pair_bit
+                other = other ^ pair_bit
+                acc_odd = acc_odd + cf[2 * cluster] * rf[2 * other]
+                value = cf[2 * cluster + 1] + rf[2 * other + 1]
+                if value > best_odd:
+                    best_odd = value
+                    arg_odd = cluster
+                if with_counts and e[cluster] > -INFINITY:
+                    count_add(&count[2 * parent], &count[2 * other])
+                if sub == rest:
+                    break
+                sub = next_submask(sub, rest)
+            acc = acc + acc_odd
+            # Ties go to the first cluster in increasing order of its mask.
+            if best_odd > best or (best_odd == best and arg_odd < arg):
+                best = best_odd
+                arg = arg_odd
+            if acc > LINEAR_SUM_FLOOR and isfinite(acc):
+                z[parent] = level_scale + log(acc)
+            else:
+                z[parent] = exact_log_sum(parent, e, z)
+            m[parent] = best
+            best_cluster[parent] = arg
+        restore_fp(fp_state)
 
 
 # Cache-blocked order (from N = 16, subsets without forbidden clusters; see
@@ -227,41 +232,44 @@ def inside_level_blocked(int block_bits, const mask_t[::1] high_parts,
     cdef const double* rf = &rest_factors[0, 0]
     cdef const double* cluster_row
     cdef const double* rest_row
+    cdef unsigned int fp_state = 0
     if n_items == 0:
         return
     # Items differ in cost by orders of magnitude (2**|S_hi| row pairs of
     # C(block_bits, j) parts each), so they are handed out one at a time.
-    for item in prange(n_items, nogil=True, num_threads=n_threads,
-                       schedule="dynamic", chunksize=1):
-        high = high_parts[item]
-        base = high << block_bits
-        first = low_level_start[low_sizes[item]]
-        stop = low_level_start[low_sizes[item] + 1]
-        for i in range(first, stop):
-            parent = base | low_order[i]
-            z[parent] = 0.0
-            m[parent] = -INFINITY
-            best[parent] = 0
-        arg = 0
-        high_cluster = 0
-        while True:
-            cluster_row = cf + 2 * (<index_t>high_cluster << block_bits)
-            rest_row = rf + 2 * (<index_t>(high ^ high_cluster) << block_bits)
+    with nogil, parallel(num_threads=n_threads):
+        fp_state = flush_subnormals()
+        for item in prange(n_items, schedule="dynamic", chunksize=1):
+            high = high_parts[item]
+            base = high << block_bits
+            first = low_level_start[low_sizes[item]]
+            stop = low_level_start[low_sizes[item] + 1]
             for i in range(first, stop):
-                part = low_order[i]
-                parent = base | part
-                if sweep_row_pair(cluster_row, rest_row, part, &z[parent], &m[parent], &arg):
-                    best[parent] = (high_cluster << block_bits) | arg
-            if high_cluster == high:
-                break
-            high_cluster = next_submask(high_cluster, high)
-        for i in range(first, stop):
-            parent = base | low_order[i]
-            total = z[parent]
-            if total > LINEAR_SUM_FLOOR and isfinite(total):
-                z[parent] = level_scale + log(total)
-            else:
-                z[parent] = exact_log_sum(parent, e, z)
+                parent = base | low_order[i]
+                z[parent] = 0.0
+                m[parent] = -INFINITY
+                best[parent] = 0
+            arg = 0
+            high_cluster = 0
+            while True:
+                cluster_row = cf + 2 * (<index_t>high_cluster << block_bits)
+                rest_row = rf + 2 * (<index_t>(high ^ high_cluster) << block_bits)
+                for i in range(first, stop):
+                    part = low_order[i]
+                    parent = base | part
+                    if sweep_row_pair(cluster_row, rest_row, part, &z[parent], &m[parent], &arg):
+                        best[parent] = (high_cluster << block_bits) | arg
+                if high_cluster == high:
+                    break
+                high_cluster = next_submask(high_cluster, high)
+            for i in range(first, stop):
+                parent = base | low_order[i]
+                total = z[parent]
+                if total > LINEAR_SUM_FLOOR and isfinite(total):
+                    z[parent] = level_scale + log(total)
+                else:
+                    z[parent] = exact_log_sum(parent, e, z)
+        restore_fp(fp_state)
 
 
 ###############################################################################
@@ -526,70 +534,74 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
     cdef Py_ssize_t gain_stride = gain.shape[1]
     cdef const index_t* off = &offsets[0]
     cdef double* lz = &log_zk[0]
+    cdef unsigned int fp_state = 0
     if n == 0:
         return
-    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
-        acc = &work[threadid(), 0]
-        top = acc + width
-        banks = top + width
-        spread_low = &spread[threadid(), 0]
-        spread_high = spread_low + low_count
-        parent = parents[i]
-        low = low_bit(parent)
-        rest = parent ^ low
-        # spread_low[x] | spread_high[y] is the submask of rest whose rank
-        # has low bits x and high bits y.
-        bits = rest
-        spread_low[0] = 0
-        for t in range(n_low_bits):
-            bit = low_bit(bits)
-            bits = bits ^ bit
-            for q in range(<Py_ssize_t>1 << t):
-                spread_low[(<Py_ssize_t>1 << t) + q] = spread_low[q] | bit
-        spread_high[0] = 0
-        for t in range(size - 1 - n_low_bits):
-            bit = low_bit(bits)
-            bits = bits ^ bit
-            for q in range(<Py_ssize_t>1 << t):
-                spread_high[(<Py_ssize_t>1 << t) + q] = spread_high[q] | bit
-        for j in range(size + 1):
-            acc[j] = 0.0
-        for a in range(1, size):
-            n_rest = size - a
-            for j in range(2 * width):
-                banks[j] = 0.0
-            n_clusters = binomial[size - 1, a - 1]
-            index = <mask_t>((1 << (a - 1)) - 1)
-            ahead = index
-            for q in range(4 if n_clusters > 4 else n_clusters):
-                ahead = next_same_size(ahead)
-            for q in range(n_clusters):
-                sub = spread_low[index & low_mask] | spread_high[index >> n_low_bits]
-                cluster = low | sub
-                other = parent ^ cluster
-                if q + 4 < n_clusters:
-                    prefetch(v + off[parent ^ (low | spread_low[ahead & low_mask]
-                                               | spread_high[ahead >> n_low_bits])])
+    with nogil, parallel(num_threads=n_threads):
+        fp_state = flush_subnormals()
+        for i in prange(n, schedule="guided"):
+            acc = &work[threadid(), 0]
+            top = acc + width
+            banks = top + width
+            spread_low = &spread[threadid(), 0]
+            spread_high = spread_low + low_count
+            parent = parents[i]
+            low = low_bit(parent)
+            rest = parent ^ low
+            # spread_low[x] | spread_high[y] is the submask of rest whose rank
+            # has low bits x and high bits y.
+            bits = rest
+            spread_low[0] = 0
+            for t in range(n_low_bits):
+                bit = low_bit(bits)
+                bits = bits ^ bit
+                for q in range(<Py_ssize_t>1 << t):
+                    spread_low[(<Py_ssize_t>1 << t) + q] = spread_low[q] | bit
+            spread_high[0] = 0
+            for t in range(size - 1 - n_low_bits):
+                bit = low_bit(bits)
+                bits = bits ^ bit
+                for q in range(<Py_ssize_t>1 << t):
+                    spread_high[(<Py_ssize_t>1 << t) + q] = spread_high[q] | bit
+            for j in range(size + 1):
+                acc[j] = 0.0
+            for a in range(1, size):
+                n_rest = size - a
+                for j in range(2 * width):
+                    banks[j] = 0.0
+                n_clusters = binomial[size - 1, a - 1]
+                index = <mask_t>((1 << (a - 1)) - 1)
+                ahead = index
+                for q in range(4 if n_clusters > 4 else n_clusters):
                     ahead = next_same_size(ahead)
-                c = u[cluster]
-                if c > 0.0:
-                    axpy(banks + (q & 1) * width, v + off[other], c, n_rest)
-                index = next_same_size(index)
-            g = gains + a * gain_stride
-            for j in range(1, n_rest + 1):
-                acc[j + 1] = acc[j + 1] + g[j] * (banks[j - 1] + banks[width + j - 1])
-        out = lz + off[parent]
-        out[0] = e[parent]
-        fallback = False
-        for j in range(2, size + 1):
-            if count_scale[j] == -INFINITY:
-                out[j - 1] = -INFINITY
-            elif acc[j] > LINEAR_SUM_FLOOR:
-                out[j - 1] = count_scale[j] + log(acc[j])
-            else:
-                fallback = True
-        if fallback:
-            exact_count_sums(parent, size, e, lz, off, &count_scale[0], acc, top, out)
+                for q in range(n_clusters):
+                    sub = spread_low[index & low_mask] | spread_high[index >> n_low_bits]
+                    cluster = low | sub
+                    other = parent ^ cluster
+                    if q + 4 < n_clusters:
+                        prefetch(v + off[parent ^ (low | spread_low[ahead & low_mask]
+                                                   | spread_high[ahead >> n_low_bits])])
+                        ahead = next_same_size(ahead)
+                    c = u[cluster]
+                    if c > 0.0:
+                        axpy(banks + (q & 1) * width, v + off[other], c, n_rest)
+                    index = next_same_size(index)
+                g = gains + a * gain_stride
+                for j in range(1, n_rest + 1):
+                    acc[j + 1] = acc[j + 1] + g[j] * (banks[j - 1] + banks[width + j - 1])
+            out = lz + off[parent]
+            out[0] = e[parent]
+            fallback = False
+            for j in range(2, size + 1):
+                if count_scale[j] == -INFINITY:
+                    out[j - 1] = -INFINITY
+                elif acc[j] > LINEAR_SUM_FLOOR:
+                    out[j - 1] = count_scale[j] + log(acc[j])
+                else:
+                    fallback = True
+            if fallback:
+                exact_count_sums(parent, size, e, lz, off, &count_scale[0], acc, top, out)
+        restore_fp(fp_state)
 
 
 ###############################################################################
