@@ -55,7 +55,7 @@ KINDS = ["table", "correlation", "features", "gaussian", "bernoulli"]
 
 @pytest.fixture(params=["plain", "blocked"])
 def flat_kernels(request, monkeypatch):
-    """The inside and MAP-only passes, plain or cache-blocked at any N.
+    """The inside, MAP-only and count passes, plain or cache-blocked at any N.
 
     Blocked with 2 low bits per row, so problems of 3 points or more have
     row pairs, subsets with an empty low part, and several items per level.
@@ -356,7 +356,7 @@ def test_large_problems_are_consistent(beta, global_random_seed):
 @pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
 @pytest.mark.parametrize("n_points", [5, 9])
 def test_count_passes_in_small_chunks_match_enumeration(
-    kind, n_points, kernel_threads, global_random_seed, monkeypatch
+    kind, n_points, kernel_threads, global_random_seed, monkeypatch, flat_kernels
 ):
     """Count and constrained-MAP passes split into many kernel calls per level.
 
@@ -427,7 +427,7 @@ def test_map_only_pass_is_the_trellis_map(
 def test_blocked_passes_equal_the_plain_passes(
     n_points, block_bits, scale, kernel_threads, global_random_seed, monkeypatch
 ):
-    """Every subset's log Z to 1e-12, its log MAP and MAP cluster exactly.
+    """Every subset's log Z to 1e-12, its log MAP and MAP cluster exactly, and log Z per count.
 
     "ties": small integer potentials, many equal MAP candidates; 800: terms
     far below the level's scale, so sums underflow and are redone in log
@@ -455,6 +455,14 @@ def test_blocked_passes_equal_the_plain_passes(
     np.testing.assert_array_equal(blocked_map[0], plain.map_labels)
     np.testing.assert_allclose(blocked.pairwise_probability(), plain.pairwise_probability(),
                                rtol=1e-11, atol=1e-14)
+    # The count pass runs on first access, under the setting of that moment.
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 10**6)
+    plain_counts = plain.log_partition_by_count
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 0)
+    blocked_counts = blocked.log_partition_by_count
+    np.testing.assert_array_equal(blocked_counts > -np.inf, plain_counts > -np.inf)
+    finite = plain_counts > -np.inf
+    np.testing.assert_allclose(blocked_counts[finite], plain_counts[finite], rtol=1e-12, atol=0)
 
 
 def test_threads_give_identical_results(global_random_seed):

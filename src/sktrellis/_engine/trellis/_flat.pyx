@@ -604,6 +604,113 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
         restore_fp(fp_state)
 
 
+def count_level_blocked(int block_bits, const mask_t[::1] high_parts,
+                        const index_t[::1] low_sizes, const mask_t[::1] low_order,
+                        const index_t[::1] low_level_start, int size,
+                        const double[::1] log_e, const double[::1] cluster_scale,
+                        const double[:, ::1] gain, const double[::1] count_scale,
+                        const index_t[::1] offsets, double[::1] log_zk,
+                        const double[::1] scaled_zk, double[:, ::1] work, int n_threads):
+    """`count_level` for the subsets (high_parts[i] << block_bits) | S_lo without point 0.
+
+    S_lo is every `low_sizes[i]`-point subset of the low bits (j >= 1)
+    lacking point 0; all the subsets have `size` points. Clusters are
+    visited one row pair at a time as in `inside_level_blocked`: for one
+    C_hi, the cluster factors (C_hi, *) and the count rows of the rests
+    (S_hi ^ C_hi, *) serve every S_lo of the item. Cluster sizes vary within
+    a row, so each term carries its gain[|C|, j] (in `count_level` a group
+    of clusters of one size shares it): the same terms, summed in another
+    order. `work` is per-thread scratch of shape
+    (n_threads, (C(block_bits, block_bits // 2) + 1) * (N + 2)) or more.
+    """
+    cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
+    cdef int j, a, a_high, n_rest, width = size + 2
+    cdef mask_t high, base, high_cluster, high_rest, part, parent, low, rest, sub
+    cdef mask_t cluster_low, rest_mask
+    cdef double c
+    cdef double* acc
+    cdef double* top
+    cdef double* accs
+    cdef double* out
+    cdef const double* g
+    cdef const double* row
+    cdef const double* cluster_row
+    cdef bint fallback
+    cdef const double* e = &log_e[0]
+    cdef const double* u = &cluster_scale[0]
+    cdef const double* v = &scaled_zk[0]
+    cdef const double* gains = &gain[0, 0]
+    cdef Py_ssize_t gain_stride = gain.shape[1]
+    cdef const index_t* off = &offsets[0]
+    cdef double* lz = &log_zk[0]
+    cdef unsigned int fp_state = 0
+    if n_items == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        fp_state = flush_subnormals()
+        for item in prange(n_items, schedule="dynamic", chunksize=1):
+            top = &work[threadid(), 0]
+            accs = top + width
+            high = high_parts[item]
+            base = high << block_bits
+            first = low_level_start[low_sizes[item]]
+            stop = low_level_start[low_sizes[item] + 1]
+            for i in range((stop - first) * width):
+                accs[i] = 0.0
+            high_cluster = 0
+            while True:
+                a_high = popcount(high_cluster)
+                high_rest = (high ^ high_cluster) << block_bits
+                cluster_row = u + (<index_t>high_cluster << block_bits)
+                for i in range(first, stop):
+                    part = low_order[i]
+                    if part & 1:
+                        continue
+                    acc = accs + (i - first) * width
+                    low = low_bit(part)
+                    rest = part ^ low
+                    sub = 0
+                    while True:
+                        cluster_low = low | sub
+                        rest_mask = high_rest | (rest ^ sub)
+                        # Proper clusters only: the whole subset is Z(S, 1).
+                        if rest_mask == 0:
+                            break
+                        c = cluster_row[cluster_low]
+                        if c > 0.0:
+                            a = a_high + popcount(cluster_low)
+                            n_rest = size - a
+                            g = gains + a * gain_stride
+                            row = v + off[rest_mask]
+                            for j in range(1, n_rest + 1):
+                                acc[j + 1] = acc[j + 1] + c * g[j] * row[j - 1]
+                        if sub == rest:
+                            break
+                        sub = next_submask(sub, rest)
+                if high_cluster == high:
+                    break
+                high_cluster = next_submask(high_cluster, high)
+            for i in range(first, stop):
+                part = low_order[i]
+                if part & 1:
+                    continue
+                parent = base | part
+                acc = accs + (i - first) * width
+                out = lz + off[parent]
+                out[0] = e[parent]
+                fallback = False
+                for j in range(2, size + 1):
+                    if count_scale[j] == -INFINITY:
+                        out[j - 1] = -INFINITY
+                    elif acc[j] > LINEAR_SUM_FLOOR:
+                        out[j - 1] = count_scale[j] + log(acc[j])
+                    else:
+                        fallback = True
+                if fallback:
+                    exact_count_sums(parent, size, e, lz, off, &count_scale[0], acc, top, out)
+        restore_fp(fp_state)
+
+
 ###############################################################################
 # MAP partition into a given number of clusters
 #
