@@ -55,7 +55,7 @@ KINDS = ["table", "correlation", "features", "gaussian", "bernoulli"]
 
 @pytest.fixture(params=["plain", "blocked"])
 def flat_kernels(request, monkeypatch):
-    """The inside, MAP-only and count passes, plain or cache-blocked at any N.
+    """Every flat pass (inside, MAP-only, counts, k-cluster MAP), plain or blocked at any N.
 
     Blocked with 2 low bits per row, so problems of 3 points or more have
     row pairs, subsets with an empty low part, and several items per level.
@@ -158,7 +158,7 @@ def test_marginals_counts_and_probabilities_match_enumeration(
 @pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
 @pytest.mark.parametrize("n_points", [4, 8])
 def test_map_with_each_number_of_clusters_matches_enumeration(
-    kind, n_points, global_random_seed, kernel_threads
+    kind, n_points, global_random_seed, kernel_threads, flat_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 31 * n_points)
     energy, X = _problem(kind, n_points, rng)
@@ -427,7 +427,7 @@ def test_map_only_pass_is_the_trellis_map(
 def test_blocked_passes_equal_the_plain_passes(
     n_points, block_bits, scale, kernel_threads, global_random_seed, monkeypatch
 ):
-    """Every subset's log Z to 1e-12, its log MAP and MAP cluster exactly, and log Z per count.
+    """log Z of every subset and per number of clusters to 1e-12, the MAPs exactly.
 
     "ties": small integer potentials, many equal MAP candidates; 800: terms
     far below the level's scale, so sums underflow and are redone in log
@@ -463,6 +463,14 @@ def test_blocked_passes_equal_the_plain_passes(
     np.testing.assert_array_equal(blocked_counts > -np.inf, plain_counts > -np.inf)
     finite = plain_counts > -np.inf
     np.testing.assert_allclose(blocked_counts[finite], plain_counts[finite], rtol=1e-12, atol=0)
+    for n_clusters in range(2, n_points + 1):
+        monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 10**6)
+        plain = FlatTrellis(log_e, kernel_threads, n_clusters=n_clusters)
+        monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 0)
+        blocked = FlatTrellis(log_e, kernel_threads, n_clusters=n_clusters)
+        assert blocked.constrained_map_log_potential == plain.constrained_map_log_potential
+        np.testing.assert_array_equal(
+            blocked.constrained_map_labels, plain.constrained_map_labels)
 
 
 def test_threads_give_identical_results(global_random_seed):

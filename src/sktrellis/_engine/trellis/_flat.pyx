@@ -759,6 +759,75 @@ def constrained_map_level(const mask_t[::1] parents, const double[::1] log_e,
             sub = next_submask(sub, rest)
 
 
+def constrained_map_level_blocked(int block_bits, const mask_t[::1] high_parts,
+                                  const index_t[::1] low_sizes, const mask_t[::1] low_order,
+                                  const index_t[::1] low_level_start, const double[::1] log_e,
+                                  double[:, ::1] log_mapk, int n_threads):
+    """`constrained_map_level` for the parents (high_parts[i] << block_bits) | S_lo.
+
+    S_lo is every `low_sizes[i]`-point subset of the low bits (j >= 1)
+    lacking point 0 (the full set goes to `constrained_map_level`). As in
+    `map_level_blocked`, for one C_hi the cluster row (C_hi, *) and the
+    rows M(S_hi ^ C_hi, *) (2**block_bits rows of k doubles) serve every
+    S_lo of the item; the same terms as `constrained_map_level`, so the
+    same maxima.
+    """
+    cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
+    cdef int depth = log_mapk.shape[1], j
+    cdef mask_t high, base, high_cluster, high_rest, part, low, rest, sub, rest_mask
+    cdef double e_cluster, value
+    cdef double* out
+    cdef const double* row
+    cdef const double* cluster_row
+    cdef double* m = &log_mapk[0, 0]
+    cdef const double* e = &log_e[0]
+    if n_items == 0:
+        return
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        high = high_parts[item]
+        base = high << block_bits
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        for i in range(first, stop):
+            part = low_order[i]
+            if part & 1 == 0:
+                out = m + <Py_ssize_t>(base | part) * depth
+                out[0] = e[base | part]
+                for j in range(1, depth):
+                    out[j] = -INFINITY
+        high_cluster = 0
+        while True:
+            cluster_row = e + (<index_t>high_cluster << block_bits)
+            high_rest = (high ^ high_cluster) << block_bits
+            for i in range(first, stop):
+                part = low_order[i]
+                if part & 1:
+                    continue
+                out = m + <Py_ssize_t>(base | part) * depth
+                low = low_bit(part)
+                rest = part ^ low
+                sub = 0
+                while True:
+                    rest_mask = high_rest | (rest ^ sub)
+                    # Proper clusters only: the whole subset is the one-cluster row.
+                    if rest_mask == 0:
+                        break
+                    e_cluster = cluster_row[low | sub]
+                    if e_cluster > -INFINITY:
+                        row = m + <Py_ssize_t>rest_mask * depth
+                        for j in range(1, depth):
+                            value = e_cluster + row[j - 1]
+                            if value > out[j]:
+                                out[j] = value
+                    if sub == rest:
+                        break
+                    sub = next_submask(sub, rest)
+            if high_cluster == high:
+                break
+            high_cluster = next_submask(high_cluster, high)
+
+
 def constrained_map_cluster(const double[::1] log_e, const double[:, ::1] log_mapk,
                             mask_t subset, int n_clusters):
     """The MAP cluster holding low(subset) among partitions into n_clusters >= 2 clusters.

@@ -38,9 +38,9 @@ _BYTES_PER_COUNT_ENTRY = 16
 #: 16-byte records, of the MAP-only pass 2 x 2**BLOCK_BITS doubles. 10 to
 #: 12 bits measured within 10% of each other at N=20 (issue 23).
 BLOCK_BITS = 11
-#: The inside, MAP-only and count passes are cache-blocked from this many
-#: points on (measured, one thread: 1.5-1.8x faster at N=16, 3.6-4.3x at
-#: N=20 for the first two, 2.2x at N=20 for the count pass).
+#: Every flat pass is cache-blocked from this many points on (measured, one
+#: thread: the inside and MAP-only passes 1.5-1.8x faster at N=16, 3.6-4.3x
+#: at N=20; the count pass 2.2x at N=20).
 BLOCKED_MIN_POINTS = 16
 
 
@@ -302,14 +302,29 @@ class _ConstrainedMapPass:
     def __init__(self, levels, n_threads, depth):
         self.levels, self.n_threads = levels, n_threads
         self.log_mapk = np.full((1 << levels.n_points, depth), -np.inf)
+        n_points = levels.n_points
+        self.blocks = (
+            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1))
+            if n_points >= BLOCKED_MIN_POINTS else None
+        )
 
     def level(self, size, parents):
-        parents = _reached(size, parents, self.levels.n_points)
+        n_points = self.levels.n_points
+        parents = _reached(size, parents, n_points)
         if size == 1:
             self.log_mapk[parents, 0] = self.levels.log_e[parents]
             return
         n_pairs = (1 << (size - 1)) * self.log_mapk.shape[1]
         threads = threads_for(len(parents) * n_pairs, self.n_threads)
+        blocks = self.blocks
+        if blocks is not None and size < n_points:
+            for high_parts, low_sizes in blocks.inside_calls(size):
+                kernels.constrained_map_level_blocked(
+                    blocks.bits, high_parts, low_sizes, blocks.low_order, blocks.low_start,
+                    self.levels.log_e, self.log_mapk, threads,
+                )
+            # Parents with no low bit (and so without point 0): plain kernel.
+            parents = blocks.high_only_parents(size)
         chunk = chunk_size(n_pairs)
         for first in range(0, len(parents), chunk):
             kernels.constrained_map_level(
