@@ -23,19 +23,8 @@ import time
 import numpy as np
 
 from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
+from sktrellis.datasets import make_planted_subtypes
 from sktrellis.energies import CorrelationClustering, Dasgupta
-
-
-def planted_subtypes(n_samples, seed, n_features=3000, n_marked=150):
-    rng = np.random.default_rng(seed)
-    sizes = [n_samples // 3 + (n_samples % 3 > 0), n_samples // 3 + (n_samples % 3 > 1),
-             n_samples // 3]
-    groups = np.repeat([0, 1, 2], sizes)
-    X = rng.normal(6, 2, size=n_features) + rng.normal(0, 0.8, size=(n_samples, n_features))
-    for k in range(3):
-        genes = rng.choice(n_features, n_marked, replace=False)
-        X[np.ix_(groups == k, genes)] += rng.choice([-1.5, 1.5], size=n_marked)
-    return X, groups
 
 
 def timed(fit):
@@ -49,7 +38,7 @@ def cost_table(estimator, energy_class, sizes, repeats, n_jobs=None):
           f"(median of {repeats}, n_jobs={n_jobs})")
     print(f"{'N':>4} {'beta_':>9} {'plain s':>9} {'auto s':>9} {'ratio':>7}")
     for n_samples in sizes:
-        X, _ = planted_subtypes(n_samples, seed=7)
+        X, _ = make_planted_subtypes(n_samples, random_state=7)
         plain_times, auto_times = [], []
         for _ in range(repeats):
             auto_time, auto = timed(lambda: estimator(verbose=0, n_jobs=n_jobs).fit(X))
@@ -74,7 +63,7 @@ def behaviour_table(n_samples, n_seeds):
           f"{'across':>7} | {'noise beta_':>11} {'P(MAP)':>7}")
     failures = {"hier planted": 0, "hier noise": 0, "flat planted": 0, "flat noise": 0}
     for seed in range(n_seeds):
-        X, groups = planted_subtypes(n_samples, seed)
+        X, groups = make_planted_subtypes(n_samples, random_state=seed)
         null = np.random.default_rng(seed).normal(size=(n_samples, 3000))
         tree = ExactHierarchicalClustering(n_clusters=3).fit(X)
         group_support = min(tree.cluster_probability(np.flatnonzero(groups == k))

@@ -37,11 +37,9 @@ def _members(mask, n_points):
     return np.array([i for i in range(n_points) if mask >> i & 1], dtype=np.intp)
 
 
-def _search(energy, X, seed_tree=None):
-    """Run the search to the end, with no incumbent unless one is given."""
+def _search(energy, X):
+    """Run the search to the end, with no incumbent."""
     search = BestFirstSearch(energy.search_bound(X), len(X))
-    if seed_tree is not None:
-        search.add_tree(*seed_tree)
     assert search.run() == "optimal"
     return search
 
@@ -169,7 +167,7 @@ def test_dasgupta_split_bound_is_the_separated_triples(global_random_seed):
     and the kernel's increments sum to that penalty along any assignment."""
     rng = np.random.default_rng(global_random_seed)
     energy, X = _problem("dasgupta", 8, rng)
-    bound = energy.search_bound(X)
+    bound = energy.set_params(tree_prior="uniform").search_bound(X)
     members = np.sort(rng.choice(8, size=7, replace=False))
     for _ in range(5):
         in_a = rng.random(7) < 0.5
@@ -270,8 +268,7 @@ def test_seeded_with_the_optimal_tree(kind, global_random_seed):
     tree_splits = {frozenset((masks[a], masks[b])) for a, b in
                    merges_from_tree(exact.linkage_matrix_, 13)}
     search = BestFirstSearch(energy.search_bound(X), 13)
-    search.add_tree([masks[a] for a, _ in merges_from_tree(exact.linkage_matrix_, 13)],
-                    [masks[b] for _, b in merges_from_tree(exact.linkage_matrix_, 13)])
+    search.add_tree(merges_from_tree(exact.linkage_matrix_, 13))
     assert -search.upper == pytest.approx(exact.map_log_potential_, rel=1e-9, abs=1e-9)
     assert search.run() == "optimal"
     assert -search.upper == pytest.approx(exact.map_log_potential_, rel=1e-9, abs=1e-9)
@@ -306,14 +303,42 @@ def test_structured_data_past_the_trellis():
     assert model.n_clusters_stored_ < 10_000
 
 
-def test_the_returned_tree_has_the_claimed_cost_at_64_points():
-    """N = 64 blobs, the most the search takes: the tree's Dasgupta cost, recomputed."""
+@pytest.mark.parametrize("tree_prior", ["uniform", "yule"])
+def test_the_returned_tree_has_the_claimed_cost_at_64_points(tree_prior):
+    """N = 64 blobs, the most the search takes: the tree's Dasgupta cost (and prior), recomputed."""
     X, _ = make_blobs(n_samples=64, centers=4, random_state=1)
-    energy = Dasgupta(beta=0.5)
+    energy = Dasgupta(beta=0.5, tree_prior=tree_prior)
     model = BestFirstHierarchicalClustering(energy, n_clusters=4).fit(X)
     assert model.stop_reason_ == "optimal"
     cost = dasgupta_cost(model.linkage_matrix_, energy.similarities(X))
-    assert -energy.beta * cost == pytest.approx(model.map_log_potential_, rel=1e-12)
+    sizes = model.linkage_matrix_[:, 3]
+    log_prior = -np.log(sizes - 1).sum() if tree_prior == "yule" else 0.0
+    assert -energy.beta * cost + log_prior == pytest.approx(model.map_log_potential_, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["dasgupta", "hcc"])
+def test_the_tree_prior_bound_is_admissible_and_exact_on_splits(kind, global_random_seed):
+    """SizePriorBound: split costs with the prior, lower bounds below every subset's best tree."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem(kind, 8, rng)
+    bound = energy.set_params(tree_prior="yule").search_bound(X)
+    inner = energy.set_params(tree_prior="uniform").search_bound(X)
+    # The least prior cost of a tree over n points, by brute force over shapes.
+    least = {1: 0.0}
+    for n in range(2, 9):
+        least[n] = np.log(n - 1) + min(least[k] + least[n - k] for k in range(1, n))
+    np.testing.assert_allclose(bound.least_tree_cost[1:], [least[n] for n in range(1, 9)])
+    trellis = ExactHierarchicalClustering(energy.set_params(tree_prior="yule")).fit(X)._trellis
+    for mask in range(1, 1 << 8):
+        members = _members(mask, 8)
+        if len(members) < 2:
+            continue
+        in_a = rng.random(len(members)) < 0.5
+        in_a[0], in_a[-1] = True, False
+        assert bound.split_cost(members, in_a) == pytest.approx(
+            inner.split_cost(members, in_a) + np.log(len(members) - 1), rel=1e-12, abs=1e-12)
+        best = -trellis.log_map[mask]
+        assert bound.lower(members) <= best + 1e-9 * max(1.0, abs(best))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -583,18 +608,16 @@ def test_brackets_hold_on_larger_problems_stopped_early(kind, n_points, seconds,
     for objective in ["map", "log_partition"]:
         search = BestFirstSearch(energy.search_bound(X), n_points, objective=objective,
                                  exact_size=6)
-        search.add_tree(*_seed_tree(energy, X))
+        search.add_tree(_seed_tree(energy, X))
         search.run(seconds=seconds)
         _assert_brackets(search, trellis, n_points, rng)
 
 
 def _seed_tree(energy, X):
-    """The masks of a beam-search tree, as the estimator seeds the search."""
+    """The merges of a beam-search tree, as the estimator seeds the search."""
     from sktrellis._engine.agglomerative.search import beam_search
 
-    merges = beam_search(energy.merge_model(X), 2)[0].merges
-    masks = masks_from_merges(merges, len(X))
-    return [masks[a] for a, _ in merges], [masks[b] for _, b in merges]
+    return beam_search(energy.merge_model(X), 2)[0].merges
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -4,7 +4,13 @@ import pytest
 from scipy.stats import kstest
 
 from sktrellis import ExactHierarchicalClustering
-from sktrellis.datasets import _leaf_count, _truncated_exponential, load_iris12, make_jets
+from sktrellis.datasets import (
+    _leaf_count,
+    _truncated_exponential,
+    load_iris12,
+    make_jets,
+    make_planted_subtypes,
+)
 from sktrellis.energies import GinkgoLikelihood
 
 
@@ -100,3 +106,30 @@ def test_large_jets_score_their_true_tree():
         momenta.append(momenta[a] + momenta[b])
         total += float(ginkgo_log_psi(mass2(momenta[-1]), t_a, t_b, 1.5, 16.0))
     assert total == pytest.approx(jet.log_likelihood, rel=1e-9)
+
+
+@pytest.mark.parametrize("n_samples, n_subtypes", [(14, 3), (7, 3), (5, 5), (2, 3)])
+def test_planted_subtypes_mark_their_own_genes(n_samples, n_subtypes, global_random_seed):
+    X, y = make_planted_subtypes(n_samples, 400, n_subtypes=n_subtypes, n_marked=40,
+                                 shift=5.0, random_state=global_random_seed)
+    assert X.shape == (n_samples, 400) and y.shape == (n_samples,)
+    sizes = np.bincount(y, minlength=n_subtypes)
+    assert sizes.sum() == n_samples and sizes.max() - sizes.min() <= 1
+    assert np.all(np.diff(y) >= 0) and np.all(np.diff(sizes) <= 0)   # larger subtypes first
+    # A shift of 5 noise-SDs: within a subtype its marked genes are the
+    # ones that stand out from the other samples' mean.
+    for subtype in np.unique(y):
+        others = X[y != subtype].mean(axis=0) if np.any(y != subtype) else X.mean(axis=0)
+        gap = np.abs(X[y == subtype].mean(axis=0) - others)
+        if np.any(y != subtype):
+            assert np.sum(gap > 2.5) >= 40 * 0.9
+    again, _ = make_planted_subtypes(n_samples, 400, n_subtypes=n_subtypes, n_marked=40,
+                                     shift=5.0, random_state=global_random_seed)
+    assert np.array_equal(X, again)
+
+
+def test_planted_subtypes_refuse_more_marked_genes_than_genes():
+    with pytest.raises(ValueError, match="n_marked=11 .* n_features=10"):
+        make_planted_subtypes(5, 10, n_marked=11)
+    with pytest.raises(ValueError, match="shift"):
+        make_planted_subtypes(5, 10, n_marked=2, shift=-1.0)

@@ -10,7 +10,10 @@ from sktrellis.datasets import make_jets
 from sktrellis.energies import (
     CorrelationClustering, Dasgupta, DirichletProcessMixture, GinkgoLikelihood, SplitEnergy,
 )
+from sktrellis.energies._tree_prior import split_log_prior
 from sktrellis._engine.tables import subset_pair_sums, subset_sizes, subset_sums
+
+from .common import all_trees
 
 
 def _canonical_splits(n_points):
@@ -50,9 +53,15 @@ def test_subset_tables_match_direct_sums(global_random_seed):
         assert sizes[mask] == len(members)
 
 
+def _log_tree_prior(tree_prior, n_parent):
+    """The tree prior's log factor of a split of an n_parent-point cluster."""
+    return -math.log(n_parent - 1) if tree_prior == "yule" else 0.0
+
+
+@pytest.mark.parametrize("tree_prior", ["yule", "uniform"])
 @pytest.mark.parametrize("affinity", ["rbf", "exponential", "precomputed"])
 @pytest.mark.parametrize("beta", [0.0, 0.7, 3.0])
-def test_dasgupta_split_potentials(affinity, beta, global_random_seed):
+def test_dasgupta_split_potentials(affinity, beta, tree_prior, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(6, 2))
     if affinity == "precomputed":
@@ -62,20 +71,23 @@ def test_dasgupta_split_potentials(affinity, beta, global_random_seed):
         distance = cdist(X, X, "sqeuclidean" if affinity == "rbf" else "euclidean")
         gamma = 1.0 / np.median(distance[np.triu_indices(6, 1)])
         similarity = np.exp(-gamma * distance)
-    energy = Dasgupta(affinity=affinity, beta=beta)
+    energy = Dasgupta(affinity=affinity, beta=beta, tree_prior=tree_prior)
     splits, values = _evaluate_all(energy.split_potential(X), 6)
     for (parent, left), value in zip(splits, values):
         a, b = _points(left, 6), _points(parent ^ left, 6)
-        expected = -beta * (len(a) + len(b)) * similarity[np.ix_(a, b)].sum()
+        expected = (-beta * (len(a) + len(b)) * similarity[np.ix_(a, b)].sum()
+                    + _log_tree_prior(tree_prior, len(a) + len(b)))
         assert value == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.parametrize("tree_prior", ["yule", "uniform"])
 @pytest.mark.parametrize("beta", [0.5, 2.0])
-def test_hierarchical_correlation_clustering_split_potentials(beta, global_random_seed):
+def test_hierarchical_correlation_clustering_split_potentials(beta, tree_prior,
+                                                              global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     weights = rng.normal(size=(6, 6))
     weights = weights + weights.T
-    energy = CorrelationClustering(affinity="precomputed", beta=beta)
+    energy = CorrelationClustering(affinity="precomputed", beta=beta, tree_prior=tree_prior)
     splits, values = _evaluate_all(energy.split_potential(weights), 6)
     for (parent, left), value in zip(splits, values):
         a, b = _points(left, 6), _points(parent ^ left, 6)
@@ -86,8 +98,27 @@ def test_hierarchical_correlation_clustering_split_potentials(beta, global_rando
             for i, j in itertools.combinations(side, 2)
             if weights[i, j] < 0
         )
-        expected = -beta * (cross[cross > 0].sum() + kept_negative)
+        expected = (-beta * (cross[cross > 0].sum() + kept_negative)
+                    + _log_tree_prior(tree_prior, len(a) + len(b)))
         assert value == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("n_points", range(2, 8))
+def test_yule_prior_is_the_yule_distribution_over_trees(n_points):
+    """prod 1 / (|S| - 1) is 2**(1-N) N! times a distribution with lone root splits at 2 / (N - 1)."""
+    trees = all_trees((1 << n_points) - 1)
+    log_prior = np.array([
+        sum(split_log_prior([bin(parent).count("1")], "yule")[0] for parent, _ in tree)
+        for tree in trees])
+    probability = np.exp(log_prior) * 2.0 ** (n_points - 1) / math.factorial(n_points)
+    assert probability.sum() == pytest.approx(1.0, rel=1e-12)
+    if n_points >= 3:
+        full = (1 << n_points) - 1
+        root_left = [next(left for parent, left in tree if parent == full) for tree in trees]
+        lone = [bin(left).count("1") in (1, n_points - 1) for left in root_left]
+        assert probability[lone].sum() == pytest.approx(2.0 / (n_points - 1), rel=1e-12)
+        # The uniform measure's share, more than half: N / (2N - 3).
+        assert np.mean(lone) == pytest.approx(n_points / (2 * n_points - 3), rel=1e-12)
 
 
 def test_correlation_weights_from_features_are_centred():
@@ -163,7 +194,8 @@ def test_energies_are_estimator_like():
     from sklearn.base import clone
 
     energy = Dasgupta(gamma=0.5, beta=2.0)
-    assert clone(energy).get_params() == {"affinity": "rbf", "gamma": 0.5, "beta": 2.0}
+    assert clone(energy).get_params() == {"affinity": "rbf", "gamma": 0.5, "beta": 2.0,
+                                          "tree_prior": "yule"}
     assert repr(GinkgoLikelihood(lam=2.0)) == "GinkgoLikelihood(lam=2.0)"
 
 

@@ -11,7 +11,15 @@ from sktrellis import (
 )
 from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
-from sktrellis._temperature import MIN_FEATURES
+from sktrellis._engine.tree.conversion import masks_from_merges
+from sktrellis._temperature import (
+    MIN_FEATURES,
+    _bootstrap_columns,
+    _rng,
+    _search_map_merges,
+    _unit_loss,
+)
+from sktrellis.datasets import make_planted_subtypes
 
 from .common import (
     all_partitions,
@@ -23,16 +31,7 @@ from .common import (
 
 
 def planted_subtypes(n_samples, seed, n_features=3000, n_marked=150):
-    """The issue's reproduction: three subtypes, each shifting its own random genes."""
-    rng = np.random.default_rng(seed)
-    sizes = [n_samples // 3 + (n_samples % 3 > 0), n_samples // 3 + (n_samples % 3 > 1),
-             n_samples // 3]
-    groups = np.repeat([0, 1, 2], sizes)
-    X = rng.normal(6, 2, size=n_features) + rng.normal(0, 0.8, size=(n_samples, n_features))
-    for k in range(3):
-        genes = rng.choice(n_features, n_marked, replace=False)
-        X[np.ix_(groups == k, genes)] += rng.choice([-1.5, 1.5], size=n_marked)
-    return X, groups
+    return make_planted_subtypes(n_samples, n_features, n_marked=n_marked, random_state=seed)
 
 
 def noise(n_samples, seed, n_features=3000):
@@ -171,7 +170,7 @@ def test_partition_posterior_is_exact_at_the_calibrated_beta():
 # Two-sided calibration on generated data. Measured over seeds 0..19 in
 # benchmarks/bench_calibration.py (numbers in benchmarks/README.md).
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(8))
 def test_planted_subtypes_are_supported(seed):
     X, groups = planted_subtypes(12, seed)
     model = ExactHierarchicalClustering(n_clusters=3).fit(X)
@@ -179,11 +178,40 @@ def test_planted_subtypes_are_supported(seed):
         assert model.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_noise_supports_no_clade(seed):
+def bootstrap_frequency(X, members):
+    """How often the minimum-loss trees of the calibration's own resamples hold the cluster."""
+    n_samples = len(X)
+    target = sum(1 << int(i) for i in members)
+    unit = _unit_loss(Dasgupta())
+    hits = [target in {int(mask) for mask in masks_from_merges(
+                _search_map_merges(unit, Xb), n_samples)}
+            for Xb in _bootstrap_columns(X, _rng(None))]
+    return float(np.mean(hits))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_noise_supports_no_clade_beyond_the_bootstrap(seed):
+    """No cluster of 3..N-1 points above 0.5 unless resampling the genes supports it more.
+
+    Seeds 0-9 include one (seed 5) where the feature bootstrap puts all
+    points but one together in 12 of 20 resamples (and in 109 of 200):
+    there the data, not the temperature, say so.
+    """
     X = noise(12, seed)
     model = ExactHierarchicalClustering().fit(X)
-    assert largest_support(model, 12) <= 0.5
+    support = largest_support(model, 12)
+    if support > 0.5:
+        members, _ = next((members, p) for members, p in model.most_probable_clusters(
+            5, min_size=3) if len(members) < 12)
+        assert support <= bootstrap_frequency(X, members)
+
+
+def test_the_uniform_tree_prior_overstates_noise():
+    """Seed 6: the uniform prior gives all points but one 0.52, the bootstrap 0.30."""
+    X = noise(12, 6)
+    uniform = ExactHierarchicalClustering(Dasgupta(tree_prior="uniform")).fit(X)
+    yule = ExactHierarchicalClustering().fit(X)
+    assert largest_support(uniform, 12) > 0.5 >= largest_support(yule, 12)
 
 
 @pytest.mark.parametrize("seed", range(3))

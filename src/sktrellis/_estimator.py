@@ -18,6 +18,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._engine.tree.conversion import labels_from_linkage, linkage_from_merges, merges_from_tree
+from ._temperature import fixed_energy
 from ._validation import check_members, data_sketch
 from .tree import Tree
 
@@ -131,6 +132,18 @@ class EnergyEstimatorMixin(TreeEstimatorMixin):
                 f"energy={name} is a class; pass an instance, e.g. energy={name}()"
             )
         return type(self)._default_energy() if self.energy is None else self.energy
+
+    def _uncalibrated_energy(self):
+        """The energy of an estimator that computes no posterior over all trees.
+
+        Such an estimator (greedy, beam search, sparse trellis, best-first)
+        has nothing to calibrate a temperature against: ``beta="auto"``
+        means 1 here. Sets ``beta_`` for an energy with a temperature.
+        """
+        energy, beta = fixed_energy(self._energy())
+        if beta is not None:
+            self.beta_ = beta
+        return energy
 
 
 class ClusterPosteriorMixin:
@@ -274,7 +287,7 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         >>> X = np.array([[0.0], [0.2], [3.0], [3.1], [3.5]])
         >>> model = ExactHierarchicalClustering().fit(X)
         >>> model.clade_support().round(2).tolist()
-        [0.63, 0.3, 0.68, 1.0]
+        [0.78, 0.31, 0.75, 1.0]
         """
         check_is_fitted(self)
         linkage = self.linkage_matrix_ if tree is None else tree

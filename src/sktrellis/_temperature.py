@@ -1,11 +1,13 @@
 """``beta="auto"``: the temperature of a Gibbs posterior, calibrated by a bootstrap over features.
 
 The energies ``Dasgupta`` and ``CorrelationClustering`` define a Gibbs
-posterior ``P_beta(T | X) ~ exp(-beta * C(T))`` over trees (or partitions)
-T, C the energy's loss at ``beta = 1``. The MAP structure does not depend on
-beta, but every posterior number does: the clade support, P(K), the
-co-clustering. ``beta="auto"`` picks beta from the data so that the
-posterior is as uncertain as the estimator itself is under resampling.
+posterior ``P_beta(T | X) ~ pi(T) exp(-beta * C(T))`` over trees (or
+partitions) T, C the energy's loss at ``beta = 1`` and pi its prior over
+tree shapes (``tree_prior``; uniform over partitions). The minimum-loss
+structure does not depend on beta, but every posterior number does: the
+clade support, P(K), the co-clustering. ``beta="auto"`` picks beta from the
+data so that the posterior is as uncertain as the estimator itself is under
+resampling.
 
 The principle is the loss-likelihood bootstrap of Lyddon, Holmes & Walker
 (2019): the minimisers of the loss on bootstrap resamples of the data are
@@ -15,12 +17,12 @@ reproduces such a bootstrap. The data are resampled the way pvclust does
 it: the feature columns, with replacement (points stay the points being
 clustered). Concretely:
 
-1. ``T*``, the MAP structure of X (exact, any beta);
-2. ``T_b``, the exact MAP structure of each of ``N_BOOTSTRAP`` resamples of
-   the columns of X (best-first search for trees, the flat trellis's
-   max-only pass for partitions), and the bootstrap's mean excess loss on
-   the full data, ``D = mean_b [C(T_b) - C(T*)]`` (exactly 0 when every
-   resample's MAP is ``T*``);
+1. ``T*``, the minimum-loss structure of X (exact);
+2. ``T_b``, the exact minimum-loss structure of each of ``N_BOOTSTRAP``
+   resamples of the columns of X (best-first search for trees, the flat
+   trellis's max-only pass for partitions), and the bootstrap's mean excess
+   loss on the full data, ``D = mean_b [C(T_b) - C(T*)]`` (exactly 0 when
+   every resample's minimum is ``T*``);
 3. beta such that the posterior's expected excess loss matches it:
    ``E_beta[C(T)] - C(T*) = D``.
 
@@ -41,8 +43,9 @@ features to resample), with fewer than ``MIN_FEATURES`` features (two
 columns have three distinct resamples: too coarse a bootstrap to calibrate
 against) or with fewer than three points, ``beta_ = 1``: the matrix or the
 data are used at the scale given. The search estimators (greedy, beam search, sparse trellis,
-best-first) compute no posterior over all trees to calibrate; their trees
-do not depend on beta, and ``beta="auto"`` gives ``beta_ = 1`` there.
+best-first) compute no posterior over all trees to calibrate:
+``beta="auto"`` gives ``beta_ = 1`` there, with the energy's tree prior as
+everywhere.
 
 References
 ----------
@@ -59,7 +62,7 @@ from sklearn.utils import check_random_state
 
 from ._engine.agglomerative.search import beam_search
 from ._engine.search._best_first import BestFirstSearch
-from ._engine.tree.conversion import masks_from_merges, splits_from_merges
+from ._engine.tree.conversion import splits_from_merges
 from .energies._base import TemperatureMixin
 
 #: Fewest feature columns the bootstrap calibrates with.
@@ -121,13 +124,13 @@ def _bootstrap_columns(X, rng):
 
 
 def _mean_excess(boot_losses, map_loss):
-    """D, the bootstrap MAPs' mean excess loss over the full-data MAP.
+    """D, the resamples' minimisers' mean excess loss over the full-data minimiser.
 
     The mean of the differences, not the difference of the means: a
-    resample whose MAP is the full-data MAP adds exactly 0, so D is exactly
-    0 when every resample agrees (the mean of 20 equal losses can round
-    away from the loss, and a D of 1e-16 would send the search chasing
-    rounding noise instead of taking the coldest beta).
+    resample whose minimiser is the full-data one adds exactly 0, so D is
+    exactly 0 when every resample agrees (the mean of 20 equal losses can
+    round away from the loss, and a D of 1e-16 would send the search
+    chasing rounding noise instead of taking the coldest beta).
     """
     return float(np.mean(np.subtract(boot_losses, map_loss)))
 
@@ -206,7 +209,7 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis):
         potential = energy.split_potential(X)
         return energy, beta, potential, make_trellis(potential)
     rng = _rng(random_state)
-    unit = clone(energy).set_params(beta=1.0)
+    unit = _unit_loss(energy)
     unit_potential = unit.split_potential(X)
     n_points = len(X)
     map_loss = -_search_map_log_potential(unit, X, unit_potential)
@@ -226,13 +229,26 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis):
         parents, lefts = trellis.sample_splits(N_POSTERIOR_SAMPLES, rng)
         losses = -unit_potential.evaluate(parents.ravel(), lefts.ravel()).reshape(
             parents.shape).sum(axis=1)
-        # The MAP loss from the trellis itself: the same sums, no rounding gap.
-        return max(float(losses.mean()) + trellis.map_log_potential / beta, 0.0)
+        # Rounding (or a search stopped at its state budget) may put a draw
+        # a hair below the minimum loss found.
+        return max(float(losses.mean()) - map_loss, 0.0)
 
     beta = _solve(evaluate, target, n_points)
     if fitted["energy"].beta != beta:
         evaluate(beta)
     return fitted["energy"], beta, fitted["potential"], fitted["trellis"]
+
+
+def _unit_loss(energy):
+    """The energy's loss alone: beta 1 and, over trees, no prior over tree shapes.
+
+    The loss-likelihood bootstrap compares loss minimisers, and the excess
+    loss is the loss's: the prior enters the posterior only.
+    """
+    unit = clone(energy).set_params(beta=1.0)
+    if "tree_prior" in unit.get_params():
+        unit.set_params(tree_prior="uniform")
+    return unit
 
 
 def _tree_log_potential(potential, merges, n_points):
@@ -245,10 +261,7 @@ def _search_map_merges(unit, X):
     bound = unit.search_bound(X)
     n_points = len(X)
     search = BestFirstSearch(bound, n_points)
-    incumbent = beam_search(unit.merge_model(X), 5)[0]
-    masks = masks_from_merges(incumbent.merges, n_points)
-    search.add_tree([masks[a] for a, _ in incumbent.merges],
-                    [masks[b] for _, b in incumbent.merges])
+    search.add_tree(beam_search(unit.merge_model(X), 5)[0].merges)
     while not search.solved:
         if search.run(seconds=0.1, max_states=_MAX_SEARCH_STATES) == "max_states":
             break   # the best tree found so far: still an upper bound on the loss gap
@@ -294,7 +307,7 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
         energy, beta = fixed_energy(energy)
         return energy, beta, make_trellis(energy.cluster_potential(X), n_clusters)
     rng = _rng(random_state)
-    unit = clone(energy).set_params(beta=1.0)
+    unit = _unit_loss(energy)
     weights = unit.weights(X)
     upper = np.triu_indices(len(X), 1)
 

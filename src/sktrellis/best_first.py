@@ -10,11 +10,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ._engine.search._best_first import MAX_EXACT_SIZE, MAX_POINTS, BestFirstSearch
-from ._engine.tree.conversion import masks_from_merges, merges_from_tree
+from ._engine.tree.conversion import merges_from_tree
 from ._engine.agglomerative.search import beam_search
 from .energies import Dasgupta
 from .sparse import SparseTrellisClustering
-from ._temperature import fixed_energy
 
 
 # Longest the search kernel runs between two checks of the budget and Ctrl-C.
@@ -239,10 +238,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 f"{type(self).__name__} keys clusters by 64-bit masks: n_samples={n_points} "
                 f"is more than {MAX_POINTS}; use SparseTrellisClustering"
             )
-        # No posterior over all trees to calibrate: beta="auto" means 1 here.
-        energy, beta = fixed_energy(self._energy())
-        if beta is not None:
-            self.beta_ = beta
+        energy = self._uncalibrated_energy()
         bound = energy.search_bound(X)
         exact_size = self.exact_size
         if exact_size is None:
@@ -258,8 +254,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             sparse = SparseTrellisClustering(energy, beam_width=self.beam_width).fit(X)
             merges = merges_from_tree(sparse.linkage_matrix_, n_points)
             incumbent = sparse.map_log_potential_
-        masks = masks_from_merges(merges, n_points)
-        search.add_tree([masks[a] for a, _ in merges], [masks[b] for _, b in merges])
+        search.add_tree(merges)
         self.stop_reason_ = self._run(search, bound, start)
         if not np.isfinite(search.upper):
             if self.stop_reason_ == "optimal":

@@ -1,4 +1,4 @@
-"""Datasets: toy parton-shower jets and a small bundled real dataset."""
+"""Datasets: toy parton-shower jets, planted subtypes, bit patterns and a small bundled real dataset."""
 import csv
 from importlib import resources
 from numbers import Integral, Real
@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 from ._engine.tree.conversion import linkage_from_merges
 from .energies._ginkgo import ginkgo_log_psi
 
-__all__ = ["load_iris12", "make_bit_patterns", "make_jets"]
+__all__ = ["load_iris12", "make_bit_patterns", "make_jets", "make_planted_subtypes"]
 
 # The published toy jets: a 30 GeV-mass parent moving with |p| = 400 along (1, 1, 1).
 _ROOT_MASS2 = 900.0
@@ -395,3 +395,80 @@ def make_bit_patterns(n_templates, *, length=30, reads_per_template=10, error_ra
     )
     np.fill_diagonal(log_likelihood_ratio, 0.0)
     return reads, labels, log_likelihood_ratio
+
+
+@validate_params(
+    {
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_features": [Interval(Integral, 1, None, closed="left")],
+        "n_subtypes": [Interval(Integral, 1, None, closed="left")],
+        "n_marked": [Interval(Integral, 0, None, closed="left")],
+        "shift": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def make_planted_subtypes(n_samples=14, n_features=3000, *, n_subtypes=3, n_marked=150,
+                          shift=1.5, random_state=None):
+    """Expression-like samples of a few subtypes, each marked by its own genes.
+
+    The data of the calibration checks (``beta="auto"``, see "Reading a
+    posterior" in the user guide): a gene panel in which most of the
+    signal is shared and each subtype differs on a small set of genes, as
+    in a cohort of tumours. Every gene has a baseline level drawn from
+    N(6, 2**2), the level across samples; each sample adds N(0, 0.8**2)
+    noise to every gene; each subtype then picks ``n_marked`` genes at
+    random and shifts them by +``shift`` or -``shift`` (a random sign per
+    gene) in its own samples. Subtypes are as equal in size as possible,
+    the first ones larger, and the samples come subtype by subtype.
+
+    Parameters
+    ----------
+    n_samples : int, default=14
+        Number of samples (the points to cluster).
+    n_features : int, default=3000
+        Number of genes.
+    n_subtypes : int, default=3
+        Number of subtypes (the true clusters); more than ``n_samples``
+        leaves the last ones empty.
+    n_marked : int, default=150
+        Genes shifted in each subtype, at most ``n_features``.
+    shift : float, default=1.5
+        Size of the shift, in the units of the genes (the noise has
+        standard deviation 0.8).
+    random_state : int, RandomState instance or None, default=None
+        Seed.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features)
+        The samples.
+    y : ndarray of shape (n_samples,)
+        The subtype of each sample, 0 to ``n_subtypes - 1``.
+
+    See Also
+    --------
+    sklearn.datasets.make_blobs : Isotropic Gaussian clusters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktrellis.datasets import make_planted_subtypes
+    >>> X, y = make_planted_subtypes(7, 200, n_marked=20, random_state=0)
+    >>> X.shape, np.bincount(y).tolist()
+    ((7, 200), [3, 2, 2])
+    """
+    if n_marked > n_features:
+        raise ValueError(
+            f"n_marked={n_marked} genes cannot be chosen among n_features={n_features}; "
+            "lower n_marked or raise n_features"
+        )
+    rng = check_random_state(random_state)
+    sizes = np.full(n_subtypes, n_samples // n_subtypes)
+    sizes[: n_samples % n_subtypes] += 1
+    y = np.repeat(np.arange(n_subtypes), sizes)
+    X = rng.normal(6.0, 2.0, size=n_features) + rng.normal(0.0, 0.8, size=(n_samples, n_features))
+    for subtype in range(n_subtypes):
+        genes = rng.choice(n_features, n_marked, replace=False)
+        X[np.ix_(y == subtype, genes)] += rng.choice([-shift, shift], size=n_marked)
+    return X, y

@@ -15,7 +15,6 @@ from ._engine.sparse.sparse_trellis import SparseTrellis
 from ._engine.tree.conversion import merges_from_tree
 from ._engine.agglomerative.search import beam_search, greedy_tree, gumbel_noise, replay_tree
 from .energies import Dasgupta
-from ._temperature import fixed_energy
 
 
 class SparseTrellisClustering(
@@ -199,10 +198,7 @@ class SparseTrellisClustering(
         """
         X = self._validate_training_data(X)
         n_points = len(X)
-        # No posterior over all trees to calibrate: beta="auto" means 1 here.
-        energy, beta = fixed_energy(self._energy())
-        if beta is not None:
-            self.beta_ = beta
+        energy = self._uncalibrated_energy()
         random_state = check_random_state(self.random_state)
         max_vertices = 50 * n_points if self.max_vertices is None else self.max_vertices
         start = time.perf_counter()

@@ -7,7 +7,6 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from .._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ..energies import Dasgupta
 from .._engine.agglomerative.search import beam_search
-from .._temperature import fixed_energy
 
 
 class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):
@@ -148,10 +147,7 @@ class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseE
             Fitted estimator.
         """
         X = self._validate_training_data(X)
-        # No posterior over all trees to calibrate: beta="auto" means 1 here.
-        energy, beta = fixed_energy(self._energy())
-        if beta is not None:
-            self.beta_ = beta
+        energy = self._uncalibrated_energy()
         n_points = len(X)
         width = n_points * (n_points - 1) // 2 if self.beam_width is None else self.beam_width
         paper = self.variant == "paper"

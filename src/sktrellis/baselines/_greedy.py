@@ -7,7 +7,6 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from .._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ..energies import Dasgupta
 from .._engine.agglomerative.search import greedy_tree
-from .._temperature import fixed_energy
 
 
 class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):
@@ -112,10 +111,7 @@ class GreedyHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstim
             Fitted estimator.
         """
         X = self._validate_training_data(X)
-        # No posterior over all trees to calibrate: beta="auto" means 1 here.
-        energy, beta = fixed_energy(self._energy())
-        if beta is not None:
-            self.beta_ = beta
+        energy = self._uncalibrated_energy()
         tree = greedy_tree(check_built_for(energy.merge_model(X), len(X), energy, "merge_model"))
         self._set_tree_from_merges(tree.merges, tree.log_potentials, energy)
         return self

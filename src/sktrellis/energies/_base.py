@@ -46,7 +46,8 @@ class HierarchicalEnergy(BaseEstimator):
     Examples
     --------
     A built-in energy's tables evaluate any split: here the Dasgupta
-    potential of splitting {0, 1, 2} into {0} and {1, 2} (masks 0b111, 0b001).
+    potential of splitting {0, 1, 2} into {0} and {1, 2} (masks 0b111, 0b001),
+    ``-|S| W(A, B) = -3 (1.0 + 0.5)`` and the Yule tree prior's ``log(1 / 2)``.
 
     >>> import numpy as np
     >>> from sktrellis.energies import Dasgupta, HierarchicalEnergy
@@ -54,8 +55,8 @@ class HierarchicalEnergy(BaseEstimator):
     >>> isinstance(energy, HierarchicalEnergy)
     True
     >>> W = np.array([[0, 1.0, 0.5], [1.0, 0, 2.0], [0.5, 2.0, 0]])
-    >>> energy.split_potential(W).evaluate([0b111], [0b001]).tolist()
-    [-4.5]
+    >>> energy.split_potential(W).evaluate([0b111], [0b001]).round(4).tolist()
+    [-5.1931]
     """
 
     #: The kind of SplitPotential that split_potential builds: "separable"

@@ -11,6 +11,7 @@ from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import FlatEnergy, HierarchicalEnergy, TemperatureMixin
 from ._merge import PairwiseMergeModel
+from ._tree_prior import TREE_PRIORS, prior_cluster_term, prior_search_bound, split_log_prior
 
 
 class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
@@ -48,6 +49,16 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         resample), in the search estimators (greedy, beam, sparse,
         best-first: no posterior over all trees), and for the energy used
         on its own.
+    tree_prior : {"yule", "uniform"}, default="yule"
+        Prior over tree shapes in the posterior over trees. ``"yule"``: a
+        cluster of n points splits into k and n - k points with k uniform
+        on 1..n-1 (Harding 1971), a factor ``1 / (|S| - 1)`` in the
+        potential of every split of a cluster S; ``"uniform"``: every
+        labelled tree equally likely, the potential above alone. The
+        uniform measure puts more than half of its mass on trees whose
+        root splits one point off, so that on structureless data the
+        cluster of all points but the most distant one gets high support
+        (user guide, "Reading a posterior").
 
     See Also
     --------
@@ -91,14 +102,16 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         "affinity": [StrOptions({"rbf", "exponential", "precomputed"})],
         "gamma": [Interval(Real, 0, None, closed="neither"), None],
         "beta": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "tree_prior": [StrOptions(set(TREE_PRIORS))],
     }
 
     potential_kind = "separable"
 
-    def __init__(self, affinity="exponential", gamma=None, beta="auto"):
+    def __init__(self, affinity="exponential", gamma=None, beta="auto", tree_prior="yule"):
         self.affinity = affinity
         self.gamma = gamma
         self.beta = beta
+        self.tree_prior = tree_prior
 
     def weights(self, X):
         """The (n, n) signed weight matrix of X (zero diagonal).
@@ -144,18 +157,20 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         Returns
         -------
         potential : SplitPotential
-            ``-beta (positive weight cut + |negative weight kept inside|)`` as ``f(S) + c(|S|) (g(A) + g(B))``, which the
-            kernels sum in linear space.
+            ``-beta (positive weight cut + |negative weight kept inside|)`` plus
+            the tree prior's log factor, as ``f(S) + c(|S|) (g(A) + g(B))``,
+            which the kernels sum in linear space.
         """
         weights = self.weights(X)
         positive = subset_pair_sums(weights.clip(min=0))
         signed = subset_pair_sums(weights)
         # -beta (P(S) - P(A) - P(B) - N(A) - N(B)) with P, N the positive and
         # negative weight inside: f(S) = -beta P(S), g = P + N = signed, c = beta.
+        # Plus the tree prior's log factor of S in f.
         n_points = len(weights)
         return SplitPotential.separable(
-            n_points, -self._beta_value() * positive, signed,
-            [self._beta_value()] * (n_points + 1),
+            n_points, -self._beta_value() * positive + prior_cluster_term(n_points, self.tree_prior),
+            signed, [self._beta_value()] * (n_points + 1),
         )
 
     def cluster_potential(self, X):
@@ -189,7 +204,7 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         """
         weights = self.weights(X)
         return _CorrelationMergeModel(
-            [weights.clip(min=0), weights.clip(max=0)], self._beta_value()
+            [weights.clip(min=0), weights.clip(max=0)], self._beta_value(), self.tree_prior
         )
 
     def search_bound(self, X):
@@ -202,30 +217,37 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
 
         Returns
         -------
-        bound : CorrelationBound
-            Proven admissible in its class docstring.
+        bound : SearchBound
+            A ``CorrelationBound``, proven admissible in its class docstring,
+            with the tree prior's split costs added (``SizePriorBound``).
         """
-        return CorrelationBound(self.weights(X), self._beta_value())
+        weights = self.weights(X)
+        return prior_search_bound(CorrelationBound(weights, self._beta_value()),
+                                  len(weights), self.tree_prior)
 
 
 class _CorrelationMergeModel(PairwiseMergeModel):
     """Hierarchical correlation clustering on (positive, negative) weight parts.
 
-    ``log psi = -beta (positive cross weight + |negative weight inside A and B|)``.
+    ``log psi = -beta (positive cross weight + |negative weight inside A and B|)``
+    plus the tree prior's log factor.
     Every positive pair is cut exactly once in any tree and a negative pair
     is paid at every internal node above the one that first holds it, so a
     tree's log potential is ``-beta (P + sum over the internal nodes but the
     root of |negative weight inside|)``, P the total positive weight: with
     h(C) = beta * (signed weight inside C), a merge scores
-    ``-beta |negative weight inside A | B|``.
+    ``-beta |negative weight inside A | B|`` plus the tree prior's log factor.
     """
 
-    def __init__(self, matrices, beta):
+    def __init__(self, matrices, beta, tree_prior):
         super().__init__(matrices)
         self.beta = beta
+        self.tree_prior = tree_prior
 
     def _log_psi(self, size_a, size_b, inside_a, inside_b, cross):
-        return -self.beta * (cross[0] - inside_a[1] - inside_b[1])
+        return (-self.beta * (cross[0] - inside_a[1] - inside_b[1])
+                + split_log_prior(size_a + size_b, self.tree_prior))
 
     def _score(self, size_a, size_b, inside_a, inside_b, cross):
-        return self.beta * (inside_a[1] + inside_b[1] + cross[1])
+        return (self.beta * (inside_a[1] + inside_b[1] + cross[1])
+                + split_log_prior(size_a + size_b, self.tree_prior))

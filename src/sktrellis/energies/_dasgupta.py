@@ -11,6 +11,7 @@ from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import HierarchicalEnergy, TemperatureMixin
 from ._merge import PairwiseMergeModel
+from ._tree_prior import TREE_PRIORS, prior_cluster_term, prior_search_bound, split_log_prior
 
 
 class Dasgupta(TemperatureMixin, HierarchicalEnergy):
@@ -44,6 +45,16 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         resample), in the search estimators (greedy, beam, sparse,
         best-first: no posterior over all trees), and for the energy used
         on its own.
+    tree_prior : {"yule", "uniform"}, default="yule"
+        Prior over tree shapes in the posterior over trees. ``"yule"``: a
+        cluster of n points splits into k and n - k points with k uniform
+        on 1..n-1 (Harding 1971), a factor ``1 / (|S| - 1)`` in the
+        potential of every split of a cluster S; ``"uniform"``: every
+        labelled tree equally likely, the potential above alone. The
+        uniform measure puts more than half of its mass on trees whose
+        root splits one point off, so that on structureless data the
+        cluster of all points but the most distant one gets high support
+        (user guide, "Reading a posterior").
 
     See Also
     --------
@@ -71,14 +82,16 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         "affinity": [StrOptions({"rbf", "exponential", "precomputed"})],
         "gamma": [Interval(Real, 0, None, closed="neither"), None],
         "beta": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
+        "tree_prior": [StrOptions(set(TREE_PRIORS))],
     }
 
     potential_kind = "separable"
 
-    def __init__(self, affinity="rbf", gamma=None, beta="auto"):
+    def __init__(self, affinity="rbf", gamma=None, beta="auto", tree_prior="yule"):
         self.affinity = affinity
         self.gamma = gamma
         self.beta = beta
+        self.tree_prior = tree_prior
 
     def similarities(self, X):
         """The (n, n) non-negative similarity matrix of X.
@@ -116,14 +129,16 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         Returns
         -------
         potential : SplitPotential
-            ``-beta (|A| + |B|) W(A, B)`` as ``f(S) + c(|S|) (g(A) + g(B))``, which the
-            kernels sum in linear space.
+            ``-beta (|A| + |B|) W(A, B)`` plus the tree prior's log factor, as
+            ``f(S) + c(|S|) (g(A) + g(B))``, which the kernels sum in linear space.
         """
         within = subset_pair_sums(self.similarities(X))
         n_points = len(X)
         sizes = np.arange(n_points + 1, dtype=np.float64)
-        # W(A, B) = W(S) - W(A) - W(B): f(S) = -beta |S| W(S), g = W, c(k) = beta k.
-        cluster_term = -self._beta_value() * within * subset_sizes(n_points)
+        # W(A, B) = W(S) - W(A) - W(B): f(S) = -beta |S| W(S) + the tree
+        # prior's log factor of S, g = W, c(k) = beta k.
+        cluster_term = (-self._beta_value() * within * subset_sizes(n_points)
+                        + prior_cluster_term(n_points, self.tree_prior))
         return SplitPotential.separable(n_points, cluster_term, within, self._beta_value() * sizes)
 
     def merge_model(self, X):
@@ -139,7 +154,7 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         model : MergeModel
             See :mod:`sktrellis.energies._merge`.
         """
-        return _DasguptaMergeModel([self.similarities(X)], self._beta_value())
+        return _DasguptaMergeModel([self.similarities(X)], self._beta_value(), self.tree_prior)
 
     def search_bound(self, X):
         """Validate X and build the admissible bound of best-first search.
@@ -151,23 +166,26 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
 
         Returns
         -------
-        bound : DasguptaBound
-            Proven admissible in its class docstring.
+        bound : SearchBound
+            A ``DasguptaBound``, proven admissible in its class docstring,
+            with the tree prior's split costs added (``SizePriorBound``).
 
         Examples
         --------
         >>> import numpy as np
         >>> from sktrellis.energies import Dasgupta
         >>> W = np.array([[0, 1.0, 0.5], [1.0, 0, 2.0], [0.5, 2.0, 0]])
-        >>> bound = Dasgupta(affinity="precomputed").search_bound(W)
+        >>> bound = Dasgupta(affinity="precomputed", tree_prior="uniform").search_bound(W)
         >>> bound.lower(np.array([0, 1, 2]))  # exact for three points: 2*3.5 + 1.5
         8.5
         """
-        return DasguptaBound(self.similarities(X), self._beta_value())
+        similarities = self.similarities(X)
+        return prior_search_bound(DasguptaBound(similarities, self._beta_value()),
+                                  len(similarities), self.tree_prior)
 
 
 class _DasguptaMergeModel(PairwiseMergeModel):
-    """log psi = -beta (|A| + |B|) W(A, B); merges ranked by average linkage.
+    """log psi = -beta (|A| + |B|) W(A, B) + the tree prior; merges ranked by average linkage.
 
     A bottom-up search cannot rank merges by the split potential itself: low
     splits are cheap whatever they cut, so it would join the least similar
@@ -182,12 +200,14 @@ class _DasguptaMergeModel(PairwiseMergeModel):
     less than those of the revenue greedy.
     """
 
-    def __init__(self, matrices, beta):
+    def __init__(self, matrices, beta, tree_prior):
         super().__init__(matrices)
         self.beta = beta
+        self.tree_prior = tree_prior
 
     def _log_psi(self, size_a, size_b, inside_a, inside_b, cross):
-        return -self.beta * (size_a + size_b) * cross[0]
+        return (-self.beta * (size_a + size_b) * cross[0]
+                + split_log_prior(size_a + size_b, self.tree_prior))
 
     def _score(self, size_a, size_b, inside_a, inside_b, cross):
         return self.beta * self.n_points * cross[0] / (size_a * size_b)

@@ -47,6 +47,8 @@ import numpy as np
 
 from ._search_bounds cimport MAX_SEARCH_POINTS, SearchBound
 
+from ..tree.conversion import masks_from_merges
+
 
 #: Most points a search takes: clusters are keyed by 64-bit masks.
 MAX_POINTS = MAX_SEARCH_POINTS
@@ -576,13 +578,21 @@ cdef class BestFirstSearch:
         self.solved_flag[node] = 1
         return 0
 
-    def add_tree(self, masks_a, masks_b):
-        """Seed the upper bounds with a tree: the (A, B) masks of its splits, children first."""
+    def add_tree(self, merges):
+        """Seed the upper bounds with a tree, given by its merges.
+
+        ``merges`` is (n_points - 1, 2), children first: row k joins nodes
+        ``merges[k]`` into node ``n_points + k`` (points are nodes 0..N-1),
+        as the agglomerative searches and ``merges_from_tree`` give them.
+        """
         cdef uint64_t a, b, low
         cdef int members[MAX_SEARCH_POINTS]
         cdef int node, m, k
         cdef uint64_t sides
         cdef Split split
+        masks = masks_from_merges(merges, self.n_points)
+        masks_a = [masks[a] for a, _ in merges]
+        masks_b = [masks[b] for _, b in merges]
         for a_int, b_int in zip(masks_a, masks_b):
             a, b = a_int, b_int
             low = (a | b) & (~(a | b) + 1)
