@@ -5,8 +5,8 @@ shifting its own 150 of 3000 genes by +-1.5) and on i.i.d. normal noise of
 the same shape:
 
 - cost: the calibrated fit (``beta="auto"``, the default) against a plain
-  fit at the beta it chose, interleaved, for N = 14, 18, 20 (hierarchical)
-  and N = 14, 18 (flat; ``--flat-n`` for more), median of ``--repeats``;
+  fit at the beta it chose, interleaved, for N = 14, 18, 20 (hierarchical
+  and flat), median of ``--repeats``, on all cores or ``--n-jobs``;
 - behaviour over ``--seeds`` seeds at ``--check-n`` points: the planted
   subtypes' smallest support and, on noise, the largest support of a
   cluster of 3..N-1 points (hierarchical); P(K=3), the smallest
@@ -15,6 +15,7 @@ the same shape:
 
     python benchmarks/bench_calibration.py
     python benchmarks/bench_calibration.py --hier-n 14 18 --seeds 5 --repeats 1
+    python benchmarks/bench_calibration.py --seeds 0 --hier-n --flat-n 14 18 20 --n-jobs 1 2
 """
 import argparse
 import time
@@ -32,16 +33,17 @@ def timed(fit):
     return time.perf_counter() - start, model
 
 
-def cost_table(estimator, energy_class, sizes, repeats):
+def cost_table(estimator, energy_class, sizes, repeats, n_jobs=None):
     print(f"\n{estimator.__name__}: calibrated fit vs plain fit at the chosen beta "
-          f"(median of {repeats})")
+          f"(median of {repeats}, n_jobs={n_jobs})")
     print(f"{'N':>4} {'beta_':>9} {'plain s':>9} {'auto s':>9} {'ratio':>7}")
     for n_samples in sizes:
         X, _ = make_planted_subtypes(n_samples, random_state=7)
         plain_times, auto_times = [], []
         for _ in range(repeats):
-            auto_time, auto = timed(lambda: estimator().fit(X))
-            plain_time, _ = timed(lambda: estimator(energy_class(beta=auto.beta_)).fit(X))
+            auto_time, auto = timed(lambda: estimator(verbose=0, n_jobs=n_jobs).fit(X))
+            plain_time, _ = timed(lambda: estimator(
+                energy_class(beta=auto.beta_), verbose=0, n_jobs=n_jobs).fit(X))
             auto_times.append(auto_time)
             plain_times.append(plain_time)
         plain, calibrated = np.median(plain_times), np.median(auto_times)
@@ -88,17 +90,22 @@ def behaviour_table(n_samples, n_seeds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hier-n", type=int, nargs="*", default=[14, 18, 20])
-    parser.add_argument("--flat-n", type=int, nargs="*", default=[14, 18])
+    parser.add_argument("--flat-n", type=int, nargs="*", default=[14, 18, 20])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--n-jobs", type=int, nargs="*", default=[None],
+                        help="kernel threads of the cost tables (several: one table each; "
+                             "1 gives ratios that hardly depend on the machine's load)")
     parser.add_argument("--check-n", type=int, default=12)
     parser.add_argument("--seeds", type=int, default=20)
     args = parser.parse_args()
     if args.seeds:
         behaviour_table(args.check_n, args.seeds)
-    if args.hier_n:
-        cost_table(ExactHierarchicalClustering, Dasgupta, args.hier_n, args.repeats)
-    if args.flat_n:
-        cost_table(ExactFlatClustering, CorrelationClustering, args.flat_n, args.repeats)
+    for n_jobs in args.n_jobs:
+        if args.hier_n:
+            cost_table(ExactHierarchicalClustering, Dasgupta, args.hier_n, args.repeats, n_jobs)
+        if args.flat_n:
+            cost_table(ExactFlatClustering, CorrelationClustering, args.flat_n, args.repeats,
+                       n_jobs)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,15 @@ on random features:
 - the plain fit, the fit with ``n_clusters=3`` and ``n_clusters_probability_``
   at N = 16, 18, 20 (``--count-n``) with their ratios to the plain fit,
   which are more robust than times on a shared machine;
-- the pairwise matrix (superset-sum transform) and 10**5 exact samples.
+- the pairwise matrix (superset-sum transform) and 10**5 exact samples;
+- the cache-blocked inside pass and MAP-only pass (``map_partition``)
+  against the plain kernels, forced either way in the same process,
+  interleaved, at N = 14..20 (``--blocked-n``; issue 23).
 
     python benchmarks/bench_flat.py               # N = 10..20, NumPy up to 16
     python benchmarks/bench_flat.py --max-n 22 --numpy-max-n 18
     python benchmarks/bench_flat.py --only-counts # the ratio table only
+    python benchmarks/bench_flat.py --only-blocked --blocked-n 14 16 18 20
 """
 import argparse
 import time
@@ -29,7 +33,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from sktrellis._engine._subsets import canonical_lefts
-from sktrellis._engine.trellis.flat_trellis import FlatTrellis
+from sktrellis._engine.trellis import flat_trellis
+from sktrellis._engine.trellis.flat_trellis import FlatTrellis, map_partition
 from sktrellis.energies import CorrelationClustering
 
 
@@ -117,6 +122,63 @@ def count_depth(sizes, rng):
                   flush=True)
 
 
+def blocked_table(sizes, rng, repeats=3):
+    """Plain against cache-blocked kernels, interleaved, in CPU time and wall time.
+
+    One thread, process CPU time (robust on a loaded machine) and wall time;
+    and two threads, wall time. ns per (subset, cluster) pair the pass
+    visits: (3**N - 1) / 2 for the inside pass, 3**(N - 1) / 2 for the
+    MAP-only pass (subsets without point 0). Both kernels give the same MAP
+    (checked) and log Z within 1e-12.
+    """
+    print("\nCache-blocked against plain kernels (issue 23), correlation clustering, "
+          f"median of {repeats} interleaved runs;\nns per pair visited, 1 thread CPU time "
+          "and wall time, 2 threads wall time")
+    print(f"{'N':>3} {'pass':>9} {'plain 1t cpu':>13} {'blocked':>8} {'speed-up':>9} "
+          f"{'plain 1t wall':>14} {'blocked':>8} {'speed-up':>9} {'plain 2t wall':>14} "
+          f"{'blocked':>8} {'speed-up':>9}")
+    saved = flat_trellis.BLOCKED_MIN_POINTS
+    try:
+        for n_points in sizes:
+            log_e = CorrelationClustering(beta=3.0).cluster_potential(
+                rng.normal(size=(n_points, 3)))
+            passes = {
+                "inside": (lambda threads: FlatTrellis(log_e, threads), (3**n_points - 1) / 2),
+                "MAP only": (lambda threads: map_partition(log_e, threads),
+                             3 ** (n_points - 1) / 2),
+            }
+            for name, (run, n_terms) in passes.items():
+                times = {}
+                results = {}
+                for _ in range(repeats):
+                    for threads in (1, 2):
+                        for blocked in (False, True):
+                            flat_trellis.BLOCKED_MIN_POINTS = 0 if blocked else 10**6
+                            cpu, wall = time.process_time(), time.perf_counter()
+                            results[blocked] = run(threads)
+                            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                            times.setdefault((threads, blocked), []).append((cpu, wall))
+                    if name == "inside":
+                        plain, blocked = results[False], results[True]
+                        assert blocked.map_log_potential == plain.map_log_potential
+                        assert np.array_equal(blocked.map_labels, plain.map_labels)
+                        assert np.isclose(blocked.log_partition, plain.log_partition,
+                                          rtol=1e-12, atol=0)
+                    else:
+                        assert results[True][1] == results[False][1]
+                        assert np.array_equal(results[True][0], results[False][0])
+                ns = {key: np.median(value, axis=0) / n_terms * 1e9
+                      for key, value in times.items()}
+                cells = []
+                for threads, column in ((1, 0), (1, 1), (2, 1)):
+                    plain, blocked = ns[threads, False][column], ns[threads, True][column]
+                    cells.append(f"{plain:>{14 if cells else 13}.2f} {blocked:>8.2f} "
+                                 f"{plain / blocked:>8.2f}x")
+                print(f"{n_points:>3} {name:>9} " + " ".join(cells), flush=True)
+    finally:
+        flat_trellis.BLOCKED_MIN_POINTS = saved
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--min-n", type=int, default=10)
@@ -125,10 +187,16 @@ def main():
     parser.add_argument("--count-n", type=int, nargs="*", default=[16, 18, 20])
     parser.add_argument("--only-counts", action="store_true",
                         help="only the table of the cluster-count passes")
+    parser.add_argument("--blocked-n", type=int, nargs="*", default=[14, 16, 18, 20])
+    parser.add_argument("--only-blocked", action="store_true",
+                        help="only the table of the blocked against the plain kernels")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     if args.only_counts:
         count_depth(args.count_n, rng)
+        return
+    if args.only_blocked:
+        blocked_table(args.blocked_n, rng)
         return
 
     print("Plain pass (log Z and MAP) and the cluster-count pass on top of it, correlation "
@@ -169,6 +237,7 @@ def main():
               flush=True)
 
     count_depth(args.count_n, rng)
+    blocked_table(args.blocked_n, rng)
 
     print("\nPairwise matrix (superset-sum transform) and 10**5 exact samples, 2 threads")
     print(f"{'N':>3} {'energy':>10} {'fit s':>8} {'pairwise s':>11} {'sample s':>9} "

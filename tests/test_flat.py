@@ -8,6 +8,7 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import chisquare
 from sklearn.base import clone
 
+from sktrellis._engine.trellis.flat_trellis import FlatTrellis, map_partition
 from sktrellis.energies import (
     ClusterEnergy,
     CorrelationClustering,
@@ -52,6 +53,22 @@ def _problem(kind, n_points, rng):
 KINDS = ["table", "correlation", "features", "gaussian", "bernoulli"]
 
 
+@pytest.fixture(params=["plain", "blocked"])
+def flat_kernels(request, monkeypatch):
+    """Every flat pass (inside, MAP-only, counts, k-cluster MAP), plain or blocked at any N.
+
+    Blocked with 2 low bits per row, so problems of 3 points or more have
+    row pairs, subsets with an empty low part, and several items per level.
+    Tables with a forbidden cluster keep the plain inside pass (its counts).
+    """
+    from sktrellis._engine.trellis import flat_trellis
+
+    blocked = request.param == "blocked"
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
+    monkeypatch.setattr(flat_trellis, "BLOCK_BITS", 2)
+    return request.param
+
+
 def _enumerate(energy, X):
     """Every partition, its log potential and number of clusters, and log Z."""
     log_potential = energy.cluster_potential(X)
@@ -71,7 +88,7 @@ def _fit_or_infeasible(model, X, log_z):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [1, 2, 3, 5, 7, 9])
 def test_log_partition_map_and_counts_match_enumeration(
-    kind, n_points, global_random_seed, kernel_threads
+    kind, n_points, global_random_seed, kernel_threads, flat_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 1000 * n_points)
     energy, X = _problem(kind, n_points, rng)
@@ -96,7 +113,7 @@ def test_log_partition_map_and_counts_match_enumeration(
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [3, 6, 8])
 def test_marginals_counts_and_probabilities_match_enumeration(
-    kind, n_points, global_random_seed, kernel_threads
+    kind, n_points, global_random_seed, kernel_threads, flat_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 7 * n_points)
     energy, X = _problem(kind, n_points, rng)
@@ -141,7 +158,7 @@ def test_marginals_counts_and_probabilities_match_enumeration(
 @pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
 @pytest.mark.parametrize("n_points", [4, 8])
 def test_map_with_each_number_of_clusters_matches_enumeration(
-    kind, n_points, global_random_seed, kernel_threads
+    kind, n_points, global_random_seed, kernel_threads, flat_kernels
 ):
     rng = np.random.default_rng(global_random_seed + 31 * n_points)
     energy, X = _problem(kind, n_points, rng)
@@ -274,11 +291,16 @@ def test_dpm_predict_uses_the_posterior_predictive():
 # Numerics, threads and estimator conventions
 
 @pytest.mark.parametrize("scale", [1e3, 1e6])
-def test_extreme_potentials_stay_exact(scale, global_random_seed):
-    """Potentials spanning thousands of nats: the log-space fallbacks are exact."""
+@pytest.mark.parametrize("forbidden", [0.0, 0.1])
+def test_extreme_potentials_stay_exact(scale, forbidden, global_random_seed, flat_kernels):
+    """Potentials spanning thousands of nats: the log-space fallbacks are exact.
+
+    Also the sums whose tiny products the kernels flush to zero instead of
+    computing as subnormal numbers.
+    """
     rng = np.random.default_rng(global_random_seed)
     n_points = 8
-    energy, table = random_cluster_energy(n_points, rng, forbidden=0.1, scale=scale)
+    energy, table = random_cluster_energy(n_points, rng, forbidden=forbidden, scale=scale)
     X = np.zeros((n_points, 1))
     _, partitions, values, n_clusters = _enumerate(energy, X)
     log_z = logsumexp(values)
@@ -293,6 +315,17 @@ def test_extreme_potentials_stay_exact(scale, global_random_seed):
     np.testing.assert_allclose(
         model.pairwise_probability_, np.einsum("p,pij->ij", probabilities, same), atol=1e-9
     )
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_the_callers_floating_point_mode_is_restored(n_jobs):
+    """The kernels flush subnormals to zero inside their parallel regions only."""
+    rng = np.random.default_rng(0)
+    model = ExactFlatClustering(CorrelationClustering(beta=1e3), n_jobs=n_jobs).fit(
+        rng.normal(size=(9, 2)))
+    model.n_clusters_probability_
+    tiny = np.array([2.5e-308]) * np.array([0.5])   # a subnormal product
+    assert tiny[0] > 0.0
 
 
 @pytest.mark.parametrize("beta", [1e-8, 1.0, 1e3, 1e6])
@@ -323,7 +356,7 @@ def test_large_problems_are_consistent(beta, global_random_seed):
 @pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
 @pytest.mark.parametrize("n_points", [5, 9])
 def test_count_passes_in_small_chunks_match_enumeration(
-    kind, n_points, kernel_threads, global_random_seed, monkeypatch
+    kind, n_points, kernel_threads, global_random_seed, monkeypatch, flat_kernels
 ):
     """Count and constrained-MAP passes split into many kernel calls per level.
 
@@ -351,6 +384,93 @@ def test_count_passes_in_small_chunks_match_enumeration(
             assert partition_log_potentials(log_potential, constrained.labels_[None])[0] == (
                 pytest.approx(candidates.max(), rel=1e-12, abs=1e-10)
             )
+
+
+@pytest.mark.parametrize("kind", KINDS + ["ties"])
+@pytest.mark.parametrize("n_points", [1, 2, 4, 7, 9])
+def test_map_only_pass_is_the_trellis_map(
+    kind, n_points, global_random_seed, kernel_threads, flat_kernels, monkeypatch
+):
+    """The max-only pass gives the full pass's MAP bit for bit, ties broken alike.
+
+    "ties": small integer log potentials (a fifth forbidden), so many
+    partitions share the maximum; tiny chunks split every level into many
+    kernel calls.
+    """
+    from sktrellis._engine.trellis import levels
+
+    monkeypatch.setattr(levels, "CHUNK_TERMS", 16)
+    rng = np.random.default_rng(global_random_seed + 31 * n_points)
+    if kind == "ties":
+        log_potential = rng.integers(-2, 3, size=1 << n_points).astype(float)
+        log_potential[rng.random(log_potential.shape) < 0.2] = -np.inf
+        values = partition_log_potentials(log_potential, all_partitions(n_points))
+    else:
+        energy, X = _problem(kind, n_points, rng)
+        log_potential, _, values, _ = _enumerate(energy, X)
+    labels, map_log_potential = map_partition(log_potential, kernel_threads)
+    if not np.isfinite(values).any():
+        assert labels is None and map_log_potential == -np.inf
+        return
+    trellis = FlatTrellis(log_potential, kernel_threads)
+    assert map_log_potential == trellis.map_log_potential
+    np.testing.assert_array_equal(labels, trellis.map_labels)
+    assert map_log_potential == pytest.approx(values.max(), rel=1e-12, abs=1e-10)
+    assert partition_log_potentials(log_potential, labels[None])[0] == pytest.approx(
+        values.max(), rel=1e-12, abs=1e-10
+    )
+
+
+@pytest.mark.parametrize("n_points", [3, 6, 9])
+@pytest.mark.parametrize("block_bits", [1, 2, 4])
+@pytest.mark.parametrize("scale", ["ties", 3.0, 800.0])
+def test_blocked_passes_equal_the_plain_passes(
+    n_points, block_bits, scale, kernel_threads, global_random_seed, monkeypatch
+):
+    """log Z of every subset and per number of clusters to 1e-12, the MAPs exactly.
+
+    "ties": small integer potentials, many equal MAP candidates; 800: terms
+    far below the level's scale, so sums underflow and are redone in log
+    space.
+    """
+    from sktrellis._engine.trellis import flat_trellis
+
+    rng = np.random.default_rng(global_random_seed + 13 * n_points)
+    n_subsets = 1 << n_points
+    if scale == "ties":
+        log_e = rng.integers(-2, 3, n_subsets).astype(float)
+    else:
+        log_e = scale * rng.normal(size=n_subsets)
+    monkeypatch.setattr(flat_trellis, "BLOCK_BITS", block_bits)
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 10**6)
+    plain = FlatTrellis(log_e, kernel_threads)
+    plain_map = map_partition(log_e, kernel_threads)
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 0)
+    blocked = FlatTrellis(log_e, kernel_threads)
+    np.testing.assert_allclose(blocked.log_z, plain.log_z, rtol=1e-12, atol=0)
+    assert blocked.map_log_potential == plain.map_log_potential
+    np.testing.assert_array_equal(blocked.map_labels, plain.map_labels)
+    blocked_map = map_partition(log_e, kernel_threads)
+    assert blocked_map[1] == plain_map[1] == plain.map_log_potential
+    np.testing.assert_array_equal(blocked_map[0], plain.map_labels)
+    np.testing.assert_allclose(blocked.pairwise_probability(), plain.pairwise_probability(),
+                               rtol=1e-11, atol=1e-14)
+    # The count pass runs on first access, under the setting of that moment.
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 10**6)
+    plain_counts = plain.log_partition_by_count
+    monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 0)
+    blocked_counts = blocked.log_partition_by_count
+    np.testing.assert_array_equal(blocked_counts > -np.inf, plain_counts > -np.inf)
+    finite = plain_counts > -np.inf
+    np.testing.assert_allclose(blocked_counts[finite], plain_counts[finite], rtol=1e-12, atol=0)
+    for n_clusters in range(2, n_points + 1):
+        monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 10**6)
+        plain = FlatTrellis(log_e, kernel_threads, n_clusters=n_clusters)
+        monkeypatch.setattr(flat_trellis, "BLOCKED_MIN_POINTS", 0)
+        blocked = FlatTrellis(log_e, kernel_threads, n_clusters=n_clusters)
+        assert blocked.constrained_map_log_potential == plain.constrained_map_log_potential
+        np.testing.assert_array_equal(
+            blocked.constrained_map_labels, plain.constrained_map_labels)
 
 
 def test_threads_give_identical_results(global_random_seed):

@@ -285,6 +285,35 @@ def test_root_search_when_the_posterior_sits_on_the_map():
     assert 25 < beta < 36 and len(seen) <= 9
 
 
+@pytest.mark.parametrize("map_loss", [-19.93026273360134, 0.1, 7.3])
+def test_resamples_agreeing_with_the_map_give_no_excess(map_loss):
+    """D is exactly 0 when every bootstrap MAP is the full-data MAP, so beta_ is the cap.
+
+    The mean of 20 copies of -19.93026273360134 rounds 3.6e-15 away from
+    it: a difference of means would leave a rounding-noise target.
+    """
+    from sktrellis._temperature import N_BOOTSTRAP, _mean_excess
+
+    assert _mean_excess([map_loss] * N_BOOTSTRAP, map_loss) == 0.0
+    assert _mean_excess([map_loss] * (N_BOOTSTRAP - 1) + [map_loss + 2.0], map_loss) \
+        == pytest.approx(2.0 / N_BOOTSTRAP)
+
+
+def test_flat_calibration_finds_the_maps_with_the_map_only_pass(monkeypatch):
+    """The calibration's MAPs are the trellis's: the same beta_ either way."""
+    from sktrellis import flat
+    from sktrellis._engine.trellis.flat_trellis import FlatTrellis
+
+    X, _ = planted_subtypes(7, seed=3, n_features=60, n_marked=20)
+    X = X + np.random.default_rng(3).normal(scale=2.0, size=X.shape)
+    model = ExactFlatClustering().fit(X)
+    monkeypatch.setattr(flat, "map_partition", lambda log_e, *args: (
+        FlatTrellis(log_e).map_labels, None))
+    reference = ExactFlatClustering().fit(X)
+    assert model.beta_ == reference.beta_
+    np.testing.assert_array_equal(model.labels_, reference.labels_)
+
+
 def test_a_users_energy_with_a_beta_of_its_own_is_left_alone():
     """A custom energy's own ``beta`` parameter is not the package's temperature."""
     from sktrellis.energies import SplitEnergy

@@ -18,10 +18,11 @@ it: the feature columns, with replacement (points stay the points being
 clustered). Concretely:
 
 1. ``T*``, the minimum-loss structure of X (exact);
-2. ``T_b``, the exact minimum-loss structure of each of ``N_BOOTSTRAP`` resamples of
-   the columns of X (best-first search for trees, the flat trellis for
-   partitions), and the bootstrap's mean excess loss on the full data,
-   ``D = mean_b C(T_b) - C(T*)``;
+2. ``T_b``, the exact minimum-loss structure of each of ``N_BOOTSTRAP``
+   resamples of the columns of X (best-first search for trees, the flat
+   trellis's max-only pass for partitions), and the bootstrap's mean excess
+   loss on the full data, ``D = mean_b [C(T_b) - C(T*)]`` (exactly 0 when
+   every resample's minimum is ``T*``);
 3. beta such that the posterior's expected excess loss matches it:
    ``E_beta[C(T)] - C(T*) = D``.
 
@@ -122,6 +123,18 @@ def _bootstrap_columns(X, rng):
         yield X[:, rng.randint(n_features, size=n_features)]
 
 
+def _mean_excess(boot_losses, map_loss):
+    """D, the resamples' minimisers' mean excess loss over the full-data minimiser.
+
+    The mean of the differences, not the difference of the means: a
+    resample whose minimiser is the full-data one adds exactly 0, so D is
+    exactly 0 when every resample agrees (the mean of 20 equal losses can
+    round away from the loss, and a D of 1e-16 would send the search
+    chasing rounding noise instead of taking the coldest beta).
+    """
+    return float(np.mean(np.subtract(boot_losses, map_loss)))
+
+
 def _solve(evaluate, target, n_points):
     """beta in BETA_RANGE with log excess(beta) within TOLERANCE of log target.
 
@@ -204,7 +217,7 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis):
         -_tree_log_potential(unit_potential, _search_map_merges(unit, Xb), n_points)
         for Xb in _bootstrap_columns(X, rng)
     ]
-    target = float(np.mean(boot_losses)) - map_loss
+    target = _mean_excess(boot_losses, map_loss)
     fitted = {}
 
     def evaluate(beta):
@@ -260,7 +273,8 @@ def _search_map_log_potential(unit, X, unit_potential):
     return _tree_log_potential(unit_potential, _search_map_merges(unit, X), len(X))
 
 
-def calibrate_partition_posterior(energy, X, random_state, make_trellis, n_clusters):
+def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_labels,
+                                  n_clusters):
     """Resolve ``beta="auto"`` of a flat energy and build its trellis.
 
     The flat loss of correlation clustering is ``-sum of w_ij over pairs
@@ -276,6 +290,11 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, n_clust
         (log potential table, n_clusters) -> FlatTrellis; the calibration's
         own trellises have ``n_clusters=None``, the one returned the
         estimator's.
+    map_labels : callable
+        log potential table -> labels of its MAP partition, the same as
+        ``make_trellis(table, None).map_labels`` (a max-only pass, a fraction
+        of a trellis: the calibration needs the MAP of the data and of every
+        resample).
     n_clusters : int or None
 
     Returns
@@ -298,12 +317,11 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, n_clust
     def labels_loss(labels):
         return loss((labels[:, None] == labels[None, :]).astype(np.float64))
 
-    map_loss = labels_loss(make_trellis(unit.cluster_potential(X), None).map_labels)
+    map_loss = labels_loss(map_labels(unit.cluster_potential(X)))
     boot_losses = [
-        labels_loss(make_trellis(unit.cluster_potential(Xb), None).map_labels)
-        for Xb in _bootstrap_columns(X, rng)
+        labels_loss(map_labels(unit.cluster_potential(Xb))) for Xb in _bootstrap_columns(X, rng)
     ]
-    target = float(np.mean(boot_losses)) - map_loss
+    target = _mean_excess(boot_losses, map_loss)
     fitted = {}
 
     def evaluate(beta):

@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, validate_param
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._engine.tree.conversion import relabel_by_first_appearance
-from ._engine.trellis.flat_trellis import FlatTrellis
+from ._engine.trellis.flat_trellis import FlatTrellis, map_partition
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._temperature import calibrate_partition_posterior
 from ._validation import check_exact_size, check_log_potentials, effective_n_threads
@@ -199,6 +199,10 @@ class ExactFlatClustering(
                 self._check_cluster_potential(log_potential, n_points, energy),
                 n_threads, self.verbose, owner, n_clusters,
             ),
+            lambda log_potential: map_partition(
+                self._check_cluster_potential(log_potential, n_points, energy),
+                n_threads, self.verbose, owner,
+            )[0],
             self.n_clusters,
         )
         if not trellis.log_partition > -np.inf:

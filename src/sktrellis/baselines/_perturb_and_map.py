@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import validate_data
 
 from .._engine.tables import subset_pair_sums
-from .._engine.trellis.flat_trellis import FlatTrellis
+from .._engine.trellis.flat_trellis import map_partition
 from .._validation import (
     check_exact_size, check_no_overflow, check_square_matrix, effective_n_threads,
 )
@@ -168,7 +168,7 @@ class PerturbAndMAPClustering(ClusterMixin, BaseEstimator):
         )
         log_potential = self.beta * weights
         n_threads = effective_n_threads(self.n_jobs)
-        self.labels_ = FlatTrellis(subset_pair_sums(log_potential), n_threads).map_labels
+        self.labels_, _ = map_partition(subset_pair_sums(log_potential), n_threads)
 
         rng = check_random_state(self.random_state)
         rows, columns = np.triu_indices(n_points, 1)
@@ -180,14 +180,13 @@ class PerturbAndMAPClustering(ClusterMixin, BaseEstimator):
             perturbed = log_potential.copy()
             perturbed[rows, columns] += same - different
             perturbed[columns, rows] = perturbed[rows, columns]
-            trellis = FlatTrellis(subset_pair_sums(perturbed), n_threads)
-            labels = trellis.map_labels
+            labels, map_log_potential = map_partition(subset_pair_sums(perturbed), n_threads)
             self.perturbed_labels_[draw] = labels
             together += labels[:, None] == labels[None, :]
             # The value of the perturbed MAP on the two-state pair variables:
             # every pair pays its "different" noise, and the pairs inside
             # clusters trade it for beta * w + their "same" noise.
-            perturbed_values[draw] = trellis.map_log_potential + different.sum()
+            perturbed_values[draw] = map_log_potential + different.sum()
         self.pairwise_probability_ = together / self.n_perturbations
         self.log_partition_upper_bound_ = float(perturbed_values.mean())
         return self

@@ -16,7 +16,7 @@ S into exactly j clusters: Z(S, j + 1) = sum_C E(C) Z(S \\ C, j). Subsets
 are processed by size ("levels"); all subsets of one size are independent,
 which is what the OpenMP loops use.
 """
-from cython.parallel cimport prange, threadid
+from cython.parallel cimport parallel, prange, threadid
 from libc.math cimport INFINITY, exp, log, isfinite
 from libc.stdint cimport uint64_t
 
@@ -24,8 +24,10 @@ import numpy as np
 
 from .._common cimport (
     LINEAR_SUM_FLOOR,
-    count_add, ctz, index_t, low_bit, mask_t, next_submask, popcount,
+    count_add, ctz, flush_subnormals, index_t, low_bit, mask_t, next_submask, popcount,
+    restore_fp,
 )
+from ._row_sweep cimport sweep_row_pair
 from ._sampling cimport WeightCache, draw_part
 
 
@@ -124,6 +126,7 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
     cdef const double* cf = &cluster_factors[0, 0]
     cdef const double* rf = &rest_factors[0, 0]
     cdef bint with_counts = counts is not None
+    cdef unsigned int fp_state = 0
     if n == 0:
         return
     if with_counts:
@@ -131,59 +134,295 @@ def inside_level(const mask_t[::1] parents, const double[::1] log_e,
         count = &count_view[0, 0]
     # Subsets of a level cost the same, but a thread can be descheduled on a
     # busy machine: guided scheduling lets the others take over its share.
+    with nogil, parallel(num_threads=n_threads):
+        fp_state = flush_subnormals()
+        for i in prange(n, schedule="guided"):
+            parent = parents[i]
+            low = low_bit(parent)
+            rest = parent ^ low
+            # Submasks of rest of ranks 2j and 2j + 1 differ by its lowest bit:
+            # walking them in pairs gives two independent accumulators, so the
+            # multiply-adds do not wait on each other's latency. The last odd
+            # member is the whole parent, whose rest is the empty set (row 0).
+            pair_bit = low_bit(rest)
+            rest = rest ^ pair_bit
+            sub = 0
+            acc = 0.0
+            acc_odd = 0.0
+            best = -INFINITY
+            best_odd = -INFINITY
+            arg = 0
+            arg_odd = 0
+            if with_counts:
+                count[2 * parent] = 0
+                count[2 * parent + 1] = 0
+            while True:
+                cluster = low | sub
+                other = parent ^ cluster
+                acc = acc + cf[2 * cluster] * rf[2 * other]
+                value = cf[2 * cluster + 1] + rf[2 * other + 1]
+                if value > best:
+                    best = value
+                    arg = cluster
+                if with_counts and e[cluster] > -INFINITY:
+                    count_add(&count[2 * parent], &count[2 * other])
+                cluster = cluster | pair_bit
+                other = other ^ pair_bit
+                acc_odd = acc_odd + cf[2 * cluster] * rf[2 * other]
+                value = cf[2 * cluster + 1] + rf[2 * other + 1]
+                if value > best_odd:
+                    best_odd = value
+                    arg_odd = cluster
+                if with_counts and e[cluster] > -INFINITY:
+                    count_add(&count[2 * parent], &count[2 * other])
+                if sub == rest:
+                    break
+                sub = next_submask(sub, rest)
+            acc = acc + acc_odd
+            # Ties go to the first cluster in increasing order of its mask.
+            if best_odd > best or (best_odd == best and arg_odd < arg):
+                best = best_odd
+                arg = arg_odd
+            if acc > LINEAR_SUM_FLOOR and isfinite(acc):
+                z[parent] = level_scale + log(acc)
+            else:
+                z[parent] = exact_log_sum(parent, e, z)
+            m[parent] = best
+            best_cluster[parent] = arg
+        restore_fp(fp_state)
+
+
+# Cache-blocked order (from N = 16, subsets without forbidden clusters; see
+# ``_row_sweep.pxd``): a cluster of S = (S_hi, S_lo) with S_lo not empty is
+# (C_hi, C_lo), C_hi any subset of S_hi and C_lo a subset of S_lo holding
+# low(S_lo); its record and its rest's lie in the rows C_hi and S_hi ^ C_hi
+# of the factor tables. For one S_hi and one such pair of rows, the kernel
+# sweeps every S_lo of one size, so the two rows are read from cache
+# C(block_bits, |S_lo|) times instead of from memory once per subset. Row
+# pairs come in increasing C_hi and clusters within a row in increasing
+# C_lo: increasing mask order, so ties go to the same cluster as in
+# `inside_level`. The subsets of one (S_hi, |S_lo|) are finished by one
+# thread, which keeps their running sums in log_z, log_map and best_cluster
+# (no subset of the level is read by the level). Subsets with S_lo empty go
+# to `inside_level`.
+
+def inside_level_blocked(int block_bits, const mask_t[::1] high_parts,
+                         const index_t[::1] low_sizes, const mask_t[::1] low_order,
+                         const index_t[::1] low_level_start, const double[::1] log_e,
+                         double[::1] log_z, double[::1] log_map, mask_t[::1] best_cluster,
+                         double level_scale, const double[:, ::1] cluster_factors,
+                         const double[:, ::1] rest_factors, int n_threads):
+    """`inside_level` for the subsets (high_parts[i] << block_bits) | S_lo, without counts.
+
+    S_lo is every `low_sizes[i]`-point subset of the low bits
+    (``low_order[low_level_start[j]:low_level_start[j + 1]]``, j >= 1); all
+    the subsets have one size. The factors are those of `inside_level`
+    (row 0 of `rest_factors`, the empty rest, is (1, 0)). Results equal
+    those of `inside_level`: log MAP and the MAP cluster exactly, log Z to
+    rounding (the same terms summed in another order).
+    """
+    cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
+    cdef mask_t high, base, high_cluster, part, parent, arg
+    cdef double total
+    cdef const double* e = &log_e[0]
+    cdef double* z = &log_z[0]
+    cdef double* m = &log_map[0]
+    cdef mask_t* best = &best_cluster[0]
+    cdef const double* cf = &cluster_factors[0, 0]
+    cdef const double* rf = &rest_factors[0, 0]
+    cdef const double* cluster_row
+    cdef const double* rest_row
+    cdef unsigned int fp_state = 0
+    if n_items == 0:
+        return
+    # Items differ in cost by orders of magnitude (2**|S_hi| row pairs of
+    # C(block_bits, j) parts each), so they are handed out one at a time.
+    with nogil, parallel(num_threads=n_threads):
+        fp_state = flush_subnormals()
+        for item in prange(n_items, schedule="dynamic", chunksize=1):
+            high = high_parts[item]
+            base = high << block_bits
+            first = low_level_start[low_sizes[item]]
+            stop = low_level_start[low_sizes[item] + 1]
+            for i in range(first, stop):
+                parent = base | low_order[i]
+                z[parent] = 0.0
+                m[parent] = -INFINITY
+                best[parent] = 0
+            arg = 0
+            high_cluster = 0
+            while True:
+                cluster_row = cf + 2 * (<index_t>high_cluster << block_bits)
+                rest_row = rf + 2 * (<index_t>(high ^ high_cluster) << block_bits)
+                for i in range(first, stop):
+                    part = low_order[i]
+                    parent = base | part
+                    if sweep_row_pair(cluster_row, rest_row, part, &z[parent], &m[parent], &arg):
+                        best[parent] = (high_cluster << block_bits) | arg
+                if high_cluster == high:
+                    break
+                high_cluster = next_submask(high_cluster, high)
+            for i in range(first, stop):
+                parent = base | low_order[i]
+                total = z[parent]
+                if total > LINEAR_SUM_FLOOR and isfinite(total):
+                    z[parent] = level_scale + log(total)
+                else:
+                    z[parent] = exact_log_sum(parent, e, z)
+        restore_fp(fp_state)
+
+
+###############################################################################
+# MAP-only pass: log MAP of every subset the full set's recursion reads
+
+def map_level(const mask_t[::1] parents, const double[::1] log_e, double[::1] log_map,
+              int n_threads):
+    """Fill log MAP(S) = max_C [log E(C) + log MAP(S \\ C)] of `parents` (one size >= 2).
+
+    The max half of `inside_level` alone: the same additions
+    (log E(C) + log MAP(rest), log MAP(empty) = log_map[0] = 0), so the same
+    values to the last bit, but 8-byte reads, no sums and no argmax (the
+    MAP is recovered top-down by `map_cluster`).
+    """
+    cdef Py_ssize_t i, n = parents.shape[0]
+    cdef mask_t parent, low, rest, sub, cluster, other, pair_bit
+    cdef double best, best_odd, value
+    cdef const double* e = &log_e[0]
+    cdef double* m = &log_map[0]
+    if n == 0:
+        return
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
         parent = parents[i]
         low = low_bit(parent)
         rest = parent ^ low
-        # Submasks of rest of ranks 2j and 2j + 1 differ by its lowest bit:
-        # walking them in pairs gives two independent accumulators, so the
-        # multiply-adds do not wait on each other's latency. The last odd
-        # member is the whole parent, whose rest is the empty set (row 0).
+        # Clusters in pairs differing by the rest's lowest bit, as in
+        # `inside_level`: two independent running maxima.
         pair_bit = low_bit(rest)
         rest = rest ^ pair_bit
         sub = 0
-        acc = 0.0
-        acc_odd = 0.0
         best = -INFINITY
         best_odd = -INFINITY
-        arg = 0
-        arg_odd = 0
-        if with_counts:
-            count[2 * parent] = 0
-            count[2 * parent + 1] = 0
         while True:
             cluster = low | sub
             other = parent ^ cluster
-            acc = acc + cf[2 * cluster] * rf[2 * other]
-            value = cf[2 * cluster + 1] + rf[2 * other + 1]
+            value = e[cluster] + m[other]
             if value > best:
                 best = value
-                arg = cluster
-            if with_counts and e[cluster] > -INFINITY:
-                count_add(&count[2 * parent], &count[2 * other])
-            cluster = cluster | pair_bit
-            other = other ^ pair_bit
-            acc_odd = acc_odd + cf[2 * cluster] * rf[2 * other]
-            value = cf[2 * cluster + 1] + rf[2 * other + 1]
+            value = e[cluster | pair_bit] + m[other ^ pair_bit]
             if value > best_odd:
                 best_odd = value
-                arg_odd = cluster
-            if with_counts and e[cluster] > -INFINITY:
-                count_add(&count[2 * parent], &count[2 * other])
             if sub == rest:
                 break
             sub = next_submask(sub, rest)
-        acc = acc + acc_odd
-        # Ties go to the first cluster in increasing order of its mask.
-        if best_odd > best or (best_odd == best and arg_odd < arg):
-            best = best_odd
-            arg = arg_odd
-        if acc > LINEAR_SUM_FLOOR and isfinite(acc):
-            z[parent] = level_scale + log(acc)
-        else:
-            z[parent] = exact_log_sum(parent, e, z)
-        m[parent] = best
-        best_cluster[parent] = arg
+        m[parent] = best_odd if best_odd > best else best
+
+
+cdef inline double sweep_map_rows(const double* cluster_row, const double* rest_row,
+                                  mask_t part, double top) noexcept nogil:
+    """max(top, max over C_lo of cluster_row[C_lo] + rest_row[part ^ C_lo]), low(part) in C_lo.
+
+    Four clusters per step, over the four ways of sharing the two lowest
+    points of part's rest: constant offsets into both rows and one
+    comparison per four terms.
+    """
+    cdef mask_t low = low_bit(part), rest = part ^ low, bit1, bit2, pair, high, sub = 0
+    cdef const double* a
+    cdef const double* b
+    cdef double value
+    if popcount(rest) < 2:
+        while True:
+            value = cluster_row[low | sub] + rest_row[rest ^ sub]
+            if value > top:
+                top = value
+            if sub == rest:
+                break
+            sub = next_submask(sub, rest)
+        return top
+    bit1 = low_bit(rest)
+    bit2 = low_bit(rest ^ bit1)
+    pair = bit1 | bit2
+    high = rest ^ pair
+    while True:
+        a = cluster_row + (low | sub)
+        b = rest_row + (high ^ sub)
+        value = max(max(a[0] + b[pair], a[bit1] + b[bit2]),
+                    max(a[bit2] + b[bit1], a[pair] + b[0]))
+        if value > top:
+            top = value
+        if sub == high:
+            break
+        sub = next_submask(sub, high)
+    return top
+
+
+def map_level_blocked(int block_bits, const mask_t[::1] high_parts,
+                      const index_t[::1] low_sizes, const mask_t[::1] low_order,
+                      const index_t[::1] low_level_start, const double[::1] log_e,
+                      double[::1] log_map, int n_threads):
+    """`map_level` for the parents (high_parts[i] << block_bits) | S_lo without point 0.
+
+    S_lo is every `low_sizes[i]`-point subset of the low bits
+    (``low_order[low_level_start[j]:low_level_start[j + 1]]``, j >= 1) that
+    lacks point 0 (the subsets `map_level` fills; the full set goes there).
+    A cluster of S = (S_hi, S_lo) is (C_hi, C_lo) with low(S_lo) in C_lo:
+    for each C_hi of S_hi, the row of clusters (C_hi, *) and the row of
+    rests (S_hi ^ C_hi, *), 2 x 2**block_bits doubles, serve all the S_lo of
+    the item while they are in cache. The same terms as `map_level`, so the
+    same maxima.
+    """
+    cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
+    cdef mask_t high, base, high_cluster, part
+    cdef const double* e = &log_e[0]
+    cdef double* m = &log_map[0]
+    cdef const double* cluster_row
+    cdef const double* rest_row
+    if n_items == 0:
+        return
+    # Items differ in cost by orders of magnitude (2**|S_hi| row pairs of
+    # C(block_bits, j) parts each), so they are handed out one at a time.
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        high = high_parts[item]
+        base = high << block_bits
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        for i in range(first, stop):
+            if low_order[i] & 1 == 0:
+                m[base | low_order[i]] = -INFINITY
+        high_cluster = 0
+        while True:
+            cluster_row = e + (<index_t>high_cluster << block_bits)
+            rest_row = m + (<index_t>(high ^ high_cluster) << block_bits)
+            for i in range(first, stop):
+                part = low_order[i]
+                if part & 1 == 0:
+                    m[base | part] = sweep_map_rows(cluster_row, rest_row, part, m[base | part])
+            if high_cluster == high:
+                break
+            high_cluster = next_submask(high_cluster, high)
+
+
+def map_cluster(const double[::1] log_e, const double[::1] log_map, mask_t subset):
+    """The MAP cluster holding low(subset), from the table of `map_level`.
+
+    Recomputes the maximisation for one subset from the same sums, so it
+    finds the maximum `inside_level` finds and breaks ties the same way: the
+    first cluster in increasing mask order.
+    """
+    cdef mask_t low = low_bit(subset), rest = subset ^ low, sub = 0, cluster
+    cdef mask_t arg = 0
+    cdef double best = -INFINITY, value
+    with nogil:
+        while True:
+            cluster = low | sub
+            value = log_e[cluster] + log_map[subset ^ cluster]
+            if value > best:
+                best = value
+                arg = cluster
+            if sub == rest:
+                break
+            sub = next_submask(sub, rest)
+    return arg
 
 
 ###############################################################################
@@ -295,70 +534,181 @@ def count_level(const mask_t[::1] parents, const double[::1] log_e,
     cdef Py_ssize_t gain_stride = gain.shape[1]
     cdef const index_t* off = &offsets[0]
     cdef double* lz = &log_zk[0]
+    cdef unsigned int fp_state = 0
     if n == 0:
         return
-    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
-        acc = &work[threadid(), 0]
-        top = acc + width
-        banks = top + width
-        spread_low = &spread[threadid(), 0]
-        spread_high = spread_low + low_count
-        parent = parents[i]
-        low = low_bit(parent)
-        rest = parent ^ low
-        # spread_low[x] | spread_high[y] is the submask of rest whose rank
-        # has low bits x and high bits y.
-        bits = rest
-        spread_low[0] = 0
-        for t in range(n_low_bits):
-            bit = low_bit(bits)
-            bits = bits ^ bit
-            for q in range(<Py_ssize_t>1 << t):
-                spread_low[(<Py_ssize_t>1 << t) + q] = spread_low[q] | bit
-        spread_high[0] = 0
-        for t in range(size - 1 - n_low_bits):
-            bit = low_bit(bits)
-            bits = bits ^ bit
-            for q in range(<Py_ssize_t>1 << t):
-                spread_high[(<Py_ssize_t>1 << t) + q] = spread_high[q] | bit
-        for j in range(size + 1):
-            acc[j] = 0.0
-        for a in range(1, size):
-            n_rest = size - a
-            for j in range(2 * width):
-                banks[j] = 0.0
-            n_clusters = binomial[size - 1, a - 1]
-            index = <mask_t>((1 << (a - 1)) - 1)
-            ahead = index
-            for q in range(4 if n_clusters > 4 else n_clusters):
-                ahead = next_same_size(ahead)
-            for q in range(n_clusters):
-                sub = spread_low[index & low_mask] | spread_high[index >> n_low_bits]
-                cluster = low | sub
-                other = parent ^ cluster
-                if q + 4 < n_clusters:
-                    prefetch(v + off[parent ^ (low | spread_low[ahead & low_mask]
-                                               | spread_high[ahead >> n_low_bits])])
+    with nogil, parallel(num_threads=n_threads):
+        fp_state = flush_subnormals()
+        for i in prange(n, schedule="guided"):
+            acc = &work[threadid(), 0]
+            top = acc + width
+            banks = top + width
+            spread_low = &spread[threadid(), 0]
+            spread_high = spread_low + low_count
+            parent = parents[i]
+            low = low_bit(parent)
+            rest = parent ^ low
+            # spread_low[x] | spread_high[y] is the submask of rest whose rank
+            # has low bits x and high bits y.
+            bits = rest
+            spread_low[0] = 0
+            for t in range(n_low_bits):
+                bit = low_bit(bits)
+                bits = bits ^ bit
+                for q in range(<Py_ssize_t>1 << t):
+                    spread_low[(<Py_ssize_t>1 << t) + q] = spread_low[q] | bit
+            spread_high[0] = 0
+            for t in range(size - 1 - n_low_bits):
+                bit = low_bit(bits)
+                bits = bits ^ bit
+                for q in range(<Py_ssize_t>1 << t):
+                    spread_high[(<Py_ssize_t>1 << t) + q] = spread_high[q] | bit
+            for j in range(size + 1):
+                acc[j] = 0.0
+            for a in range(1, size):
+                n_rest = size - a
+                for j in range(2 * width):
+                    banks[j] = 0.0
+                n_clusters = binomial[size - 1, a - 1]
+                index = <mask_t>((1 << (a - 1)) - 1)
+                ahead = index
+                for q in range(4 if n_clusters > 4 else n_clusters):
                     ahead = next_same_size(ahead)
-                c = u[cluster]
-                if c > 0.0:
-                    axpy(banks + (q & 1) * width, v + off[other], c, n_rest)
-                index = next_same_size(index)
-            g = gains + a * gain_stride
-            for j in range(1, n_rest + 1):
-                acc[j + 1] = acc[j + 1] + g[j] * (banks[j - 1] + banks[width + j - 1])
-        out = lz + off[parent]
-        out[0] = e[parent]
-        fallback = False
-        for j in range(2, size + 1):
-            if count_scale[j] == -INFINITY:
-                out[j - 1] = -INFINITY
-            elif acc[j] > LINEAR_SUM_FLOOR:
-                out[j - 1] = count_scale[j] + log(acc[j])
-            else:
-                fallback = True
-        if fallback:
-            exact_count_sums(parent, size, e, lz, off, &count_scale[0], acc, top, out)
+                for q in range(n_clusters):
+                    sub = spread_low[index & low_mask] | spread_high[index >> n_low_bits]
+                    cluster = low | sub
+                    other = parent ^ cluster
+                    if q + 4 < n_clusters:
+                        prefetch(v + off[parent ^ (low | spread_low[ahead & low_mask]
+                                                   | spread_high[ahead >> n_low_bits])])
+                        ahead = next_same_size(ahead)
+                    c = u[cluster]
+                    if c > 0.0:
+                        axpy(banks + (q & 1) * width, v + off[other], c, n_rest)
+                    index = next_same_size(index)
+                g = gains + a * gain_stride
+                for j in range(1, n_rest + 1):
+                    acc[j + 1] = acc[j + 1] + g[j] * (banks[j - 1] + banks[width + j - 1])
+            out = lz + off[parent]
+            out[0] = e[parent]
+            fallback = False
+            for j in range(2, size + 1):
+                if count_scale[j] == -INFINITY:
+                    out[j - 1] = -INFINITY
+                elif acc[j] > LINEAR_SUM_FLOOR:
+                    out[j - 1] = count_scale[j] + log(acc[j])
+                else:
+                    fallback = True
+            if fallback:
+                exact_count_sums(parent, size, e, lz, off, &count_scale[0], acc, top, out)
+        restore_fp(fp_state)
+
+
+def count_level_blocked(int block_bits, const mask_t[::1] high_parts,
+                        const index_t[::1] low_sizes, const mask_t[::1] low_order,
+                        const index_t[::1] low_level_start, int size,
+                        const double[::1] log_e, const double[::1] cluster_scale,
+                        const double[:, ::1] gain, const double[::1] count_scale,
+                        const index_t[::1] offsets, double[::1] log_zk,
+                        const double[::1] scaled_zk, double[:, ::1] work, int n_threads):
+    """`count_level` for the subsets (high_parts[i] << block_bits) | S_lo without point 0.
+
+    S_lo is every `low_sizes[i]`-point subset of the low bits (j >= 1)
+    lacking point 0; all the subsets have `size` points. Clusters are
+    visited one row pair at a time as in `inside_level_blocked`: for one
+    C_hi, the cluster factors (C_hi, *) and the count rows of the rests
+    (S_hi ^ C_hi, *) serve every S_lo of the item. Cluster sizes vary within
+    a row, so each term carries its gain[|C|, j] (in `count_level` a group
+    of clusters of one size shares it): the same terms, summed in another
+    order. `work` is per-thread scratch of shape
+    (n_threads, (C(block_bits, block_bits // 2) + 1) * (N + 2)) or more.
+    """
+    cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
+    cdef int j, a, a_high, n_rest, width = size + 2
+    cdef mask_t high, base, high_cluster, high_rest, part, parent, low, rest, sub
+    cdef mask_t cluster_low, rest_mask
+    cdef double c
+    cdef double* acc
+    cdef double* top
+    cdef double* accs
+    cdef double* out
+    cdef const double* g
+    cdef const double* row
+    cdef const double* cluster_row
+    cdef bint fallback
+    cdef const double* e = &log_e[0]
+    cdef const double* u = &cluster_scale[0]
+    cdef const double* v = &scaled_zk[0]
+    cdef const double* gains = &gain[0, 0]
+    cdef Py_ssize_t gain_stride = gain.shape[1]
+    cdef const index_t* off = &offsets[0]
+    cdef double* lz = &log_zk[0]
+    cdef unsigned int fp_state = 0
+    if n_items == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        fp_state = flush_subnormals()
+        for item in prange(n_items, schedule="dynamic", chunksize=1):
+            top = &work[threadid(), 0]
+            accs = top + width
+            high = high_parts[item]
+            base = high << block_bits
+            first = low_level_start[low_sizes[item]]
+            stop = low_level_start[low_sizes[item] + 1]
+            for i in range((stop - first) * width):
+                accs[i] = 0.0
+            high_cluster = 0
+            while True:
+                a_high = popcount(high_cluster)
+                high_rest = (high ^ high_cluster) << block_bits
+                cluster_row = u + (<index_t>high_cluster << block_bits)
+                for i in range(first, stop):
+                    part = low_order[i]
+                    if part & 1:
+                        continue
+                    acc = accs + (i - first) * width
+                    low = low_bit(part)
+                    rest = part ^ low
+                    sub = 0
+                    while True:
+                        cluster_low = low | sub
+                        rest_mask = high_rest | (rest ^ sub)
+                        # Proper clusters only: the whole subset is Z(S, 1).
+                        if rest_mask == 0:
+                            break
+                        c = cluster_row[cluster_low]
+                        if c > 0.0:
+                            a = a_high + popcount(cluster_low)
+                            n_rest = size - a
+                            g = gains + a * gain_stride
+                            row = v + off[rest_mask]
+                            for j in range(1, n_rest + 1):
+                                acc[j + 1] = acc[j + 1] + c * g[j] * row[j - 1]
+                        if sub == rest:
+                            break
+                        sub = next_submask(sub, rest)
+                if high_cluster == high:
+                    break
+                high_cluster = next_submask(high_cluster, high)
+            for i in range(first, stop):
+                part = low_order[i]
+                if part & 1:
+                    continue
+                parent = base | part
+                acc = accs + (i - first) * width
+                out = lz + off[parent]
+                out[0] = e[parent]
+                fallback = False
+                for j in range(2, size + 1):
+                    if count_scale[j] == -INFINITY:
+                        out[j - 1] = -INFINITY
+                    elif acc[j] > LINEAR_SUM_FLOOR:
+                        out[j - 1] = count_scale[j] + log(acc[j])
+                    else:
+                        fallback = True
+                if fallback:
+                    exact_count_sums(parent, size, e, lz, off, &count_scale[0], acc, top, out)
+        restore_fp(fp_state)
 
 
 ###############################################################################
@@ -407,6 +757,75 @@ def constrained_map_level(const mask_t[::1] parents, const double[::1] log_e,
                     if value > out[j]:
                         out[j] = value
             sub = next_submask(sub, rest)
+
+
+def constrained_map_level_blocked(int block_bits, const mask_t[::1] high_parts,
+                                  const index_t[::1] low_sizes, const mask_t[::1] low_order,
+                                  const index_t[::1] low_level_start, const double[::1] log_e,
+                                  double[:, ::1] log_mapk, int n_threads):
+    """`constrained_map_level` for the parents (high_parts[i] << block_bits) | S_lo.
+
+    S_lo is every `low_sizes[i]`-point subset of the low bits (j >= 1)
+    lacking point 0 (the full set goes to `constrained_map_level`). As in
+    `map_level_blocked`, for one C_hi the cluster row (C_hi, *) and the
+    rows M(S_hi ^ C_hi, *) (2**block_bits rows of k doubles) serve every
+    S_lo of the item; the same terms as `constrained_map_level`, so the
+    same maxima.
+    """
+    cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
+    cdef int depth = log_mapk.shape[1], j
+    cdef mask_t high, base, high_cluster, high_rest, part, low, rest, sub, rest_mask
+    cdef double e_cluster, value
+    cdef double* out
+    cdef const double* row
+    cdef const double* cluster_row
+    cdef double* m = &log_mapk[0, 0]
+    cdef const double* e = &log_e[0]
+    if n_items == 0:
+        return
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        high = high_parts[item]
+        base = high << block_bits
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        for i in range(first, stop):
+            part = low_order[i]
+            if part & 1 == 0:
+                out = m + <Py_ssize_t>(base | part) * depth
+                out[0] = e[base | part]
+                for j in range(1, depth):
+                    out[j] = -INFINITY
+        high_cluster = 0
+        while True:
+            cluster_row = e + (<index_t>high_cluster << block_bits)
+            high_rest = (high ^ high_cluster) << block_bits
+            for i in range(first, stop):
+                part = low_order[i]
+                if part & 1:
+                    continue
+                out = m + <Py_ssize_t>(base | part) * depth
+                low = low_bit(part)
+                rest = part ^ low
+                sub = 0
+                while True:
+                    rest_mask = high_rest | (rest ^ sub)
+                    # Proper clusters only: the whole subset is the one-cluster row.
+                    if rest_mask == 0:
+                        break
+                    e_cluster = cluster_row[low | sub]
+                    if e_cluster > -INFINITY:
+                        row = m + <Py_ssize_t>rest_mask * depth
+                        for j in range(1, depth):
+                            value = e_cluster + row[j - 1]
+                            if value > out[j]:
+                                out[j] = value
+                    if sub == rest:
+                        break
+                    sub = next_submask(sub, rest)
+            if high_cluster == high:
+                break
+            high_cluster = next_submask(high_cluster, high)
 
 
 def constrained_map_cluster(const double[::1] log_e, const double[:, ::1] log_mapk,

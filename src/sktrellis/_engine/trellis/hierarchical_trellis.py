@@ -13,8 +13,9 @@ from ..potential._split_potential import SplitPotential
 from ..tables import subset_sums
 from ..tree.conversion import linkage_from_splits, splits_from_table
 from . import _hierarchical as kernels
-from . import levels
-from .levels import SECONDS_PER_TERM, LevelProgress, chunk_size, level_terms, threads_for
+from .levels import (
+    SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, level_terms, threads_for,
+)
 from .posterior import members_mask, most_probable_masks
 
 # The sampler caches the cumulative split weights of the subsets it meets
@@ -48,85 +49,6 @@ BLOCK_BITS = 11
 #: N=16, 1.5x at N=17, 2x at N=18; the outside pass equal up to N=17, faster
 #: from N=18 on.
 BLOCKED_MIN_POINTS = 16
-
-
-class _RowBlocks:
-    """The work items of the cache-blocked passes, level by level.
-
-    A subset S is (S_hi, S_lo) with S_lo its low `bits` bits. An item is a
-    high part S_hi and a size j of the low part: the subsets
-    (S_hi << bits) | S_lo for every j-point S_lo, which the blocked kernels
-    of ``_hierarchical.pyx`` finish together, one pair of rows at a time.
-    """
-
-    def __init__(self, n_points, bits):
-        self.n_points = n_points
-        self.bits = bits
-        self.n_high = n_points - bits
-        self.high_order, self.high_start = subsets_by_size(self.n_high)
-        self.low_order, self.low_start = subsets_by_size(bits)
-
-    def _items(self, size, low_sizes):
-        """(high_parts, low_sizes) of every item of subsets of `size` with those low sizes."""
-        high_parts, item_low_sizes = [], []
-        for low_size in low_sizes:
-            high_size = size - low_size
-            if 0 <= high_size <= self.n_high:
-                level = self.high_order[self.high_start[high_size] : self.high_start[high_size + 1]]
-                high_parts.append(level)
-                item_low_sizes.append(np.full(len(level), low_size, dtype=np.int64))
-        return np.concatenate(high_parts), np.concatenate(item_low_sizes)
-
-    @staticmethod
-    def _calls(high_parts, low_sizes, work):
-        """The items in kernel calls of about CHUNK_TERMS terms (at least one item each).
-
-        Largest items first, so the threads' last items are the short ones.
-        """
-        by_work = np.argsort(-work, kind="stable")
-        high_parts, low_sizes, work = high_parts[by_work], low_sizes[by_work], work[by_work]
-        call = (np.cumsum(work) - work) // levels.CHUNK_TERMS
-        bounds = np.flatnonzero(np.diff(call)) + 1
-        for first, stop in zip(np.r_[0, bounds], np.r_[bounds, len(work)]):
-            yield high_parts[first:stop], low_sizes[first:stop]
-
-    def inside_calls(self, size):
-        """Items of the parents of `size` with S_lo not empty, in calls.
-
-        An item has 2**|S_hi| C(bits, j) 2**(j - 1) splits.
-        """
-        high_parts, low_sizes = self._items(size, range(1, min(self.bits, size) + 1))
-        high_sizes = size - low_sizes
-        work = (2.0 ** high_sizes * _comb(self.bits, low_sizes) * 2.0 ** (low_sizes - 1))
-        return self._calls(high_parts, low_sizes, work)
-
-    def outside_calls(self, size):
-        """Items of the clusters of `size`, in calls.
-
-        An item has 2**(N - |C|) C(bits, j) (parent, sibling) terms.
-        """
-        high_parts, low_sizes = self._items(size, range(0, min(self.bits, size) + 1))
-        work = 2.0 ** (self.n_points - size) * _comb(self.bits, low_sizes)
-        return self._calls(high_parts, low_sizes, work)
-
-    def outside_scratch(self, n_threads):
-        """Per-thread weights of `outside_level_blocked`, for any cluster size."""
-        return np.empty((n_threads, math.comb(self.bits, self.bits // 2) * (self.n_points + 2)))
-
-    def n_subsets(self, low_sizes):
-        """Number of subsets in the items of these low-part sizes (C(bits, j) each)."""
-        return int(_comb(self.bits, low_sizes).sum())
-
-    def high_only_parents(self, size):
-        """Parents of `size` with no low bit (S_lo empty)."""
-        if size > self.n_high:
-            return self.high_order[:0]
-        level = self.high_order[self.high_start[size] : self.high_start[size + 1]]
-        return level << np.uint32(self.bits)
-
-
-def _comb(n, ks):
-    return np.array([math.comb(n, int(k)) for k in ks], dtype=np.float64)
 
 
 def hierarchical_trellis_bytes(kind, n_points, table_bytes_per_subset=0):
@@ -207,7 +129,7 @@ class HierarchicalTrellis:
         left_factors, right_factors = np.zeros((rows, 2)), np.zeros((rows, 2))
         blocked = separable and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            blocks = _RowBlocks(n_points, min(BLOCK_BITS, n_points))
+            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
         with self._progress("inside pass (MAP tree, log Z)", _inside_splits) as progress:
@@ -294,7 +216,7 @@ class HierarchicalTrellis:
         sibling_scale = np.full(n_points + 1, -np.inf)
         blocked = separable and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            blocks = _RowBlocks(n_points, min(BLOCK_BITS, n_points))
+            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
             scratch = blocks.outside_scratch(self.n_threads)
         if separable:
             parent_scale[n_points] = kernels.outside_parent_factors(

@@ -9,7 +9,10 @@ threads costs more than the work (badly so when the other cores are busy).
 import math
 import sys
 
+import numpy as np
 from tqdm import tqdm
+
+from .._subsets import subsets_by_size
 
 #: A kernel call handles at most about this many terms (splits, or
 #: (subset, cluster) pairs).
@@ -22,11 +25,14 @@ PARALLEL_MIN_TERMS = 1 << 16
 #: potential with the cache-blocked passes (Dasgupta, N = 21-22; the outside
 #: pass about 1.2-1.45x that), 19 ns for
 #: Ginkgo's function potential (a user's function may be cheaper or dearer),
-#: 2.2 ns per (subset, cluster) pair of the flat inside pass and 3-5 ns for
-#: its cluster-count pass. On a loaded machine passes run several times
-#: slower (24 ns per separable split measured under a load of 15 on 2
-#: cores): the first line is an estimate, the bar's time left is measured.
-SECONDS_PER_TERM = {"separable": 1e-9, "generic": 20e-9, "flat": 2.5e-9, "flat count": 5e-9}
+#: 1.0 ns per (subset, cluster) pair of the cache-blocked flat inside pass
+#: and 0.6 ns of its MAP-only pass (N = 18-20, one thread, CPU time on the
+#: Intel VM, loaded), 3-5 ns for its cluster-count pass. On a loaded machine
+#: passes run several times slower (24 ns per separable split measured
+#: under a load of 15 on 2 cores): the first line is an estimate, the bar's
+#: time left is measured.
+SECONDS_PER_TERM = {"separable": 1e-9, "generic": 20e-9, "flat": 1.2e-9, "flat count": 5e-9,
+                    "flat map": 0.7e-9}
 #: With verbose=1 (the exact estimators' default) progress shows only for
 #: passes estimated to take at least this long: the point where one wonders
 #: whether the fit hangs, while quick fits (grid searches, fit_many) stay quiet.
@@ -130,3 +136,83 @@ class LevelProgress:
     def __exit__(self, *exc_info):
         if self.bar is not None:
             self.bar.close()
+
+
+class RowBlocks:
+    """The work items of the cache-blocked passes, level by level.
+
+    A subset S is (S_hi, S_lo) with S_lo its low `bits` bits. An item is a
+    high part S_hi and a size j of the low part: the subsets
+    (S_hi << bits) | S_lo for every j-point S_lo, which the blocked kernels
+    (``_hierarchical.pyx``, ``_flat.pyx``) finish together, one pair of rows
+    at a time.
+    """
+
+    def __init__(self, n_points, bits):
+        self.n_points = n_points
+        self.bits = bits
+        self.n_high = n_points - bits
+        self.high_order, self.high_start = subsets_by_size(self.n_high)
+        self.low_order, self.low_start = subsets_by_size(bits)
+
+    def _items(self, size, low_sizes):
+        """(high_parts, low_sizes) of every item of subsets of `size` with those low sizes."""
+        high_parts, item_low_sizes = [], []
+        for low_size in low_sizes:
+            high_size = size - low_size
+            if 0 <= high_size <= self.n_high:
+                level = self.high_order[self.high_start[high_size] : self.high_start[high_size + 1]]
+                high_parts.append(level)
+                item_low_sizes.append(np.full(len(level), low_size, dtype=np.int64))
+        return np.concatenate(high_parts), np.concatenate(item_low_sizes)
+
+    @staticmethod
+    def _calls(high_parts, low_sizes, work):
+        """The items in kernel calls of about CHUNK_TERMS terms (at least one item each).
+
+        Largest items first, so the threads' last items are the short ones.
+        """
+        by_work = np.argsort(-work, kind="stable")
+        high_parts, low_sizes, work = high_parts[by_work], low_sizes[by_work], work[by_work]
+        call = (np.cumsum(work) - work) // CHUNK_TERMS
+        bounds = np.flatnonzero(np.diff(call)) + 1
+        for first, stop in zip(np.r_[0, bounds], np.r_[bounds, len(work)]):
+            yield high_parts[first:stop], low_sizes[first:stop]
+
+    def inside_calls(self, size):
+        """Items of the parents of `size` with S_lo not empty, in calls.
+
+        An item has 2**|S_hi| C(bits, j) 2**(j - 1) splits.
+        """
+        high_parts, low_sizes = self._items(size, range(1, min(self.bits, size) + 1))
+        high_sizes = size - low_sizes
+        work = (2.0 ** high_sizes * _comb(self.bits, low_sizes) * 2.0 ** (low_sizes - 1))
+        return self._calls(high_parts, low_sizes, work)
+
+    def outside_calls(self, size):
+        """Items of the clusters of `size`, in calls.
+
+        An item has 2**(N - |C|) C(bits, j) (parent, sibling) terms.
+        """
+        high_parts, low_sizes = self._items(size, range(0, min(self.bits, size) + 1))
+        work = 2.0 ** (self.n_points - size) * _comb(self.bits, low_sizes)
+        return self._calls(high_parts, low_sizes, work)
+
+    def outside_scratch(self, n_threads):
+        """Per-thread weights of `outside_level_blocked`, for any cluster size."""
+        return np.empty((n_threads, math.comb(self.bits, self.bits // 2) * (self.n_points + 2)))
+
+    def n_subsets(self, low_sizes):
+        """Number of subsets in the items of these low-part sizes (C(bits, j) each)."""
+        return int(_comb(self.bits, low_sizes).sum())
+
+    def high_only_parents(self, size):
+        """Parents of `size` with no low bit (S_lo empty)."""
+        if size > self.n_high:
+            return self.high_order[:0]
+        level = self.high_order[self.high_start[size] : self.high_start[size + 1]]
+        return level << np.uint32(self.bits)
+
+
+def _comb(n, ks):
+    return np.array([math.comb(n, int(k)) for k in ks], dtype=np.float64)
