@@ -1,6 +1,6 @@
 """Cost and behaviour of ``beta="auto"`` (issue 19), in one run.
 
-Two tables, on the planted-subtype data of issue 19 (three subtypes, each
+Tables on the planted-subtype data of issue 19 (three subtypes, each
 shifting its own 150 of 3000 genes by +-1.5) and on i.i.d. normal noise of
 the same shape:
 
@@ -11,10 +11,13 @@ the same shape:
   subtypes' smallest support and, on noise, the largest support of a
   cluster of 3..N-1 points (hierarchical); P(K=3), the smallest
   within-subtype and largest across-subtype co-clustering, and on noise
-  the MAP partition's probability (flat).
+  the MAP partition's probability (flat);
+- with ``--prior-n``, the noise requirement over trees for each size given,
+  under the uniform and the Yule prior over tree shapes.
 
     python benchmarks/bench_calibration.py
     python benchmarks/bench_calibration.py --hier-n 14 18 --seeds 5 --repeats 1
+    python benchmarks/bench_calibration.py --seeds 20 --prior-n 12 14 16 --hier-n --flat-n
     python benchmarks/bench_calibration.py --seeds 0 --hier-n --flat-n 14 18 20 --n-jobs 1 2
 """
 import argparse
@@ -87,6 +90,24 @@ def behaviour_table(n_samples, n_seeds):
     print("requirement failures: " + ", ".join(f"{k} {v}/{n_seeds}" for k, v in failures.items()))
 
 
+def tree_prior_table(sizes, n_seeds):
+    """Noise: clusters of 3..N-1 points above 0.5, calibrated, by prior over tree shapes."""
+    print(f"\ntrees on noise (3000 features), seeds 0..{n_seeds - 1}: the largest support "
+          "of a cluster of 3..N-1 points, by tree prior")
+    print(f"{'N':>4} | {'uniform: > 0.5':>15} {'largest':>8} | {'yule: > 0.5':>12} "
+          f"{'largest':>8}")
+    for n_samples in sizes:
+        row = []
+        for tree_prior in ("uniform", "yule"):
+            supports = np.array([
+                largest_support(ExactHierarchicalClustering(Dasgupta(tree_prior=tree_prior)).fit(
+                    np.random.default_rng(seed).normal(size=(n_samples, 3000))), n_samples)
+                for seed in range(n_seeds)])
+            row.append(f"{int(np.sum(supports > 0.5)):>{8 if row else 11}}/{n_seeds:<3} "
+                       f"{supports.max():>8.3f}")
+        print(f"{n_samples:>4} | {row[0]} | {row[1]}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hier-n", type=int, nargs="*", default=[14, 18, 20])
@@ -97,9 +118,13 @@ def main():
                              "1 gives ratios that hardly depend on the machine's load)")
     parser.add_argument("--check-n", type=int, default=12)
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--prior-n", type=int, nargs="*", default=[],
+                        help="sizes of the noise table by tree prior (e.g. 12 14 16)")
     args = parser.parse_args()
     if args.seeds:
         behaviour_table(args.check_n, args.seeds)
+    if args.prior_n:
+        tree_prior_table(args.prior_n, args.seeds)
     for n_jobs in args.n_jobs:
         if args.hier_n:
             cost_table(ExactHierarchicalClustering, Dasgupta, args.hier_n, args.repeats, n_jobs)
