@@ -37,3 +37,18 @@ def kernel_threads(request, monkeypatch):
     for module in (hierarchical, flat):
         monkeypatch.setattr(module, "effective_n_threads", lambda n_jobs: request.param)
     return request.param
+
+
+@pytest.fixture
+def ctrl_c():
+    """``_thread.interrupt_main`` raises KeyboardInterrupt, however pytest was started.
+
+    A shell starts a background job with SIGINT ignored, and then
+    ``interrupt_main`` does nothing: Python's own handler is installed for
+    the test and the inherited one restored after.
+    """
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -386,7 +386,7 @@ def test_max_time_stops_the_search():
     assert model.linkage_matrix_.shape == (39, 4)
 
 
-def test_ctrl_c_returns_the_best_tree_with_its_gap(monkeypatch):
+def test_ctrl_c_returns_the_best_tree_with_its_gap(monkeypatch, ctrl_c):
     """A real SIGINT during the kernel: the fit returns its best tree and gap."""
     calls = []
 

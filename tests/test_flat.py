@@ -529,7 +529,7 @@ def test_quick_fits_are_silent_by_default(capsys):
 
 
 @pytest.mark.slow
-def test_ctrl_c_interrupts_a_long_fit(capsys):
+def test_ctrl_c_interrupts_a_long_fit(capsys, ctrl_c):
     """KeyboardInterrupt stops the DP between chunks, long before it completes."""
     import _thread
     import threading

@@ -558,7 +558,7 @@ def test_progress_opens_with_an_estimate_and_the_bar_finishes(how, capsys, monke
 
 
 @pytest.mark.slow
-def test_ctrl_c_interrupts_a_long_fit(capsys):
+def test_ctrl_c_interrupts_a_long_fit(capsys, ctrl_c):
     """KeyboardInterrupt stops the DP between chunks, long before it completes."""
     import _thread
     import threading
@@ -610,7 +610,7 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
 
 
 @pytest.mark.slow
-def test_ctrl_c_interrupts_the_outside_pass(capsys):
+def test_ctrl_c_interrupts_the_outside_pass(capsys, ctrl_c):
     """KeyboardInterrupt stops the outside pass between chunks; a later query redoes it."""
     import _thread
     import threading
