@@ -92,6 +92,57 @@ def test_ginkgo_bound_is_admissible_off_the_shower(boost, deficit, global_random
     _assert_admissible_everywhere(GinkgoLikelihood(), X)
 
 
+def _pair_masses(momenta):
+    """t of every pair of particles, as the likelihood sums them."""
+    energy = momenta[:, 0, None] + momenta[None, :, 0]
+    p = momenta[:, None, 1:] + momenta[None, :, 1:]
+    return energy ** 2 - np.sum(p ** 2, axis=2)
+
+
+def _pairs_of(momenta, members):
+    return _pair_masses(momenta[members])[np.triu_indices(len(members), 1)]
+
+
+@pytest.mark.parametrize("quantile", [0.1, 0.4, 0.7])
+def test_ginkgo_bound_with_the_cut_among_the_pair_masses(quantile, global_random_seed):
+    """With t_cut between the jet's pair masses, most pairs and triples cannot be nodes:
+    the bound (its least masses of pairs and triples that can be) and log_z_upper hold on
+    every subset, and a subset without a pair above the cut has no tree."""
+    momenta = make_jets(n_leaves=9, random_state=global_random_seed)[0].momenta
+    pairs = _pair_masses(momenta)[np.triu_indices(9, 1)]
+    energy = GinkgoLikelihood(t_cut=float(np.quantile(pairs, quantile)))
+    trellis = ExactHierarchicalClustering(energy).fit(momenta)._trellis
+    bound = energy.search_bound(momenta)
+    for mask in range(1, 1 << 9):
+        members = _members(mask, 9)
+        best_cost, log_z = -trellis.log_map[mask], trellis.log_z[mask]
+        lower, upper = bound.lower(members), bound.log_z_upper(members)
+        assert lower <= best_cost + 1e-9 * max(1.0, abs(best_cost)), mask
+        assert log_z == -np.inf or log_z <= upper + 1e-9 * max(1.0, abs(log_z)), mask
+        if len(members) >= 2 and np.all(_pairs_of(momenta, members) < energy.t_cut):
+            assert lower == np.inf and upper == -np.inf and trellis.log_map[mask] == -np.inf
+
+
+@pytest.mark.parametrize("direction", [-1, 0, 1])
+def test_ginkgo_bound_with_a_pair_on_the_cut(direction, global_random_seed):
+    """A pair whose t is the cut to rounding (a hair above, equal, a hair below): the
+    bound's own sums of t must not exclude a node the likelihood allows."""
+    rng = np.random.default_rng(global_random_seed)
+    momenta = make_jets(n_leaves=8, random_state=global_random_seed)[0].momenta
+    i, j = rng.choice(8, 2, replace=False)
+    t_pair = _pair_masses(momenta)[i, j]
+    t_cut = float(np.nextafter(t_pair, t_pair + direction)) if direction else float(t_pair)
+    energy = GinkgoLikelihood(t_cut=t_cut)
+    trellis = ExactHierarchicalClustering(energy).fit(momenta)._trellis
+    bound = energy.search_bound(momenta)
+    for mask in range(1, 1 << 8):
+        members = _members(mask, 8)
+        best_cost, log_z = -trellis.log_map[mask], trellis.log_z[mask]
+        assert bound.lower(members) <= best_cost + 1e-9 * max(1.0, abs(best_cost)), mask
+        assert (log_z == -np.inf
+                or log_z <= bound.log_z_upper(members) + 1e-9 * max(1.0, abs(log_z))), mask
+
+
 def test_ginkgo_bound_is_within_a_few_nats(global_random_seed):
     """A 10-particle jet's bound is within 12 nats of its MAP cost (2.7 to 8.7 over
     seeds 0-99; about 30 for G(t_S) + (|S| - 2) G_max, the bound before the size DP)."""

@@ -425,9 +425,19 @@ cdef class GinkgoBound(SearchBound):
       R_{k-1}`` (``t_x >= neg``), ``R_q = min over x in S of r_x(q)``;
       with h, l >= 2 (two inner children),
       ``t_v >= (sqrt L_h + sqrt L_l)**2``. Call this ``ell(k, h, l)``;
-    - L_k is the largest of ``t_cut``, the first bound + neg and the least
-      ``ell(k, h, k - h)`` over the splits (each is a bound for every node
-      of k points; L_1 = 0).
+    - by the cut, for two and three points: a pair is a node only if its
+      own t reaches t_cut, and a triple only if its t does and it holds such
+      a pair (its cherry), so L_2 and L_3 are at least the least t of such a
+      pair and triple of S, enumerated exactly (``t_{ij} = t_i + t_j +
+      t_ij``, with a margin of 1e-12 of the squared energy for the
+      rounding of these sums against the likelihood's own). If S
+      has no such pair, no tree over it has a non-zero likelihood (every
+      tree has a cherry): ``lower(S) = +inf``, ``log_z_upper(S) = -inf``.
+      Where the cut forbids the lightest pairs (collinear particles) this
+      raises L_2 and L_3 well above t_cut, and L_k above them through ell;
+    - L_k is the largest of ``t_cut``, the first bound + neg, the cut's
+      bound (k = 2, 3) and the least ``ell(k, h, k - h)`` over the splits
+      (each is a bound for every node of k points; L_1 = 0).
 
     **The terms by sizes.** A child c with ``t_c >= L``: ``g(tau, t_c) =
     log(lam / tau) - lam t_c / tau - n`` decreases in ``t_c`` and, over
@@ -461,7 +471,7 @@ cdef class GinkgoBound(SearchBound):
     induction every tree's log potential is at most the root's value
     (each bound holds for the tree's own sizes); ``lower(S)`` is minus it,
     +inf when ``t_S < t_cut``, exact for one and two points. It costs
-    O(|S|**2) logs and O(|S|**3) comparisons (small sorts).
+    O(|S|**2) logs and O(|S|**3) comparisons (small sorts, the triples).
 
     The bound knows the sizes of the nodes, not which points they hold: it
     lets disjoint nodes of one size share the lightest points and pays each
@@ -569,8 +579,12 @@ cdef class GinkgoBound(SearchBound):
             return self.kappa - log_t_low
         return self.log_lam - log(tau_low) - self.lam * t_low / tau_low - self.log_norm
 
-    cdef void node_masses(self, const int* members, int m, double* low, double* single) noexcept nogil:
-        """low[k] = L_k for k = 1..m - 1 (L_1 = 0) and single[q] = R_q for q = 1..m - 2."""
+    cdef bint node_masses(self, const int* members, int m, double* low, double* single) noexcept nogil:
+        """low[k] = L_k for k = 1..m - 1 (L_1 = 0) and single[q] = R_q for q = 1..m - 2.
+
+        Returns False when no two points of S make a node (no pair reaches
+        t_cut): then no tree over S has a non-zero likelihood.
+        """
         cdef double rows[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
         cdef double column[MAX_SEARCH_POINTS]
         cdef double negative = 0.0, value, total, smallest
@@ -610,6 +624,8 @@ cdef class GinkgoBound(SearchBound):
                 total += column[x]
             single[k - 1] = column[0]
             low[k] = max(0.5 * total + negative, self.t_cut)
+        if not self.raise_to_feasible(members, m, low):
+            return False
         # A node of k points splits into children of h + l points.
         for k in range(3, m):
             smallest = INFINITY
@@ -618,6 +634,60 @@ cdef class GinkgoBound(SearchBound):
                 if value < smallest:
                     smallest = value
             low[k] = max(low[k], smallest)
+        return True
+
+    cdef bint raise_to_feasible(self, const int* members, int m, double* low) noexcept nogil:
+        """Raise L_2 and L_3 (where below m) to the least t of a pair or triple that can be a node.
+
+        A pair is a node only if its t reaches t_cut; a triple only if its t
+        does and it holds such a pair (its cherry). Returns False when S has
+        no such pair (no tree over S, m >= 2, has a non-zero likelihood).
+        The t here are sums of the tables, the likelihood's from the summed
+        four-momenta, so each is taken as ``rounding`` (1e-12 of the squared
+        energy) higher to test the cut and as that much lower for L: the
+        likelihood's rounding can neither let through a node excluded here
+        nor make a node lighter than its L.
+        """
+        cdef double pair_low = INFINITY, triple_low = INFINITY
+        cdef double t_ij, t_ix, t_jx, t_ijx, e_i, e_ij, e_ijx, pair_rounding, rounding
+        cdef bint pair_is_node
+        cdef int x, y, z, i, j, u
+        cdef Py_ssize_t row_i, row_j
+        for x in range(m):
+            i = members[x]
+            row_i = i * self.n
+            e_i = self.p4[4 * i]
+            for y in range(x + 1, m):
+                j = members[y]
+                row_j = j * self.n
+                e_ij = e_i + self.p4[4 * j]
+                pair_rounding = 1e-12 * e_ij * e_ij
+                t_ij = self.self_t[i] + self.self_t[j] + self.pair_t[row_i + j]
+                pair_is_node = t_ij + pair_rounding >= self.t_cut
+                if pair_is_node and t_ij - pair_rounding < pair_low:
+                    pair_low = t_ij - pair_rounding
+                if m <= 3:
+                    continue
+                for z in range(y + 1, m):
+                    u = members[z]
+                    e_ijx = e_ij + self.p4[4 * u]
+                    rounding = 1e-12 * e_ijx * e_ijx
+                    t_ijx = (self.self_t[i] + self.self_t[j] + self.self_t[u] + self.pair_t[row_i + j]
+                             + self.pair_t[row_i + u] + self.pair_t[row_j + u])
+                    if t_ijx + rounding < self.t_cut or t_ijx - rounding >= triple_low:
+                        continue
+                    t_ix = self.self_t[i] + self.self_t[u] + self.pair_t[row_i + u]
+                    t_jx = self.self_t[j] + self.self_t[u] + self.pair_t[row_j + u]
+                    if (pair_is_node or t_ix + rounding >= self.t_cut
+                            or t_jx + rounding >= self.t_cut):
+                        triple_low = t_ijx - rounding
+        if pair_low == INFINITY:
+            return False
+        if m > 2:
+            low[2] = max(low[2], pair_low)
+        if m > 3:
+            low[3] = max(low[3], triple_low)
+        return True
 
     cdef inline double split_mass(self, const double* low, const double* single, double negative,
                                   int k, int h, int l) noexcept nogil:
@@ -653,7 +723,8 @@ cdef class GinkgoBound(SearchBound):
         for x in range(m):
             if self.self_t[members[x]] < 0.0:
                 negative += self.self_t[members[x]]
-        self.node_masses(members, m, low, single)
+        if not self.node_masses(members, m, low, single):
+            return INFINITY
         for k in range(2, m):
             log_low[k] = log(low[k])
         with_term[1] = -self.log_norm
@@ -715,7 +786,8 @@ cdef class GinkgoBound(SearchBound):
         for x in range(m):
             if self.self_t[members[x]] < 0.0:
                 negative += self.self_t[members[x]]
-        self.node_masses(members, m, low, single)
+        if not self.node_masses(members, m, low, single):
+            return -INFINITY
         for k in range(2, m):
             log_low[k] = log(low[k])
         z_in[1] = 0.0
