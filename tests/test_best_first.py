@@ -143,6 +143,21 @@ def test_ginkgo_bound_with_a_pair_on_the_cut(direction, global_random_seed):
                 or log_z <= bound.log_z_upper(members) + 1e-9 * max(1.0, abs(log_z))), mask
 
 
+def test_ginkgo_bound_remembers_what_it_computed(global_random_seed):
+    """The bound's table of clusters answers what a fresh bound computes, in any order of
+    the members and however often it is asked (the table grows from 4096 slots)."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem("ginkgo", 12, rng)
+    bound = energy.search_bound(X)
+    masks = rng.permutation(np.arange(1, 1 << 12))
+    for mask in masks:
+        bound.lower(rng.permutation(_members(int(mask), 12)))
+    for mask in masks[:300]:
+        members = _members(int(mask), 12)
+        fresh = energy.search_bound(X).lower(members)
+        assert bound.lower(rng.permutation(members)) == pytest.approx(fresh, rel=1e-12, abs=1e-12)
+
+
 def test_ginkgo_bound_is_within_a_few_nats(global_random_seed):
     """A 10-particle jet's bound is within 12 nats of its MAP cost (2.7 to 8.7 over
     seeds 0-99; about 30 for G(t_S) + (|S| - 2) G_max, the bound before the size DP)."""

@@ -21,6 +21,7 @@ on every subset against the exact trellis. Everything here trusts its input
 """
 from libc.math cimport INFINITY, exp, lgamma, log, log1p, M_PI, M_LN2, sqrt
 from libc.stdint cimport uint64_t
+from libc.stdlib cimport calloc, free
 
 import numpy as np
 
@@ -397,6 +398,23 @@ cdef class CorrelationBound(SearchBound):
 # Largest cluster a bound may have solved exactly: 3**20 / 2 = 1.7e9 splits.
 MAX_EXACT_SIZE = 20
 
+cdef enum:
+    # GinkgoBound remembers lower(S) of clusters of at least this many points
+    # (below, recomputing costs about as much as a look-up) ...
+    MEMO_MIN_SIZE = 5
+    # ... in a table of at most 2**MEMO_MAX_LOG2 slots (16 bytes each, 256 MiB).
+    MEMO_MAX_LOG2 = 24
+    MEMO_START_LOG2 = 12
+
+
+cdef inline uint64_t mix_bits(uint64_t x) noexcept nogil:
+    """splitmix64's finaliser: spreads a cluster mask over the table's slots."""
+    x ^= x >> 30
+    x *= <uint64_t>0xbf58476d1ce4e5b9
+    x ^= x >> 27
+    x *= <uint64_t>0x94d049bb133111eb
+    return x ^ (x >> 31)
+
 
 cdef class GinkgoBound(SearchBound):
     """An upper bound on the Ginkgo log likelihood of any tree over a cluster.
@@ -477,6 +495,13 @@ cdef class GinkgoBound(SearchBound):
     lets disjoint nodes of one size share the lightest points and pays each
     node's ``g`` at its best tau.
 
+    ``lower`` remembers its value for every cluster of at least 5 points
+    (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
+    computes again): a split generator asks for the bound of both parts of
+    each of a cluster's 2**(|S| - 1) splits, and every subset is a part of
+    a split of each of its supersets. So a bound must not be shared by
+    searches running in different threads.
+
     **The partition function** (``log_z_upper``). Every bound above holds
     for any node of the given sizes, whatever its points, so the same
     programme with sums over splits in place of maxima bounds ``Z(S)``, the
@@ -515,6 +540,22 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly double lam, t_cut
     cdef double params[N_PARAMS]
     cdef double log_lam, log_norm, kappa
+    # lower(S) by the mask of S: open addressing, linear probing, key 0 empty.
+    cdef uint64_t* memo_keys
+    cdef double* memo_values
+    cdef size_t memo_slots, memo_used
+
+    def __cinit__(self):
+        self.memo_slots = (<size_t>1) << MEMO_START_LOG2
+        self.memo_used = 0
+        self.memo_keys = <uint64_t*>calloc(self.memo_slots, sizeof(uint64_t))
+        self.memo_values = <double*>calloc(self.memo_slots, sizeof(double))
+        if self.memo_keys == NULL or self.memo_values == NULL:
+            raise MemoryError("GinkgoBound: no memory for its table of cluster bounds")
+
+    def __dealloc__(self):
+        free(self.memo_keys)
+        free(self.memo_values)
 
     def __init__(self, momenta, double lam, double t_cut, int exact_size=12):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
@@ -703,6 +744,60 @@ cdef class GinkgoBound(SearchBound):
         return value if value > low[k] else low[k]
 
     cdef double lower_(self, const int* members, int m) noexcept nogil:
+        # The search asks for the same clusters again and again (a subset is
+        # a part of a split of each of its supersets): remembered by mask.
+        cdef uint64_t mask = 0
+        cdef size_t slot
+        cdef double value
+        cdef int x
+        if m < MEMO_MIN_SIZE:
+            return self.size_programme(members, m)
+        for x in range(m):
+            mask |= (<uint64_t>1) << members[x]
+        slot = <size_t>mix_bits(mask) & (self.memo_slots - 1)
+        while self.memo_keys[slot] != 0:
+            if self.memo_keys[slot] == mask:
+                return self.memo_values[slot]
+            slot = (slot + 1) & (self.memo_slots - 1)
+        value = self.size_programme(members, m)
+        if 2 * (self.memo_used + 1) > self.memo_slots:
+            if not self.grow_memo():
+                return value
+            slot = <size_t>mix_bits(mask) & (self.memo_slots - 1)
+            while self.memo_keys[slot] != 0:
+                slot = (slot + 1) & (self.memo_slots - 1)
+        self.memo_keys[slot] = mask
+        self.memo_values[slot] = value
+        self.memo_used += 1
+        return value
+
+    cdef bint grow_memo(self) noexcept nogil:
+        """Double the table (kept at most half full); False at its largest or out of memory."""
+        cdef size_t slots = 2 * self.memo_slots, k, slot
+        cdef uint64_t* keys
+        cdef double* values
+        if slots > (<size_t>1) << MEMO_MAX_LOG2:
+            return False
+        keys = <uint64_t*>calloc(slots, sizeof(uint64_t))
+        values = <double*>calloc(slots, sizeof(double))
+        if keys == NULL or values == NULL:
+            free(keys)
+            free(values)
+            return False
+        for k in range(self.memo_slots):
+            if self.memo_keys[k] != 0:
+                slot = <size_t>mix_bits(self.memo_keys[k]) & (slots - 1)
+                while keys[slot] != 0:
+                    slot = (slot + 1) & (slots - 1)
+                keys[slot] = self.memo_keys[k]
+                values[slot] = self.memo_values[k]
+        free(self.memo_keys)
+        free(self.memo_values)
+        self.memo_keys, self.memo_values, self.memo_slots = keys, values, slots
+        return True
+
+    cdef double size_programme(self, const int* members, int m) noexcept nogil:
+        """lower(S) by the dynamic programme over the sizes (the class docstring)."""
         cdef double low[MAX_SEARCH_POINTS + 1]
         cdef double log_low[MAX_SEARCH_POINTS + 1]
         cdef double single[MAX_SEARCH_POINTS + 1]
