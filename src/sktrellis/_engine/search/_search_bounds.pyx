@@ -399,6 +399,50 @@ cdef class CorrelationBound(SearchBound):
 MAX_EXACT_SIZE = 20
 
 cdef enum:
+    # GinkgoBound knows the lightest nodes of up to this many points ...
+    SMALL_NODE_SIZE = 4
+    # ... and looks at most this many of each size before it bounds the rest.
+    NODE_SCAN = 256
+
+
+def _small_nodes(momenta, double t_cut, int largest):
+    """The jet's k-nodes for k = 2..largest, as (masks, t less a margin), lightest first.
+
+    A set of k points is a k-node if a tree over it has non-zero likelihood:
+    its t reaches t_cut and it splits into parts that are nodes or single
+    points (a pair: its t alone; a triple: it holds a 2-node; four points:
+    a 3-node, or two 2-nodes). t is summed from the four-momenta as the
+    likelihood sums it, and is taken 1e-12 of the squared energy higher
+    against the cut and as much lower for the bound, so rounding can
+    neither exclude a node nor make one lighter than its bound.
+    """
+    from itertools import combinations
+
+    n = momenta.shape[0]
+    bit = np.left_shift(np.uint64(1), np.arange(n, dtype=np.uint64))
+    nodes, found = [], {1: bit}
+    for k in range(2, largest + 1):
+        points = np.array(list(combinations(range(n), k)), dtype=np.intp).reshape(-1, k)
+        total = momenta[points].sum(axis=1)
+        t = total[:, 0] ** 2 - np.sum(total[:, 1:] ** 2, axis=1)
+        margin = 1e-12 * total[:, 0] ** 2
+        masks = np.bitwise_or.reduce(bit[points], axis=1) if len(points) else np.zeros(0, np.uint64)
+        is_node = t + margin >= t_cut
+        # Some split of the k points into a (k - h)-node and an h-node or point.
+        splits = np.zeros(len(points), dtype=bool)
+        for h in range(1, k // 2 + 1):
+            for part in combinations(range(k), h):
+                side = np.bitwise_or.reduce(bit[points[:, list(part)]], axis=1)
+                splits |= np.isin(side, found[h]) & np.isin(masks ^ side, found[k - h])
+        is_node &= splits
+        order = np.argsort(t[is_node], kind="stable")
+        found[k] = masks[is_node]
+        nodes.append((np.ascontiguousarray(masks[is_node][order]),
+                      np.ascontiguousarray((t - margin)[is_node][order])))
+    return nodes
+
+
+cdef enum:
     # GinkgoBound remembers lower(S) of clusters of at least this many points
     # (below, recomputing costs about as much as a look-up) ...
     MEMO_MIN_SIZE = 5
@@ -443,18 +487,20 @@ cdef class GinkgoBound(SearchBound):
       R_{k-1}`` (``t_x >= neg``), ``R_q = min over x in S of r_x(q)``;
       with h, l >= 2 (two inner children),
       ``t_v >= (sqrt L_h + sqrt L_l)**2``. Call this ``ell(k, h, l)``;
-    - by the cut, for two and three points: a pair is a node only if its
-      own t reaches t_cut, and a triple only if its t does and it holds such
-      a pair (its cherry), so L_2 and L_3 are at least the least t of such a
-      pair and triple of S, enumerated exactly (``t_{ij} = t_i + t_j +
-      t_ij``, with a margin of 1e-12 of the squared energy for the
-      rounding of these sums against the likelihood's own). If S
-      has no such pair, no tree over it has a non-zero likelihood (every
-      tree has a cherry): ``lower(S) = +inf``, ``log_z_upper(S) = -inf``.
-      Where the cut forbids the lightest pairs (collinear particles) this
-      raises L_2 and L_3 well above t_cut, and L_k above them through ell;
+    - by the cut, for k = 2, 3, 4: a node is a set whose own t reaches
+      t_cut and that splits into parts that are nodes or single points
+      (its subtree has non-zero likelihood), so L_k is at least the least t
+      of the jet's k-nodes inside S. They are enumerated once per jet and
+      sorted by t (``_small_nodes``, with a margin of 1e-12 of the squared
+      energy for rounding against the likelihood's own sums); a cluster
+      takes the first inside it, or, after 256 without one, the t of the
+      next (no k-node of S is lighter). If S holds no 2-node, no tree over
+      it has a non-zero likelihood (every tree has a cherry): ``lower(S) =
+      +inf``, ``log_z_upper(S) = -inf``. Where the cut forbids the lightest
+      pairs (collinear particles) this raises L_2 to L_4 well above t_cut,
+      and every L_k above them through ell;
     - L_k is the largest of ``t_cut``, the first bound + neg, the cut's
-      bound (k = 2, 3) and the least ``ell(k, h, k - h)`` over the splits
+      bound (k <= 4) and the least ``ell(k, h, k - h)`` over the splits
       (each is a bound for every node of k points; L_1 = 0).
 
     **The terms by sizes.** A child c with ``t_c >= L``: ``g(tau, t_c) =
@@ -489,7 +535,7 @@ cdef class GinkgoBound(SearchBound):
     induction every tree's log potential is at most the root's value
     (each bound holds for the tree's own sizes); ``lower(S)`` is minus it,
     +inf when ``t_S < t_cut``, exact for one and two points. It costs
-    O(|S|**2) logs and O(|S|**3) comparisons (small sorts, the triples).
+    O(|S|**2) logs and O(|S|**3) comparisons (small sorts).
 
     The bound knows the sizes of the nodes, not which points they hold: it
     lets disjoint nodes of one size share the lightest points and pays each
@@ -540,6 +586,12 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly double lam, t_cut
     cdef double params[N_PARAMS]
     cdef double log_lam, log_norm, kappa
+    # The jet's k-nodes, k = 2..SMALL_NODE_SIZE: masks and t (less a
+    # rounding margin), lightest first.
+    cdef readonly list small_nodes
+    cdef const uint64_t* node_mask[SMALL_NODE_SIZE + 1]
+    cdef const float64_t* node_low[SMALL_NODE_SIZE + 1]
+    cdef Py_ssize_t node_count[SMALL_NODE_SIZE + 1]
     # lower(S) by the mask of S: open addressing, linear probing, key 0 empty.
     cdef uint64_t* memo_keys
     cdef double* memo_values
@@ -590,6 +642,13 @@ cdef class GinkgoBound(SearchBound):
                 f"exact_size must be 0 to {MAX_EXACT_SIZE} (3**k / 2 splits per cluster), "
                 f"got {exact_size}")
         self.exact_size = exact_size
+        self.small_nodes = _small_nodes(momenta, t_cut, SMALL_NODE_SIZE)
+        cdef const uint64_t[::1] masks
+        cdef const float64_t[::1] lows
+        for k, (masks, lows) in enumerate(self.small_nodes, start=2):
+            self.node_count[k] = masks.shape[0]
+            self.node_mask[k] = &masks[0] if masks.shape[0] else NULL
+            self.node_low[k] = &lows[0] if lows.shape[0] else NULL
 
     cdef double mass2(self, const int* members, int m, uint64_t sides, int side) noexcept nogil:
         """t of the points of ``members`` on ``side`` (leaves: 0)."""
@@ -665,7 +724,7 @@ cdef class GinkgoBound(SearchBound):
                 total += column[x]
             single[k - 1] = column[0]
             low[k] = max(0.5 * total + negative, self.t_cut)
-        if not self.raise_to_feasible(members, m, low):
+        if not self.raise_to_small_nodes(members, m, low):
             return False
         # A node of k points splits into children of h + l points.
         for k in range(3, m):
@@ -677,57 +736,37 @@ cdef class GinkgoBound(SearchBound):
             low[k] = max(low[k], smallest)
         return True
 
-    cdef bint raise_to_feasible(self, const int* members, int m, double* low) noexcept nogil:
-        """Raise L_2 and L_3 (where below m) to the least t of a pair or triple that can be a node.
+    cdef bint raise_to_small_nodes(self, const int* members, int m, double* low) noexcept nogil:
+        """Raise L_k, k = 2..min(SMALL_NODE_SIZE, m - 1), to the least t of a k-node in S.
 
-        A pair is a node only if its t reaches t_cut; a triple only if its t
-        does and it holds such a pair (its cherry). Returns False when S has
-        no such pair (no tree over S, m >= 2, has a non-zero likelihood).
-        The t here are sums of the tables, the likelihood's from the summed
-        four-momenta, so each is taken as ``rounding`` (1e-12 of the squared
-        energy) higher to test the cut and as that much lower for L: the
-        likelihood's rounding can neither let through a node excluded here
-        nor make a node lighter than its L.
+        The jet's k-nodes (subsets of k points that can be a node of a tree
+        of non-zero likelihood) are sorted by t: the first that lies in S is
+        the lightest of S. After NODE_SCAN without one, every k-node of S
+        is at least as heavy as the next in the list. Returns False when S
+        holds no pair that can be a node (no tree over S, m >= 2).
         """
-        cdef double pair_low = INFINITY, triple_low = INFINITY
-        cdef double t_ij, t_ix, t_jx, t_ijx, e_i, e_ij, e_ijx, pair_rounding, rounding
-        cdef bint pair_is_node
-        cdef int x, y, z, i, j, u
-        cdef Py_ssize_t row_i, row_j
+        cdef uint64_t mask = 0
+        cdef const uint64_t* node_mask
+        cdef Py_ssize_t count, k_node
+        cdef double least
+        cdef int x, k
         for x in range(m):
-            i = members[x]
-            row_i = i * self.n
-            e_i = self.p4[4 * i]
-            for y in range(x + 1, m):
-                j = members[y]
-                row_j = j * self.n
-                e_ij = e_i + self.p4[4 * j]
-                pair_rounding = 1e-12 * e_ij * e_ij
-                t_ij = self.self_t[i] + self.self_t[j] + self.pair_t[row_i + j]
-                pair_is_node = t_ij + pair_rounding >= self.t_cut
-                if pair_is_node and t_ij - pair_rounding < pair_low:
-                    pair_low = t_ij - pair_rounding
-                if m <= 3:
-                    continue
-                for z in range(y + 1, m):
-                    u = members[z]
-                    e_ijx = e_ij + self.p4[4 * u]
-                    rounding = 1e-12 * e_ijx * e_ijx
-                    t_ijx = (self.self_t[i] + self.self_t[j] + self.self_t[u] + self.pair_t[row_i + j]
-                             + self.pair_t[row_i + u] + self.pair_t[row_j + u])
-                    if t_ijx + rounding < self.t_cut or t_ijx - rounding >= triple_low:
-                        continue
-                    t_ix = self.self_t[i] + self.self_t[u] + self.pair_t[row_i + u]
-                    t_jx = self.self_t[j] + self.self_t[u] + self.pair_t[row_j + u]
-                    if (pair_is_node or t_ix + rounding >= self.t_cut
-                            or t_jx + rounding >= self.t_cut):
-                        triple_low = t_ijx - rounding
-        if pair_low == INFINITY:
-            return False
-        if m > 2:
-            low[2] = max(low[2], pair_low)
-        if m > 3:
-            low[3] = max(low[3], triple_low)
+            mask |= (<uint64_t>1) << members[x]
+        for k in range(2, min(SMALL_NODE_SIZE, m - 1) + 1):
+            node_mask = self.node_mask[k]
+            count = self.node_count[k]
+            least = INFINITY
+            for k_node in range(count):
+                if k_node == NODE_SCAN and k != 2:
+                    least = self.node_low[k][k_node]
+                    break
+                if node_mask[k_node] & mask == node_mask[k_node]:
+                    least = self.node_low[k][k_node]
+                    break
+            if k == 2 and least == INFINITY:
+                return False
+            if least > low[k]:
+                low[k] = least
         return True
 
     cdef inline double split_mass(self, const double* low, const double* single, double negative,
