@@ -19,6 +19,10 @@
 (e) Ginkgo jets of 20, 24 and 30 particles (issue 24): the MAP search's
     certified gap and the log Z bracket of the "log_partition" search,
     against the trellis's exact MAP and log Z where it runs (N = 20).
+(f) The Ginkgo bound's slack (issue 24): on clusters of 10-16 particles of
+    the 20-particle jet (three random ones per size and those of the sparse
+    trellis's tree), ``-lower(S)`` and ``log_z_upper(S)`` against the
+    trellis's best subtree and log Z over S, with the bound's time per call.
 
     python benchmarks/bench_best_first.py                      # all parts
     python benchmarks/bench_best_first.py --part b --sizes 32 40 --budget 600
@@ -228,9 +232,43 @@ def part_e(sizes, map_budget, log_z_budget):
         )
 
 
+def part_f(n_points=20, sizes=range(10, 17), per_size=3):
+    print(f"(f) Ginkgo bound slack on clusters of a {n_points}-particle jet (nats)")
+    print("| size | clusters | MAP slack median | max | log Z slack median | max "
+          "| us per lower |")
+    print("|---|---|---|---|---|---|---|")
+    energy = GinkgoLikelihood()
+    X = make_jets(n_leaves=n_points, random_state=n_points)[0].momenta
+    rng = np.random.default_rng(1)
+    tree = SparseTrellisClustering(energy).fit(X).children_
+    clusters = [sorted(_leaves_of(tree, node, n_points))
+                for node in range(n_points, n_points + len(tree))]
+    clusters += [sorted(rng.choice(n_points, size, replace=False)) for size in sizes
+                 for _ in range(per_size)]
+    rows = {}
+    for members in clusters:
+        if len(members) not in sizes:
+            continue
+        exact = ExactHierarchicalClustering(energy).fit(X[members])
+        # Fresh bounds: one remembers the clusters it has seen, which would time a look-up.
+        bounds = [energy.search_bound(X) for _ in range(20)]
+        start = time.perf_counter()
+        for bound in bounds:
+            lower = bound.lower(members)
+        micros = 1e6 * (time.perf_counter() - start) / len(bounds)
+        rows.setdefault(len(members), []).append(
+            (-lower - exact.map_log_potential_,
+             bound.log_z_upper(members) - exact.log_partition_, micros))
+    for size in sorted(rows):
+        slack = np.array(rows[size])
+        print(f"| {size} | {len(slack)} | {np.median(slack[:, 0]):.2f} | {slack[:, 0].max():.2f} "
+              f"| {np.median(slack[:, 1]):.2f} | {slack[:, 1].max():.2f} "
+              f"| {np.median(slack[:, 2]):.0f} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["a", "b", "c", "d", "e", "all"], default="all")
+    parser.add_argument("--part", choices=["a", "b", "c", "d", "e", "f", "all"], default="all")
     parser.add_argument("--sizes-a", type=int, nargs="+", default=[8, 12, 16, 20])
     parser.add_argument("--sizes", type=int, nargs="+", default=[24, 32, 40, 48])
     parser.add_argument("--sizes-c", type=int, nargs="+", default=[9, 12, 16, 20, 30])
@@ -253,6 +291,8 @@ def main():
         part_d(args.sizes_d, args.budget_d, args.beta, args.tol)
     if args.part in ("e", "all"):
         part_e(args.sizes_e, *args.budget_e)
+    if args.part in ("f", "all"):
+        part_f()
 
 
 if __name__ == "__main__":

@@ -84,7 +84,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         bounds (measured peaks: 0.6 KB per state for Dasgupta at N = 40,
         1.1 KB at N = 64, 0.08 KB for Ginkgo). With
         ``objective="log_partition"`` every generated split counts as a
-        state too (nothing is pruned, so they fill memory).
+        state too (nothing is pruned, so they fill memory). The Ginkgo
+        bound's table of the cluster bounds it has computed (up to 256 MiB)
+        comes on top.
     incumbent : {"sparse", "beam"}, default="sparse"
         The tree the search starts from: the MAP of a
         :class:`~sktrellis.SparseTrellisClustering` (seeded by beam search;

@@ -21,6 +21,7 @@ on every subset against the exact trellis. Everything here trusts its input
 """
 from libc.math cimport INFINITY, exp, lgamma, log, log1p, M_PI, M_LN2, sqrt
 from libc.stdint cimport uint64_t
+from libc.stdlib cimport calloc, free
 
 import numpy as np
 
@@ -397,6 +398,67 @@ cdef class CorrelationBound(SearchBound):
 # Largest cluster a bound may have solved exactly: 3**20 / 2 = 1.7e9 splits.
 MAX_EXACT_SIZE = 20
 
+cdef enum:
+    # GinkgoBound knows the lightest nodes of up to this many points ...
+    SMALL_NODE_SIZE = 4
+    # ... and looks at most this many of each size before it bounds the rest.
+    NODE_SCAN = 256
+
+
+def _small_nodes(momenta, double t_cut, int largest):
+    """The jet's k-nodes for k = 2..largest, as (masks, t less a margin), lightest first.
+
+    A set of k points is a k-node if a tree over it has non-zero likelihood:
+    its t reaches t_cut and it splits into parts that are nodes or single
+    points (a pair: its t alone; a triple: it holds a 2-node; four points:
+    a 3-node, or two 2-nodes). t is summed from the four-momenta as the
+    likelihood sums it, and is taken 1e-12 of the squared energy higher
+    against the cut and as much lower for the bound, so rounding can
+    neither exclude a node nor make one lighter than its bound.
+    """
+    from itertools import combinations
+
+    n = momenta.shape[0]
+    bit = np.left_shift(np.uint64(1), np.arange(n, dtype=np.uint64))
+    nodes, found = [], {1: bit}
+    for k in range(2, largest + 1):
+        points = np.array(list(combinations(range(n), k)), dtype=np.intp).reshape(-1, k)
+        total = momenta[points].sum(axis=1)
+        t = total[:, 0] ** 2 - np.sum(total[:, 1:] ** 2, axis=1)
+        margin = 1e-12 * total[:, 0] ** 2
+        masks = np.bitwise_or.reduce(bit[points], axis=1) if len(points) else np.zeros(0, np.uint64)
+        is_node = t + margin >= t_cut
+        # Some split of the k points into a (k - h)-node and an h-node or point.
+        splits = np.zeros(len(points), dtype=bool)
+        for h in range(1, k // 2 + 1):
+            for part in combinations(range(k), h):
+                side = np.bitwise_or.reduce(bit[points[:, list(part)]], axis=1)
+                splits |= np.isin(side, found[h]) & np.isin(masks ^ side, found[k - h])
+        is_node &= splits
+        order = np.argsort(t[is_node], kind="stable")
+        found[k] = masks[is_node]
+        nodes.append((np.ascontiguousarray(masks[is_node][order]),
+                      np.ascontiguousarray((t - margin)[is_node][order])))
+    return nodes
+
+
+cdef enum:
+    # GinkgoBound remembers lower(S) of clusters of at least this many points
+    # (below, recomputing costs about as much as a look-up) ...
+    MEMO_MIN_SIZE = 5
+    # ... in a table of at most 2**MEMO_MAX_LOG2 slots (16 bytes each, 256 MiB).
+    MEMO_MAX_LOG2 = 24
+    MEMO_START_LOG2 = 12
+
+
+cdef inline uint64_t mix_bits(uint64_t x) noexcept nogil:
+    """splitmix64's finaliser: spreads a cluster mask over the table's slots."""
+    x ^= x >> 30
+    x *= <uint64_t>0xbf58476d1ce4e5b9
+    x ^= x >> 27
+    x *= <uint64_t>0x94d049bb133111eb
+    return x ^ (x >> 31)
+
 
 cdef class GinkgoBound(SearchBound):
     """An upper bound on the Ginkgo log likelihood of any tree over a cluster.
@@ -425,9 +487,21 @@ cdef class GinkgoBound(SearchBound):
       R_{k-1}`` (``t_x >= neg``), ``R_q = min over x in S of r_x(q)``;
       with h, l >= 2 (two inner children),
       ``t_v >= (sqrt L_h + sqrt L_l)**2``. Call this ``ell(k, h, l)``;
-    - L_k is the largest of ``t_cut``, the first bound + neg and the least
-      ``ell(k, h, k - h)`` over the splits (each is a bound for every node
-      of k points; L_1 = 0).
+    - by the cut, for k = 2, 3, 4: a node is a set whose own t reaches
+      t_cut and that splits into parts that are nodes or single points
+      (its subtree has non-zero likelihood), so L_k is at least the least t
+      of the jet's k-nodes inside S. They are enumerated once per jet and
+      sorted by t (``_small_nodes``, with a margin of 1e-12 of the squared
+      energy for rounding against the likelihood's own sums); a cluster
+      takes the first inside it, or, after 256 without one, the t of the
+      next (no k-node of S is lighter). If S holds no 2-node, no tree over
+      it has a non-zero likelihood (every tree has a cherry): ``lower(S) =
+      +inf``, ``log_z_upper(S) = -inf``. Where the cut forbids the lightest
+      pairs (collinear particles) this raises L_2 to L_4 well above t_cut,
+      and every L_k above them through ell;
+    - L_k is the largest of ``t_cut``, the first bound + neg, the cut's
+      bound (k <= 4) and the least ``ell(k, h, k - h)`` over the splits
+      (each is a bound for every node of k points; L_1 = 0).
 
     **The terms by sizes.** A child c with ``t_c >= L``: ``g(tau, t_c) =
     log(lam / tau) - lam t_c / tau - n`` decreases in ``t_c`` and, over
@@ -467,6 +541,13 @@ cdef class GinkgoBound(SearchBound):
     lets disjoint nodes of one size share the lightest points and pays each
     node's ``g`` at its best tau.
 
+    ``lower`` remembers its value for every cluster of at least 5 points
+    (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
+    computes again): a split generator asks for the bound of both parts of
+    each of a cluster's 2**(|S| - 1) splits, and every subset is a part of
+    a split of each of its supersets. So a bound must not be shared by
+    searches running in different threads.
+
     **The partition function** (``log_z_upper``). Every bound above holds
     for any node of the given sizes, whatever its points, so the same
     programme with sums over splits in place of maxima bounds ``Z(S)``, the
@@ -505,6 +586,28 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly double lam, t_cut
     cdef double params[N_PARAMS]
     cdef double log_lam, log_norm, kappa
+    # The jet's k-nodes, k = 2..SMALL_NODE_SIZE: masks and t (less a
+    # rounding margin), lightest first.
+    cdef readonly list small_nodes
+    cdef const uint64_t* node_mask[SMALL_NODE_SIZE + 1]
+    cdef const float64_t* node_low[SMALL_NODE_SIZE + 1]
+    cdef Py_ssize_t node_count[SMALL_NODE_SIZE + 1]
+    # lower(S) by the mask of S: open addressing, linear probing, key 0 empty.
+    cdef uint64_t* memo_keys
+    cdef double* memo_values
+    cdef size_t memo_slots, memo_used
+
+    def __cinit__(self):
+        self.memo_slots = (<size_t>1) << MEMO_START_LOG2
+        self.memo_used = 0
+        self.memo_keys = <uint64_t*>calloc(self.memo_slots, sizeof(uint64_t))
+        self.memo_values = <double*>calloc(self.memo_slots, sizeof(double))
+        if self.memo_keys == NULL or self.memo_values == NULL:
+            raise MemoryError("GinkgoBound: no memory for its table of cluster bounds")
+
+    def __dealloc__(self):
+        free(self.memo_keys)
+        free(self.memo_values)
 
     def __init__(self, momenta, double lam, double t_cut, int exact_size=12):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
@@ -539,6 +642,13 @@ cdef class GinkgoBound(SearchBound):
                 f"exact_size must be 0 to {MAX_EXACT_SIZE} (3**k / 2 splits per cluster), "
                 f"got {exact_size}")
         self.exact_size = exact_size
+        self.small_nodes = _small_nodes(momenta, t_cut, SMALL_NODE_SIZE)
+        cdef const uint64_t[::1] masks
+        cdef const float64_t[::1] lows
+        for k, (masks, lows) in enumerate(self.small_nodes, start=2):
+            self.node_count[k] = masks.shape[0]
+            self.node_mask[k] = &masks[0] if masks.shape[0] else NULL
+            self.node_low[k] = &lows[0] if lows.shape[0] else NULL
 
     cdef double mass2(self, const int* members, int m, uint64_t sides, int side) noexcept nogil:
         """t of the points of ``members`` on ``side`` (leaves: 0)."""
@@ -569,8 +679,12 @@ cdef class GinkgoBound(SearchBound):
             return self.kappa - log_t_low
         return self.log_lam - log(tau_low) - self.lam * t_low / tau_low - self.log_norm
 
-    cdef void node_masses(self, const int* members, int m, double* low, double* single) noexcept nogil:
-        """low[k] = L_k for k = 1..m - 1 (L_1 = 0) and single[q] = R_q for q = 1..m - 2."""
+    cdef bint node_masses(self, const int* members, int m, double* low, double* single) noexcept nogil:
+        """low[k] = L_k for k = 1..m - 1 (L_1 = 0) and single[q] = R_q for q = 1..m - 2.
+
+        Returns False when no two points of S make a node (no pair reaches
+        t_cut): then no tree over S has a non-zero likelihood.
+        """
         cdef double rows[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
         cdef double column[MAX_SEARCH_POINTS]
         cdef double negative = 0.0, value, total, smallest
@@ -610,6 +724,8 @@ cdef class GinkgoBound(SearchBound):
                 total += column[x]
             single[k - 1] = column[0]
             low[k] = max(0.5 * total + negative, self.t_cut)
+        if not self.raise_to_small_nodes(members, m, low):
+            return False
         # A node of k points splits into children of h + l points.
         for k in range(3, m):
             smallest = INFINITY
@@ -618,6 +734,40 @@ cdef class GinkgoBound(SearchBound):
                 if value < smallest:
                     smallest = value
             low[k] = max(low[k], smallest)
+        return True
+
+    cdef bint raise_to_small_nodes(self, const int* members, int m, double* low) noexcept nogil:
+        """Raise L_k, k = 2..min(SMALL_NODE_SIZE, m - 1), to the least t of a k-node in S.
+
+        The jet's k-nodes (subsets of k points that can be a node of a tree
+        of non-zero likelihood) are sorted by t: the first that lies in S is
+        the lightest of S. After NODE_SCAN without one, every k-node of S
+        is at least as heavy as the next in the list. Returns False when S
+        holds no pair that can be a node (no tree over S, m >= 2).
+        """
+        cdef uint64_t mask = 0
+        cdef const uint64_t* node_mask
+        cdef Py_ssize_t count, k_node
+        cdef double least
+        cdef int x, k
+        for x in range(m):
+            mask |= (<uint64_t>1) << members[x]
+        for k in range(2, min(SMALL_NODE_SIZE, m - 1) + 1):
+            node_mask = self.node_mask[k]
+            count = self.node_count[k]
+            least = INFINITY
+            for k_node in range(count):
+                if k_node == NODE_SCAN and k != 2:
+                    least = self.node_low[k][k_node]
+                    break
+                if node_mask[k_node] & mask == node_mask[k_node]:
+                    least = self.node_low[k][k_node]
+                    break
+            if k == 2 and least == INFINITY:
+                return False
+            if least > low[k]:
+                low[k] = least
+        return True
 
     cdef inline double split_mass(self, const double* low, const double* single, double negative,
                                   int k, int h, int l) noexcept nogil:
@@ -633,6 +783,60 @@ cdef class GinkgoBound(SearchBound):
         return value if value > low[k] else low[k]
 
     cdef double lower_(self, const int* members, int m) noexcept nogil:
+        # The search asks for the same clusters again and again (a subset is
+        # a part of a split of each of its supersets): remembered by mask.
+        cdef uint64_t mask = 0
+        cdef size_t slot
+        cdef double value
+        cdef int x
+        if m < MEMO_MIN_SIZE:
+            return self.size_programme(members, m)
+        for x in range(m):
+            mask |= (<uint64_t>1) << members[x]
+        slot = <size_t>mix_bits(mask) & (self.memo_slots - 1)
+        while self.memo_keys[slot] != 0:
+            if self.memo_keys[slot] == mask:
+                return self.memo_values[slot]
+            slot = (slot + 1) & (self.memo_slots - 1)
+        value = self.size_programme(members, m)
+        if 2 * (self.memo_used + 1) > self.memo_slots:
+            if not self.grow_memo():
+                return value
+            slot = <size_t>mix_bits(mask) & (self.memo_slots - 1)
+            while self.memo_keys[slot] != 0:
+                slot = (slot + 1) & (self.memo_slots - 1)
+        self.memo_keys[slot] = mask
+        self.memo_values[slot] = value
+        self.memo_used += 1
+        return value
+
+    cdef bint grow_memo(self) noexcept nogil:
+        """Double the table (kept at most half full); False at its largest or out of memory."""
+        cdef size_t slots = 2 * self.memo_slots, k, slot
+        cdef uint64_t* keys
+        cdef double* values
+        if slots > (<size_t>1) << MEMO_MAX_LOG2:
+            return False
+        keys = <uint64_t*>calloc(slots, sizeof(uint64_t))
+        values = <double*>calloc(slots, sizeof(double))
+        if keys == NULL or values == NULL:
+            free(keys)
+            free(values)
+            return False
+        for k in range(self.memo_slots):
+            if self.memo_keys[k] != 0:
+                slot = <size_t>mix_bits(self.memo_keys[k]) & (slots - 1)
+                while keys[slot] != 0:
+                    slot = (slot + 1) & (slots - 1)
+                keys[slot] = self.memo_keys[k]
+                values[slot] = self.memo_values[k]
+        free(self.memo_keys)
+        free(self.memo_values)
+        self.memo_keys, self.memo_values, self.memo_slots = keys, values, slots
+        return True
+
+    cdef double size_programme(self, const int* members, int m) noexcept nogil:
+        """lower(S) by the dynamic programme over the sizes (the class docstring)."""
         cdef double low[MAX_SEARCH_POINTS + 1]
         cdef double log_low[MAX_SEARCH_POINTS + 1]
         cdef double single[MAX_SEARCH_POINTS + 1]
@@ -653,7 +857,8 @@ cdef class GinkgoBound(SearchBound):
         for x in range(m):
             if self.self_t[members[x]] < 0.0:
                 negative += self.self_t[members[x]]
-        self.node_masses(members, m, low, single)
+        if not self.node_masses(members, m, low, single):
+            return INFINITY
         for k in range(2, m):
             log_low[k] = log(low[k])
         with_term[1] = -self.log_norm
@@ -715,7 +920,8 @@ cdef class GinkgoBound(SearchBound):
         for x in range(m):
             if self.self_t[members[x]] < 0.0:
                 negative += self.self_t[members[x]]
-        self.node_masses(members, m, low, single)
+        if not self.node_masses(members, m, low, single):
+            return -INFINITY
         for k in range(2, m):
             log_low[k] = log(low[k])
         z_in[1] = 0.0
