@@ -27,7 +27,7 @@ from .._common cimport (
     count_add, ctz, flush_subnormals, index_t, low_bit, mask_t, next_submask, popcount,
     restore_fp,
 )
-from ._row_sweep cimport sweep_row_pair
+from ._row_sweep cimport sweep_item
 from ._sampling cimport WeightCache, draw_part
 
 
@@ -222,7 +222,7 @@ def inside_level_blocked(int block_bits, const mask_t[::1] high_parts,
     rounding (the same terms summed in another order).
     """
     cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
-    cdef mask_t high, base, high_cluster, part, parent, arg
+    cdef mask_t high, base, parent
     cdef double total
     cdef const double* e = &log_e[0]
     cdef double* z = &log_z[0]
@@ -230,8 +230,6 @@ def inside_level_blocked(int block_bits, const mask_t[::1] high_parts,
     cdef mask_t* best = &best_cluster[0]
     cdef const double* cf = &cluster_factors[0, 0]
     cdef const double* rf = &rest_factors[0, 0]
-    cdef const double* cluster_row
-    cdef const double* rest_row
     cdef unsigned int fp_state = 0
     if n_items == 0:
         return
@@ -244,24 +242,7 @@ def inside_level_blocked(int block_bits, const mask_t[::1] high_parts,
             base = high << block_bits
             first = low_level_start[low_sizes[item]]
             stop = low_level_start[low_sizes[item] + 1]
-            for i in range(first, stop):
-                parent = base | low_order[i]
-                z[parent] = 0.0
-                m[parent] = -INFINITY
-                best[parent] = 0
-            arg = 0
-            high_cluster = 0
-            while True:
-                cluster_row = cf + 2 * (<index_t>high_cluster << block_bits)
-                rest_row = rf + 2 * (<index_t>(high ^ high_cluster) << block_bits)
-                for i in range(first, stop):
-                    part = low_order[i]
-                    parent = base | part
-                    if sweep_row_pair(cluster_row, rest_row, part, &z[parent], &m[parent], &arg):
-                        best[parent] = (high_cluster << block_bits) | arg
-                if high_cluster == high:
-                    break
-                high_cluster = next_submask(high_cluster, high)
+            sweep_item(cf, rf, high, block_bits, &low_order[0], first, stop, z, m, best)
             for i in range(first, stop):
                 parent = base | low_order[i]
                 total = z[parent]

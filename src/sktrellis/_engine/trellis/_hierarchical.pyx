@@ -33,7 +33,7 @@ from .._common cimport (
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
 )
-from ._row_sweep cimport sweep_row_pair
+from ._row_sweep cimport sweep_item
 from ._sampling cimport WeightCache, draw_part
 
 ###############################################################################
@@ -276,15 +276,13 @@ def inside_level_blocked(SplitPotential potential, int block_bits,
     """
     cdef const SplitTables* t = &potential.tables
     cdef Py_ssize_t item, i, n_items = high_parts.shape[0], first, stop
-    cdef mask_t high, base, high_left, part, parent, arg
+    cdef mask_t high, base, parent
     cdef double total
     cdef double* z = &log_z[0]
     cdef double* m = &log_map[0]
     cdef mask_t* best = &best_left[0]
     cdef const double* lf = &left_factors[0, 0]
     cdef const double* rf = &right_factors[0, 0]
-    cdef const double* left_row
-    cdef const double* right_row
     if n_items == 0:
         return
     # Items differ in cost by orders of magnitude (2**|S_hi| row pairs of
@@ -295,24 +293,7 @@ def inside_level_blocked(SplitPotential potential, int block_bits,
         base = high << block_bits
         first = low_level_start[low_sizes[item]]
         stop = low_level_start[low_sizes[item] + 1]
-        for i in range(first, stop):
-            parent = base | low_order[i]
-            z[parent] = 0.0
-            m[parent] = -INFINITY
-            best[parent] = 0
-        arg = 0
-        high_left = 0
-        while True:
-            left_row = lf + 2 * (<index_t>high_left << block_bits)
-            right_row = rf + 2 * (<index_t>(high ^ high_left) << block_bits)
-            for i in range(first, stop):
-                part = low_order[i]
-                parent = base | part
-                if sweep_row_pair(left_row, right_row, part, &z[parent], &m[parent], &arg):
-                    best[parent] = (high_left << block_bits) | arg
-            if high_left == high:
-                break
-            high_left = next_submask(high_left, high)
+        sweep_item(lf, rf, high, block_bits, &low_order[0], first, stop, z, m, best)
         for i in range(first, stop):
             parent = base | low_order[i]
             total = z[parent]

@@ -10,7 +10,9 @@
 # log MAP value) indexed by the low bits. This sweeps the terms of one S_lo
 # within one pair of rows.
 
-from .._common cimport low_bit, mask_t, next_submask, popcount
+from libc.math cimport INFINITY
+
+from .._common cimport index_t, low_bit, mask_t, next_submask, popcount
 
 
 cdef inline bint sweep_row_pair(const double* left_row, const double* right_row,
@@ -80,3 +82,37 @@ cdef inline bint sweep_row_pair(const double* left_row, const double* right_row,
         else:
             best_part[0] = low | best_sub | pair
     return improved
+
+
+cdef inline void sweep_item(const double* left_rows, const double* right_rows, mask_t high,
+                            int block_bits, const mask_t* low_order, Py_ssize_t first,
+                            Py_ssize_t stop, double* total, double* best,
+                            mask_t* best_part) noexcept nogil:
+    """Sum every row pair of the subsets S = (high, S_lo), S_lo in low_order[first:stop].
+
+    The left rows are (A_hi, *) for every A_hi within ``high`` in increasing
+    order and the right rows (high ^ A_hi, *): each pair is swept over all
+    the S_lo while both stay in cache. ``total[S]``, ``best[S]`` and
+    ``best_part[S]`` (the first part reaching the maximum) are started
+    afresh; the caller turns the linear sums into logs.
+    """
+    cdef mask_t base = high << block_bits, high_left = 0, part, parent, arg = 0
+    cdef const double* left_row
+    cdef const double* right_row
+    cdef Py_ssize_t i
+    for i in range(first, stop):
+        parent = base | low_order[i]
+        total[parent] = 0.0
+        best[parent] = -INFINITY
+        best_part[parent] = 0
+    while True:
+        left_row = left_rows + 2 * (<index_t>high_left << block_bits)
+        right_row = right_rows + 2 * (<index_t>(high ^ high_left) << block_bits)
+        for i in range(first, stop):
+            part = low_order[i]
+            parent = base | part
+            if sweep_row_pair(left_row, right_row, part, &total[parent], &best[parent], &arg):
+                best_part[parent] = (high_left << block_bits) | arg
+        if high_left == high:
+            break
+        high_left = next_submask(high_left, high)
