@@ -8,7 +8,7 @@ from scipy.spatial.distance import cdist
 
 from sktrellis.datasets import make_jets
 from sktrellis.energies import (
-    CorrelationClustering, Dasgupta, DirichletProcessMixture, GinkgoLikelihood, SplitEnergy,
+    CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy,
 )
 from sktrellis.energies._tree_prior import split_log_prior
 from sktrellis._engine.tables import subset_pair_sums, subset_sizes, subset_sums

@@ -258,9 +258,7 @@ def _tree_log_potential(potential, merges, n_points):
 
 def _search_map_merges(unit, X):
     """Merges of the MAP tree of X under ``unit`` by exact best-first search."""
-    bound = unit.search_bound(X)
-    n_points = len(X)
-    search = BestFirstSearch(bound, n_points)
+    search = BestFirstSearch(unit.search_bound(X), len(X))
     search.add_tree(beam_search(unit.merge_model(X), 5)[0].merges)
     while not search.solved:
         if search.run(seconds=0.1, max_states=_MAX_SEARCH_STATES) == "max_states":

@@ -11,7 +11,12 @@ from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import FlatEnergy, HierarchicalEnergy, TemperatureMixin
 from ._merge import PairwiseMergeModel
-from ._tree_prior import TREE_PRIORS, prior_cluster_term, prior_search_bound, split_log_prior
+from ._tree_prior import (
+    TREE_PRIORS,
+    add_prior_cluster_term,
+    prior_search_bound,
+    split_log_prior,
+)
 
 
 class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
@@ -169,7 +174,7 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         # Plus the tree prior's log factor of S in f.
         n_points = len(weights)
         return SplitPotential.separable(
-            n_points, -self._beta_value() * positive + prior_cluster_term(n_points, self.tree_prior),
+            n_points, add_prior_cluster_term(-self._beta_value() * positive, self.tree_prior),
             signed, [self._beta_value()] * (n_points + 1),
         )
 

@@ -11,7 +11,12 @@ from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
 from ._base import HierarchicalEnergy, TemperatureMixin
 from ._merge import PairwiseMergeModel
-from ._tree_prior import TREE_PRIORS, prior_cluster_term, prior_search_bound, split_log_prior
+from ._tree_prior import (
+    TREE_PRIORS,
+    add_prior_cluster_term,
+    prior_search_bound,
+    split_log_prior,
+)
 
 
 class Dasgupta(TemperatureMixin, HierarchicalEnergy):
@@ -134,11 +139,12 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         """
         within = subset_pair_sums(self.similarities(X))
         n_points = len(X)
-        sizes = np.arange(n_points + 1, dtype=np.float64)
+        subset_size = subset_sizes(n_points)
         # W(A, B) = W(S) - W(A) - W(B): f(S) = -beta |S| W(S) + the tree
         # prior's log factor of S, g = W, c(k) = beta k.
-        cluster_term = (-self._beta_value() * within * subset_sizes(n_points)
-                        + prior_cluster_term(n_points, self.tree_prior))
+        cluster_term = add_prior_cluster_term(
+            -self._beta_value() * within * subset_size, self.tree_prior, subset_size)
+        sizes = np.arange(n_points + 1, dtype=np.float64)
         return SplitPotential.separable(n_points, cluster_term, within, self._beta_value() * sizes)
 
     def merge_model(self, X):

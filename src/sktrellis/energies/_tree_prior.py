@@ -53,27 +53,32 @@ def split_log_prior(sizes, tree_prior):
     sizes : array-like of int
         Cluster sizes |S|.
     tree_prior : {"yule", "uniform"}
-        The prior over tree shapes (module docstring).
+        The prior over tree shapes (module docstring), validated by the
+        energy's parameter constraints.
 
     Returns
     -------
-    log_prior : ndarray of float64
-        ``-log(|S| - 1)`` under Yule for |S| >= 2, else 0.
+    log_prior : ndarray of float64 or float
+        ``-log(|S| - 1)`` under Yule for |S| >= 2, else 0; 0.0 under the
+        uniform prior.
     """
-    sizes = np.asarray(sizes, dtype=np.float64)
     if tree_prior == "uniform":
-        return np.zeros(sizes.shape)
-    if tree_prior != "yule":
-        raise ValueError(f"tree_prior must be one of {TREE_PRIORS}, got {tree_prior!r}")
-    return -np.log(np.maximum(sizes - 1.0, 1.0))
+        return 0.0
+    return -np.log(np.maximum(np.asarray(sizes, dtype=np.float64) - 1.0, 1.0))
 
 
-def prior_cluster_term(n_points, tree_prior):
-    """The log prior factor of a split of every subset mask, a table of length 2**n_points.
+def add_prior_cluster_term(cluster_term, tree_prior, sizes=None):
+    """Add the tree prior's log factor of every subset to a separable potential's f(S).
 
-    The term a separable split potential adds to its ``f(S)``.
+    In place, and nothing to do (no 2**N table) under the uniform prior.
+    ``sizes`` is the subset-size table when the caller has it already.
     """
-    return split_log_prior(subset_sizes(n_points), tree_prior)
+    if tree_prior == "uniform":
+        return cluster_term
+    if sizes is None:
+        sizes = subset_sizes(len(cluster_term).bit_length() - 1)
+    cluster_term += split_log_prior(sizes, tree_prior)
+    return cluster_term
 
 
 def prior_search_bound(bound, n_points, tree_prior):
@@ -81,4 +86,3 @@ def prior_search_bound(bound, n_points, tree_prior):
     if tree_prior == "uniform":
         return bound
     return SizePriorBound(bound, -split_log_prior(np.arange(n_points + 1), tree_prior))
-
