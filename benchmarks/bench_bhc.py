@@ -217,6 +217,22 @@ def defaults(n_draws):
               f"{adjusted_rand_score(y, best.predict(X)):>6.3f} "
               f"{adjusted_rand_score(y, kmeans):>7.3f} "
               f"{adjusted_rand_score(y, nearest):>13.3f}", flush=True)
+    # Structureless data: one Gaussian (the answer is one cluster), and a
+    # uniform square (no clusters at all).
+    print(f"{'no structure':>22} {'BHC k':>6} {'prev. k':>8} {'GMM+BIC k':>10}   (seeds 0-4)")
+    for name, draw in [("gaussian 200 x 2", lambda rng: rng.normal(size=(200, 2))),
+                       ("uniform 200 x 2", lambda rng: rng.uniform(size=(200, 2))),
+                       ("gaussian 100 x 5", lambda rng: rng.normal(size=(100, 5)))]:
+        counts = []
+        for seed in range(5):
+            X = draw(np.random.default_rng(seed))
+            mixtures = [GaussianMixture(k, n_init=3, random_state=0).fit(X) for k in range(1, 9)]
+            counts.append((BayesianHierarchicalClustering().fit(X).n_clusters_,
+                           BayesianHierarchicalClustering(**previous_gaussian_prior(X)).fit(X)
+                           .n_clusters_,
+                           min(mixtures, key=lambda mixture: mixture.bic(X)).n_components))
+        bhc, previous, bic = (" ".join(str(c[k]) for c in counts) for k in range(3))
+        print(f"{name:>22} {bhc:>6} {previous:>8} {bic:>10}", flush=True)
     X, y = load_iris(return_X_y=True)
     for name, params in [("default", {}), ("previous", previous_gaussian_prior(X))]:
         model = BayesianHierarchicalClustering(**params).fit(X)

@@ -383,6 +383,15 @@ def test_the_returned_tree_has_the_claimed_cost_at_64_points(tree_prior):
     assert -energy.beta * cost + log_prior == pytest.approx(model.map_log_potential_, rel=1e-12)
 
 
+@pytest.mark.parametrize("prior_cost", [[0.0, -1.0], [0.0, np.nan], [[0.0]]])
+def test_the_tree_prior_bound_refuses_bad_costs(prior_cost):
+    from sktrellis._engine.search._prior_bound import SizePriorBound
+
+    inner = Dasgupta(tree_prior="uniform").search_bound(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="prior_cost must be a 1-d array of non-negative"):
+        SizePriorBound(inner, prior_cost)
+
+
 @pytest.mark.parametrize("kind", ["dasgupta", "hcc"])
 def test_the_tree_prior_bound_is_admissible_and_exact_on_splits(kind, global_random_seed):
     """SizePriorBound: split costs with the prior, lower bounds below every subset's best tree."""

@@ -611,6 +611,14 @@ def test_five_centre_blobs_at_defaults_are_split():
     assert np.mean(scores) >= 0.45
 
 
+@pytest.mark.parametrize("shape", [(200, 2), (100, 5)])
+def test_one_gaussian_at_defaults_is_one_cluster(shape):
+    """The default prior on structureless data: one Gaussian stays one cluster (seeds 0-4)."""
+    for seed in range(5):
+        X = np.random.default_rng(seed).normal(size=shape)
+        assert BayesianHierarchicalClustering().fit(X).n_clusters_ == 1, seed
+
+
 def test_iris_at_defaults_is_not_worse_than_the_previous_prior():
     """Issue 20: measured purity 0.785 (previous default 0.770), 2 clusters, ARI 0.568."""
     from sklearn.datasets import load_iris
