@@ -20,6 +20,7 @@ since on a shared machine the CPU ratio is the steadier one.
     python benchmarks/bench_hierarchical.py              # N = 10..20, NumPy up to 16
     python benchmarks/bench_hierarchical.py --max-n 22 --numpy-max-n 18 --outside-max-n 22
     python benchmarks/bench_hierarchical.py --only-blocked-c   # just the blocked-C table
+    python benchmarks/bench_hierarchical.py --only-blocked-c --blocked-c-n --cold-n 16 18
 """
 import argparse
 import ctypes
@@ -40,6 +41,7 @@ from sktrellis._engine.trellis.hierarchical_trellis import (
     HierarchicalTrellis,
 )
 from sktrellis import ExactHierarchicalClustering
+from sktrellis.datasets import make_planted_subtypes
 from sktrellis.energies import Dasgupta
 
 #: The measuring stick of issue 23, beside the repository (read, never copied).
@@ -178,6 +180,33 @@ def full_posterior_times(sizes, n_threads=2):
               f"{time.process_time() - cpu:>12.1f} {os.getloadavg()[0]:>5.1f}", flush=True)
 
 
+def cold_posterior_times(sizes, betas=(20.0, 100.0, 1000.0)):
+    """CPU time of fit and of every cluster marginal at large beta, one thread, one run.
+
+    A cold posterior (the calibrated beta_ reaches the cap of 1000 when every
+    bootstrap resample agrees) leaves most subsets' linear-space sums below
+    their floor; they are redone in log space, where the negligible terms
+    are skipped. The ratio is against the first beta, measured in this run.
+    """
+    print(f"\nCold posteriors: planted subtypes (3000 genes), Dasgupta at beta "
+          f"{', '.join(f'{b:g}' for b in betas)}, 1 thread, CPU s, one run")
+    print(f"{'N':>3} {'beta':>6} {'fit s':>8} {'marginals s':>12} {'fit ratio':>10} "
+          f"{'marginals ratio':>16}")
+    for n_points in sizes:
+        X, _ = make_planted_subtypes(n_points, random_state=7)
+        first = None
+        for beta in betas:
+            model = ExactHierarchicalClustering(Dasgupta(beta=beta), n_jobs=1, verbose=0)
+            start = time.process_time()
+            model.fit(X)
+            fit = time.process_time() - start
+            model.posterior_.cluster_log_marginals()
+            marginals = time.process_time() - start - fit
+            first = first or (fit, marginals)
+            print(f"{n_points:>3} {beta:>6g} {fit:>8.2f} {marginals:>12.2f} "
+                  f"{fit / first[0]:>9.1f}x {marginals / first[1]:>15.1f}x", flush=True)
+
+
 def best_time(function, repeat):
     times = []
     for _ in range(repeat):
@@ -199,10 +228,13 @@ def main():
     parser.add_argument("--only-blocked-c", action="store_true")
     parser.add_argument("--full-posterior-n", type=int, nargs="*", default=[],
                         help="also time fit + all cluster marginals at these N (24, 25: minutes)")
+    parser.add_argument("--cold-n", type=int, nargs="*", default=[16, 18],
+                        help="fit and marginals at beta 20, 100, 1000 at these N")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     compare_with_blocked_c(args.blocked_c_n, args.blocked_c_repeat)
     full_posterior_times(args.full_posterior_n)
+    cold_posterior_times(args.cold_n)
     if args.only_blocked_c:
         return
 

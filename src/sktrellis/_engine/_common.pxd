@@ -55,6 +55,9 @@ cdef extern from *:
        below 1e-308 and there are at most 2**30 of them. A subset whose
        scaled sum falls below it is redone exactly in log space. */
     static const double sktrellis_linear_sum_floor = 1e-250;
+    /* A term of a log-space sum this far (in log) below the largest term
+       is left out: see log_sum_add. */
+    static const double sktrellis_negligible_log_ratio = 80.0;
     /* The linear-space sums multiply factors <= 1 that can be tiny: with a
        large beta a few percent of the products land among the subnormal
        numbers, where x86 arithmetic takes ~100 cycles per operation (the
@@ -83,6 +86,7 @@ cdef extern from *:
         uint64_t* acc, const uint64_t* a, const uint64_t* b) noexcept nogil
     void count_add "sktrellis_count_add"(uint64_t* acc, const uint64_t* a) noexcept nogil
     const double LINEAR_SUM_FLOOR "sktrellis_linear_sum_floor"
+    const double NEGLIGIBLE_LOG_RATIO "sktrellis_negligible_log_ratio"
     int popcount "sktrellis_popcount"(uint32_t x) noexcept nogil
     unsigned int flush_subnormals "sktrellis_flush_subnormals"() noexcept nogil
     void restore_fp "sktrellis_restore_fp"(unsigned int mode) noexcept nogil
@@ -121,6 +125,45 @@ cdef inline mask_t extract_rank(mask_t sub, mask_t of) noexcept nogil:
         place <<= 1
         of ^= bit
     return result
+
+
+# Online logsumexp, for the sums that linear space cannot hold (a subset
+# whose scaled linear sum fell below LINEAR_SUM_FLOOR, a potential with no
+# shared factors). One exp per term, the running sum rescaled only when a
+# new largest term appears; and no exp at all for a term more than
+# NEGLIGIBLE_LOG_RATIO below the largest so far. Such a term is below
+# e**-80 = 1.8e-35 of the final sum (the largest term only grows), and at
+# most 2**31 of them change the sum by less than 4e-26 of itself, far below
+# its last digit. This is what keeps a cold posterior fast: at beta = 1000
+# most subsets' sums come here, and nearly all of their terms are that small
+# (N = 18: the inside pass was 11x slower than at beta = 20, the outside
+# pass 28x).
+cdef struct LogSum:
+    double top   # the largest term so far (-inf: none)
+    double acc   # sum of exp(term - top) over the terms so far
+
+
+cdef inline LogSum empty_log_sum() noexcept nogil:
+    # Returned by value: assigned in a prange body, the sum is then private
+    # to each thread.
+    cdef LogSum total
+    total.top = -INFINITY
+    total.acc = 0.0
+    return total
+
+
+cdef inline void log_sum_add(LogSum* total, double value) noexcept nogil:
+    """Add the term exp(value); value = -inf adds nothing."""
+    if value > total.top:
+        total.acc = total.acc * exp(total.top - value) + 1.0
+        total.top = value
+    elif value > total.top - NEGLIGIBLE_LOG_RATIO:
+        total.acc = total.acc + exp(value - total.top)
+
+
+cdef inline double log_sum_value(const LogSum* total) noexcept nogil:
+    """log of the sum of the terms added (-inf for none)."""
+    return total.top + log(total.acc) if total.top > -INFINITY else -INFINITY
 
 
 cdef inline double log_add(double a, double b) noexcept nogil:

@@ -23,7 +23,7 @@ from libc.stdint cimport uint64_t
 import numpy as np
 
 from .._common cimport (
-    LINEAR_SUM_FLOOR,
+    LINEAR_SUM_FLOOR, NEGLIGIBLE_LOG_RATIO,
     count_add, ctz, flush_subnormals, index_t, low_bit, mask_t, next_submask, popcount,
     restore_fp,
 )
@@ -94,7 +94,11 @@ cdef inline double exact_log_sum(mask_t parent, const double* log_e,
     sub = 0
     while True:
         cluster = low | sub
-        acc = acc + exp(log_e[cluster] + log_z[parent ^ cluster] - top)
+        value = log_e[cluster] + log_z[parent ^ cluster] - top
+        # No exp for a negligible term (see log_sum_add): at a large beta
+        # nearly all of them are.
+        if value > -NEGLIGIBLE_LOG_RATIO:
+            acc = acc + exp(value)
         if sub == rest:
             break
         sub = next_submask(sub, rest)

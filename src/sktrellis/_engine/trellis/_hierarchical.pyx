@@ -27,8 +27,8 @@ from sktrellis.energies cimport SplitData, split_log_psi_t
 
 from .._common cimport (
     LINEAR_SUM_FLOOR,
-    count_add_product, extract_rank, index_t, log_add, low_bit, mask_t, next_submask,
-    popcount,
+    LogSum, count_add_product, empty_log_sum, extract_rank, index_t, log_sum_add,
+    log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
@@ -96,13 +96,13 @@ cdef inline double exact_log_sum(const SplitTables* t, mask_t parent,
                                  const double* log_z) noexcept nogil:
     """log Z(parent) by an online logsumexp over its canonical splits."""
     cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0, left
-    cdef double acc = -INFINITY, value
+    cdef LogSum total = empty_log_sum()
     while sub != rest:
         left = low | sub
-        value = split_log_potential(t, parent, left) + log_z[left] + log_z[parent ^ left]
-        acc = log_add(acc, value)
+        log_sum_add(&total, split_log_potential(t, parent, left) + log_z[left]
+                    + log_z[parent ^ left])
         sub = next_submask(sub, rest)
-    return acc
+    return log_sum_value(&total)
 
 
 def inside_level(SplitPotential potential, const mask_t[::1] parents,
@@ -122,7 +122,8 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
     cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
     cdef mask_t parent, low, rest, sub, left, right, arg, arg_odd, pair_bit
-    cdef double acc, acc_odd, best, best_odd, value, top, psi
+    cdef double acc, acc_odd, best, best_odd, value, psi
+    cdef LogSum total
     cdef int invalid
     cdef double* z = &log_z[0]
     cdef double* m = &log_map[0]
@@ -194,15 +195,13 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
         return
 
     # Generic kinds: one log psi evaluation per split and an online
-    # logsumexp with one exp per term (the sum is rescaled only when a new
-    # largest term appears), so no per-thread buffer of split values.
+    # logsumexp (LogSum), so no per-thread buffer of split values.
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
         parent = parents[i]
         low = low_bit(parent)
         rest = parent ^ low
         sub = 0
-        top = -INFINITY
-        acc = 0.0
+        total = empty_log_sum()
         best = -INFINITY
         arg = low
         invalid = 0
@@ -222,12 +221,7 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
                 # on forbidden splits only. +inf shows as log Z = +inf.
                 invalid = invalid | (psi != psi)
             else:
-                value = psi + z[left] + z[right]
-                if value > top:
-                    acc = acc * exp(top - value) + 1.0
-                    top = value
-                elif value > -INFINITY:
-                    acc = acc + exp(value - top)
+                log_sum_add(&total, psi + z[left] + z[right])
                 value = psi + m[left] + m[right]
                 if value > best:
                     best = value
@@ -235,7 +229,7 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
                 if with_counts:
                     count_add_product(&count[2 * parent], &count[2 * left], &count[2 * right])
             sub = next_submask(sub, rest)
-        z[parent] = NAN if invalid else (top + log(acc) if top > -INFINITY else -INFINITY)
+        z[parent] = NAN if invalid else log_sum_value(&total)
         m[parent] = best
         best_left[parent] = arg
 
@@ -388,19 +382,15 @@ cdef inline double exact_log_outside(const SplitTables* t, mask_t cluster, mask_
                                      const double* log_z, const double* log_out) noexcept nogil:
     """log O(cluster) by an online logsumexp (one exp per term) over its parents."""
     cdef mask_t rest = full ^ cluster, other = rest, parent, left
-    cdef double top = -INFINITY, acc = 0.0, value
+    cdef LogSum total = empty_log_sum()
     while other:
         parent = cluster | other
         if log_out[parent] > -INFINITY and log_z[other] > -INFINITY:
             left = cluster if cluster & low_bit(parent) else other
-            value = log_out[parent] + split_log_potential(t, parent, left) + log_z[other]
-            if value > top:
-                acc = acc * exp(top - value) + 1.0
-                top = value
-            elif value > -INFINITY:
-                acc = acc + exp(value - top)
+            log_sum_add(&total, log_out[parent] + split_log_potential(t, parent, left)
+                        + log_z[other])
         other = (other - 1) & rest
-    return top + log(acc) if top > -INFINITY else -INFINITY
+    return log_sum_value(&total)
 
 
 def outside_level(SplitPotential potential, const mask_t[::1] clusters,
