@@ -6,7 +6,9 @@ the same shape:
 
 - cost: the calibrated fit (``beta="auto"``, the default) against a plain
   fit at the beta it chose, interleaved, for N = 14, 18, 20 (hierarchical
-  and flat), median of ``--repeats``, on all cores or ``--n-jobs``;
+  and flat) on the planted data (seed 7) and on noise, with the number of
+  bootstrap resamples the calibration drew, median of ``--repeats``, on
+  all cores or ``--n-jobs``;
 - behaviour over ``--seeds`` seeds at ``--check-n`` points: the planted
   subtypes' smallest support and, on noise, the largest support of a
   cluster of 3..N-1 points (hierarchical); P(K=3), the smallest
@@ -26,8 +28,23 @@ import time
 import numpy as np
 
 from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
+from sktrellis import _temperature as temperature
 from sktrellis.datasets import make_planted_subtypes
 from sktrellis.energies import CorrelationClustering, Dasgupta
+
+
+# How many resamples the calibration drew: the length of the list its
+# stopping rule saw last.
+excess_calls = []
+_enough_resamples = temperature._enough_resamples
+
+
+def _counting_enough_resamples(excess, max_resamples):
+    excess_calls[:] = excess
+    return _enough_resamples(excess, max_resamples)
+
+
+temperature._enough_resamples = _counting_enough_resamples
 
 
 def timed(fit):
@@ -38,20 +55,24 @@ def timed(fit):
 
 def cost_table(estimator, energy_class, sizes, repeats, n_jobs=None):
     print(f"\n{estimator.__name__}: calibrated fit vs plain fit at the chosen beta "
-          f"(median of {repeats}, n_jobs={n_jobs})")
-    print(f"{'N':>4} {'beta_':>9} {'plain s':>9} {'auto s':>9} {'ratio':>7}")
+          f"(median of {repeats}, n_jobs={n_jobs}); B = bootstrap resamples drawn")
+    print(f"{'data':>8} {'N':>4} {'beta_':>9} {'B':>4} {'plain s':>9} {'auto s':>9} "
+          f"{'ratio':>7}")
     for n_samples in sizes:
-        X, _ = make_planted_subtypes(n_samples, random_state=7)
-        plain_times, auto_times = [], []
-        for _ in range(repeats):
-            auto_time, auto = timed(lambda: estimator(verbose=0, n_jobs=n_jobs).fit(X))
-            plain_time, _ = timed(lambda: estimator(
-                energy_class(beta=auto.beta_), verbose=0, n_jobs=n_jobs).fit(X))
-            auto_times.append(auto_time)
-            plain_times.append(plain_time)
-        plain, calibrated = np.median(plain_times), np.median(auto_times)
-        print(f"{n_samples:>4} {auto.beta_:>9.3g} {plain:>9.2f} {calibrated:>9.2f} "
-              f"{calibrated / plain:>7.1f}", flush=True)
+        for name, X in (("planted", make_planted_subtypes(n_samples, random_state=7)[0]),
+                        ("noise", np.random.default_rng(7).normal(size=(n_samples, 3000)))):
+            plain_times, auto_times = [], []
+            for _ in range(repeats):
+                excess_calls.clear()
+                auto_time, auto = timed(lambda: estimator(verbose=0, n_jobs=n_jobs).fit(X))
+                n_resamples = len(excess_calls)
+                plain_time, _ = timed(lambda: estimator(
+                    energy_class(beta=auto.beta_), verbose=0, n_jobs=n_jobs).fit(X))
+                auto_times.append(auto_time)
+                plain_times.append(plain_time)
+            plain, calibrated = np.median(plain_times), np.median(auto_times)
+            print(f"{name:>8} {n_samples:>4} {auto.beta_:>9.3g} {n_resamples:>4} {plain:>9.2f} "
+                  f"{calibrated:>9.2f} {calibrated / plain:>7.1f}", flush=True)
 
 
 def largest_support(model, n_samples):

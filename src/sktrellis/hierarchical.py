@@ -159,7 +159,7 @@ class ExactHierarchicalClustering(
             return HierarchicalTrellis(potential, n_threads, self.verbose, type(self).__name__)
 
         energy, beta, potential, trellis = calibrate_tree_posterior(
-            energy, X, self.random_state, make_trellis
+            energy, X, self.random_state, make_trellis, n_threads
         )
         if beta is not None:
             self.beta_ = beta
