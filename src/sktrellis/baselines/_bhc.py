@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._estimator import TreeEstimatorMixin, clears_fit_state_on_failure
 from .._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
 from .._engine.tree.conversion import linkage_from_heights, merges_from_splits
-from .._validation import check_exact_size, effective_n_threads
+from .._validation import check_exact_size, effective_n_threads, unit_exponent
 from ..energies import DirichletProcessMixture
 
 # Candidate merges are scored this many at a time.
@@ -546,8 +546,12 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
             # Below three points every tree is the greedy one.
             if self.algorithm == "greedy" or n_points < 3:
                 return forest, merges
+            # Linkage trees do not change when X is divided by a power of
+            # two (exact), and at unit scale its squared distances cannot
+            # overflow (features up to 1e308 are valid input).
+            unit_X = np.ldexp(X, -unit_exponent(X))
             seeds = [merges] + [
-                linkage(X, method)[:, :2].astype(np.int64) for method in _SEED_LINKAGES
+                linkage(unit_X, method)[:, :2].astype(np.int64) for method in _SEED_LINKAGES
             ]
             merges = best_spanned_merges(component, X, forest.log_alpha, seeds)
             forest = _NodeTable(component, X, forest.log_alpha)
