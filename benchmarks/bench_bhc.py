@@ -1,5 +1,8 @@
 """Bayesian hierarchical clustering: speed, and its DPM bound against the exact evidence.
 
+Parts 1-3 use ``algorithm="greedy"`` (the default before issue 20's
+third round), as their recorded figures do.
+
 Part 1 times the greedy algorithm (Heller & Ghahramani 2005) on iris (N =
 150, best of 5) and on Gaussian blobs up to N = 2,000 (one run), with the
 number of clusters of the r_k < 0.5 cut and its adjusted Rand index.
@@ -20,14 +23,15 @@ binarised digits 0-2 (Bernoulli), and shows how the bound and the
 dendrogram purity of the tree move.
 
 Part 4 (issue 20) scores BHC at its defaults on labelled data:
-``make_blobs(200, centers=4, random_state=0)`` and 5-centre blobs (5
-seeds), with the ARI of the r < 0.5 cut beside the former default
-Gaussian prior (passed explicitly, so one run gives before and after),
-GaussianMixture with full covariances and k chosen by BIC, KMeans given
-k, and the Bayes-optimal assignment to the true centres (the ceiling);
-iris; and sklearn's digits binarised at pixel >= 8 with
-``component="bernoulli"`` (3 classes and 10 classes, 20 per class, 5
-draws) against scipy's linkage methods.
+``make_blobs(200, centers=4)`` (seeds 0 and 1) and 5-centre blobs (5
+seeds), with the ARI of the r < 0.5 cut beside the greedy tree (the
+default algorithm before) and the former default Gaussian prior (both
+passed explicitly, so one run gives before and after), GaussianMixture
+with full covariances and k chosen by BIC, KMeans given k, and the
+Bayes-optimal assignment to the true centres (the ceiling); structureless
+data; iris and standardized wine; and sklearn's digits binarised at pixel
+>= 8 with ``component="bernoulli"`` (3 classes and 10 classes, 20 per
+class, 5 draws) against scipy's linkage methods.
 
     python benchmarks/bench_bhc.py                  # about a minute
     python benchmarks/bench_bhc.py --sizes 8 12 16 18 20 --max-n 4000
@@ -37,7 +41,7 @@ import argparse
 import time
 
 import numpy as np
-from sklearn.datasets import load_digits, load_iris, make_blobs
+from sklearn.datasets import load_digits, load_iris, load_wine, make_blobs
 from scipy.cluster.hierarchy import fcluster, linkage
 from sklearn.metrics import adjusted_rand_score
 
@@ -66,7 +70,9 @@ def speed(max_n):
                               random_state=n_points)
             rows.append(("blobs, 5 centres", X, y, 1))
     for name, X, y, repeat in rows:
-        seconds, model = best_time(lambda: BayesianHierarchicalClustering().fit(X), repeat)
+        seconds, model = best_time(
+            lambda: BayesianHierarchicalClustering(algorithm="greedy").fit(X), repeat
+        )
         print(f"{name:>22} {len(X):>5} {X.shape[1]:>2} {seconds:>8.3f} {model.n_clusters_:>9} "
               f"{adjusted_rand_score(y, model.labels_):>6.3f} "
               f"{model.log_marginal_likelihood_:>12.2f} "
@@ -115,7 +121,7 @@ def bounds(sizes, n_subsets):
                 if params.get("component") == "bernoulli":
                     X = X[:, X.std(axis=0) > 0]
                 start = time.perf_counter()
-                greedy = BayesianHierarchicalClustering(**params).fit(X)
+                greedy = BayesianHierarchicalClustering(algorithm="greedy", **params).fit(X)
                 greedy_s = time.perf_counter() - start
                 start = time.perf_counter()
                 best = BayesianHierarchicalClustering(algorithm="exact", **params).fit(X)
@@ -164,9 +170,11 @@ def learning(sizes, n_subsets):
                 X, y = X_all[index], y_all[index]
                 if params.get("component") == "bernoulli":
                     X = X[:, X.std(axis=0) > 0]
-                fixed = BayesianHierarchicalClustering(**params).fit(X)
+                fixed = BayesianHierarchicalClustering(algorithm="greedy", **params).fit(X)
                 start = time.perf_counter()
-                learned = BayesianHierarchicalClustering(hyperparameters="learn", **params).fit(X)
+                learned = BayesianHierarchicalClustering(
+                    algorithm="greedy", hyperparameters="learn", **params
+                ).fit(X)
                 seconds = time.perf_counter() - start
                 cells.append([
                     fixed.log_evidence_lower_bound_, learned.log_evidence_lower_bound_,
@@ -191,35 +199,46 @@ def previous_gaussian_prior(X):
 def defaults(n_draws):
     from sklearn.cluster import KMeans
     from sklearn.mixture import GaussianMixture
+    from sklearn.preprocessing import StandardScaler
 
     from sktrellis.metrics import dendrogram_purity
 
-    print("\nBHC at its defaults on labelled data (greedy; linkage methods for comparison)")
-    print("(previous: the former default Gaussian prior, passed explicitly; GMM+BIC: "
-          "GaussianMixture with full covariances, k = 1..8 by BIC; KMeans and true "
+    print("\nBHC at its defaults on labelled data (linkage methods for comparison)")
+    print("(BHC: the default algorithm='sparse'; greedy: algorithm='greedy', the default "
+          "before; previous: the former default Gaussian prior, passed explicitly, greedy; "
+          "GMM+BIC: GaussianMixture with full covariances, k = 1..8 by BIC; KMeans and true "
           "centres are given the true k)")
-    print(f"{'blobs':>14} {'BHC k':>6} {'ARI':>6} {'purity':>7} {'prev. k':>8} {'ARI':>6} "
+    print(f"{'blobs':>14} {'BHC k':>6} {'ARI':>6} {'purity':>7} {'bound':>8} "
+          f"{'greedy k':>9} {'ARI':>6} {'purity':>7} {'bound':>8} {'prev. k':>8} {'ARI':>6} "
           f"{'GMM+BIC k':>10} {'ARI':>6} {'KMeans':>7} {'true centres':>13}")
-    cases = [(4, 0)] + [(5, seed) for seed in range(5)]
+    cases = [(4, 0), (4, 1)] + [(5, seed) for seed in range(5)]
     for n_centres, seed in cases:
         X, y, centres = make_blobs(200, centers=n_centres, random_state=seed,
                                    return_centers=True)
         nearest = ((X[:, None, :] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)
         model = BayesianHierarchicalClustering().fit(X)
-        previous = BayesianHierarchicalClustering(**previous_gaussian_prior(X)).fit(X)
+        greedy = BayesianHierarchicalClustering(algorithm="greedy").fit(X)
+        previous = BayesianHierarchicalClustering(
+            algorithm="greedy", **previous_gaussian_prior(X)
+        ).fit(X)
         mixtures = [GaussianMixture(k, n_init=3, random_state=0).fit(X) for k in range(1, 9)]
         best = min(mixtures, key=lambda mixture: mixture.bic(X))
         kmeans = KMeans(n_centres, n_init=10, random_state=0).fit_predict(X)
         print(f"{f'{n_centres} centres, {seed}':>14} {model.n_clusters_:>6} "
               f"{adjusted_rand_score(y, model.labels_):>6.3f} "
-              f"{dendrogram_purity(y, model.linkage_matrix_):>7.3f} {previous.n_clusters_:>8} "
+              f"{dendrogram_purity(y, model.linkage_matrix_):>7.3f} "
+              f"{model.log_evidence_lower_bound_:>8.1f} {greedy.n_clusters_:>9} "
+              f"{adjusted_rand_score(y, greedy.labels_):>6.3f} "
+              f"{dendrogram_purity(y, greedy.linkage_matrix_):>7.3f} "
+              f"{greedy.log_evidence_lower_bound_:>8.1f} {previous.n_clusters_:>8} "
               f"{adjusted_rand_score(y, previous.labels_):>6.3f} {best.n_components:>10} "
               f"{adjusted_rand_score(y, best.predict(X)):>6.3f} "
               f"{adjusted_rand_score(y, kmeans):>7.3f} "
               f"{adjusted_rand_score(y, nearest):>13.3f}", flush=True)
     # Structureless data: one Gaussian (the answer is one cluster), and a
     # uniform square (no clusters at all).
-    print(f"{'no structure':>22} {'BHC k':>6} {'prev. k':>8} {'GMM+BIC k':>10}   (seeds 0-4)")
+    print(f"{'no structure':>22} {'BHC k':>10} {'greedy k':>10} {'prev. k':>10} "
+          f"{'GMM+BIC k':>10}   (seeds 0-4)")
     for name, draw in [("gaussian 200 x 2", lambda rng: rng.normal(size=(200, 2))),
                        ("uniform 200 x 2", lambda rng: rng.uniform(size=(200, 2))),
                        ("gaussian 100 x 5", lambda rng: rng.normal(size=(100, 5)))]:
@@ -228,23 +247,31 @@ def defaults(n_draws):
             X = draw(np.random.default_rng(seed))
             mixtures = [GaussianMixture(k, n_init=3, random_state=0).fit(X) for k in range(1, 9)]
             counts.append((BayesianHierarchicalClustering().fit(X).n_clusters_,
-                           BayesianHierarchicalClustering(**previous_gaussian_prior(X)).fit(X)
-                           .n_clusters_,
+                           BayesianHierarchicalClustering(algorithm="greedy").fit(X).n_clusters_,
+                           BayesianHierarchicalClustering(
+                               algorithm="greedy", **previous_gaussian_prior(X)
+                           ).fit(X).n_clusters_,
                            min(mixtures, key=lambda mixture: mixture.bic(X)).n_components))
-        bhc, previous, bic = (" ".join(str(c[k]) for c in counts) for k in range(3))
-        print(f"{name:>22} {bhc:>6} {previous:>8} {bic:>10}", flush=True)
-    X, y = load_iris(return_X_y=True)
-    for name, params in [("default", {}), ("previous", previous_gaussian_prior(X))]:
-        model = BayesianHierarchicalClustering(**params).fit(X)
-        print(f"iris, {name} prior: BHC ARI {adjusted_rand_score(y, model.labels_):.3f} "
-              f"(k = {model.n_clusters_}), purity "
-              f"{dendrogram_purity(y, model.linkage_matrix_):.3f}", flush=True)
-    print(f"iris: purity average {dendrogram_purity(y, linkage(X, 'average')):.3f}, complete "
-          f"{dendrogram_purity(y, linkage(X, 'complete')):.3f}", flush=True)
+        columns = (" ".join(str(c[k]) for c in counts) for k in range(4))
+        print(f"{name:>22} " + " ".join(f"{column:>10}" for column in columns), flush=True)
+    iris_X, iris_y = load_iris(return_X_y=True)
+    wine = load_wine()
+    wine_X = StandardScaler().fit_transform(wine.data)
+    for name, X, y in [("iris", iris_X, iris_y), ("wine (standardized)", wine_X, wine.target)]:
+        for label, params in [("default", {}), ("greedy", {"algorithm": "greedy"}),
+                              ("previous", {"algorithm": "greedy",
+                                            **previous_gaussian_prior(X)})]:
+            model = BayesianHierarchicalClustering(**params).fit(X)
+            print(f"{name}, {label}: BHC ARI {adjusted_rand_score(y, model.labels_):.3f} "
+                  f"(k = {model.n_clusters_}), purity "
+                  f"{dendrogram_purity(y, model.linkage_matrix_):.3f}, bound "
+                  f"{model.log_evidence_lower_bound_:.1f}", flush=True)
+        print(f"{name}: purity average {dendrogram_purity(y, linkage(X, 'average')):.3f}, "
+              f"complete {dendrogram_purity(y, linkage(X, 'complete')):.3f}", flush=True)
     digits = load_digits()
     binary, target = (digits.data >= 8).astype(float), digits.target
-    print(f"{'digits (bernoulli)':>20} {'BHC':>6} {'average':>8} {'complete':>9} {'single':>7} "
-          f"{'BHC k':>6}   (dendrogram purity, means over {n_draws} draws)")
+    print(f"{'digits (bernoulli)':>20} {'BHC':>6} {'greedy':>7} {'average':>8} {'complete':>9} "
+          f"{'single':>7} {'BHC k':>6}   (dendrogram purity, means over {n_draws} draws)")
     for n_classes in (3, 10):
         cells = []
         for seed in range(n_draws):
@@ -253,13 +280,16 @@ def defaults(n_draws):
                                    for c in range(n_classes)])
             X, y = binary[rows], target[rows]
             model = BayesianHierarchicalClustering(component="bernoulli").fit(X)
-            cells.append([dendrogram_purity(y, model.linkage_matrix_)]
+            greedy = BayesianHierarchicalClustering(component="bernoulli",
+                                                    algorithm="greedy").fit(X)
+            cells.append([dendrogram_purity(y, model.linkage_matrix_),
+                          dendrogram_purity(y, greedy.linkage_matrix_)]
                          + [dendrogram_purity(y, linkage(X, method))
                             for method in ("average", "complete", "single")]
                          + [model.n_clusters_])
         m = np.mean(cells, axis=0)
-        print(f"{f'{n_classes} classes x 20':>20} {m[0]:>6.3f} {m[1]:>8.3f} {m[2]:>9.3f} "
-              f"{m[3]:>7.3f} {m[4]:>6.1f}", flush=True)
+        print(f"{f'{n_classes} classes x 20':>20} {m[0]:>6.3f} {m[1]:>7.3f} {m[2]:>8.3f} "
+              f"{m[3]:>9.3f} {m[4]:>7.3f} {m[5]:>6.1f}", flush=True)
 
 
 def main():

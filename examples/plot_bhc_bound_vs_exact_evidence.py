@@ -26,7 +26,7 @@ sizes = [8, 10, 12, 14]
 rows = []
 for n in sizes:
     X = X_all[rng.choice(len(X_all), n, replace=False)]
-    greedy = BayesianHierarchicalClustering().fit(X)
+    greedy = BayesianHierarchicalClustering(algorithm="greedy").fit(X)
     best = BayesianHierarchicalClustering(algorithm="exact").fit(X)
     exact = ExactFlatClustering(greedy.dpm_energy()).fit(X)
     rows.append((greedy.log_evidence_lower_bound_, best.log_evidence_lower_bound_,

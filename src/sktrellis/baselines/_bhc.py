@@ -1,7 +1,8 @@
-"""Bayesian hierarchical clustering (Heller & Ghahramani 2005), greedy and exact."""
+"""Bayesian hierarchical clustering (Heller & Ghahramani 2005): greedy, sparse and exact trees."""
 from numbers import Integral
 
 import numpy as np
+from scipy.cluster.hierarchy import linkage
 from scipy.optimize import minimize
 from scipy.special import gammaln, logsumexp
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
@@ -11,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._estimator import TreeEstimatorMixin, clears_fit_state_on_failure
 from .._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
 from .._engine.tree.conversion import linkage_from_heights, merges_from_splits
-from .._validation import check_exact_size, effective_n_threads
+from .._validation import check_exact_size, effective_n_threads, unit_exponent
 from ..energies import DirichletProcessMixture
 
 # Candidate merges are scored this many at a time.
@@ -28,6 +29,12 @@ _ALPHA_MIN = 1e-3
 _SCALE_RANGE = (1e-4, 1e4)
 # New points x nodes whose predictive densities are evaluated at once.
 _PREDICT_BLOCK = 1 << 16
+# algorithm="sparse": seed trees besides the greedy one (scipy's linkage
+# methods). Ward's and average linkage build every cluster bottom-up at
+# once, so their trees hold the clusters that the greedy tree's chaining
+# misses (benchmarks/README.md, "Bayesian hierarchical clustering").
+_SEED_LINKAGES = ("ward", "average")
+_MASK64 = (1 << 64) - 1
 
 
 def merge_recursion(log_alpha, size, log_marginal, log_d_left, log_tree_left,
@@ -177,6 +184,99 @@ def greedy_merges(forest, n_points):
     return merges
 
 
+def best_spanned_merges(component, X, log_alpha, trees):
+    """The tree of largest DPM lower bound among those spanned by the clusters of seed trees.
+
+    The vertices are the clusters of the seed trees (the same set of points
+    in two trees is one vertex) and the splits of a vertex are those the
+    seed trees make of it; a tree is spanned if each of its inner nodes is
+    a vertex split in one of those ways, so seed trees that share a cluster
+    can be combined above and below it. Over these trees, BHC's
+    ``q(S) = d_S p(D_S | T_S) = alpha Gamma(|S|) p(D_S) + q(left) q(right)``
+    is maximised by a dynamic program in order of size, as the exact
+    algorithm does over all 2**N subsets (Greenberg et al. 2021's sparse
+    trellis): every seed tree is spanned, so the result's bound is at least
+    each seed tree's. Exact ties go to the split of the earliest seed tree.
+
+    Parameters
+    ----------
+    component : ConjugateComponent
+        The cluster model.
+    X : ndarray of shape (n_points, n_features)
+        The data, n_points >= 2.
+    log_alpha : float
+        log of the DP concentration.
+    trees : list of ndarray of shape (n_points - 1, 2)
+        Children-first merges of each seed tree (node n_points + k is row k).
+
+    Returns
+    -------
+    merges : ndarray of shape (n_points - 1, 2)
+        Children-first merges of the best spanned tree.
+    """
+    n_points = len(X)
+    # Content hashes of clusters: two sums modulo 2**64 of random per-point
+    # keys, so a cluster has the same key in every tree; fixed keys keep
+    # fits reproducible.
+    keys = np.random.default_rng(0x7E11).integers(
+        0, np.iinfo(np.uint64).max, size=(2, n_points), dtype=np.uint64, endpoint=True
+    )
+    vertex_of = {key: i for i, key in enumerate(zip(keys[0].tolist(), keys[1].tolist()))}
+    point_statistics = component.statistics(X)
+    statistics = list(point_statistics)
+    size = [1] * n_points
+    splits = [[] for _ in range(n_points)]
+    for merges in trees:
+        key = list(zip(keys[0].tolist(), keys[1].tolist()))
+        vertex = list(range(n_points))
+        for a, b in merges:
+            (a0, a1), (b0, b1) = key[a], key[b]
+            union = ((a0 + b0) & _MASK64, (a1 + b1) & _MASK64)
+            left, right = vertex[a], vertex[b]
+            if union not in vertex_of:
+                vertex_of[union] = len(size)
+                statistics.append(statistics[left] + statistics[right])
+                size.append(size[left] + size[right])
+                splits.append([])
+            node = vertex_of[union]
+            if (left, right) not in splits[node] and (right, left) not in splits[node]:
+                splits[node].append((left, right))
+            key.append(union)
+            vertex.append(node)
+    size = np.array(size, dtype=np.float64)
+    log_cluster = log_alpha + gammaln(size) + component.log_marginal(np.array(statistics))
+    # log q of every vertex, smallest first (a split's parts are smaller).
+    log_q = log_cluster.copy()
+    best_split = [None] * len(size)
+    for node in np.argsort(size, kind="stable"):
+        for left, right in splits[node]:
+            value = log_q[left] + log_q[right]
+            if best_split[node] is None or value > best_value:
+                best_split[node], best_value = (left, right), value
+        if best_split[node] is not None:
+            log_q[node] = np.logaddexp(log_cluster[node], best_value)
+    # The root (all points) is the last vertex of every tree; emit its best
+    # tree children-first, left subtree before right.
+    root = vertex_of[key[-1]]
+    merges = np.empty((n_points - 1, 2), dtype=np.int64)
+    node_id = list(range(n_points)) + [-1] * (len(size) - n_points)
+    n_merged = 0
+    stack = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if node < n_points:
+            continue
+        if children_done:
+            left, right = best_split[node]
+            merges[n_merged] = node_id[left], node_id[right]
+            node_id[node] = n_points + n_merged
+            n_merged += 1
+        else:
+            left, right = best_split[node]
+            stack += [(node, True), (right, False), (left, False)]
+    return merges
+
+
 class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstimator):
     """Bayesian hierarchical clustering (Heller & Ghahramani 2005).
 
@@ -191,9 +291,10 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         r_k = pi_k p(D_k | H1) / p(D_k | T_k),
 
     with d = alpha and p(D | T) = p(D | H1) at the leaves, and greedily
-    merges the pair of largest posterior merge probability r_k. The
-    component marginal likelihoods p(D_k | H1) come from sufficient
-    statistics, with the priors of
+    merges the pair of largest posterior merge probability r_k (by
+    default, the greedy tree is then improved with two linkage trees, see
+    ``algorithm``). The component marginal likelihoods p(D_k | H1) come
+    from sufficient statistics, with the priors of
     :class:`~sktrellis.energies.DirichletProcessMixture` (same parameters,
     same defaults): the exact DPM posterior of that energy
     (``ExactFlatClustering(model.dpm_energy())``) is what BHC approximates.
@@ -231,13 +332,18 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         None: ``labels_`` is the paper's cut of the tree at the merges with
         r_k < 0.5. Otherwise the tree is cut into exactly this many clusters
         (the top ``n_clusters - 1`` rows of ``linkage_matrix_`` undone).
-    algorithm : {"greedy", "exact"}, default="greedy"
+    algorithm : {"sparse", "greedy", "exact"}, default="sparse"
         ``"greedy"``: Heller & Ghahramani's agglomeration, O(N**2 log N)
         time and O(N**2) memory (about 16 N**2 bytes: the pair scores and
         their indices, 400 MB at N = 5,000, fitted in about 15 s here).
-        ``"exact"``: the tree with the largest DPM lower bound (largest
-        ``d_T p(D | T)``) among all (2N - 3)!! binary trees, by a dynamic
-        program over all 2**N subsets (O(3**N) time; about N <= 22).
+        ``"sparse"``: the greedy tree, Ward's and average linkage's trees
+        (scipy) as seeds, and the tree of largest DPM lower bound among
+        all the trees their clusters span (Greenberg et al. 2021's sparse
+        trellis, see Notes); its bound is never below the greedy tree's,
+        at the greedy cost plus two linkages. ``"exact"``: the tree with
+        the largest DPM lower bound (largest ``d_T p(D | T)``) among all
+        (2N - 3)!! binary trees, by a dynamic program over all 2**N
+        subsets (O(3**N) time; about N <= 22).
     hyperparameters : {"fixed", "learn"}, default="fixed"
         ``"learn"``: maximise the DPM evidence lower bound
         ``log_evidence_lower_bound_`` (a proper marginal likelihood of the
@@ -324,20 +430,25 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     the marginal likelihood of all 2**N subsets and needs about 32 bytes
     per subset.
 
-    The greedy r_k criterion can chain on Gaussian data whose clusters
-    overlap: once a cluster holds n points, the DP prior odds of adding a
-    point to it are about n / alpha, so under a covariance prior as wide
-    as the data one cluster absorbs the points one at a time (before issue
-    20, ``make_blobs(200, centers=4, random_state=0)`` ended as one
-    cluster). The default prior of ``"full"`` covariances (Fraley &
-    Raftery's volume rule, see ``covariance_prior``) gives 3 clusters there
-    (ARI 0.61; GaussianMixture with full covariances and BIC also picks 3,
-    ARI 0.65). The greedy tree can still merge clusters that the DPM
-    posterior keeps apart: on ``make_blobs(200, centers=4,
-    random_state=1)`` it stops at 2 clusters while the 4 clusters of
-    GaussianMixture score 52 nats higher under the same prior. Binary
-    data with the default data-dependent Beta prior is not affected
-    (``benchmarks/README.md``).
+    The greedy r_k criterion chains on Gaussian data whose clusters
+    overlap. Merging T_i and T_j multiplies the DPM lower bound of the
+    forest by 1 / (1 - r_k), so the greedy step is the merge that raises
+    the bound most, and the largest gains are points joining an existing
+    cluster (the DP prior odds of joining a cluster of n points are about
+    n / alpha): one cluster absorbs points of a neighbouring cluster before
+    that one has formed, and the tree never contains it. On
+    ``make_blobs(200, centers=4, random_state=1)`` the greedy tree stops at
+    2 clusters (ARI 0.33) while the 4 clusters of GaussianMixture score 52
+    nats higher under the same prior. Ward's and average linkage grow all
+    clusters at once; ``algorithm="sparse"`` lets the bound choose, at
+    each cluster shared by the seed trees, which tree's split to keep,
+    and gives 4 clusters there (ARI 0.87, a bound 51 nats higher). It
+    leaves the model as it is: on ``make_blobs(200, centers=4,
+    random_state=0)`` the default prior of ``"full"`` covariances scores
+    3 clusters (ARI 0.61) above every 4-cluster partition found, as
+    GaussianMixture with full covariances and BIC also picks 3 (ARI 0.65).
+    Binary data with the default data-dependent Beta prior gives the
+    greedy tree's bound and purity (``benchmarks/README.md``).
 
     The component models are built by
     :meth:`~sktrellis.energies.DirichletProcessMixture.component_model`;
@@ -349,6 +460,9 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     References
     ----------
     K. A. Heller, Z. Ghahramani. Bayesian hierarchical clustering. ICML 2005.
+    C. S. Greenberg, S. Macaluso, N. Monath, J.-A. Lee, P. Flaherty, K.
+    Cranmer, A. McGregor, A. McCallum. Data structures & algorithms for
+    exact inference in hierarchical clustering. AISTATS 2021.
     Z. Ghahramani, K. A. Heller. Bayesian sets. NIPS 2005.
     C. Fraley, A. E. Raftery. Bayesian regularization for normal mixture
     estimation and model-based clustering. Journal of Classification 2007.
@@ -374,7 +488,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     _parameter_constraints = {
         **DirichletProcessMixture._parameter_constraints,
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
-        "algorithm": [StrOptions({"greedy", "exact"})],
+        "algorithm": [StrOptions({"sparse", "greedy", "exact"})],
         "hyperparameters": [StrOptions({"fixed", "learn"})],
         "verbose": ["verbose"],
         "n_jobs": [Integral, None],
@@ -383,7 +497,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     def __init__(self, alpha=1.0, component="gaussian", *, covariance_type="full",
                  mean_prior=None, mean_precision_prior=None, degrees_of_freedom_prior=None,
                  covariance_prior=None, bernoulli_prior=None, n_clusters=None,
-                 algorithm="greedy", hyperparameters="fixed", verbose=0, n_jobs=None):
+                 algorithm="sparse", hyperparameters="fixed", verbose=0, n_jobs=None):
         self.alpha = alpha
         self.component = component
         self.covariance_type = covariance_type
@@ -425,9 +539,22 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         """The tree for these hyperparameters, as a filled _NodeTable and its merges."""
         n_points = X.shape[0]
         forest = _NodeTable(component, X, float(np.log(alpha)))
-        if self.algorithm == "greedy":
-            return forest, greedy_merges(forest, n_points)
-        merges = self._exact_merges(component, X, alpha)
+        if self.algorithm == "exact":
+            merges = self._exact_merges(component, X, alpha)
+        else:
+            merges = greedy_merges(forest, n_points)
+            # Below three points every tree is the greedy one.
+            if self.algorithm == "greedy" or n_points < 3:
+                return forest, merges
+            # Linkage trees do not change when X is divided by a power of
+            # two (exact), and at unit scale its squared distances cannot
+            # overflow (features up to 1e308 are valid input).
+            unit_X = np.ldexp(X, -unit_exponent(X))
+            seeds = [merges] + [
+                linkage(unit_X, method)[:, :2].astype(np.int64) for method in _SEED_LINKAGES
+            ]
+            merges = best_spanned_merges(component, X, forest.log_alpha, seeds)
+            forest = _NodeTable(component, X, forest.log_alpha)
         for k, (a, b) in enumerate(merges):
             forest.merge(n_points + k, a, b)
         return forest, merges
