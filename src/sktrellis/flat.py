@@ -94,8 +94,8 @@ class ExactFlatClustering(
         one (``CorrelationClustering``): the energy's ``beta``, or the
         value ``beta="auto"`` calibrated (see
         :class:`~sktrellis.energies.CorrelationClustering`). The
-        calibration runs the flat trellis on 20 bootstrap resamples and a
-        few times more: about 17x a plain fit at N = 14, 27x at N = 18
+        calibration runs a max-only flat pass on 20 bootstrap resamples and
+        the trellis a few times more: 2-11x a plain fit at N = 14-20
         (``benchmarks/bench_calibration.py``); a numeric beta skips it.
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: log p(X), the exact

@@ -83,9 +83,10 @@ class ExactHierarchicalClustering(
         The inverse temperature of the posterior, with an energy that has
         one (``Dasgupta``, ``CorrelationClustering``): the energy's
         ``beta``, or the value ``beta="auto"`` calibrated (see
-        :class:`~sktrellis.energies.Dasgupta`). The calibration costs 3-6
-        plain fits at N = 14-20 (``benchmarks/bench_calibration.py``); a
-        numeric beta skips it.
+        :class:`~sktrellis.energies.Dasgupta`). The calibration costs 4-6
+        plain fits at N = 20 and 9-16 at N = 14-18, where a plain fit takes
+        a second or less (``benchmarks/bench_calibration.py``); a numeric
+        beta skips it.
     n_features_in_ : int
         Number of features (columns) of X.
 
