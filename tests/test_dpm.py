@@ -313,6 +313,8 @@ def test_diag_is_the_product_of_one_feature_full_models(global_random_seed):
     X = rng.normal(size=(7, 4)) * [1.0, 3.0, 0.2, 1.0]
     diag = DirichletProcessMixture(covariance_type="diag").component_model(X)
     statistics = diag.statistics(X)
+    # The volume rule's G**(-2/d) with the diag model's d = 4 features, G for 7 points.
+    within = sum(1.0 / (1.0 + i) for i in range(7)) ** (-2.0 / 4.0)
     for members in [[0], [1, 4], [0, 2, 3, 6], list(range(7))]:
         value = diag.log_marginal(statistics[members].sum(axis=0))[0]
         expected = 0.0
@@ -320,7 +322,7 @@ def test_diag_is_the_product_of_one_feature_full_models(global_random_seed):
             column = X[:, [f]]
             one = DirichletProcessMixture(
                 covariance_type="full", degrees_of_freedom_prior=5.0, mean_precision_prior=1.0,
-                covariance_prior=5.0 * column.var(), mean_prior=column.mean(axis=0),
+                covariance_prior=5.0 * within * column.var(), mean_prior=column.mean(axis=0),
             ).component_model(column)
             expected += one.log_marginal(one.statistics(column)[members].sum(axis=0))[0]
         assert value == pytest.approx(expected, rel=1e-12)
