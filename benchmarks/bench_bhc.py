@@ -1,7 +1,8 @@
 """Bayesian hierarchical clustering: speed, and its DPM bound against the exact evidence.
 
 Parts 1-3 use ``algorithm="greedy"`` (the default before issue 20's
-third round), as their recorded figures do.
+third round) and Gaussian ``covariance_type="full"`` (the default before
+its fourth), as their recorded figures do.
 
 Part 1 times the greedy algorithm (Heller & Ghahramani 2005) on iris (N =
 150, best of 5) and on Gaussian blobs up to N = 2,000 (one run), with the
@@ -24,9 +25,10 @@ dendrogram purity of the tree move.
 
 Part 4 (issue 20) scores BHC at its defaults on labelled data:
 ``make_blobs(200, centers=4)`` (seeds 0 and 1) and 5-centre blobs (5
-seeds), with the ARI of the r < 0.5 cut beside the greedy tree (the
-default algorithm before) and the former default Gaussian prior (both
-passed explicitly, so one run gives before and after), GaussianMixture
+seeds), with the ARI of the r < 0.5 cut and the covariance type that
+``"auto"`` (the default) keeps, beside ``covariance_type="full"`` (the
+default before, passed explicitly, so one run gives before and after)
+and the diagonal types' own trees, GaussianMixture
 with full covariances and k chosen by BIC, KMeans given k, and the
 Bayes-optimal assignment to the true centres (the ceiling); structureless
 data; iris and standardized wine; and sklearn's digits binarised at pixel
@@ -71,7 +73,8 @@ def speed(max_n):
             rows.append(("blobs, 5 centres", X, y, 1))
     for name, X, y, repeat in rows:
         seconds, model = best_time(
-            lambda: BayesianHierarchicalClustering(algorithm="greedy").fit(X), repeat
+            lambda: BayesianHierarchicalClustering(
+                algorithm="greedy", covariance_type="full").fit(X), repeat
         )
         print(f"{name:>22} {len(X):>5} {X.shape[1]:>2} {seconds:>8.3f} {model.n_clusters_:>9} "
               f"{adjusted_rand_score(y, model.labels_):>6.3f} "
@@ -100,7 +103,8 @@ def bounds(sizes, n_subsets):
     # Iris in cm: within-species variances are about 0.1, far below the
     # default prior's (the variances of the whole data), which favours one cluster.
     problems = [
-        ("iris", iris_X, iris_y, {"covariance_prior": 0.1, "mean_precision_prior": 0.05}),
+        ("iris", iris_X, iris_y, {"covariance_type": "full", "covariance_prior": 0.1,
+                                  "mean_precision_prior": 0.05}),
         ("digits 0-2", digit_X, digit_y, {"component": "bernoulli"}),
     ]
     print(f"\nDPM evidence: BHC bound (greedy tree, best tree) vs exact log p(D), "
@@ -154,7 +158,8 @@ def learning(sizes, n_subsets):
     keep = digits.target < 3
     digit_X = (digits.data[keep] >= 8).astype(float)
     digit_y = digits.target[keep]
-    problems = [("iris", iris_X, iris_y, {}), ("digits 0-2", digit_X, digit_y,
+    problems = [("iris", iris_X, iris_y, {"covariance_type": "full"}),
+                ("digits 0-2", digit_X, digit_y,
                                                {"component": "bernoulli"})]
     print(f"\nHyperparameter learning (greedy BHC; default priors as the start), "
           f"{n_subsets} stratified subsets per row (means)")
@@ -189,13 +194,6 @@ def learning(sizes, n_subsets):
                   flush=True)
 
 
-def previous_gaussian_prior(X):
-    """The "full" default before issue 20's second round: scikit-learn's BayesianGaussianMixture
-    rule with the diagonal (Psi_0 = diag(variances), nu_0 = d, kappa_0 = 1)."""
-    return dict(covariance_prior=np.diag(X.var(axis=0)), degrees_of_freedom_prior=X.shape[1],
-                mean_precision_prior=1.0)
-
-
 def defaults(n_draws):
     from sklearn.cluster import KMeans
     from sklearn.mixture import GaussianMixture
@@ -203,13 +201,16 @@ def defaults(n_draws):
 
     from sktrellis.metrics import dendrogram_purity
 
+    def short(model):
+        return {"full": "full", "diag": "diag", "spherical": "sph"}[model.covariance_type_]
+
     print("\nBHC at its defaults on labelled data (linkage methods for comparison)")
-    print("(BHC: the default algorithm='sparse'; greedy: algorithm='greedy', the default "
-          "before; previous: the former default Gaussian prior, passed explicitly, greedy; "
-          "GMM+BIC: GaussianMixture with full covariances, k = 1..8 by BIC; KMeans and true "
-          "centres are given the true k)")
-    print(f"{'blobs':>14} {'BHC k':>6} {'ARI':>6} {'purity':>7} {'bound':>8} "
-          f"{'greedy k':>9} {'ARI':>6} {'purity':>7} {'bound':>8} {'prev. k':>8} {'ARI':>6} "
+    print("(BHC: the defaults, covariance_type='auto' and algorithm='sparse'; full: "
+          "covariance_type='full', the default before; diag, sph: those types' own trees "
+          "(bound); GMM+BIC: GaussianMixture with full covariances, k = 1..8 by BIC; KMeans "
+          "and true centres are given the true k)")
+    print(f"{'blobs':>14} {'BHC k':>6} {'ARI':>6} {'purity':>7} {'bound':>8} {'type':>5} "
+          f"{'full k':>7} {'ARI':>6} {'purity':>7} {'bound':>8} {'diag':>8} {'sph':>8} "
           f"{'GMM+BIC k':>10} {'ARI':>6} {'KMeans':>7} {'true centres':>13}")
     cases = [(4, 0), (4, 1)] + [(5, seed) for seed in range(5)]
     for n_centres, seed in cases:
@@ -217,28 +218,25 @@ def defaults(n_draws):
                                    return_centers=True)
         nearest = ((X[:, None, :] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)
         model = BayesianHierarchicalClustering().fit(X)
-        greedy = BayesianHierarchicalClustering(algorithm="greedy").fit(X)
-        previous = BayesianHierarchicalClustering(
-            algorithm="greedy", **previous_gaussian_prior(X)
-        ).fit(X)
+        full = BayesianHierarchicalClustering(covariance_type="full").fit(X)
+        bounds = model.covariance_type_bounds_
         mixtures = [GaussianMixture(k, n_init=3, random_state=0).fit(X) for k in range(1, 9)]
         best = min(mixtures, key=lambda mixture: mixture.bic(X))
         kmeans = KMeans(n_centres, n_init=10, random_state=0).fit_predict(X)
         print(f"{f'{n_centres} centres, {seed}':>14} {model.n_clusters_:>6} "
               f"{adjusted_rand_score(y, model.labels_):>6.3f} "
               f"{dendrogram_purity(y, model.linkage_matrix_):>7.3f} "
-              f"{model.log_evidence_lower_bound_:>8.1f} {greedy.n_clusters_:>9} "
-              f"{adjusted_rand_score(y, greedy.labels_):>6.3f} "
-              f"{dendrogram_purity(y, greedy.linkage_matrix_):>7.3f} "
-              f"{greedy.log_evidence_lower_bound_:>8.1f} {previous.n_clusters_:>8} "
-              f"{adjusted_rand_score(y, previous.labels_):>6.3f} {best.n_components:>10} "
+              f"{model.log_evidence_lower_bound_:>8.1f} {short(model):>5} {full.n_clusters_:>7} "
+              f"{adjusted_rand_score(y, full.labels_):>6.3f} "
+              f"{dendrogram_purity(y, full.linkage_matrix_):>7.3f} "
+              f"{full.log_evidence_lower_bound_:>8.1f} {bounds['diag']:>8.1f} "
+              f"{bounds['spherical']:>8.1f} {best.n_components:>10} "
               f"{adjusted_rand_score(y, best.predict(X)):>6.3f} "
               f"{adjusted_rand_score(y, kmeans):>7.3f} "
               f"{adjusted_rand_score(y, nearest):>13.3f}", flush=True)
     # Structureless data: one Gaussian (the answer is one cluster), and a
     # uniform square (no clusters at all).
-    print(f"{'no structure':>22} {'BHC k':>10} {'greedy k':>10} {'prev. k':>10} "
-          f"{'GMM+BIC k':>10}   (seeds 0-4)")
+    print(f"{'no structure':>22} {'BHC k':>10} {'full k':>10} {'GMM+BIC k':>10}   (seeds 0-4)")
     for name, draw in [("gaussian 200 x 2", lambda rng: rng.normal(size=(200, 2))),
                        ("uniform 200 x 2", lambda rng: rng.uniform(size=(200, 2))),
                        ("gaussian 100 x 5", lambda rng: rng.normal(size=(100, 5)))]:
@@ -247,23 +245,19 @@ def defaults(n_draws):
             X = draw(np.random.default_rng(seed))
             mixtures = [GaussianMixture(k, n_init=3, random_state=0).fit(X) for k in range(1, 9)]
             counts.append((BayesianHierarchicalClustering().fit(X).n_clusters_,
-                           BayesianHierarchicalClustering(algorithm="greedy").fit(X).n_clusters_,
-                           BayesianHierarchicalClustering(
-                               algorithm="greedy", **previous_gaussian_prior(X)
-                           ).fit(X).n_clusters_,
+                           BayesianHierarchicalClustering(covariance_type="full")
+                           .fit(X).n_clusters_,
                            min(mixtures, key=lambda mixture: mixture.bic(X)).n_components))
-        columns = (" ".join(str(c[k]) for c in counts) for k in range(4))
+        columns = (" ".join(str(c[k]) for c in counts) for k in range(3))
         print(f"{name:>22} " + " ".join(f"{column:>10}" for column in columns), flush=True)
     iris_X, iris_y = load_iris(return_X_y=True)
     wine = load_wine()
     wine_X = StandardScaler().fit_transform(wine.data)
     for name, X, y in [("iris", iris_X, iris_y), ("wine (standardized)", wine_X, wine.target)]:
-        for label, params in [("default", {}), ("greedy", {"algorithm": "greedy"}),
-                              ("previous", {"algorithm": "greedy",
-                                            **previous_gaussian_prior(X)})]:
+        for label, params in [("default", {}), ("full", {"covariance_type": "full"})]:
             model = BayesianHierarchicalClustering(**params).fit(X)
             print(f"{name}, {label}: BHC ARI {adjusted_rand_score(y, model.labels_):.3f} "
-                  f"(k = {model.n_clusters_}), purity "
+                  f"(k = {model.n_clusters_}, {model.covariance_type_}), purity "
                   f"{dendrogram_purity(y, model.linkage_matrix_):.3f}, bound "
                   f"{model.log_evidence_lower_bound_:.1f}", flush=True)
         print(f"{name}: purity average {dendrogram_purity(y, linkage(X, 'average')):.3f}, "

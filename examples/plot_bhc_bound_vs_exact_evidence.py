@@ -26,8 +26,8 @@ sizes = [8, 10, 12, 14]
 rows = []
 for n in sizes:
     X = X_all[rng.choice(len(X_all), n, replace=False)]
-    greedy = BayesianHierarchicalClustering(algorithm="greedy").fit(X)
-    best = BayesianHierarchicalClustering(algorithm="exact").fit(X)
+    greedy = BayesianHierarchicalClustering(algorithm="greedy", covariance_type="full").fit(X)
+    best = BayesianHierarchicalClustering(algorithm="exact", covariance_type="full").fit(X)
     exact = ExactFlatClustering(greedy.dpm_energy()).fit(X)
     rows.append((greedy.log_evidence_lower_bound_, best.log_evidence_lower_bound_,
                  exact.log_evidence_))

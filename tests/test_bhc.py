@@ -363,14 +363,14 @@ def test_default_priors_are_the_dpm_defaults(global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(9, 3)) * [1.0, 2.0, 0.5]
     alpha = 0.7
-    default = BayesianHierarchicalClustering(alpha=alpha).fit(X)
+    default = BayesianHierarchicalClustering(alpha=alpha, covariance_type="full").fit(X)
     # The documented rule: G = sum_{i < N} alpha / (alpha + i) clusters
     # expected, E[Sigma] = G**(-2/d) diag(variances) with nu_0 = d + 2, and
     # kappa_0 such that E[Sigma] (1 + 1 / kappa_0) = diag(variances).
     expected_clusters = sum(alpha / (alpha + i) for i in range(len(X)))
     within = expected_clusters ** (-2.0 / X.shape[1])
     explicit = BayesianHierarchicalClustering(
-        alpha=alpha, mean_prior=X.mean(axis=0), degrees_of_freedom_prior=5,
+        alpha=alpha, covariance_type="full", mean_prior=X.mean(axis=0), degrees_of_freedom_prior=5,
         covariance_prior=within * np.diag(X.var(axis=0)),
         mean_precision_prior=within / (1.0 - within),
     ).fit(X)
@@ -379,6 +379,38 @@ def test_default_priors_are_the_dpm_defaults(global_random_seed):
     )
     params = default.dpm_energy().get_params()
     assert params == DirichletProcessMixture(alpha=alpha).get_params()
+
+
+@pytest.mark.parametrize("algorithm", ["sparse", "exact"])
+def test_auto_keeps_the_covariance_type_of_largest_bound(algorithm, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X = np.r_[rng.normal(0, 1, (5, 2)) * [1.0, 3.0], rng.normal(4, 0.5, (4, 2))]
+    auto = BayesianHierarchicalClustering(algorithm=algorithm).fit(X)
+    bounds = {}
+    for covariance_type in ("full", "diag", "spherical"):
+        model = BayesianHierarchicalClustering(
+            algorithm=algorithm, covariance_type=covariance_type
+        ).fit(X)
+        bounds[covariance_type] = model.log_evidence_lower_bound_
+        if covariance_type == auto.covariance_type_:
+            kept = model
+    assert auto.covariance_type_bounds_ == pytest.approx(bounds, rel=1e-12)
+    assert auto.log_evidence_lower_bound_ == max(bounds.values())
+    np.testing.assert_array_equal(auto.linkage_matrix_, kept.linkage_matrix_)
+    assert auto.dpm_energy().covariance_type == auto.covariance_type_
+    # The bound is below the exact DPM evidence of the kept type.
+    exact = ExactFlatClustering(auto.dpm_energy()).fit(X)
+    assert auto.log_evidence_lower_bound_ <= exact.log_evidence_ + 1e-9
+
+
+def test_auto_follows_the_type_a_covariance_prior_array_names():
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    diag = BayesianHierarchicalClustering(covariance_prior=[1.0, 2.0]).fit(X)
+    full = BayesianHierarchicalClustering(covariance_prior=np.eye(2)).fit(X)
+    assert list(diag.covariance_type_bounds_) == ["diag"]
+    assert list(full.covariance_type_bounds_) == ["full"]
+    with pytest.raises(ValueError, match="chosen by fit"):
+        BayesianHierarchicalClustering().dpm_energy()
 
 
 def test_exact_verbose_shows_the_progress_of_the_best_tree(capsys, global_random_seed):
@@ -622,19 +654,22 @@ def _previous_gaussian_prior(X):
                 mean_precision_prior=1.0)
 
 
-def test_overlapping_blobs_at_defaults_give_several_clusters():
+def test_overlapping_blobs_at_defaults_give_their_four_clusters():
     """Issue 20: the previous default prior chained these blobs into one cluster (ARI 0).
 
-    Measured: 3 clusters, ARI 0.610, greedy or sparse (GaussianMixture with
-    full covariances and BIC also picks 3, ARI 0.652; the true centres give
-    0.792).
+    Measured: 4 clusters, ARI 0.788, spherical chosen by the bound (-859.5;
+    diag -863.1, full -866.8, whose 3 clusters give ARI 0.610, as
+    GaussianMixture with full covariances and BIC picks, ARI 0.652); the
+    true centres give 0.792.
     """
     from sklearn.datasets import make_blobs
 
     X, y = make_blobs(200, centers=4, random_state=0)
     model = BayesianHierarchicalClustering().fit(X)
-    assert model.n_clusters_ >= 3
-    assert adjusted_rand_score(y, model.labels_) >= 0.5
+    assert model.n_clusters_ == 4
+    assert adjusted_rand_score(y, model.labels_) >= 0.75
+    full = BayesianHierarchicalClustering(covariance_type="full").fit(X)
+    assert model.log_evidence_lower_bound_ > full.log_evidence_lower_bound_
     previous = BayesianHierarchicalClustering(
         algorithm="greedy", **_previous_gaussian_prior(X)
     ).fit(X)

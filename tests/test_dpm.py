@@ -182,6 +182,24 @@ def test_gaussian_table_matches_direct_computation_with_documented_defaults(
         )
 
 
+@pytest.mark.parametrize("covariance_type", ["diag", "spherical"])
+def test_diagonal_defaults_are_the_documented_volume_rule(covariance_type, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(9, 3)) * [1.0, 5.0, 0.2] + 40.0
+    default = DirichletProcessMixture(alpha=0.6, covariance_type=covariance_type)
+    # psi_f = nu_0 G**(-2/d) v_f (spherical: their mean), nu_0 = 5, kappa_0 = 1.
+    within = sum(0.6 / (0.6 + i) for i in range(9)) ** (-2.0 / 3.0)
+    scale = 5.0 * within * X.var(axis=0)
+    explicit = DirichletProcessMixture(
+        alpha=0.6, covariance_type=covariance_type, degrees_of_freedom_prior=5.0,
+        mean_precision_prior=1.0,
+        covariance_prior=scale if covariance_type == "diag" else float(scale.mean()),
+    )
+    np.testing.assert_allclose(
+        default.cluster_potential(X)[1:], explicit.cluster_potential(X)[1:], rtol=1e-12
+    )
+
+
 def test_bernoulli_table_matches_direct_computation(global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     X = (rng.random((10, 6)) < 0.5).astype(float)
@@ -295,6 +313,8 @@ def test_diag_is_the_product_of_one_feature_full_models(global_random_seed):
     X = rng.normal(size=(7, 4)) * [1.0, 3.0, 0.2, 1.0]
     diag = DirichletProcessMixture(covariance_type="diag").component_model(X)
     statistics = diag.statistics(X)
+    # The volume rule's G**(-2/d) with the diag model's d = 4 features, G for 7 points.
+    within = sum(1.0 / (1.0 + i) for i in range(7)) ** (-2.0 / 4.0)
     for members in [[0], [1, 4], [0, 2, 3, 6], list(range(7))]:
         value = diag.log_marginal(statistics[members].sum(axis=0))[0]
         expected = 0.0
@@ -302,7 +322,7 @@ def test_diag_is_the_product_of_one_feature_full_models(global_random_seed):
             column = X[:, [f]]
             one = DirichletProcessMixture(
                 covariance_type="full", degrees_of_freedom_prior=5.0, mean_precision_prior=1.0,
-                covariance_prior=5.0 * column.var(), mean_prior=column.mean(axis=0),
+                covariance_prior=5.0 * within * column.var(), mean_prior=column.mean(axis=0),
             ).component_model(column)
             expected += one.log_marginal(one.statistics(column)[members].sum(axis=0))[0]
         assert value == pytest.approx(expected, rel=1e-12)
@@ -328,7 +348,7 @@ def test_dpm_evidence_matches_enumeration_for_every_covariance_type(
                 mean_precision=0.5, degrees_of_freedom=4.0, scale=within * np.diag(variances),
             )[0]
         shared = covariance_type == "spherical"
-        psi = 5.0 * variances.mean() if shared else 5.0 * variances
+        psi = 5.0 * within * (variances.mean() if shared else variances)
         return _integrated_over_variance(points, mean, 0.5, 5.0, psi, shared)
 
     partitions = all_partitions(n_points)

@@ -398,10 +398,16 @@ class DirichletProcessMixture(FlatEnergy):
         clusters). A prior as wide as the data (scikit-learn's
         ``BayesianGaussianMixture`` rule, Psi_0 = the data's covariance,
         nu_0 = d), used before, lets one cluster absorb overlapping clusters
-        point by point in BHC's greedy tree. ``"diag"``: psi_f = nu_0 v_f,
-        and ``"spherical"``: psi = nu_0 mean(v_f), so that the prior mean
-        of every precision is 1 / v_f whatever nu_0 (tuned for thousands of
-        features, where the volume rule tends to the data's variances).
+        point by point in BHC's greedy tree. ``"diag"``: psi_f = nu_0
+        G**(-2/d) v_f, and ``"spherical"``: psi = nu_0 G**(-2/d) mean(v_f),
+        the same volume rule stated for the prior mean of every precision,
+        G**(2/d) / v_f whatever nu_0; with kappa_0 = 1 (not the law of
+        total variance, whose kappa_0 grows like d / (2 log G) and put the
+        planted groups below into singletons). At thousands of features
+        G**(-2/d) tends to 1 (0.9992 at d = 3000), the prior tuned there
+        (psi_f = nu_0 v_f); on few features it lets several clusters fit
+        (on ``make_blobs(200, centers=4, random_state=0)``, 4 clusters,
+        ARI 0.79, where psi_f = nu_0 v_f gives 2).
         For tight clusters, set ``covariance_prior`` near the expected
         within-cluster variance and a small ``mean_precision_prior``, and
         compare settings by ``log_evidence_`` of ``ExactFlatClustering``.
@@ -566,13 +572,12 @@ class DirichletProcessMixture(FlatEnergy):
                 f"degrees_of_freedom_prior={dof!r} must exceed n_features - 1 = "
                 f"{n_features - 1} for a proper inverse-Wishart prior"
             )
-        if full:
-            # Fraley & Raftery's volume rule: each of the G clusters the DP
-            # prior expects takes 1/G of the data's volume, so its variances
-            # are G**(-2/d) of the data's. With at least two points, so that
-            # G > 1 and the mean precision below is finite.
-            log_clusters = np.log(expected_number_of_clusters(max(n_points, 2), self.alpha))
-            log_within = -2.0 * log_clusters / n_features
+        # Fraley & Raftery's volume rule: each of the G clusters the DP prior
+        # expects takes 1/G of the data's volume, so its variances are
+        # G**(-2/d) of the data's. With at least two points, so that G > 1
+        # and the mean precision below is finite.
+        log_clusters = np.log(expected_number_of_clusters(max(n_points, 2), self.alpha))
+        log_within = -2.0 * log_clusters / n_features
         mean_precision = self.mean_precision_prior
         if mean_precision is None:
             # "full": the prior spread of the cluster means takes the rest of
@@ -590,13 +595,17 @@ class DirichletProcessMixture(FlatEnergy):
         covariance = self.covariance_prior
         if covariance is None:
             # "full": Psi_0 = G**(-2/d) times the variances, E[Sigma] with
-            # the default nu_0; "diag", "spherical": nu_0 times the
-            # variances, so the prior mean precision is 1 / v.
+            # the default nu_0; "diag", "spherical": nu_0 G**(-2/d) times
+            # the variances, so the prior mean precision is G**(2/d) / v
+            # (1 / v at thousands of features, where G**(-2/d) -> 1). The
+            # law of total variance's kappa_0 is not used there: it grows
+            # like d / (2 log G) and, at 14 x 3000, put issue 19's planted
+            # groups and noise into singletons (benchmarks/README.md).
             variances = self._variances(X, unit)
             if covariance_type == "diag":
-                log_scale = np.log(variances) + np.log(dof)
+                log_scale = np.log(variances) + np.log(dof) + log_within
             elif covariance_type == "spherical":
-                log_scale = float(np.log(variances.mean()) + np.log(dof))
+                log_scale = float(np.log(variances.mean()) + np.log(dof) + log_within)
             else:
                 diagonal = variances * np.exp(log_within)
         elif np.ndim(covariance) == 0:
