@@ -163,8 +163,14 @@ def part_c(sizes, budget):
         )
 
 
-def part_d(sizes, budget, beta, tol):
-    print(f"(d) Dasgupta log Z bracket, beta={beta}, tol={tol}, budget {budget:g} s")
+def part_d(sizes, budget, beta, tol, exact_sizes=(None,)):
+    for exact_size in exact_sizes:
+        _part_d(sizes, budget, beta, tol, exact_size)
+
+
+def _part_d(sizes, budget, beta, tol, exact_size):
+    print(f"(d) Dasgupta log Z bracket, beta={beta}, tol={tol}, budget {budget:g} s, "
+          f"exact_size={exact_size}")
     print("| data | N | lower | upper | width | result | time s | clusters | splits "
           "| P bounds of the groups |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -176,7 +182,8 @@ def part_d(sizes, budget, beta, tol):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 model = BestFirstHierarchicalClustering(
-                    energy, objective="log_partition", tol=tol, max_time=budget).fit(X)
+                    energy, objective="log_partition", tol=tol, max_time=budget,
+                    exact_size=exact_size).fit(X)
             seconds = time.perf_counter() - start
             if data == "blobs":
                 _, groups = make_blobs(n_samples=n_points, centers=3, random_state=n_points)
@@ -280,6 +287,9 @@ def main():
     parser.add_argument("--budget-d", type=float, default=60.0)
     parser.add_argument("--beta", type=float, default=0.5, help="Dasgupta beta of part d")
     parser.add_argument("--tol", type=float, default=0.5, help="log Z bracket width of part d")
+    parser.add_argument("--exact-size-d", type=int, nargs="+", default=[None],
+                        help="exact_size of part d's searches, one table each (default: "
+                             "the estimator's)")
     parser.add_argument("--sizes-e", type=int, nargs="+", default=[20, 24, 30])
     parser.add_argument("--budget-e", type=float, nargs=2, default=[600.0, 120.0],
                         help="seconds of the MAP search and of the log Z search (part e)")
@@ -291,7 +301,7 @@ def main():
     if args.part in ("c", "all"):
         part_c(args.sizes_c, args.budget)
     if args.part in ("d", "all"):
-        part_d(args.sizes_d, args.budget_d, args.beta, args.tol)
+        part_d(args.sizes_d, args.budget_d, args.beta, args.tol, args.exact_size_d)
     if args.part in ("e", "all"):
         part_e(args.sizes_e, *args.budget_e)
     if args.part in ("f", "all"):

@@ -27,9 +27,14 @@ _SLICE_SECONDS = 0.1
 _DEFAULT_MEMORY = 2 * 2**30
 _STATE_BYTES = 64
 _PENALTY_BYTES_PER_POINT = 18
-# Clusters solved exactly by default when bracketing log Z: 2**11 splits
-# each, cheap next to the search above them.
-_LOG_PARTITION_EXACT_SIZE = 12
+# Clusters solved exactly by default when bracketing log Z, unless the
+# bound has an exact size of its own (Ginkgo's 12: its splits cost 20-28 ns
+# each): 14 points, 3**14 / 2 = 2.4M splits at about a nanosecond each.
+# Measured on Dasgupta at beta 2 with 60 s (benchmarks/README.md, issue
+# 24): 14 brings blobs and a planted hierarchy of 32 and 48 points within
+# 0.5 nats; 12 stopped blobs of 48 at the state cap 2.9 nats wide, 16 left
+# the planted 48 7.8 nats wide (each exact solve of 16 points is 9x dearer).
+_LOG_PARTITION_EXACT_SIZE = 14
 
 
 ###############################################################################
@@ -107,8 +112,10 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     exact_size : int, default=None
         Clusters of at most this many points (0 to 20) are solved exactly,
         best tree and log Z, by the trellis recursion over their subsets
-        when the search reaches them. None: the bound's choice for "map"
-        (12 for Ginkgo, 2 otherwise) and 12 for "log_partition".
+        when the search reaches them. None: the bound's choice (12 for
+        Ginkgo, 2 otherwise), and 14 for "log_partition" where the bound
+        makes none (3**14 / 2 splits a cluster, milliseconds for Dasgupta
+        and HCC).
     tol : float, default=0.01
         With ``objective="log_partition"``, stop once the log Z bracket is
         at most this wide (nats); ignored for "map".
@@ -244,7 +251,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         bound = energy.search_bound(X)
         exact_size = self.exact_size
         if exact_size is None:
-            exact_size = -1 if self.objective == "map" else _LOG_PARTITION_EXACT_SIZE
+            exact_size = -1 if self.objective == "map" or bound.exact_size > 2 \
+                else _LOG_PARTITION_EXACT_SIZE
         search = BestFirstSearch(bound, n_points, objective=self.objective,
                                  exact_size=exact_size)
         start = time.perf_counter()
