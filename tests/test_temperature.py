@@ -388,6 +388,38 @@ def test_flat_calibration_finds_the_maps_with_the_map_only_pass(monkeypatch):
     np.testing.assert_array_equal(model.labels_, reference.labels_)
 
 
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_ctrl_c_interrupts_the_bootstrap(n_jobs, ctrl_c, monkeypatch):
+    """KeyboardInterrupt stops the bootstrap's searches, on one thread or several.
+
+    Noise of 18 x 3000: the calibration searches 40-60 resamples, several
+    seconds in all; the interrupt comes after 0.5 s.
+    """
+    import _thread
+    import threading
+
+    from sktrellis import _temperature
+
+    searched = []
+    search = _temperature._search_map_merges
+
+    def counting_search(unit, Xb):
+        searched.append(1)
+        return search(unit, Xb)
+
+    monkeypatch.setattr(_temperature, "_search_map_merges", counting_search)
+    model = ExactHierarchicalClustering(n_jobs=n_jobs, verbose=0)
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            model.fit(noise(18, 0))
+    finally:
+        timer.cancel()
+    assert 0 < len(searched) < MIN_BOOTSTRAP, "the interrupt waited for the bootstrap"
+    assert not hasattr(model, "beta_")
+
+
 def test_flat_calibration_draws_twenty_resamples(monkeypatch):
     """Over partitions the bootstrap is not sequential: each MAP costs a fifth of a fit."""
     from sktrellis import flat

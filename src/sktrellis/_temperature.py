@@ -182,6 +182,14 @@ def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=
     """
     resamples = _bootstrap_columns(X, rng)
     excess = []
+    if n_threads == 1:
+        # In this thread, where the kernels see Ctrl-C at once.
+        for Xb in resamples:
+            excess.append(resample_loss(Xb) - map_loss)
+            if _enough_resamples(excess, max_resamples):
+                return float(np.mean(excess))
+    # Ctrl-C reaches the waiting main thread; the searches under way finish
+    # first (a fraction of a second each).
     with ThreadPoolExecutor(max_workers=n_threads) as pool:
         while True:
             batch = [next(resamples) for _ in range(n_threads)]
