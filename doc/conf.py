@@ -28,9 +28,12 @@ numpydoc_class_members_toctree = False
 # when a docstring misses a section numpydoc validates. The full validation,
 # as strict as scikit-learn's, is tests/test_docstrings.py.
 numpydoc_validation_checks = {"PR01", "RT01"}
+# TreePosterior is a typing.Protocol: its signature is typing's (*args,
+# **kwargs) and it is never constructed, so there are no parameters.
 numpydoc_validation_exclude = {r"\.__init__$", r"\.set_output$", r"\.set_params$",
                                r"\.get_params$", r"\.fit_predict$", r"\.set_fit_request$",
-                               r"\.get_metadata_routing$", r"\.__sklearn_tags__$"}
+                               r"\.get_metadata_routing$", r"\.__sklearn_tags__$",
+                               r"^sktrellis\.TreePosterior$"}
 
 intersphinx_mapping = {}  # no network at build time: keep references local
 
