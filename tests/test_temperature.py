@@ -420,6 +420,16 @@ def test_ctrl_c_interrupts_the_bootstrap(n_jobs, ctrl_c, monkeypatch):
     assert not hasattr(model, "beta_")
 
 
+@pytest.mark.parametrize("available, expected", [(None, 8), (2**40, 8), (2**30, 2), (10**6, 1)])
+def test_bootstrap_searches_at_once_fit_in_memory(monkeypatch, available, expected):
+    """Each search may hold its state cap (about 200 MiB): half the memory bounds the threads."""
+    from sktrellis import _temperature
+
+    monkeypatch.setattr(_temperature, "memory_limits",
+                        lambda: [] if available is None else [("test", available)])
+    assert _temperature._search_threads(8) == expected
+
+
 def test_flat_calibration_draws_twenty_resamples(monkeypatch):
     """Over partitions the bootstrap is not sequential: each MAP costs a fifth of a fit."""
     from sktrellis import flat

@@ -72,6 +72,7 @@ from ._engine.agglomerative.search import beam_search
 from ._engine.search._best_first import BestFirstSearch
 from ._engine.tree.conversion import splits_from_merges
 from .energies._base import TemperatureMixin
+from ._validation import memory_limits
 
 #: Fewest feature columns the bootstrap calibrates with.
 MIN_FEATURES = 10
@@ -99,6 +100,9 @@ DEFAULT_SEED = 0
 # States of one bootstrap MAP search (about 1 KiB each) before it settles
 # for the best tree found so far.
 _MAX_SEARCH_STATES = 200_000
+# Bytes one bootstrap search may hold at that cap (627 to 1,116 bytes a
+# state measured at N = 40 to 64).
+_SEARCH_BYTES = _MAX_SEARCH_STATES * 1024
 
 
 def is_auto(energy):
@@ -281,7 +285,7 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1)
     map_loss = -_search_map_log_potential(unit, X, unit_potential)
     target = _bootstrap_excess(
         lambda Xb: -_tree_log_potential(unit_potential, _search_map_merges(unit, Xb), n_points),
-        X, map_loss, bootstrap_rng, MAX_TREE_BOOTSTRAP, n_threads)
+        X, map_loss, bootstrap_rng, MAX_TREE_BOOTSTRAP, _search_threads(n_threads))
     fitted = {}
 
     def evaluate(beta):
@@ -301,6 +305,18 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1)
     if fitted["energy"].beta != beta:
         evaluate(beta)
     return fitted["energy"], beta, fitted["potential"], fitted["trellis"]
+
+
+def _search_threads(n_threads):
+    """Bootstrap searches to run at once: the threads, while half the memory holds their caps.
+
+    The other half is left to the trellis the calibration builds next.
+    """
+    limits = memory_limits()
+    if not limits:
+        return n_threads
+    available = min(available for _, available in limits)
+    return int(max(1, min(n_threads, available // (2 * _SEARCH_BYTES))))
 
 
 def _unit_loss(energy):
