@@ -63,6 +63,7 @@ R. Suzuki, H. Shimodaira. Pvclust: an R package for assessing the uncertainty in
 hierarchical clustering. Bioinformatics 22(12), 2006.
 """
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 from sklearn.base import clone
@@ -186,18 +187,13 @@ def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=
     """
     resamples = _bootstrap_columns(X, rng)
     excess = []
-    if n_threads == 1:
-        # In this thread, where the kernels see Ctrl-C at once.
-        for Xb in resamples:
-            excess.append(resample_loss(Xb) - map_loss)
-            if _enough_resamples(excess, max_resamples):
-                return float(np.mean(excess))
-    # Ctrl-C reaches the waiting main thread; the searches under way finish
-    # first (a fraction of a second each).
-    with ThreadPoolExecutor(max_workers=n_threads) as pool:
+    # One thread: the searches run in this thread, where the kernels see
+    # Ctrl-C at once. Several: Ctrl-C reaches the waiting main thread, and
+    # the searches under way finish first (a fraction of a second each).
+    with ThreadPoolExecutor(n_threads) if n_threads > 1 else nullcontext() as pool:
+        losses = pool.map if n_threads > 1 else map
         while True:
-            batch = [next(resamples) for _ in range(n_threads)]
-            for loss in pool.map(resample_loss, batch):
+            for loss in losses(resample_loss, [next(resamples) for _ in range(n_threads)]):
                 excess.append(loss - map_loss)
                 if _enough_resamples(excess, max_resamples):
                     return float(np.mean(excess))

@@ -23,9 +23,9 @@ from libc.stdint cimport uint64_t
 import numpy as np
 
 from .._common cimport (
-    LINEAR_SUM_FLOOR, NEGLIGIBLE_LOG_RATIO,
-    count_add, ctz, flush_subnormals, index_t, low_bit, mask_t, next_submask, popcount,
-    restore_fp,
+    LINEAR_SUM_FLOOR,
+    LogSum, count_add, ctz, empty_log_sum, flush_subnormals, index_t, log_sum_add,
+    log_sum_value, low_bit, mask_t, next_submask, popcount, restore_fp,
 )
 from ._row_sweep cimport sweep_item
 from ._sampling cimport WeightCache, draw_part
@@ -78,31 +78,16 @@ def scale_cluster_factors(const double[::1] cluster_scale, const mask_t[::1] ord
 
 cdef inline double exact_log_sum(mask_t parent, const double* log_e,
                                  const double* log_z) noexcept nogil:
-    """log Z(parent) in log space: largest term first, then one exp per term."""
+    """log Z(parent) by an online logsumexp over the clusters holding its low point."""
     cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0, cluster
-    cdef double top = -INFINITY, acc = 0.0, value
+    cdef LogSum total = empty_log_sum()
     while True:
         cluster = low | sub
-        value = log_e[cluster] + log_z[parent ^ cluster]
-        if value > top:
-            top = value
+        log_sum_add(&total, log_e[cluster] + log_z[parent ^ cluster])
         if sub == rest:
             break
         sub = next_submask(sub, rest)
-    if top == -INFINITY:
-        return top
-    sub = 0
-    while True:
-        cluster = low | sub
-        value = log_e[cluster] + log_z[parent ^ cluster] - top
-        # No exp for a negligible term (see log_sum_add): at a large beta
-        # nearly all of them are.
-        if value > -NEGLIGIBLE_LOG_RATIO:
-            acc = acc + exp(value)
-        if sub == rest:
-            break
-        sub = next_submask(sub, rest)
-    return top + log(acc)
+    return log_sum_value(&total)
 
 
 def inside_level(const mask_t[::1] parents, const double[::1] log_e,
