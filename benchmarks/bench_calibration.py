@@ -36,12 +36,12 @@ from sktrellis.energies import CorrelationClustering, Dasgupta
 
 # How many resamples the calibration drew: the length of the list its
 # stopping rule saw last.
-excess_calls = []
+last_excess = []
 _enough_resamples = temperature._enough_resamples
 
 
 def _counting_enough_resamples(excess, max_resamples):
-    excess_calls[:] = excess
+    last_excess[:] = excess
     return _enough_resamples(excess, max_resamples)
 
 
@@ -64,9 +64,9 @@ def cost_table(estimator, energy_class, sizes, repeats, n_jobs=None):
                         ("noise", np.random.default_rng(7).normal(size=(n_samples, 3000)))):
             plain_times, auto_times = [], []
             for _ in range(repeats):
-                excess_calls.clear()
+                last_excess.clear()
                 auto_time, auto = timed(lambda: estimator(verbose=0, n_jobs=n_jobs).fit(X))
-                n_resamples = len(excess_calls)
+                n_resamples = len(last_excess)
                 plain_time, _ = timed(lambda: estimator(
                     energy_class(beta=auto.beta_), verbose=0, n_jobs=n_jobs).fit(X))
                 auto_times.append(auto_time)
