@@ -312,13 +312,17 @@ def test_search_finds_the_trellis_map(kind, n_points, global_random_seed):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [2, 5, 13])
 @pytest.mark.parametrize("incumbent", ["sparse", "beam"])
-def test_estimator_finds_the_trellis_map(kind, n_points, incumbent, global_random_seed):
-    """The estimator, from either incumbent: proven optimal, never below it."""
+@pytest.mark.parametrize("algorithm", ["search", "auto"])
+def test_estimator_finds_the_trellis_map(kind, n_points, incumbent, algorithm,
+                                         global_random_seed):
+    """The estimator, from either incumbent, by either solver: proven optimal, never below it."""
     rng = np.random.default_rng(global_random_seed + n_points)
     energy, X = _problem(kind, n_points, rng)
     exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
-    model = BestFirstHierarchicalClustering(energy, incumbent=incumbent).fit(X)
+    model = BestFirstHierarchicalClustering(energy, incumbent=incumbent,
+                                            algorithm=algorithm).fit(X)
     assert model.stop_reason_ == "optimal"
+    assert model.solver_ in (["search"] if algorithm == "search" else ["search", "trellis"])
     assert model.optimality_gap_ == 0.0
     assert model.map_log_potential_ == pytest.approx(exact, rel=1e-9, abs=1e-9)
     assert model.map_log_potential_ >= model.incumbent_log_potential_ - 1e-9
@@ -426,7 +430,7 @@ def test_budget_stop_reports_a_valid_gap(kind, max_clusters, global_random_seed)
     energy, X = _problem(kind, 13, rng)
     exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
     model = BestFirstHierarchicalClustering(
-        energy, max_clusters=max_clusters, incumbent="beam", beam_width=1)
+        energy, max_clusters=max_clusters, incumbent="beam", beam_width=1, algorithm="search")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(X)
@@ -494,7 +498,7 @@ def test_more_than_64_points_is_refused_before_any_work():
 
 def test_verbose_reports_bounds(capsys):
     X, _ = make_blobs(n_samples=12, centers=2, random_state=0)
-    BestFirstHierarchicalClustering(verbose=1).fit(X)
+    BestFirstHierarchicalClustering(verbose=1, algorithm="search").fit(X)
     out = capsys.readouterr().out
     assert "[BestFirstHierarchicalClustering]" in out
     assert "gap 0," in out
@@ -734,13 +738,15 @@ def test_bracket_narrows_as_the_search_goes_on(global_random_seed):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_estimator_brackets_log_z_and_cluster_probabilities(kind, global_random_seed):
+@pytest.mark.parametrize("algorithm", ["search", "auto"])
+def test_estimator_brackets_log_z_and_cluster_probabilities(kind, algorithm,
+                                                            global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     energy, X = _problem_at(kind, 9, 1.0, rng)
     exact = ExactHierarchicalClustering(energy).fit(X)
     for objective in ["map", "log_partition"]:
         model = BestFirstHierarchicalClustering(energy, objective=objective, exact_size=4,
-                                                tol=0.0).fit(X)
+                                                tol=0.0, algorithm=algorithm).fit(X)
         lower, upper = model.log_partition_bounds_
         assert lower <= exact.log_partition_ + 1e-9 * abs(exact.log_partition_)
         assert exact.log_partition_ <= upper + 1e-9 * abs(exact.log_partition_)
@@ -754,20 +760,94 @@ def test_estimator_brackets_log_z_and_cluster_probabilities(kind, global_random_
         assert model.cluster_probability_bounds([3]) == (1.0, 1.0)
 
 
+@pytest.mark.parametrize("objective", ["map", "log_partition"])
+def test_auto_solves_by_the_trellis_what_the_search_has_not(objective, global_random_seed,
+                                                           monkeypatch):
+    """A 14-particle jet not proven when the trellis's time is up: solved exactly."""
+    import sktrellis.best_first as best_first
+
+    # The trellis estimated at no time, so that the search never finishes
+    # first (on a 14-particle jet it needs about 1 s, the trellis 0.1 s).
+    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
+    jet = make_jets(n_leaves=14, random_state=global_random_seed)[0]
+    exact = ExactHierarchicalClustering(GinkgoLikelihood()).fit(jet.momenta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = BestFirstHierarchicalClustering(GinkgoLikelihood(), objective=objective,
+                                                n_jobs=1).fit(jet.momenta)
+    assert model.solver_ == "trellis"
+    assert model.stop_reason_ == "optimal"
+    assert model.optimality_gap_ == 0.0
+    assert model.map_log_potential_ == exact.map_log_potential_
+    assert model.upper_bound_ == exact.map_log_potential_
+    assert model.log_partition_bounds_ == (exact.log_partition_, exact.log_partition_)
+    np.testing.assert_array_equal(model.linkage_matrix_, exact.linkage_matrix_)
+    np.testing.assert_array_equal(model.labels_, exact.labels_)
+    for members in [[0, 1], [2, 3, 4], list(range(12))]:
+        low, high = model.cluster_probability_bounds(members)
+        assert low == high == pytest.approx(exact.cluster_probability(members), rel=1e-12)
+
+
+def test_auto_keeps_the_search_results_when_the_trellis_overruns(monkeypatch):
+    """The trellis estimated at no time but past the deadline: the search's results, a warning."""
+    import sktrellis.best_first as best_first
+
+    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
+    jet = make_jets(n_leaves=14, random_state=0)[0]
+    model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_time=1e-6)
+    with pytest.warns(UserWarning, match=r"stopped \(max_time\) before proving"):
+        model.fit(jet.momenta)
+    assert model.solver_ == "search"
+    assert model.stop_reason_ == "max_time"
+    exact = ExactHierarchicalClustering(GinkgoLikelihood()).fit(jet.momenta)
+    assert model.map_log_potential_ <= exact.map_log_potential_ + 1e-9
+    assert exact.map_log_potential_ <= model.upper_bound_ + 1e-9
+    lower, upper = model.log_partition_bounds_
+    assert lower <= exact.log_partition_ + 1e-9 <= upper + 2e-9
+
+
+def test_auto_searches_the_whole_budget_when_it_cannot_hold_the_trellis(monkeypatch):
+    """A trellis estimated at longer than max_time is never started."""
+    import sktrellis.best_first as best_first
+
+    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 1e6)
+    calls = []
+    monkeypatch.setattr(best_first, "HierarchicalTrellis", lambda *args, **kwargs: calls.append(1))
+    jet = make_jets(n_leaves=14, random_state=0)[0]
+    with pytest.warns(UserWarning, match=r"stopped \(max_time\)"):
+        model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_time=0.3).fit(
+            jet.momenta)
+    assert not calls
+    assert model.solver_ == "search"
+    assert model.n_iterations_ > 0
+
+
+def test_trellis_stops_at_its_deadline():
+    """A deadline already past stops the inside pass after its first kernel call."""
+    from sktrellis._engine.trellis.hierarchical_trellis import HierarchicalTrellis
+    from sktrellis._engine.trellis.levels import DeadlinePassed
+
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    potential = Dasgupta(beta=1.0).split_potential(X)
+    with pytest.raises(DeadlinePassed, match="n_samples=10"):
+        HierarchicalTrellis(potential, deadline=0.0)
+
+
 def test_tol_stops_the_log_partition_search():
     X, _ = make_blobs(n_samples=14, centers=2, random_state=0)
     model = BestFirstHierarchicalClustering(Dasgupta(beta=0.5), objective="log_partition",
-                                            exact_size=4, tol=1.0).fit(X)
+                                            exact_size=4, tol=1.0, algorithm="search").fit(X)
     lower, upper = model.log_partition_bounds_
     assert upper - lower <= 1.0
     assert model.stop_reason_ == "optimal"
 
 
-def test_cluster_probability_bounds_errors_and_pickling():
+@pytest.mark.parametrize("algorithm", ["search", "auto"])
+def test_cluster_probability_bounds_errors_and_pickling(algorithm):
     import pickle
 
     X, _ = make_blobs(n_samples=8, centers=2, random_state=0)
-    model = BestFirstHierarchicalClustering(Dasgupta(beta=1.0)).fit(X)
+    model = BestFirstHierarchicalClustering(Dasgupta(beta=1.0), algorithm=algorithm).fit(X)
     with pytest.raises(ValueError, match="members must be 1 to 8 indices"):
         model.cluster_probability_bounds([0, 8])
     with pytest.raises(ValueError, match="members must be 1 to 8 indices"):

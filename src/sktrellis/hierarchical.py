@@ -164,23 +164,7 @@ class ExactHierarchicalClustering(
         )
         if beta is not None:
             self.beta_ = beta
-        # The kernels mark a subset with a NaN split NaN and let +inf through;
-        # the subset tables show either in O(2**N) instead of a -inf log Z.
-        invalid = np.flatnonzero(~(trellis.log_z < np.inf))
-        if invalid.size:
-            subset = int(invalid[0])
-            raise ValueError(
-                f"the split potential of {energy!r} is NaN or +inf for some split of the "
-                f"points {np.flatnonzero(subset >> np.arange(n_points) & 1).tolist()} "
-                f"(n_samples={n_points}; their log Z is {trellis.log_z[subset]}): a split's "
-                "log psi must be finite, or -inf for a forbidden split; find it with "
-                "potential.evaluate(parents, lefts)"
-            )
-        if not trellis.log_partition > -np.inf:
-            raise ValueError(
-                f"every tree of these n_samples={n_points} points has zero potential "
-                f"under {energy!r}: no split of the full set is feasible"
-            )
+        trellis.check_feasible(energy)
         self._trellis = trellis
         self.log_partition_ = trellis.log_partition
         self.map_log_potential_ = trellis.map_log_potential

@@ -84,6 +84,26 @@ def _inside_splits(size):
     return (1 << (size - 1)) - 1
 
 
+def inside_pass_seconds(separable, n_points, n_threads):
+    """Estimated wall time of the inside pass over n_points (see SECONDS_PER_TERM).
+
+    Parameters
+    ----------
+    separable : bool
+        Whether the potential is separable (else a function or table).
+    n_points : int
+    n_threads : int
+
+    Returns
+    -------
+    seconds : float
+        A quiet-machine estimate: a loaded or slower machine takes longer.
+    """
+    seconds = SECONDS_PER_TERM["separable" if separable else "generic"]
+    terms = level_terms(n_points, range(1, n_points + 1), _inside_splits)
+    return terms * seconds / max(1, n_threads)
+
+
 def double_factorial_trees(n_points):
     """(2N - 3)!!, the number of rooted binary trees with N labelled leaves."""
     return math.prod(range(1, 2 * n_points - 2, 2)) if n_points > 1 else 1
@@ -102,14 +122,18 @@ class HierarchicalTrellis:
         Progress of the passes (see ``levels.LevelProgress``).
     owner : str
         Name used in progress messages.
+    deadline : float, default=None
+        A ``time.perf_counter()`` value past which the inside pass stops
+        with ``levels.DeadlinePassed`` (within one kernel call); None: none.
     """
 
-    def __init__(self, potential, n_threads=1, verbose=0, owner="trellis"):
+    def __init__(self, potential, n_threads=1, verbose=0, owner="trellis", deadline=None):
         self.potential = potential
         self.n_points = potential.n_points
         self.n_threads = n_threads
         self.verbose = verbose
         self.owner = owner
+        self.deadline = deadline
         self._log_marginals = None
         self._run()
 
@@ -132,7 +156,8 @@ class HierarchicalTrellis:
             blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
-        with self._progress("inside pass (MAP tree, log Z)", _inside_splits) as progress:
+        with self._progress("inside pass (MAP tree, log Z)", _inside_splits,
+                            self.deadline) as progress:
             for size in range(2, n_points + 1):
                 progress.level(size)
                 parents = self.order[self.level_start[size] : self.level_start[size + 1]]
@@ -164,7 +189,36 @@ class HierarchicalTrellis:
                     )
                     progress.update(len(block) * n_splits)
 
-    def _progress(self, stage, terms_per_subset):
+    def check_feasible(self, energy):
+        """Raise ValueError unless log Z is finite or -inf only where allowed.
+
+        The kernels mark a subset with a NaN split NaN and let +inf through;
+        the subset tables show either in O(2**N) instead of a -inf log Z.
+        A log Z of -inf for the full set means no tree has non-zero potential.
+
+        Parameters
+        ----------
+        energy : HierarchicalEnergy
+            The energy behind the potential, named in the messages.
+        """
+        n_points = self.n_points
+        invalid = np.flatnonzero(~(self.log_z < np.inf))
+        if invalid.size:
+            subset = int(invalid[0])
+            raise ValueError(
+                f"the split potential of {energy!r} is NaN or +inf for some split of the "
+                f"points {np.flatnonzero(subset >> np.arange(n_points) & 1).tolist()} "
+                f"(n_samples={n_points}; their log Z is {self.log_z[subset]}): a split's "
+                "log psi must be finite, or -inf for a forbidden split; find it with "
+                "potential.evaluate(parents, lefts)"
+            )
+        if not self.log_partition > -np.inf:
+            raise ValueError(
+                f"every tree of these n_samples={n_points} points has zero potential "
+                f"under {energy!r}: no split of the full set is feasible"
+            )
+
+    def _progress(self, stage, terms_per_subset, deadline=None):
         """The LevelProgress of a pass over every level, `terms_per_subset(size)` terms each."""
         n_points = self.n_points
         kind = "separable" if self.potential.is_separable else "function"
@@ -177,7 +231,7 @@ class HierarchicalTrellis:
         return LevelProgress(
             self.owner, stage, n_points,
             level_terms(n_points, range(1, n_points + 1), terms_per_subset), "split",
-            seconds, self.n_threads, n_bytes, self.verbose, peak_bytes,
+            seconds, self.n_threads, n_bytes, self.verbose, peak_bytes, deadline,
         )
 
     @property

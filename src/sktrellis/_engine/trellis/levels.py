@@ -8,6 +8,7 @@ threads costs more than the work (badly so when the other cores are busy).
 """
 import math
 import sys
+import time
 
 import numpy as np
 from tqdm import tqdm
@@ -37,6 +38,10 @@ SECONDS_PER_TERM = {"separable": 1e-9, "generic": 20e-9, "flat": 1.2e-9, "flat c
 #: passes estimated to take at least this long: the point where one wonders
 #: whether the fit hangs, while quick fits (grid searches, fit_many) stay quiet.
 PROGRESS_MIN_SECONDS = 10.0
+
+
+class DeadlinePassed(Exception):
+    """A pass stopped between two kernel calls because its deadline had passed."""
 
 
 def threads_for(n_terms, n_threads):
@@ -99,11 +104,16 @@ class LevelProgress:
     verbose : int
     peak_bytes : int, default=None
         Memory of all queries after the pass too, if more.
+    deadline : float, default=None
+        A ``time.perf_counter()`` value: ``update`` raises DeadlinePassed
+        once it has passed, so the pass stops within one kernel call of it
+        (at most CHUNK_TERMS terms). None: no deadline.
     """
 
     def __init__(self, owner, stage, n_points, n_terms, unit, seconds_per_term,
-                 n_threads, n_bytes, verbose, peak_bytes=None):
+                 n_threads, n_bytes, verbose, peak_bytes=None, deadline=None):
         self.n_points = n_points
+        self.deadline = deadline
         estimate = n_terms * seconds_per_term / max(1, n_threads)
         self.bar = None
         if not (verbose >= 2 or (verbose and estimate >= PROGRESS_MIN_SECONDS)):
@@ -126,9 +136,11 @@ class LevelProgress:
             self.bar.set_postfix_str(f"subsets of size {size}/{self.n_points}", refresh=False)
 
     def update(self, n_terms):
-        """Count terms done."""
+        """Count terms done; raise DeadlinePassed if the deadline has passed."""
         if self.bar is not None:
             self.bar.update(n_terms)
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            raise DeadlinePassed(f"{n_terms} terms into a pass over n_samples={self.n_points}")
 
     def __enter__(self):
         return self
