@@ -806,6 +806,29 @@ def test_auto_keeps_the_search_results_when_the_trellis_overruns(monkeypatch):
     assert lower <= exact.log_partition_ + 1e-9 <= upper + 2e-9
 
 
+def test_auto_searches_on_when_the_trellis_gives_up(monkeypatch):
+    """A trellis that will not end in time hands the rest of the budget back to the search."""
+    import time
+
+    import sktrellis.best_first as best_first
+    from sktrellis._engine.trellis.levels import DeadlinePassed
+
+    def gives_up(*args, **kwargs):
+        raise DeadlinePassed("it would end 1 s past its deadline")
+
+    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
+    monkeypatch.setattr(best_first, "HierarchicalTrellis", gives_up)
+    jet = make_jets(n_leaves=16, random_state=0)[0]
+    start = time.perf_counter()
+    with pytest.warns(UserWarning, match=r"stopped \(max_time\)"):
+        model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_time=0.5).fit(
+            jet.momenta)
+    assert time.perf_counter() - start >= 0.5
+    assert model.solver_ == "search"
+    assert model.stop_reason_ == "max_time"
+    assert model.n_iterations_ > 0
+
+
 def test_auto_searches_the_whole_budget_when_it_cannot_hold_the_trellis(monkeypatch):
     """A trellis estimated at longer than max_time is never started."""
     import sktrellis.best_first as best_first
@@ -820,17 +843,6 @@ def test_auto_searches_the_whole_budget_when_it_cannot_hold_the_trellis(monkeypa
     assert not calls
     assert model.solver_ == "search"
     assert model.n_iterations_ > 0
-
-
-def test_trellis_stops_at_its_deadline():
-    """A deadline already past stops the inside pass after its first kernel call."""
-    from sktrellis._engine.trellis.hierarchical_trellis import HierarchicalTrellis
-    from sktrellis._engine.trellis.levels import DeadlinePassed
-
-    X = np.random.default_rng(0).normal(size=(10, 2))
-    potential = Dasgupta(beta=1.0).split_potential(X)
-    with pytest.raises(DeadlinePassed, match="n_samples=10"):
-        HierarchicalTrellis(potential, deadline=0.0)
 
 
 def test_tol_stops_the_log_partition_search():

@@ -771,3 +771,34 @@ def test_exact_tree_counts_fit_their_128_bits_up_to_the_cap():
 
     assert double_factorial_trees(MAX_EXACT_POINTS) < 2**128
     assert double_factorial_trees(30) > 2**128  # why the cap matters
+
+
+def test_trellis_stops_at_its_deadline():
+    """A deadline already past stops the inside pass after its first kernel call."""
+    from sktrellis._engine.trellis.hierarchical_trellis import HierarchicalTrellis
+    from sktrellis._engine.trellis.levels import DeadlinePassed
+
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    potential = Dasgupta(beta=1.0).split_potential(X)
+    with pytest.raises(DeadlinePassed, match="n_samples=10"):
+        HierarchicalTrellis(potential, deadline=0.0)
+
+
+@pytest.mark.parametrize("deadline, gives_up", [(100.0, True), (1000.0, False)])
+def test_pass_gives_up_when_its_rate_misses_the_deadline(monkeypatch, deadline, gives_up):
+    """From a sixteenth of the terms on, the rate so far projects the end of the pass."""
+    from sktrellis._engine.trellis import levels
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
+    progress = levels.LevelProgress("owner", "pass", 10, 160, "split", 1e-9, 1, 0, 0,
+                                    deadline=deadline)
+    clock["now"] = 10.0
+    progress.update(5)  # a 32nd: no projection yet, and before the deadline
+    clock["now"] = 20.0
+    # 2 s a term so far: the 150 terms left would end at 320 s.
+    if gives_up:
+        with pytest.raises(levels.DeadlinePassed, match="at least 220 s past its deadline"):
+            progress.update(5)
+    else:
+        progress.update(5)

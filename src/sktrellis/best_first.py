@@ -130,15 +130,16 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         available), search for as long as the trellis's inside pass is
         estimated to take, and if the search has not finished by then
         (proof, or the bracket within ``tol``), solve every subset exactly
-        by the trellis, within what is left of ``max_time`` (the estimate
-        is a quiet machine's; a pass that overruns the budget stops within
-        one kernel call and the search's results are kept). This takes at
-        most about twice the time of the faster of the two on any data:
-        structured data are proven by the search in a fraction of a pass
-        (40 blobs in milliseconds), while a Ginkgo jet of 20 particles,
+        by the trellis, within what is left of ``max_time``. The estimate
+        is a quiet machine's: a pass that will not end in time (seen from
+        its rate once a sixteenth of it is done, or past the deadline)
+        gives up within one kernel call, and the search goes on for the
+        rest of the budget. This takes at most about twice the time of the
+        faster of the two on any data: structured data are proven by the
+        search in a fraction of a pass, while a Ginkgo jet of 20 particles,
         whose bound leaves a gap of about 10 nats after minutes of search,
-        is solved by the trellis in about a minute on two cores. The trellis
-        is skipped when ``max_time`` cannot hold its estimated time.
+        is solved by the trellis in about a minute on two cores. The
+        trellis is skipped when ``max_time`` cannot hold its estimated time.
     n_jobs : int, default=None
         OpenMP threads of the trellis when ``algorithm="auto"`` uses it
         (None: all cores, -1 as well, -2 all but one); the search itself
@@ -322,8 +323,10 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         self.solver_ = "search"
         if self.stop_reason_ in ("max_time", "max_clusters") and trellis_seconds is not None:
             reason = self._solve_by_trellis(X, energy, n_threads, deadline)
-            if reason is None and self.stop_reason_ == "max_time":
-                # The trellis no longer fits in memory: search on instead.
+            if reason in (None, "max_time") and self.stop_reason_ == "max_time":
+                # The trellis does not fit in the memory the search has
+                # left, or will not end in time: the search goes on for
+                # what is left of the budget.
                 reason = self._run(search, bound, start, deadline)
             self.stop_reason_ = reason or self.stop_reason_
         if self.stop_reason_ != "optimal":
@@ -345,8 +348,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         """The exact inside pass over every subset, within the deadline.
 
         Returns the stop reason: "optimal" with the exact results set, or
-        why it stopped ("max_time", "interrupted"), leaving the search's;
-        None if the trellis does not fit in the memory the search has left.
+        why it stopped ("max_time": past the deadline, or seen not to end
+        by it; "interrupted"), leaving the search's; None if the trellis
+        does not fit in the memory the search has left.
         """
         n_points = len(X)
         available = available_memory_bytes()
@@ -360,7 +364,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         try:
             trellis = HierarchicalTrellis(potential, n_threads, self.verbose,
                                           type(self).__name__, deadline=deadline)
-        except DeadlinePassed:
+        except DeadlinePassed as stop:
+            if self.verbose:
+                print(f"[{type(self).__name__}] trellis given up: {stop}", flush=True)
             return "max_time"
         except KeyboardInterrupt:
             return "interrupted"

@@ -41,7 +41,14 @@ PROGRESS_MIN_SECONDS = 10.0
 
 
 class DeadlinePassed(Exception):
-    """A pass stopped between two kernel calls because its deadline had passed."""
+    """A pass stopped between two kernel calls: its deadline passed, or would have.
+
+    The pass gives up as soon as it has passed its deadline, or earlier,
+    once a sixteenth of its terms is done, when the rate measured so far
+    says it would finish after it. That rate is optimistic (the small
+    subsets come first and stay in cache), so a pass that gives up early
+    would not have finished in time.
+    """
 
 
 def threads_for(n_terms, n_threads):
@@ -107,13 +114,15 @@ class LevelProgress:
     deadline : float, default=None
         A ``time.perf_counter()`` value: ``update`` raises DeadlinePassed
         once it has passed, so the pass stops within one kernel call of it
-        (at most CHUNK_TERMS terms). None: no deadline.
+        (at most CHUNK_TERMS terms), or once the pass is seen not to make
+        it (see DeadlinePassed). None: no deadline.
     """
 
     def __init__(self, owner, stage, n_points, n_terms, unit, seconds_per_term,
                  n_threads, n_bytes, verbose, peak_bytes=None, deadline=None):
         self.n_points = n_points
         self.deadline = deadline
+        self.n_terms, self.done, self.started = n_terms, 0, time.perf_counter()
         estimate = n_terms * seconds_per_term / max(1, n_threads)
         self.bar = None
         if not (verbose >= 2 or (verbose and estimate >= PROGRESS_MIN_SECONDS)):
@@ -136,11 +145,21 @@ class LevelProgress:
             self.bar.set_postfix_str(f"subsets of size {size}/{self.n_points}", refresh=False)
 
     def update(self, n_terms):
-        """Count terms done; raise DeadlinePassed if the deadline has passed."""
+        """Count terms done; raise DeadlinePassed if the pass will not end by its deadline."""
         if self.bar is not None:
             self.bar.update(n_terms)
-        if self.deadline is not None and time.perf_counter() >= self.deadline:
-            raise DeadlinePassed(f"{n_terms} terms into a pass over n_samples={self.n_points}")
+        self.done += n_terms
+        if self.deadline is None:
+            return
+        now = time.perf_counter()
+        finish = now
+        if 16 * self.done >= self.n_terms:
+            finish += (now - self.started) / self.done * (self.n_terms - self.done)
+        if finish >= self.deadline:
+            raise DeadlinePassed(
+                f"{self.done} of {self.n_terms} terms of a pass over n_samples={self.n_points} "
+                f"done in {now - self.started:.3g} s: it would end at least "
+                f"{finish - self.deadline:.3g} s past its deadline")
 
     def __enter__(self):
         return self
