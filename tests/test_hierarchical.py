@@ -802,3 +802,20 @@ def test_pass_gives_up_when_its_rate_misses_the_deadline(monkeypatch, deadline, 
             progress.update(5)
     else:
         progress.update(5)
+
+
+def test_pass_projects_its_end_from_its_recent_rate(monkeypatch):
+    """The rate of the last sixteenth, not the mean: the later levels are the slower."""
+    from sktrellis._engine.trellis import levels
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
+    progress = levels.LevelProgress("owner", "pass", 10, 160, "split", 1e-9, 1, 0, 0,
+                                    deadline=1000.0)
+    clock["now"] = 10.0
+    progress.update(10)  # 1 s a term: ends at 160 s
+    clock["now"] = 100.0
+    # 9 s a term over the last 10 (the mean, 5 s, would end at 800 s):
+    # the 140 left end at 1360 s.
+    with pytest.raises(levels.DeadlinePassed, match="at least 360 s past its deadline"):
+        progress.update(10)

@@ -44,10 +44,10 @@ class DeadlinePassed(Exception):
     """A pass stopped between two kernel calls: its deadline passed, or would have.
 
     The pass gives up as soon as it has passed its deadline, or earlier,
-    once a sixteenth of its terms is done, when the rate measured so far
-    says it would finish after it. That rate is optimistic (the small
-    subsets come first and stay in cache), so a pass that gives up early
-    would not have finished in time.
+    once a sixteenth of its terms is done, when the rate of its last
+    sixteenth says it would finish after it. That rate is optimistic (the
+    levels of larger subsets, still to come, miss the cache more), so a
+    pass that gives up early would not have finished in time.
     """
 
 
@@ -122,7 +122,9 @@ class LevelProgress:
                  n_threads, n_bytes, verbose, peak_bytes=None, deadline=None):
         self.n_points = n_points
         self.deadline = deadline
-        self.n_terms, self.done, self.started = n_terms, 0, time.perf_counter()
+        self.n_terms = n_terms
+        # (terms done, time) after each kernel call, for the recent rate.
+        self.checkpoints = [(0, time.perf_counter())]
         estimate = n_terms * seconds_per_term / max(1, n_threads)
         self.bar = None
         if not (verbose >= 2 or (verbose and estimate >= PROGRESS_MIN_SECONDS)):
@@ -148,17 +150,22 @@ class LevelProgress:
         """Count terms done; raise DeadlinePassed if the pass will not end by its deadline."""
         if self.bar is not None:
             self.bar.update(n_terms)
-        self.done += n_terms
         if self.deadline is None:
             return
         now = time.perf_counter()
+        done = self.checkpoints[-1][0] + n_terms
+        self.checkpoints.append((done, now))
         finish = now
-        if 16 * self.done >= self.n_terms:
-            finish += (now - self.started) / self.done * (self.n_terms - self.done)
+        if 16 * done >= self.n_terms:
+            # The rate over the last sixteenth of the terms (at least).
+            window = done - self.n_terms // 16
+            since, then = next(point for point in reversed(self.checkpoints)
+                               if point[0] <= window)
+            finish += (now - then) / (done - since) * (self.n_terms - done)
         if finish >= self.deadline:
             raise DeadlinePassed(
-                f"{self.done} of {self.n_terms} terms of a pass over n_samples={self.n_points} "
-                f"done in {now - self.started:.3g} s: it would end at least "
+                f"{done} of {self.n_terms} terms of a pass over n_samples={self.n_points} "
+                f"done in {now - self.checkpoints[0][1]:.3g} s: it would end at least "
                 f"{finish - self.deadline:.3g} s past its deadline")
 
     def __enter__(self):
