@@ -228,6 +228,16 @@ def available_memory_bytes():
     return min(left for _, left in limits) if limits else None
 
 
+def fits_in_memory(bytes_needed):
+    """Whether an allocation of ``bytes_needed`` is at most 90 % of what this process can get.
+
+    The test behind ``check_memory``, for a caller that picks another way
+    instead of refusing (True when no limit is known).
+    """
+    available = available_memory_bytes()
+    return available is None or bytes_needed <= 0.9 * available
+
+
 def check_memory(n_points, bytes_needed, owner, *, holds, way_out):
     """Refuse an allocation above 90 % of what this process can still get, before it starts.
 
@@ -248,18 +258,16 @@ def check_memory(n_points, bytes_needed, owner, *, holds, way_out):
     way_out : str
         What to do instead, e.g. ``"use fewer points or SparseTrellisClustering"``.
     """
-    limits = memory_limits()
-    if not limits:
+    if fits_in_memory(bytes_needed):
         return
-    source, available = min(limits, key=lambda limit: limit[1])
-    if bytes_needed > 0.9 * available:
-        raise_limit = "" if source in ("MemAvailable", "available pages") else (
-            f", or raise {source.removeprefix('the ')}")
-        raise ValueError(
-            f"{owner} needs memory for {holds}: n_samples={n_points} requires "
-            f"{format_bytes(bytes_needed)} but only {format_bytes(available)} is "
-            f"available under {source}; {way_out}{raise_limit}"
-        )
+    source, available = min(memory_limits(), key=lambda limit: limit[1])
+    raise_limit = "" if source in ("MemAvailable", "available pages") else (
+        f", or raise {source.removeprefix('the ')}")
+    raise ValueError(
+        f"{owner} needs memory for {holds}: n_samples={n_points} requires "
+        f"{format_bytes(bytes_needed)} but only {format_bytes(available)} is "
+        f"available under {source}; {way_out}{raise_limit}"
+    )
 
 
 def format_bytes(n_bytes):

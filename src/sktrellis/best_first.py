@@ -14,7 +14,7 @@ from ._engine.trellis.hierarchical_trellis import HierarchicalTrellis, inside_pa
 from ._engine.trellis.levels import DeadlinePassed
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
 from ._engine.agglomerative.search import beam_search
-from ._validation import MAX_EXACT_POINTS, available_memory_bytes, effective_n_threads
+from ._validation import MAX_EXACT_POINTS, effective_n_threads, fits_in_memory
 from .energies import Dasgupta
 from .sparse import SparseTrellisClustering
 
@@ -38,6 +38,14 @@ _PENALTY_BYTES_PER_POINT = 18
 # 0.5 nats; 12 stopped blobs of 48 at the state cap 2.9 nats wide, 16 left
 # the planted 48 7.8 nats wide (each exact solve of 16 points is 9x dearer).
 _LOG_PARTITION_EXACT_SIZE = 14
+
+
+def _trellis_fits(energy, n_points):
+    """Whether the exact trellis over all 2**n_points subsets fits in the memory available now.
+
+    The exact estimators' limit (``check_exact_size``), without its error.
+    """
+    return n_points <= MAX_EXACT_POINTS and fits_in_memory(energy.split_bytes(n_points))
 
 
 ###############################################################################
@@ -337,10 +345,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
 
     def _trellis_seconds(self, energy, n_points, n_threads):
         """Estimated time of solving the whole set by the trellis, or None if it cannot."""
-        if self.algorithm == "search" or n_points > MAX_EXACT_POINTS:
-            return None
-        available = available_memory_bytes()
-        if available is not None and energy.split_bytes(n_points) > 0.9 * available:
+        if self.algorithm == "search" or not _trellis_fits(energy, n_points):
             return None
         return inside_pass_seconds(energy.potential_kind == "separable", n_points, n_threads)
 
@@ -353,8 +358,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         does not fit in the memory the search has left.
         """
         n_points = len(X)
-        available = available_memory_bytes()
-        if available is not None and energy.split_bytes(n_points) > 0.9 * available:
+        if not _trellis_fits(energy, n_points):
             return None
         if self.verbose:
             print(f"[{type(self).__name__}] not finished by search: solving the 2**{n_points} "
@@ -376,6 +380,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         self.optimality_gap_ = 0.0
         self.log_partition_bounds_ = (trellis.log_partition, trellis.log_partition)
         self._trellis = trellis
+        # Its states (up to the memory cap) are no longer needed.
+        self._search = None
         self.solver_ = "trellis"
         return "optimal"
 
