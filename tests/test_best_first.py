@@ -827,6 +827,76 @@ def test_auto_searches_on_when_the_trellis_gives_up(monkeypatch):
     assert model.solver_ == "search"
     assert model.stop_reason_ == "max_time"
     assert model.n_iterations_ > 0
+    # The counts are the search's at its end, not where the trellis took over.
+    search = model._search
+    assert (model.n_expanded_, model.n_splits_, model.n_clusters_stored_,
+            model.n_iterations_) == (search.n_expanded, search.n_splits, search.n_clusters,
+                                     search.n_iterations)
+
+
+@pytest.mark.parametrize("trellis_ends", [True, False])
+def test_auto_after_the_state_cap(monkeypatch, trellis_ends):
+    """Stopped by max_clusters, the search hands over to the trellis; if that gives up, says so."""
+    import sktrellis.best_first as best_first
+    from sktrellis._engine.trellis.levels import DeadlinePassed
+
+    if not trellis_ends:
+        def gives_up(*args, **kwargs):
+            raise DeadlinePassed("it would end 1 s past its deadline")
+
+        monkeypatch.setattr(best_first, "HierarchicalTrellis", gives_up)
+    jet = make_jets(n_leaves=14, random_state=0)[0]
+    model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_clusters=1, max_time=60)
+    if trellis_ends:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model.fit(jet.momenta)
+        assert (model.solver_, model.stop_reason_, model.optimality_gap_) == (
+            "trellis", "optimal", 0.0)
+    else:
+        with pytest.warns(UserWarning, match=r"stopped \(max_clusters\) before proving the "
+                                             r"tree optimal \(the trellis over the 2\*\*14"):
+            model.fit(jet.momenta)
+        assert (model.solver_, model.stop_reason_) == ("search", "max_clusters")
+
+
+def test_auto_interrupted_in_the_trellis(monkeypatch):
+    """Ctrl-C during the trellis ends the fit with the search's results, as during the search."""
+    import sktrellis.best_first as best_first
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
+    monkeypatch.setattr(best_first, "HierarchicalTrellis", interrupted)
+    jet = make_jets(n_leaves=14, random_state=0)[0]
+    with pytest.warns(UserWarning, match=r"stopped \(interrupted\)"):
+        model = BestFirstHierarchicalClustering(GinkgoLikelihood()).fit(jet.momenta)
+    assert (model.solver_, model.stop_reason_) == ("search", "interrupted")
+    assert model.map_log_potential_ >= model.incumbent_log_potential_ - 1e-9
+
+
+@pytest.mark.parametrize("objective", ["map", "log_partition"])
+@pytest.mark.parametrize("n_points", [2, 3, 4])
+def test_auto_on_tiny_sets(objective, n_points):
+    """Passes of fewer than 16 splits under a deadline: no projection to divide by zero."""
+    X = np.random.default_rng(n_points).normal(size=(n_points, 2))
+    energy = Dasgupta(beta=1.0)
+    exact = ExactHierarchicalClustering(energy).fit(X)
+    model = BestFirstHierarchicalClustering(energy, objective=objective, exact_size=0,
+                                            max_time=60).fit(X)
+    assert model.stop_reason_ == "optimal"
+    assert model.map_log_potential_ == pytest.approx(exact.map_log_potential_, abs=1e-12)
+
+
+def test_auto_verbose_says_when_the_trellis_takes_over(monkeypatch, capsys):
+    import sktrellis.best_first as best_first
+
+    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
+    jet = make_jets(n_leaves=14, random_state=0)[0]
+    BestFirstHierarchicalClustering(GinkgoLikelihood(), verbose=1).fit(jet.momenta)
+    assert "not finished by search: solving the 2**14 subsets by the trellis" in (
+        capsys.readouterr().out)
 
 
 def test_auto_searches_the_whole_budget_when_it_cannot_hold_the_trellis(monkeypatch):

@@ -819,3 +819,32 @@ def test_pass_projects_its_end_from_its_recent_rate(monkeypatch):
     # the 140 left end at 1360 s.
     with pytest.raises(levels.DeadlinePassed, match="at least 360 s past its deadline"):
         progress.update(10)
+
+
+@pytest.mark.parametrize("n_terms", [1, 5, 15])
+def test_short_pass_under_a_deadline(monkeypatch, n_terms):
+    """Fewer than 16 terms: the window is one term, never an empty one."""
+    from sktrellis._engine.trellis import levels
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
+    progress = levels.LevelProgress("owner", "pass", 4, n_terms, "split", 1e-9, 1, 0, 0,
+                                    deadline=1000.0)
+    for _ in range(n_terms):
+        clock["now"] += 1.0
+        progress.update(1)
+
+
+def test_a_finished_pass_keeps_its_result_past_the_deadline(monkeypatch):
+    """The last kernel call ends after the deadline: the pass is done, nothing is raised."""
+    from sktrellis._engine.trellis import levels
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
+    progress = levels.LevelProgress("owner", "pass", 10, 160, "split", 1e-9, 1, 0, 0,
+                                    deadline=100.0)
+    clock["now"] = 10.0
+    progress.update(80)  # ends at 20 s at this rate
+    clock["now"] = 100.5
+    progress.update(80)
+

@@ -47,7 +47,9 @@ class DeadlinePassed(Exception):
     once a sixteenth of its terms is done, when the rate of its last
     sixteenth says it would finish after it. That rate is optimistic (the
     levels of larger subsets, still to come, miss the cache more), so a
-    pass that gives up early would not have finished in time.
+    pass that gives up early is unlikely to have finished in time. A pass
+    whose last kernel call ends past the deadline has finished: it keeps
+    its result.
     """
 
 
@@ -154,11 +156,13 @@ class LevelProgress:
             return
         now = time.perf_counter()
         done = self.checkpoints[-1][0] + n_terms
+        if done >= self.n_terms:
+            return
         self.checkpoints.append((done, now))
         finish = now
         if 16 * done >= self.n_terms:
-            # The rate over the last sixteenth of the terms (at least).
-            window = done - self.n_terms // 16
+            # The rate over the last sixteenth of the terms (at least one).
+            window = done - max(1, self.n_terms // 16)
             since, then = next(point for point in reversed(self.checkpoints)
                                if point[0] <= window)
             finish += (now - then) / (done - since) * (self.n_terms - done)
