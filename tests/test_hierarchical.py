@@ -12,6 +12,7 @@ from sklearn.base import clone
 from sklearn.metrics import adjusted_rand_score
 
 from sktrellis import ExactHierarchicalClustering
+from sktrellis._engine.trellis import levels
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 
 from .common import (
@@ -784,18 +785,27 @@ def test_trellis_stops_at_its_deadline():
         HierarchicalTrellis(potential, deadline=0.0)
 
 
-@pytest.mark.parametrize("deadline, gives_up", [(100.0, True), (1000.0, False)])
-def test_pass_gives_up_when_its_rate_misses_the_deadline(monkeypatch, deadline, gives_up):
-    """From a sixteenth of the terms on, the rate so far projects the end of the pass."""
-    from sktrellis._engine.trellis import levels
-
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """The clock of the level passes, set by hand: ``fake_clock["now"]`` seconds."""
     clock = {"now": 0.0}
     monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
-    progress = levels.LevelProgress("owner", "pass", 10, 160, "split", 1e-9, 1, 0, 0,
-                                    deadline=deadline)
-    clock["now"] = 10.0
+    return clock
+
+
+def _pass_with_deadline(n_terms, deadline):
+    """The progress of a pass of n_terms terms, quiet, with a deadline."""
+    return levels.LevelProgress("owner", "pass", 10, n_terms, "split", 1e-9, 1, 0, 0,
+                                deadline=deadline)
+
+
+@pytest.mark.parametrize("deadline, gives_up", [(100.0, True), (1000.0, False)])
+def test_pass_gives_up_when_its_rate_misses_the_deadline(fake_clock, deadline, gives_up):
+    """From a sixteenth of the terms on, the rate so far projects the end of the pass."""
+    progress = _pass_with_deadline(160, deadline)
+    fake_clock["now"] = 10.0
     progress.update(5)  # a 32nd: no projection yet, and before the deadline
-    clock["now"] = 20.0
+    fake_clock["now"] = 20.0
     # 2 s a term so far: the 150 terms left would end at 320 s.
     if gives_up:
         with pytest.raises(levels.DeadlinePassed, match="at least 220 s past its deadline"):
@@ -804,17 +814,12 @@ def test_pass_gives_up_when_its_rate_misses_the_deadline(monkeypatch, deadline, 
         progress.update(5)
 
 
-def test_pass_projects_its_end_from_its_recent_rate(monkeypatch):
+def test_pass_projects_its_end_from_its_recent_rate(fake_clock):
     """The rate of the last sixteenth, not the mean: the later levels are the slower."""
-    from sktrellis._engine.trellis import levels
-
-    clock = {"now": 0.0}
-    monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
-    progress = levels.LevelProgress("owner", "pass", 10, 160, "split", 1e-9, 1, 0, 0,
-                                    deadline=1000.0)
-    clock["now"] = 10.0
+    progress = _pass_with_deadline(160, 1000.0)
+    fake_clock["now"] = 10.0
     progress.update(10)  # 1 s a term: ends at 160 s
-    clock["now"] = 100.0
+    fake_clock["now"] = 100.0
     # 9 s a term over the last 10 (the mean, 5 s, would end at 800 s):
     # the 140 left end at 1360 s.
     with pytest.raises(levels.DeadlinePassed, match="at least 360 s past its deadline"):
@@ -822,29 +827,19 @@ def test_pass_projects_its_end_from_its_recent_rate(monkeypatch):
 
 
 @pytest.mark.parametrize("n_terms", [1, 5, 15])
-def test_short_pass_under_a_deadline(monkeypatch, n_terms):
+def test_short_pass_under_a_deadline(fake_clock, n_terms):
     """Fewer than 16 terms: the window is one term, never an empty one."""
-    from sktrellis._engine.trellis import levels
-
-    clock = {"now": 0.0}
-    monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
-    progress = levels.LevelProgress("owner", "pass", 4, n_terms, "split", 1e-9, 1, 0, 0,
-                                    deadline=1000.0)
+    progress = _pass_with_deadline(n_terms, 1000.0)
     for _ in range(n_terms):
-        clock["now"] += 1.0
+        fake_clock["now"] += 1.0
         progress.update(1)
 
 
-def test_a_finished_pass_keeps_its_result_past_the_deadline(monkeypatch):
+def test_a_finished_pass_keeps_its_result_past_the_deadline(fake_clock):
     """The last kernel call ends after the deadline: the pass is done, nothing is raised."""
-    from sktrellis._engine.trellis import levels
-
-    clock = {"now": 0.0}
-    monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
-    progress = levels.LevelProgress("owner", "pass", 10, 160, "split", 1e-9, 1, 0, 0,
-                                    deadline=100.0)
-    clock["now"] = 10.0
+    progress = _pass_with_deadline(160, 100.0)
+    fake_clock["now"] = 10.0
     progress.update(80)  # ends at 20 s at this rate
-    clock["now"] = 100.5
+    fake_clock["now"] = 100.5
     progress.update(80)
 

@@ -10,7 +10,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ._engine.search._best_first import MAX_EXACT_SIZE, MAX_POINTS, BestFirstSearch
-from ._engine.trellis.hierarchical_trellis import HierarchicalTrellis, inside_pass_seconds
+from ._engine.trellis.hierarchical_trellis import (
+    HierarchicalTrellis, infeasible_error, inside_pass_seconds,
+)
 from ._engine.trellis.levels import DeadlinePassed
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
 from ._engine.agglomerative.search import beam_search
@@ -398,10 +400,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         n_points = search.n_points
         if not np.isfinite(search.upper):
             if self.stop_reason_ == "optimal":
-                raise ValueError(
-                    f"every tree of these n_samples={n_points} points has zero potential "
-                    f"under {energy!r}: no split of the full set is feasible"
-                )
+                raise infeasible_error(n_points, energy)
             raise ValueError(
                 f"{type(self).__name__} found no tree of non-zero potential over these "
                 f"n_samples={n_points} points under {energy!r} before it stopped "

@@ -99,9 +99,21 @@ def inside_pass_seconds(separable, n_points, n_threads):
     seconds : float
         A quiet-machine estimate: a loaded or slower machine takes longer.
     """
-    seconds = SECONDS_PER_TERM["separable" if separable else "generic"]
     terms = level_terms(n_points, range(1, n_points + 1), _inside_splits)
-    return terms * seconds / max(1, n_threads)
+    return terms * _seconds_per_split(separable) / max(1, n_threads)
+
+
+def _seconds_per_split(separable):
+    """One thread's time per split of a pass, separable or not (see SECONDS_PER_TERM)."""
+    return SECONDS_PER_TERM["separable" if separable else "generic"]
+
+
+def infeasible_error(n_points, energy):
+    """The ValueError for a set no tree of non-zero potential spans."""
+    return ValueError(
+        f"every tree of these n_samples={n_points} points has zero potential "
+        f"under {energy!r}: no split of the full set is feasible"
+    )
 
 
 def double_factorial_trees(n_points):
@@ -213,10 +225,7 @@ class HierarchicalTrellis:
                 "potential.evaluate(parents, lefts)"
             )
         if not self.log_partition > -np.inf:
-            raise ValueError(
-                f"every tree of these n_samples={n_points} points has zero potential "
-                f"under {energy!r}: no split of the full set is feasible"
-            )
+            raise infeasible_error(n_points, energy)
 
     def _progress(self, stage, terms_per_subset, deadline=None):
         """The LevelProgress of a pass over every level, `terms_per_subset(size)` terms each."""
@@ -227,11 +236,10 @@ class HierarchicalTrellis:
         peak_bytes = (
             self.potential.nbytes + (per_subset << n_points) + 8 * _SAMPLE_CACHE_MIN_DOUBLES
         )
-        seconds = SECONDS_PER_TERM["separable" if kind == "separable" else "generic"]
         return LevelProgress(
             self.owner, stage, n_points,
             level_terms(n_points, range(1, n_points + 1), terms_per_subset), "split",
-            seconds, self.n_threads, n_bytes, self.verbose, peak_bytes, deadline,
+            _seconds_per_split(kind == "separable"), self.n_threads, n_bytes, self.verbose, peak_bytes, deadline,
         )
 
     @property
