@@ -94,6 +94,31 @@ def cluster_marginals(trees, values, log_z, n_points):
     return marginal
 
 
+def subtree_marginals(trees, values, log_z, n_points):
+    """P(S is a cluster whose subtree has exactly these splits), by enumeration.
+
+    Keyed by (S, frozenset of the splits below S); single points included.
+    """
+    marginal = {}
+    for tree, probability in zip(trees, np.exp(np.asarray(values) - log_z)):
+        clusters = {parent for parent, _ in tree} | {1 << i for i in range(n_points)}
+        for cluster in clusters:
+            below = frozenset(split for split in tree if split[0] & cluster == split[0])
+            key = (cluster, below)
+            marginal[key] = marginal.get(key, 0.0) + probability
+    return marginal
+
+
+def children_over(tree, members):
+    """children_ of mask splits over the points ``members``, leaf i being members[i]."""
+    node_of = {1 << int(point): i for i, point in enumerate(members)}
+    children = []
+    for parent, left in sorted(tree, key=lambda split: bin(split[0]).count("1")):
+        children.append([node_of[left], node_of[parent ^ left]])
+        node_of[parent] = len(members) + len(children) - 1
+    return np.array(children, dtype=np.int64).reshape(-1, 2)
+
+
 def all_partitions(n_points):
     """Every partition of n_points points as canonical labels, shape (Bell(N), N).
 

@@ -156,6 +156,47 @@ def test_marginals_counts_and_probabilities_match_enumeration(
 
 
 @pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
+@pytest.mark.parametrize("n_points", [1, 4, 7, 9])
+def test_together_probability_matches_enumeration(kind, n_points, global_random_seed):
+    """P(a set of points lies in one cluster): every set at N <= 7, a sample at N = 9."""
+    rng = np.random.default_rng(global_random_seed + 11 * n_points)
+    energy, X = _problem(kind, n_points, rng)
+    _, partitions, values, _ = _enumerate(energy, X)
+    log_z = logsumexp(values)
+    model = _fit_or_infeasible(ExactFlatClustering(energy, verbose=0), X, log_z)
+    probabilities = np.exp(values - log_z)
+    subsets = range(1, 1 << n_points)
+    if n_points > 7:
+        subsets = rng.choice(np.arange(1, 1 << n_points), size=60, replace=False)
+    for subset in subsets:
+        members = rng.permutation([i for i in range(n_points) if subset >> i & 1])
+        labels = partitions[:, members]
+        expected = probabilities[np.all(labels == labels[:, :1], axis=1)].sum()
+        assert model.together_probability(members) == pytest.approx(expected, abs=1e-12)
+        mask = np.zeros(n_points, dtype=bool)
+        mask[members] = True
+        assert model.together_probability(mask) == model.together_probability(members)
+        if len(members) == 2:
+            assert model.together_probability(members) == pytest.approx(
+                model.pairwise_probability_[members[0], members[1]], abs=1e-12
+            )
+
+
+def test_together_probability_is_zero_where_every_holding_cluster_is_forbidden():
+    """-inf potentials: a set no cluster of finite potential holds has probability 0."""
+    n_points = 4
+    table = np.zeros(1 << n_points)
+    for mask in range(1 << n_points):
+        if mask & 0b0011 == 0b0011:  # every cluster holding points 0 and 1
+            table[mask] = -np.inf
+    energy = ClusterEnergy(lambda X, masks: table[masks])
+    model = ExactFlatClustering(energy, verbose=0).fit(np.zeros((n_points, 1)))
+    assert model.together_probability([0, 1]) == 0.0
+    assert model.together_probability([1, 0, 2]) == 0.0
+    assert model.together_probability([0, 2]) > 0.0
+
+
+@pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
 @pytest.mark.parametrize("n_points", [4, 8])
 def test_map_with_each_number_of_clusters_matches_enumeration(
     kind, n_points, global_random_seed, kernel_threads, flat_kernels
@@ -715,6 +756,8 @@ def test_bad_cluster_queries(members, match):
     model = ExactFlatClustering().fit(np.arange(8.0).reshape(4, 2))
     with pytest.raises(ValueError, match=match):
         model.cluster_probability(members)
+    with pytest.raises(ValueError, match=match):
+        model.together_probability(members)
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,12 @@ from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 
 from .common import (
     KINDS,
+    all_trees,
     brute_force,
+    children_over,
     cluster_marginals,
     random_problem,
+    subtree_marginals,
     tree_splits_set,
 )
 
@@ -179,6 +182,54 @@ def _children_from_splits(tree, n_points):
         children.append([node_of[left], node_of[parent ^ left]])
         node_of[parent] = n_points + len(children) - 1
     return np.array(children)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [3, 5, 7])
+def test_sub_hierarchy_marginals_match_enumeration(kind, n_points, global_random_seed):
+    """log_probability(tree, members): every subtree of a few clusters, summed over all trees."""
+    rng = np.random.default_rng(global_random_seed + 13 * n_points)
+    energy, X = random_problem(kind, n_points, rng)
+    potential = energy.split_potential(X)
+    log_z, _, trees, values = brute_force(potential, n_points)
+    model = _fit_or_infeasible(energy, X, log_z)
+    marginal = subtree_marginals(trees, values, log_z, n_points)
+    full = (1 << n_points) - 1
+    subsets = range(1, full + 1)
+    if n_points > 3:
+        subsets = [full, 1] + list(rng.choice(np.arange(3, full), size=6, replace=False))
+    for subset in subsets:
+        members = rng.permutation([i for i in range(n_points) if subset >> i & 1])
+        for subtree in all_trees(int(subset)):
+            children = children_over(subtree, members)
+            expected = marginal.get((int(subset), frozenset(subtree)), 0.0)
+            got = model.log_probability(children, members=members)
+            assert np.exp(got) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+            if subset == full and np.array_equal(np.sort(members), members):
+                assert got == model.log_probability(children)
+        mask = np.zeros(n_points, dtype=bool)
+        mask[members] = True
+        sorted_children = children_over(subtree, np.sort(members))
+        assert model.log_probability(sorted_children, members=mask) == (
+            model.log_probability(sorted_children, members=np.sort(members))
+        )
+
+
+@pytest.mark.parametrize(
+    "members, tree, match",
+    [
+        ([0, 0, 1], [[0, 1], [2, 3]], "repeat"),
+        ([0, 7], [[0, 1]], r"\[0, 4\)"),
+        ([], np.zeros((0, 2)), "at least one"),
+        ([0, 1, 2], [[0, 1]], r"tree over the 3 points of members.*\(2, 4\).*got shape \(1, 2\)"),
+        ([0, 1], [[0, 1], [2, 3]], r"tree over the 2 points of members"),
+        ([0, 1, 2], [[0, 1], [0, 2]], "exactly once"),
+    ],
+)
+def test_bad_sub_hierarchy_queries(members, tree, match):
+    model = ExactHierarchicalClustering(verbose=0).fit(np.arange(8.0).reshape(4, 2))
+    with pytest.raises(ValueError, match=match):
+        model.log_probability(np.asarray(tree), members=members)
 
 
 @pytest.mark.parametrize("kind", KINDS)

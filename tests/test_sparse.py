@@ -22,9 +22,12 @@ from sktrellis.sparse import SparseTrellisClustering
 
 from .common import (
     KINDS,
+    all_trees,
     brute_force,
+    children_over,
     random_problem,
     random_split_energy,
+    subtree_marginals,
     tree_splits_set,
 )
 
@@ -209,6 +212,39 @@ def test_spanned_trees_match_brute_force(kind, global_random_seed):
     for mask in range(1, full + 1):
         expected = 1.0 if mask == full or mask & (mask - 1) == 0 else marginal.get(mask, 0.0)
         assert model.cluster_probability(_members(mask, n_points)) == pytest.approx(expected, abs=1e-10)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_spanned_sub_hierarchy_marginals_match_brute_force(kind, global_random_seed):
+    """log_probability(tree, members) sums the spanned trees holding that sub-hierarchy."""
+    rng = np.random.default_rng(global_random_seed + 1)
+    n_points = 6
+    energy, X = random_problem(kind, n_points, rng)
+    seeds = [_random_tree(n_points, rng) for _ in range(4)]
+    model = _fit_or_skip(
+        SparseTrellisClustering(energy, builder=seeds, resplit_parts=4), X
+    )
+    _, _, trees, values = brute_force(energy.split_potential(X), n_points)
+    vertices = {
+        mask for mask in range(1, 1 << n_points)
+        if model._trellis.vertex_of([_members(mask, n_points)])[0] >= 0
+    }
+    spanned = [
+        all(parent in vertices and left in vertices for parent, left in tree) for tree in trees
+    ]
+    marginal = subtree_marginals(
+        [tree for tree, keep in zip(trees, spanned) if keep],
+        values[np.array(spanned)], model.log_partition_, n_points,
+    )
+    full = (1 << n_points) - 1
+    # Vertices and non-vertices alike (these have probability 0).
+    subsets = [full, 4] + list(rng.choice(np.arange(3, full), size=8, replace=False))
+    for subset in subsets:
+        members = rng.permutation(_members(int(subset), n_points))
+        for subtree in all_trees(int(subset)):
+            expected = marginal.get((int(subset), frozenset(subtree)), 0.0)
+            got = model.log_probability(children_over(subtree, members), members=members)
+            assert np.exp(got) == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.parametrize(

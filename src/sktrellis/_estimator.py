@@ -295,6 +295,65 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         members = Tree.from_children(merges).clusters()
         return np.array([self.cluster_probability(m) for m in members])
 
+    def log_probability(self, tree, members=None):
+        """Natural log of P(tree | X), or of a sub-hierarchy's marginal with ``members``.
+
+        Without ``members``: the posterior probability of a tree over all
+        the fitted points. With ``members``: ``tree`` is a tree over those
+        points only (leaf i is point ``members[i]``) and the result is the
+        marginal probability of that sub-hierarchy (Greenberg et al. 2021,
+        section 2.4): the summed probability of every tree in which
+        ``members`` form a cluster whose subtree is ``tree``, whatever the
+        rest of the tree, ``O(S) phi(tree) / Z`` -- equal to
+        ``cluster_probability(members)`` times the probability of ``tree``
+        given that cluster. The first query with ``members`` may run the
+        outside pass, as ``cluster_probability`` does.
+
+        Parameters
+        ----------
+        tree : ndarray of shape (n_leaves - 1, 4) or (n_leaves - 1, 2)
+            A scipy linkage matrix or an ``AgglomerativeClustering``-style
+            ``children_`` array over the ``n_leaves`` fitted points, or
+            over ``len(members)`` points with ``members``.
+        members : array-like of int, or array-like of bool of shape (n_samples,), default=None
+            The points of the sub-hierarchy: indices (leaf i of ``tree`` is
+            point ``members[i]``) or a mask (leaves in increasing point
+            order). None means all points, in order.
+
+        Returns
+        -------
+        log_probability : float
+            ``-inf`` for a tree with a forbidden split or outside the
+            posterior's support.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis import ExactHierarchicalClustering
+        >>> X = np.array([[0.0], [0.2], [3.0], [3.1], [3.5]])
+        >>> model = ExactHierarchicalClustering().fit(X)
+        >>> # {2, 3, 4} a cluster with {3, 4} merged first, as scipy children
+        >>> sub = model.log_probability([[1, 2], [0, 3]], members=[2, 3, 4])
+        >>> bool(np.exp(sub) <= model.cluster_probability([2, 3, 4]))
+        True
+        """
+        posterior = self._fitted_posterior()
+        n_points = posterior.n_points
+        if members is None:
+            members = np.arange(n_points)
+        else:
+            members = check_members(members, n_points)
+            shape = np.shape(tree)
+            if len(shape) != 2 or shape[0] != len(members) - 1:
+                k = len(members)
+                raise ValueError(
+                    f"with members, tree must be a tree over the {k} points of members (leaf "
+                    f"i is point members[i]): a linkage matrix of shape ({k - 1}, 4) or a "
+                    f"children_ array of shape ({k - 1}, 2); got shape {shape}"
+                )
+        merges = merges_from_tree(tree, len(members))
+        return posterior.subtree_log_probability(members, merges)
+
     @validate_params(
         {"n_samples": [Interval(Integral, 1, None, closed="left")],
          "random_state": ["random_state"]},

@@ -12,7 +12,9 @@ from ._engine.tree.conversion import relabel_by_first_appearance
 from ._engine.trellis.flat_trellis import FlatTrellis, map_partition
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._temperature import calibrate_partition_posterior
-from ._validation import check_exact_size, check_log_potentials, effective_n_threads
+from ._validation import (
+    check_exact_size, check_log_potentials, check_members, effective_n_threads,
+)
 from .energies import CorrelationClustering
 
 
@@ -265,6 +267,45 @@ class ExactFlatClustering(
         # Entry 0, the empty set, is never read.
         check_log_potentials(log_potential[1:], source, (len(log_potential) - 1,), "cluster")
         return np.ascontiguousarray(log_potential)
+
+    def together_probability(self, members):
+        """Posterior probability that all ``members`` lie in one cluster.
+
+        P(some cluster of the partition holds every point of ``members`` |
+        X), the sum of the marginals of the clusters that contain them
+        (Greenberg et al. 2018, section 3), exact. Where
+        :meth:`cluster_probability` asks for ``members`` to be a cluster
+        *exactly*, this allows other points beside them. For two points it
+        is ``pairwise_probability_[i, j]``; for one point it is 1. A query
+        of k points costs O(2**(N - k)).
+
+        Parameters
+        ----------
+        members : array-like of int, or array-like of bool of shape (n_samples,)
+            The points: their indices, or a mask.
+
+        Returns
+        -------
+        probability : float
+            P(the points ``members`` lie in one cluster | X), in [0, 1].
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis import ExactFlatClustering
+        >>> from sktrellis.energies import CorrelationClustering
+        >>> X = np.array([[0.0, 0.0], [0.1, 0.0], [4.0, 4.0], [4.1, 4.2], [4.0, 4.3]])
+        >>> model = ExactFlatClustering(CorrelationClustering(beta=5.0)).fit(X)
+        >>> together = model.together_probability([2, 3, 4])
+        >>> bool(together >= model.cluster_probability([2, 3, 4]))
+        True
+        >>> bool(np.isclose(model.together_probability([2, 3]), model.pairwise_probability_[2, 3]))
+        True
+        """
+        check_is_fitted(self)
+        members = check_members(members, len(self.labels_))
+        log_probability = self._fitted_posterior().together_log_probability(members)
+        return float(np.exp(log_probability))
 
     def log_probability(self, labels):
         """Natural log of P(partition | X) for a partition of the fitted points.

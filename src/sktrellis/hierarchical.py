@@ -10,7 +10,7 @@ from ._estimator import (
 )
 from ._engine.trellis.best_tree import max_clade_credibility_tree
 from ._engine.trellis.hierarchical_trellis import HierarchicalTrellis
-from ._engine.tree.conversion import linkage_from_splits, merges_from_tree, splits_from_merges
+from ._engine.tree.conversion import linkage_from_splits
 from ._temperature import calibrate_tree_posterior
 from ._validation import check_exact_size, effective_n_threads
 from .energies import Dasgupta
@@ -204,24 +204,3 @@ class ExactHierarchicalClustering(
             trellis.cluster_log_marginals(), trellis.n_threads, self.verbose, type(self).__name__,
         )
         return linkage_from_splits(trellis.potential, parents, lefts), log_credibility
-
-    def log_probability(self, tree):
-        """Natural log of P(tree | X) for a tree over the fitted points.
-
-        Parameters
-        ----------
-        tree : ndarray of shape (n_samples - 1, 4) or (n_samples - 1, 2)
-            A scipy linkage matrix or an ``AgglomerativeClustering``-style
-            ``children_`` array.
-
-        Returns
-        -------
-        log_probability : float
-            ``-inf`` for a tree with a forbidden split.
-        """
-        potential = self._fitted_posterior().potential
-        merges = merges_from_tree(tree, self.n_leaves_)
-        parents, lefts = splits_from_merges(merges, self.n_leaves_)
-        log_potential = potential.evaluate(parents, lefts).sum()
-        # Rounding in log Z must not make a probability exceed one.
-        return float(min(log_potential - self.log_partition_, 0.0))

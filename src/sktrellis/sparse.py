@@ -247,34 +247,3 @@ class SparseTrellisClustering(
                 f"{trellis.map_log_potential:.6g}, {time.perf_counter() - start:.2f} s",
                 flush=True,
             )
-
-    def log_probability(self, tree):
-        """Natural log of P(tree | X) under the posterior restricted to the spanned trees.
-
-        Parameters
-        ----------
-        tree : ndarray of shape (n_samples - 1, 4) or (n_samples - 1, 2)
-            A scipy linkage matrix or an ``AgglomerativeClustering``-style
-            ``children_`` array.
-
-        Returns
-        -------
-        log_probability : float
-            ``-inf`` for a tree the trellis does not span or with a
-            forbidden split.
-        """
-        trellis = self._fitted_posterior()
-        merges = merges_from_tree(tree, self.n_leaves_)
-        members = [np.array([i]) for i in range(self.n_leaves_)]
-        for a, b in merges:
-            members.append(np.concatenate([members[a], members[b]]))
-        vertex = trellis.vertex_of(members)
-        if np.any(vertex < 0):
-            return -np.inf
-        model_id = trellis.model_id[vertex]
-        node = np.arange(self.n_leaves_, 2 * self.n_leaves_ - 1)
-        log_psi = trellis.model.split_log_potential(
-            model_id[node], model_id[merges[:, 0]], model_id[merges[:, 1]]
-        )
-        # Rounding in log Z must not make a probability exceed one.
-        return float(min(np.sum(log_psi) - self.log_partition_, 0.0))

@@ -68,6 +68,30 @@ class TreePosterior(Protocol):
             cluster no tree of the posterior has.
         """
 
+    def subtree_log_probability(self, members: np.ndarray, merges: np.ndarray) -> float:
+        """Log posterior probability of a sub-hierarchy: a cluster and its subtree.
+
+        The marginal of Greenberg et al. (2021, section 2.4): the summed
+        probability of the trees in which the points ``members`` form a
+        cluster whose subtree is the tree of ``merges``.
+
+        Parameters
+        ----------
+        members : ndarray of int
+            Indices of the points of the cluster, each once.
+        merges : ndarray of shape (len(members) - 1, 2)
+            A validated children-first merge array over ``len(members)``
+            leaves; leaf i is point ``members[i]``.
+
+        Returns
+        -------
+        log_probability : float
+            The log of P(members is a cluster of the tree, split as
+            ``merges`` below it): 0 for a single point, the log probability
+            of the whole tree for all points, -inf for a sub-hierarchy of
+            zero probability.
+        """
+
     def cluster_log_marginals(self) -> np.ndarray:
         """Log posterior probability of every cluster id being a cluster of the tree.
 

@@ -241,6 +241,30 @@ class SparseTrellis:
         vertex = self.vertex_of([np.asarray(members)])[0]
         return float(self.cluster_log_marginals()[vertex]) if vertex >= 0 else -np.inf
 
+    def subtree_log_probability(self, members, merges):
+        """log P(``members`` is a cluster whose subtree is ``merges``) (posterior interface).
+
+        P(S is a cluster) phi(T_S) / Z(S), over the spanned trees: -inf
+        unless every cluster of the subtree is a vertex.
+        """
+        nodes = [np.array([point]) for point in members]
+        for a, b in merges:
+            nodes.append(np.concatenate([nodes[a], nodes[b]]))
+        vertex = self.vertex_of(nodes)
+        if np.any(vertex < 0):
+            return -np.inf
+        log_potential = 0.0
+        if len(merges):
+            model_id = self.model_id[vertex]
+            log_potential = float(np.sum(self.model.split_log_potential(
+                model_id[len(members):], model_id[merges[:, 0]], model_id[merges[:, 1]]
+            )))
+        if not log_potential > -np.inf:
+            return -np.inf
+        # Z(S) >= phi(T_S) > 0 here. Rounding must not make a probability exceed one.
+        conditional = log_potential - self.log_z[vertex[-1]]
+        return float(min(self.cluster_log_marginal(members) + conditional, 0.0))
+
     def most_probable_clusters(self, n_top, min_size):
         """Members and log marginals of the n_top most probable vertices but the root."""
         log_marginals = self.cluster_log_marginals()

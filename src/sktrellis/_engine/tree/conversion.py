@@ -114,17 +114,24 @@ def merges_from_tree(tree, n_points):
     return merges
 
 
-def masks_from_merges(merges, n_points):
-    """Subset mask (Python int) of every node: leaves 0..N-1 then merges."""
-    masks = [1 << i for i in range(n_points)]
+def masks_from_merges(merges, n_points, points=None):
+    """Subset mask (Python int) of every node: leaves 0..N-1 then merges.
+
+    Leaf i is point ``points[i]`` (default: point i), so that a tree over
+    some of the points gives masks over all of them.
+    """
+    masks = [1 << int(p) for p in (range(n_points) if points is None else points)]
     for a, b in merges:
         masks.append(masks[a] | masks[b])
     return masks
 
 
-def splits_from_merges(merges, n_points):
-    """Canonical (parents, lefts) of every inner node of a merge array (any order)."""
-    masks = masks_from_merges(merges, n_points)
+def splits_from_merges(merges, n_points, points=None):
+    """Canonical (parents, lefts) of every inner node of a merge array (any order).
+
+    ``points`` as in :func:`masks_from_merges`.
+    """
+    masks = masks_from_merges(merges, n_points, points)
     parents = np.array(masks[n_points:], dtype=np.int64)
     lefts = np.array([masks[a] for a, _ in merges], dtype=np.int64)
     low = parents & -parents

@@ -11,11 +11,12 @@ import functools
 import math
 
 import numpy as np
+from scipy.special import logsumexp
 
 from . import _flat as kernels
 from .._subsets import count_as_int, subsets_by_size
 from .levels import SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, threads_for
-from .posterior import members_mask, most_probable_masks
+from .posterior import members_mask, most_probable_masks, submasks
 
 # The sampler caches the cumulative cluster weights of subsets it meets
 # twice, in a buffer of this many doubles or one per subset, whichever is
@@ -591,6 +592,20 @@ class FlatTrellis:
         with np.errstate(invalid="ignore"):
             value = self.log_e[mask] + self.log_z[self.full ^ mask] - self.log_partition
         return float(value) if value == value else -np.inf
+
+    def together_log_probability(self, members):
+        """log P(the points ``members`` lie in one cluster), over the clusters that hold them.
+
+        The sum of P(C) = E(C) Z(complement of C) / Z over the 2**(N - k)
+        supersets C of the k members, in log space.
+        """
+        mask = members_mask(members)
+        clusters = mask | submasks(self.full ^ mask, self.n_points)
+        with np.errstate(invalid="ignore"):
+            values = self.log_e[clusters] + self.log_z[self.full ^ clusters]
+        values[np.isnan(values)] = -np.inf
+        # Rounding in log Z must not make a probability exceed one.
+        return float(min(logsumexp(values) - self.log_partition, 0.0))
 
     def most_probable_clusters(self, n_top, min_size):
         """Members and log marginals of the n_top most probable clusters."""

@@ -11,7 +11,7 @@ import numpy as np
 from .._subsets import canonical_lefts, count_as_int, subsets_by_size
 from ..potential._split_potential import SplitPotential
 from ..tables import subset_sums
-from ..tree.conversion import linkage_from_splits, splits_from_table
+from ..tree.conversion import linkage_from_splits, splits_from_merges, splits_from_table
 from . import _hierarchical as kernels
 from .levels import (
     SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, level_terms, threads_for,
@@ -370,6 +370,20 @@ class HierarchicalTrellis:
         if len(members) in (1, self.n_points):
             return 0.0  # a leaf or the root: in every tree
         return float(self.cluster_log_marginals()[members_mask(members)])
+
+    def subtree_log_probability(self, members, merges):
+        """log P(``members`` is a cluster whose subtree is ``merges``) (posterior interface).
+
+        O(S) phi(T_S) / Z = P(S is a cluster) phi(T_S) / Z(S): the marginal
+        of the cluster times the probability of its subtree given it.
+        """
+        parents, lefts = splits_from_merges(merges, len(members), members)
+        log_potential = float(self.potential.evaluate(parents, lefts).sum()) if len(merges) else 0.0
+        if not log_potential > -np.inf:
+            return -np.inf
+        # Z(S) >= phi(T_S) > 0 here. Rounding must not make a probability exceed one.
+        conditional = log_potential - self.log_z[members_mask(members)]
+        return float(min(self.cluster_log_marginal(members) + conditional, 0.0))
 
     def most_probable_clusters(self, n_top, min_size):
         """Members and log marginals of the n_top most probable clusters but the root."""

@@ -12,6 +12,14 @@ def members_mask(members):
     return sum(1 << int(i) for i in np.unique(members))
 
 
+def submasks(mask, n_points):
+    """Every subset of the subset ``mask`` (the empty one first), as int64 masks."""
+    masks = np.zeros(1, dtype=np.int64)
+    for i in mask_members(mask, n_points):
+        masks = np.concatenate([masks, masks | (1 << int(i))])
+    return masks
+
+
 def most_probable_masks(log_marginals, order, level_start, n_top, min_size, max_size):
     """The n_top clusters of largest log marginal with min_size..max_size points.
 
