@@ -2,6 +2,7 @@
 from ._engine.posterior import TreePosterior
 from ._many import fit_many
 from .best_first import BestFirstHierarchicalClustering
+from .certified import CertifiedFlatClustering
 from .flat import ExactFlatClustering
 from .hierarchical import ExactHierarchicalClustering
 from .sparse import SparseTrellisClustering
@@ -11,6 +12,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BestFirstHierarchicalClustering",
+    "CertifiedFlatClustering",
     "ExactFlatClustering",
     "ExactHierarchicalClustering",
     "SparseTrellisClustering",
