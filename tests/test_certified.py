@@ -222,9 +222,13 @@ def test_bad_input_is_refused(params, X, error, match):
         CertifiedFlatClustering(**params).fit(X)
 
 
+# The checks' data are structureless (uniform noise, 30-150 points), the
+# integer program's hard case: a budget of programs keeps them quick and
+# deterministic (a time budget would make the refits differ).
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @parametrize_with_checks(
-    [CertifiedFlatClustering()],
+    [CertifiedFlatClustering(max_iter=3)],
     expected_failed_checks=lambda estimator: {},
     xfail_strict=True,
 )

@@ -61,7 +61,9 @@ class CertifiedFlatClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator)
         ratio matrix: the objective is then the same sum.
     max_time : float, default=None
         Seconds after which the solver stops and the best partition found
-        is returned with its ``optimality_gap_``; None means no limit.
+        is returned with its ``optimality_gap_``; None means no limit, which
+        on structureless data (noise, dense random weights) of more than
+        about 25 points can mean hours: set it there.
     max_iter : int, default=None
         Largest number of LP and integer programs solved; None means no
         limit.
