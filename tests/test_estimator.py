@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from sktrellis import (
     BestFirstHierarchicalClustering,
+    CertifiedFlatClustering,
     ExactFlatClustering,
     ExactHierarchicalClustering,
     SparseTrellisClustering,
@@ -32,7 +33,9 @@ from sktrellis.baselines import (
 from sktrellis.energies import CorrelationClustering, Dasgupta
 from sktrellis.metrics import log_partition_scorer
 
-_ENERGY_METHODS = ("split_potential", "cluster_potential", "merge_model", "search_bound")
+_ENERGY_METHODS = (
+    "split_potential", "cluster_potential", "merge_model", "search_bound", "weights",
+)
 
 
 def _inject_failure(model, kind, monkeypatch, n_samples):
@@ -77,6 +80,7 @@ CASES = [
     (BayesianHierarchicalClustering(n_clusters=2), ("n_clusters", "energy", "interrupt")),
     (BayesianHierarchicalClustering(algorithm="exact", n_clusters=2), ("size", "n_clusters")),
     (TransitivePropagation(max_iter=20), ("size", "interrupt")),
+    (CertifiedFlatClustering(), ("energy", "interrupt")),
 ]
 
 

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from sktrellis import (  # noqa: E402
+    CertifiedFlatClustering,
     ExactFlatClustering,
     ExactHierarchicalClustering,
     SparseTrellisClustering,
@@ -49,6 +50,8 @@ ESTIMATORS = [
     ExactFlatClustering(DirichletProcessMixture()),
     ExactHierarchicalClustering(CorrelationClustering(), n_clusters=1),
     ExactHierarchicalClustering(GinkgoLikelihood(), n_clusters=1),
+    CertifiedFlatClustering(),
+    CertifiedFlatClustering(CorrelationClustering(affinity="precomputed")),
 ]
 
 
