@@ -205,6 +205,23 @@ def test_posterior_queries_in_this_process(estimator):
         else:
             assert members_valid, f"cluster_probability accepted {members!r}"
             assert 0.0 <= probability <= 1.0
+        if hasattr(model, "together_probability"):
+            try:
+                probability = model.together_probability(members)
+            except (ValueError, TypeError) as error:
+                assert str(error) and not members_valid, f"valid members refused: {error}"
+            else:
+                assert members_valid, f"together_probability accepted {members!r}"
+                assert 0.0 <= probability <= 1.0
+        elif hasattr(model, "clade_support"):
+            # A sub-hierarchy: the tree drawn as a tree over the members.
+            try:
+                value = model.log_probability(tree[0], members=members)
+            except (ValueError, TypeError) as error:
+                assert str(error)
+            else:
+                assert members_valid, f"log_probability accepted members {members!r}"
+                assert value <= 0.0 and not np.isnan(value)
         tree, tree_valid = tree
         query = tree if is_tree else np.arange(_N_FITTED)[: len(tree) + 1] % 3
         queries = [("log_probability", query)] + ([("clade_support", tree)] if is_tree else [])
