@@ -44,10 +44,13 @@ class CertifiedFlatClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator)
     ``|beta w_ij|``).
 
     Clustered data are easy: 250 noisy reads of 50 random templates (the
-    transitive-propagation paper's data) are proven optimal in seconds.
-    Dense random weights are the hard case: at N = 20 an optimum takes
-    seconds, at N = 25 about a minute (where the flat trellis takes about
-    a minute as well).
+    transitive-propagation paper's data) with up to 10 % bit errors are
+    proven optimal in seconds; at 15 % the certificate stays loose after
+    minutes (``benchmarks/bench_certified_flat.py``). Dense random weights
+    are the hard case: at N = 20 an optimum takes seconds, at N = 25 a
+    minute or more (the flat trellis takes minutes there, and about 8 GB).
+    Each round costs O(N**3) to find the violated triangles, so N is
+    limited to hundreds of points.
 
     Parameters
     ----------
