@@ -81,7 +81,6 @@ def greedy_partition(weights):
     n_points = len(weights)
     cross = weights.astype(np.float64, copy=True)
     np.fill_diagonal(cross, -np.inf)
-    alive = np.ones(n_points, dtype=bool)
     owner = np.arange(n_points)
     while True:
         flat = int(np.argmax(cross))
@@ -94,7 +93,6 @@ def greedy_partition(weights):
         cross[a, a] = -np.inf
         cross[b, :] = -np.inf
         cross[:, b] = -np.inf
-        alive[b] = False
         owner[owner == b] = a
     return _first_appearance(owner)
 
@@ -113,6 +111,8 @@ def improve_by_moves(weights, labels):
     sizes = np.bincount(labels, minlength=n_labels)
     tol = 1e-12 * max(1.0, float(np.abs(weights).max(initial=0.0)))
     points = np.arange(n_points)
+    # Every move gains more than tol, so this ends; the cap only guards
+    # against rounding in the incrementally updated affinities.
     for _ in range(10 * n_points * n_points):
         own = affinity[points, labels]
         # Joining a cluster of another label; an empty label means alone.
