@@ -66,7 +66,9 @@ class CertifiedFlatClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator)
         Seconds after which the solver stops and the best partition found
         is returned with its ``optimality_gap_``; None means no limit, which
         on structureless data (noise, dense random weights) of more than
-        about 25 points can mean hours: set it there.
+        about 25 points can mean hours: set it there. Checked between
+        rounds and passed to the solver; the last round's rounding and
+        search for violated triangles may add a few seconds at N = 250.
     max_iter : int, default=None
         Largest number of LP and integer programs solved; None means no
         limit.
