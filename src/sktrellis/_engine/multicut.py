@@ -237,9 +237,12 @@ class _Component:
             return False
         x = np.clip(result.x, 0.0, 1.0)
         self._consider(x)
+        if result.status != 0:
+            # Stopped by its time limit: the budget is spent, no round follows.
+            return False
         violated = self._violated(np.round(x) if integral else x)
         if not len(violated):
-            if result.status == 0 and (integral or np.all(np.abs(x - np.round(x)) < _VIOLATION_TOL)):
+            if integral or np.all(np.abs(x - np.round(x)) < _VIOLATION_TOL):
                 self._prove(np.round(x))
             return False
         return self.add_cuts(violated) > 0
@@ -309,7 +312,8 @@ def max_agreement(weights, max_time=None, max_iter=None):
                     # The LP holds every triangle (or its time ran out): integers next.
                     lp_rounds = _MAX_LP_ROUNDS
             elif not added and not component.proven:
-                # Out of time inside the solver, no integral solution to cut.
+                # The integer program stopped at its time limit (a solved one
+                # is either transitive, hence proven, or has triangles to add).
                 stopped_by = "max_time"
     offset = 0
     for m, component in zip(members, components):
