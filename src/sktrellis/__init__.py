@@ -5,6 +5,7 @@ from .best_first import BestFirstHierarchicalClustering
 from .flat import ExactFlatClustering
 from .hierarchical import ExactHierarchicalClustering
 from .sparse import SparseTrellisClustering
+from .sparse_flat import SparseFlatClustering
 from .tree import Tree
 
 __version__ = "0.1.0"
@@ -13,6 +14,7 @@ __all__ = [
     "BestFirstHierarchicalClustering",
     "ExactFlatClustering",
     "ExactHierarchicalClustering",
+    "SparseFlatClustering",
     "SparseTrellisClustering",
     "Tree",
     "TreePosterior",

@@ -1,0 +1,469 @@
+"""The sparse flat trellis: the flat DPs over the partitions a family of clusters spans.
+
+A family F of clusters (sets of points) spans the partitions of all points
+whose every cluster is in F; a cluster outside F has zero potential
+(Greenberg et al. 2018, section 4). Over them the flat recursion of the
+exact trellis still holds: with the points in a fixed order and low(S) the
+first point of S in it,
+
+    Z(S) = sum over C in F with low(S) in C, C subset of S of E(C) Z(S \\ C),
+
+and Z(empty) = 1. Its *states* S are the sets left after removing the
+clusters of a partition one at a time, first point first: all points, then
+what a cluster of F leaves, and so on. The paper's closure under recursive
+complement makes the states members of F; here they are found from the
+family instead, so any family works, the cuts of a tree among them (with
+the points in a depth-first order of the tree the states are its N
+suffixes). A state is a Python int, bit p for the point at position p of
+the order, so that low(S) is its lowest set bit.
+
+Clusters are kept as sorted point arrays; ``solve`` orders the points,
+explores the states and runs the inside pass over them level by level (a
+state's successors are smaller), vectorised in NumPy.
+"""
+import numpy as np
+
+from ..tree.conversion import relabel_by_first_appearance
+
+
+class TooManyStates(Exception):
+    """The family spans partitions through more than ``max_states`` states."""
+
+
+def _segment_reduce(values, starts, n_segments):
+    """Per-segment max, argmax (absolute index) and logsumexp of ``values``.
+
+    ``starts`` are the first indices of n_segments non-empty consecutive
+    segments covering ``values``.
+    """
+    maxima = np.maximum.reduceat(values, starts)
+    segment = np.repeat(np.arange(n_segments), np.diff(np.append(starts, len(values))))
+    shift = np.where(np.isfinite(maxima), maxima, 0.0)
+    with np.errstate(under="ignore"):
+        sums = np.add.reduceat(np.exp(values - shift[segment]), starts)
+    with np.errstate(divide="ignore"):
+        log_sums = np.log(sums) + shift
+    # The first edge reaching the maximum: the lowest index among equals.
+    is_max = values == maxima[segment]
+    first = np.full(n_segments, len(values))
+    np.minimum.at(first, segment[is_max], np.flatnonzero(is_max))
+    return maxima, first, log_sums
+
+
+class SparseFlatTrellis:
+    """A family of clusters over n_points points and the DP tables of the partitions it spans.
+
+    Parameters
+    ----------
+    n_points : int
+    """
+
+    def __init__(self, n_points):
+        self.n_points = int(n_points)
+        self.members = []          # sorted point arrays, one per cluster
+        self.log_e = np.empty(0)   # log E of each cluster
+        self._index = {}           # frozen member bytes -> cluster index
+        self._log_outside = None
+
+    @property
+    def n_clusters(self):
+        return len(self.members)
+
+    @staticmethod
+    def _key(members):
+        return np.asarray(members, dtype=np.int64).tobytes()
+
+    def new_clusters(self, clusters):
+        """The distinct clusters among ``clusters`` (point arrays) not yet in the family."""
+        fresh, seen = [], set()
+        for cluster in clusters:
+            cluster = np.unique(np.asarray(cluster, dtype=np.int64))
+            key = self._key(cluster)
+            if cluster.size and key not in self._index and key not in seen:
+                seen.add(key)
+                fresh.append(cluster)
+        return fresh
+
+    def add(self, clusters, log_e):
+        """Append new clusters (sorted point arrays, not yet in the family) and their log E."""
+        for cluster in clusters:
+            self._index[self._key(cluster)] = len(self.members)
+            self.members.append(cluster)
+        self.log_e = np.concatenate([self.log_e, np.asarray(log_e, dtype=np.float64)])
+
+    def truncate(self, n_clusters):
+        """Forget the clusters added after the first ``n_clusters``."""
+        for cluster in self.members[n_clusters:]:
+            del self._index[self._key(cluster)]
+        del self.members[n_clusters:]
+        self.log_e = self.log_e[:n_clusters]
+
+    def cluster_index(self, members):
+        """Index of the cluster with these points, -1 if not in the family."""
+        return self._index.get(self._key(np.sort(np.asarray(members, dtype=np.int64))), -1)
+
+    ###########################################################################
+    # Inside pass
+
+    def _bits(self, members):
+        """The state bits (positions in the order) of a set of points."""
+        flags = np.zeros(self.n_points, dtype=np.uint8)
+        flags[self.rank[members]] = 1
+        return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+    def solve(self, order, max_states):
+        """Explore the states with the points in ``order``, then run the inside pass.
+
+        Clusters of log E = -inf are left out (no partition of non-zero
+        potential uses them). Raises TooManyStates past ``max_states``.
+        """
+        n_points = self.n_points
+        self.order = np.asarray(order, dtype=np.int64)
+        self.rank = np.empty(n_points, dtype=np.int64)
+        self.rank[self.order] = np.arange(n_points)
+        by_low = [[] for _ in range(n_points)]
+        bits = []
+        for c, cluster in enumerate(self.members):
+            bits.append(self._bits(cluster))
+            if self.log_e[c] > -np.inf:
+                by_low[int(self.rank[cluster].min())].append(c)
+        full = (1 << n_points) - 1
+        state_index = {full: 0, 0: 1}
+        states = [full, 0]
+        parents, clusters, children = [], [], []
+        stack = [full]
+        while stack:
+            state = stack.pop()
+            parent = state_index[state]
+            for c in by_low[(state & -state).bit_length() - 1]:
+                cluster = bits[c]
+                if cluster & state != cluster:
+                    continue
+                rest = state ^ cluster
+                child = state_index.get(rest)
+                if child is None:
+                    child = state_index[rest] = len(states)
+                    states.append(rest)
+                    stack.append(rest)
+                    if len(states) > max_states:
+                        raise TooManyStates(len(states))
+                parents.append(parent)
+                clusters.append(c)
+                children.append(child)
+        self.bits = bits
+        self.states = states
+        self.state_size = np.array([s.bit_count() for s in states], dtype=np.int64)
+        # Edges grouped by parent, parents by size: a level's successors are done.
+        parents = np.array(parents, dtype=np.int64)
+        order_edges = np.lexsort((np.arange(len(parents)), parents))
+        self.edge_parent = parents[order_edges]
+        self.edge_cluster = np.array(clusters, dtype=np.int64)[order_edges]
+        self.edge_child = np.array(children, dtype=np.int64)[order_edges]
+        self.edge_start = np.searchsorted(self.edge_parent, np.arange(len(states) + 1))
+        self._inside()
+        self._log_outside = None
+
+    @property
+    def n_states(self):
+        return len(self.states)
+
+    @property
+    def n_edges(self):
+        return len(self.edge_parent)
+
+    def _levels(self):
+        """The states with at least one edge, by increasing size: arrays of state indices."""
+        has_edges = np.diff(self.edge_start) > 0
+        candidates = np.flatnonzero(has_edges)
+        sizes = self.state_size[candidates]
+        by_size = candidates[np.argsort(sizes, kind="stable")]
+        bounds = np.flatnonzero(np.diff(np.sort(sizes))) + 1
+        return np.split(by_size, bounds) if len(by_size) else []
+
+    def _level_edges(self, level):
+        """Edge indices of the states of a level, grouped by state, and group starts."""
+        counts = self.edge_start[level + 1] - self.edge_start[level]
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        edges = np.repeat(self.edge_start[level] - starts, counts) + np.arange(counts.sum())
+        return edges, starts
+
+    def _inside(self):
+        n_states = self.n_states
+        self.log_z = np.full(n_states, -np.inf)
+        self.log_map = np.full(n_states, -np.inf)
+        self.best_edge = np.full(n_states, -1, dtype=np.int64)
+        self.log_z[1] = self.log_map[1] = 0.0
+        self.levels = self._levels()
+        for level in self.levels:
+            edges, starts = self._level_edges(level)
+            log_e = self.log_e[self.edge_cluster[edges]]
+            child = self.edge_child[edges]
+            maxima, first, _ = _segment_reduce(log_e + self.log_map[child], starts, len(level))
+            _, _, log_sums = _segment_reduce(log_e + self.log_z[child], starts, len(level))
+            self.log_map[level] = maxima
+            self.best_edge[level] = np.where(np.isfinite(maxima), edges[np.minimum(
+                first, len(edges) - 1)], -1)
+            self.log_z[level] = log_sums
+
+    @property
+    def log_partition(self):
+        return float(self.log_z[0])
+
+    @property
+    def map_log_potential(self):
+        return float(self.log_map[0])
+
+    def _labels_of(self, cluster_ids):
+        labels = np.empty(self.n_points, dtype=np.int64)
+        for k, c in enumerate(cluster_ids):
+            labels[self.members[c]] = k
+        return relabel_by_first_appearance(labels)
+
+    def map_clusters(self):
+        """Cluster indices of the MAP partition (none if every partition has zero potential)."""
+        clusters, state = [], 0
+        while state != 1 and self.best_edge[state] >= 0:
+            edge = self.best_edge[state]
+            clusters.append(int(self.edge_cluster[edge]))
+            state = int(self.edge_child[edge])
+        return clusters
+
+    def map_labels(self):
+        return self._labels_of(self.map_clusters())
+
+    def n_partitions(self):
+        """Number of spanned partitions of non-zero potential (exact Python int)."""
+        count = [0] * self.n_states
+        count[1] = 1
+        for level in self.levels:
+            for state in level.tolist():
+                total = 0
+                for edge in range(self.edge_start[state], self.edge_start[state + 1]):
+                    total += count[self.edge_child[edge]]
+                count[state] = total
+        return count[0]
+
+    ###########################################################################
+    # Outside pass and queries
+
+    def _edge_log_probability(self):
+        """log P(the partition's first-point-first path takes each edge)."""
+        if self._log_outside is None:
+            log_outside = np.full(self.n_states, -np.inf)
+            log_outside[0] = 0.0
+            for level in reversed(self.levels):
+                edges, _ = self._level_edges(level)
+                np.logaddexp.at(
+                    log_outside, self.edge_child[edges],
+                    log_outside[self.edge_parent[edges]] + self.log_e[self.edge_cluster[edges]],
+                )
+            self._log_outside = log_outside
+        with np.errstate(invalid="ignore"):
+            values = (self._log_outside[self.edge_parent] + self.log_e[self.edge_cluster]
+                      + self.log_z[self.edge_child] - self.log_partition)
+        values[np.isnan(values)] = -np.inf
+        return values
+
+    def cluster_log_marginals(self):
+        """log P(cluster is a cluster of the partition) for every cluster of the family."""
+        marginals = np.full(self.n_clusters, -np.inf)
+        # A cluster is on at most one edge of a partition's path: the marginal
+        # sums its edges.
+        np.logaddexp.at(marginals, self.edge_cluster, self._edge_log_probability())
+        return np.minimum(marginals, 0.0)
+
+    def cluster_log_marginal(self, members):
+        """log P(the points ``members`` form a cluster); -inf if not in the family."""
+        c = self.cluster_index(members)
+        return float(self.cluster_log_marginals()[c]) if c >= 0 else -np.inf
+
+    def together_log_probability(self, members):
+        """log P(the points ``members`` all lie in one cluster)."""
+        target = self._bits(np.asarray(members, dtype=np.int64))
+        containing = [c for c, bits in enumerate(self.bits) if bits & target == target]
+        if not containing:
+            return -np.inf
+        marginals = self.cluster_log_marginals()[containing]
+        top = marginals.max()
+        if top == -np.inf:
+            return -np.inf
+        return float(min(top + np.log(np.exp(marginals - top).sum()), 0.0))
+
+    def most_probable_clusters(self, n_top, min_size):
+        """Members and log marginals of the n_top most probable clusters but all points."""
+        log_marginals = self.cluster_log_marginals()
+        size = np.array([len(m) for m in self.members])
+        candidates = np.flatnonzero((size >= min_size) & (size < self.n_points))
+        # Ties: smaller clusters first, then by their points.
+        keys = [tuple(self.members[c]) for c in candidates]
+        tie = np.argsort(np.array([len(k) for k in keys]), kind="stable")
+        candidates = candidates[tie]
+        values = log_marginals[candidates]
+        top = np.argsort(-values, kind="stable")[:n_top]
+        return [self.members[c].copy() for c in candidates[top]], values[top]
+
+    def pairwise_probability(self):
+        """P(i and j in one cluster) for every pair: the marginals of the clusters holding both."""
+        from scipy import sparse
+
+        probability = np.exp(self.cluster_log_marginals())
+        used = np.flatnonzero(probability > 0)
+        rows = np.repeat(np.arange(len(used)), [len(self.members[c]) for c in used])
+        cols = np.concatenate([self.members[c] for c in used]) if len(used) else np.zeros(0, int)
+        indicator = sparse.csr_matrix(
+            (np.ones(len(rows)), (rows, cols)), shape=(len(used), self.n_points)
+        )
+        pairwise = (indicator.T @ sparse.diags(probability[used]) @ indicator).toarray()
+        pairwise = np.minimum(pairwise, 1.0)
+        np.fill_diagonal(pairwise, 1.0)
+        return pairwise
+
+    def log_partition_by_count(self):
+        """log of the summed potential of the spanned partitions into k clusters, k = 0..N."""
+        # Per state, a vector over the numbers of clusters that complete it,
+        # from the smallest such number on.
+        low = {1: 0}
+        table = {1: np.zeros(1)}
+        for level in self.levels:
+            for state in level.tolist():
+                pieces = []
+                for edge in range(self.edge_start[state], self.edge_start[state + 1]):
+                    child = int(self.edge_child[edge])
+                    if child in table:
+                        pieces.append((low[child] + 1,
+                                       table[child] + self.log_e[self.edge_cluster[edge]]))
+                if not pieces:
+                    continue
+                first = min(p[0] for p in pieces)
+                values = np.full(max(p[0] + len(p[1]) for p in pieces) - first, -np.inf)
+                for start, piece in pieces:
+                    window = values[start - first : start - first + len(piece)]
+                    np.logaddexp(window, piece, out=window)
+                low[state], table[state] = first, values
+        result = np.full(self.n_points + 1, -np.inf)
+        if 0 in table:
+            result[low[0] : low[0] + len(table[0])] = table[0]
+        return result
+
+    def sample_labels(self, n_samples, random_state):
+        """Partitions drawn exactly from the spanned posterior, as label rows."""
+        with np.errstate(invalid="ignore"):
+            log_p = (self.log_e[self.edge_cluster] + self.log_z[self.edge_child]
+                     - self.log_z[self.edge_parent])
+        probability = np.exp(np.nan_to_num(log_p, nan=-np.inf))
+        labels = np.empty((n_samples, self.n_points), dtype=np.int64)
+        state = np.zeros(n_samples, dtype=np.int64)
+        step = 0
+        while np.any(state != 1):
+            for current in np.unique(state[state != 1]).tolist():
+                rows = np.flatnonzero(state == current)
+                first, last = self.edge_start[current], self.edge_start[current + 1]
+                cumulative = np.cumsum(probability[first:last])
+                draws = random_state.random(len(rows)) * cumulative[-1]
+                picked = np.minimum(np.searchsorted(cumulative, draws, side="right"),
+                                    last - first - 1) + first
+                # Zero-probability edges never drawn: step over them on ties.
+                for row, edge in zip(rows.tolist(), picked.tolist()):
+                    while probability[edge] == 0:
+                        edge -= 1
+                    labels[row, self.members[self.edge_cluster[edge]]] = step
+                    state[row] = self.edge_child[edge]
+            step += 1
+        return np.array([relabel_by_first_appearance(row) for row in labels])
+
+    def log_potential_of(self, labels):
+        """Log potential of a partition given by labels; -inf if a cluster is not in F."""
+        total = 0.0
+        for label in np.unique(labels):
+            c = self.cluster_index(np.flatnonzero(labels == label))
+            if c < 0:
+                return -np.inf
+            total += self.log_e[c]
+        return float(total)
+
+    ###########################################################################
+    # Growing
+
+    def grow_regions(self, tree_nodes, tree_children, n_parts):
+        """Clusters that let the family re-partition the MAP around each of its clusters.
+
+        For each cluster B of the MAP partition, the region is the union of
+        the MAP clusters meeting U, the smallest node of the tree strictly
+        containing B (at most ``n_parts`` of them, those meeting U most).
+        The region is cut into up to ``n_parts`` parts: its MAP clusters,
+        then the largest part split by the tree (as the tree cuts it) until
+        there are n_parts. Every union of parts is returned, so the family
+        then spans every partition of the region into unions of its parts,
+        with the rest of the MAP partition unchanged.
+
+        ``tree_nodes`` are the nodes' point sets as state bits (leaves then
+        merges), ``tree_children`` the merges.
+        """
+        map_clusters = self.map_clusters()
+        blocks = [self.bits[c] for c in map_clusters]
+        n_points = self.n_points
+        root = len(tree_nodes) - 1
+        parent_of = {}
+        for k, (a, b) in enumerate(tree_children):
+            parent_of[int(a)] = parent_of[int(b)] = n_points + k
+        proposals, regions = [], set()
+        for block in blocks:
+            node = self._smallest_node_containing(block, tree_nodes, tree_children, root)
+            if tree_nodes[node] == block and node != root:
+                node = parent_of[node]
+            around = tree_nodes[node]
+            meeting = [b for b in blocks if b & around]
+            meeting.sort(key=lambda b: (-(b & around).bit_count(), b != block))
+            region_blocks = sorted([block] + [b for b in meeting if b != block][: n_parts - 1])
+            region = tuple(region_blocks)
+            if region in regions:
+                continue
+            regions.add(region)
+            parts = list(region_blocks)
+            while len(parts) < n_parts:
+                largest = max(range(len(parts)), key=lambda k: parts[k].bit_count())
+                if parts[largest].bit_count() < 2:
+                    break
+                parts[largest:largest + 1] = self._induced_split(
+                    parts[largest], tree_nodes, tree_children, root)
+            proposals.extend(_unions(parts))
+        return [self._points_of(bits) for bits in proposals]
+
+    def _points_of(self, bits):
+        flags = np.unpackbits(
+            np.frombuffer(bits.to_bytes((self.n_points + 7) // 8, "little"), dtype=np.uint8),
+            bitorder="little")[: self.n_points]
+        return np.sort(self.order[np.flatnonzero(flags)])
+
+    def _smallest_node_containing(self, bits, tree_nodes, tree_children, root):
+        node = root
+        while node >= self.n_points:
+            a, b = tree_children[node - self.n_points]
+            if tree_nodes[a] & bits == bits:
+                node = int(a)
+            elif tree_nodes[b] & bits == bits:
+                node = int(b)
+            else:
+                break
+        return node
+
+    def _induced_split(self, bits, tree_nodes, tree_children, root):
+        """The two sides of the highest split of the tree that separates points of ``bits``."""
+        node = self._smallest_node_containing(bits, tree_nodes, tree_children, root)
+        a, b = tree_children[node - self.n_points]
+        return [tree_nodes[a] & bits, tree_nodes[b] & bits]
+
+    def tree_node_bits(self, merges):
+        """State bits of every node of a tree (leaves then merges) under the current order."""
+        nodes = [1 << int(p) for p in self.rank]
+        for a, b in merges:
+            nodes.append(nodes[a] | nodes[b])
+        return nodes
+
+
+def _unions(parts):
+    """The union of every non-empty subset of the disjoint ``parts``."""
+    unions = [0]
+    for part in parts:
+        unions += [u | part for u in unions]
+    return unions[1:]
