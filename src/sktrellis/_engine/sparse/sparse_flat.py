@@ -355,14 +355,17 @@ class SparseFlatTrellis:
         state = np.zeros(n_samples, dtype=np.int64)
         step = 0
         while np.any(state != 1):
-            for current in np.unique(state[state != 1]).tolist():
-                rows = np.flatnonzero(state == current)
+            # Each sample takes one step: read where they all are first.
+            before = state.copy()
+            for current in np.unique(before[before != 1]).tolist():
+                rows = np.flatnonzero(before == current)
                 first, last = self.edge_start[current], self.edge_start[current + 1]
                 cumulative = np.cumsum(probability[first:last])
                 draws = random_state.random(len(rows)) * cumulative[-1]
                 picked = np.minimum(np.searchsorted(cumulative, draws, side="right"),
                                     last - first - 1) + first
-                # Zero-probability edges never drawn: step over them on ties.
+                # A draw equal to a cumulative total lands past a run of
+                # zero-probability edges: step back to the edge that ends it.
                 for row, edge in zip(rows.tolist(), picked.tolist()):
                     while probability[edge] == 0:
                         edge -= 1
