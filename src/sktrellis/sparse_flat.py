@@ -82,7 +82,7 @@ class SparseFlatClustering(
     max_vertices : int, default=None
         Bound on the number of clusters of the family reached by growing;
         None means ``100 * n_samples``. Seeds are always kept whole.
-    max_states : int, default=1_000_000
+    max_states : int, default=50_000
         Bound on the number of states of the dynamic program.
     random_state : int, RandomState instance or None, default=None
         Seed of a callable builder and of :meth:`sample` when it is called
@@ -112,6 +112,10 @@ class SparseFlatClustering(
     n_clusters_log_partition_ : ndarray of shape (n_samples + 1,)
         log of the summed potential of the spanned partitions with k
         clusters, at index k (``-inf`` where there are none).
+    n_seed_trees_ : int
+        Number of seed trees whose clusters all joined the family (every
+        cut of those is spanned); the tree with the best cut always does,
+        the others when ``max_states`` allows.
     n_vertices_ : int
         Number of clusters in the family (the N points included).
     n_states_ : int
@@ -168,7 +172,7 @@ class SparseFlatClustering(
 
     def __init__(self, energy=None, *, builder="linkage", seed_clusters=None,
                  seed_partitions=None, resplit_parts=6, max_vertices=None,
-                 max_states=200_000, random_state=None, verbose=0):
+                 max_states=50_000, random_state=None, verbose=0):
         self.energy = energy
         self.builder = builder
         self.seed_clusters = seed_clusters
@@ -226,10 +230,12 @@ class SparseFlatClustering(
                     f"({n_points},), got shape {labels.shape}"
                 )
             extra.extend(np.flatnonzero(labels == label) for label in np.unique(labels))
-        trellis = SparseFlatTrellis(n_points)
+        # The tree with the best cut is the base: its clusters join first and
+        # its depth-first order numbers the points (its cuts then need only
+        # N states), so the state budget goes to growing around the MAP.
+        trees.sort(key=lambda merges: -self._best_cut(merges, score, n_points))
         order = _depth_first_leaves(trees[0], n_points) if trees else np.arange(n_points)
-        # The points, the first tree and the given clusters must fit; each
-        # further tree joins only if the states stay within max_states.
+        trellis = SparseFlatTrellis(n_points)
         first = [np.array([i]) for i in range(n_points)] + extra
         first += _tree_clusters(trees[0], n_points) if trees else []
         fresh = trellis.new_clusters(first)
@@ -242,13 +248,17 @@ class SparseFlatClustering(
                 f"span their partitions through more than max_states={self.max_states} "
                 "states; raise max_states or give fewer seed clusters"
             ) from None
+        self._report(trellis, "base tree", start)
+        max_vertices = 100 * n_points if self.max_vertices is None else self.max_vertices
+        self._grow(trellis, trees, score, max_vertices, start)
+        # The other trees join whole, best cut first, while the states stay
+        # within max_states: their cuts are then spanned too.
         self.n_seed_trees_ = min(len(trees), 1)
         for merges in trees[1:]:
-            if self._try_add(trellis, _tree_clusters(merges, n_points), order, score):
-                self.n_seed_trees_ += 1
-        self._report(trellis, "seeds", start)
-        max_vertices = 100 * n_points if self.max_vertices is None else self.max_vertices
-        self._grow(trellis, trees, order, score, max_vertices, start)
+            if not self._try_add(trellis, _tree_clusters(merges, n_points), score):
+                break
+            self.n_seed_trees_ += 1
+        self._report(trellis, "seed trees", start)
         if not trellis.log_partition > -np.inf:
             raise ValueError(
                 f"every partition the family of {trellis.n_clusters} clusters spans over "
@@ -267,15 +277,26 @@ class SparseFlatClustering(
             self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
         return self
 
-    def _grow(self, trellis, trees, order, score, max_vertices, start):
+    def _grow(self, trellis, trees, score, max_vertices, start):
         """Grow the family around the MAP partition while the MAP improves."""
         # Widen the regions only once the narrower ones stop paying, as the
         # hierarchical sparse trellis does.
+        if not trellis.map_log_potential > -np.inf:
+            return   # no partition of non-zero potential to grow around
         for n_parts in range(3, self.resplit_parts + 1):
             while trellis.n_clusters < max_vertices:
                 best = trellis.map_log_potential
                 n_before = trellis.n_clusters
+                # Number the points cluster by cluster of the MAP: the moves
+                # and regions around it then cost the fewest states.
+                try:
+                    trellis.solve(trellis.map_block_order(), self.max_states)
+                except TooManyStates:
+                    pass   # the tables of the current order stay
+                # Moves first: they are cheap in states and survive a halving.
                 proposals = []
+                for merges in trees:
+                    proposals += trellis.grow_moves(trellis.tree_node_bits(merges), merges)
                 for merges in trees:
                     proposals += trellis.grow_regions(
                         trellis.tree_node_bits(merges), merges, n_parts
@@ -285,7 +306,7 @@ class SparseFlatClustering(
                     break
                 # Halve a round that needs too many states, down to about one
                 # region's worth; past that the state budget is spent.
-                while fresh and not self._try_add(trellis, fresh, order, score):
+                while fresh and not self._try_add(trellis, fresh, score):
                     fresh = fresh[: len(fresh) // 2] if len(fresh) >= 2**n_parts else []
                 if not fresh:
                     return
@@ -293,8 +314,18 @@ class SparseFlatClustering(
                 if not trellis.map_log_potential > best:
                     break
 
-    def _try_add(self, trellis, clusters, order, score):
+    @staticmethod
+    def _best_cut(merges, score, n_points):
+        """Log potential of the best cut of a tree (a sparse flat trellis of its clusters)."""
+        trellis = SparseFlatTrellis(n_points)
+        clusters = [np.array([i]) for i in range(n_points)] + _tree_clusters(merges, n_points)
+        trellis.add(clusters, score(clusters))
+        trellis.solve(_depth_first_leaves(merges, n_points), n_points + 1)
+        return trellis.map_log_potential
+
+    def _try_add(self, trellis, clusters, score):
         """Add the new ones of ``clusters`` and solve; undo it past max_states. Whether added."""
+        order = trellis.order
         n_before = trellis.n_clusters
         fresh = trellis.new_clusters(clusters)
         if not fresh:
@@ -303,8 +334,7 @@ class SparseFlatClustering(
         try:
             trellis.solve(order, self.max_states)
         except TooManyStates:
-            trellis.truncate(n_before)
-            trellis.solve(order, self.max_states)
+            trellis.truncate(n_before)   # the tables of the last solve stay
             return False
         return True
 

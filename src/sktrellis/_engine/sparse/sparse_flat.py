@@ -105,28 +105,30 @@ class SparseFlatTrellis:
     ###########################################################################
     # Inside pass
 
-    def _bits(self, members):
+    def _bits(self, members, rank=None):
         """The state bits (positions in the order) of a set of points."""
         flags = np.zeros(self.n_points, dtype=np.uint8)
-        flags[self.rank[members]] = 1
+        flags[(self.rank if rank is None else rank)[members]] = 1
         return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
 
     def solve(self, order, max_states):
         """Explore the states with the points in ``order``, then run the inside pass.
 
         Clusters of log E = -inf are left out (no partition of non-zero
-        potential uses them). Raises TooManyStates past ``max_states``.
+        potential uses them). Past ``max_states`` raises TooManyStates and
+        leaves the tables of the last solve as they were, so that the
+        clusters added since can be truncated away without solving again.
         """
         n_points = self.n_points
-        self.order = np.asarray(order, dtype=np.int64)
-        self.rank = np.empty(n_points, dtype=np.int64)
-        self.rank[self.order] = np.arange(n_points)
+        order = np.asarray(order, dtype=np.int64)
+        rank = np.empty(n_points, dtype=np.int64)
+        rank[order] = np.arange(n_points)
         by_low = [[] for _ in range(n_points)]
         bits = []
         for c, cluster in enumerate(self.members):
-            bits.append(self._bits(cluster))
+            bits.append(self._bits(cluster, rank))
             if self.log_e[c] > -np.inf:
-                by_low[int(self.rank[cluster].min())].append(c)
+                by_low[int(rank[cluster].min())].append(c)
         full = (1 << n_points) - 1
         state_index = {full: 0, 0: 1}
         states = [full, 0]
@@ -150,6 +152,7 @@ class SparseFlatTrellis:
                 parents.append(parent)
                 clusters.append(c)
                 children.append(child)
+        self.order, self.rank = order, rank
         self.bits = bits
         self.states = states
         self.state_size = np.array([s.bit_count() for s in states], dtype=np.int64)
@@ -227,6 +230,13 @@ class SparseFlatTrellis:
             clusters.append(int(self.edge_cluster[edge]))
             state = int(self.edge_child[edge])
         return clusters
+
+    def map_block_order(self):
+        """The points cluster by cluster of the MAP partition, each in the current order."""
+        clusters = self.map_clusters()
+        starts = [int(self.rank[self.members[c]].min()) for c in clusters]
+        pieces = [np.sort(self.rank[self.members[c]]) for c in np.array(clusters)[np.argsort(starts)]]
+        return self.order[np.concatenate(pieces)]
 
     def map_labels(self):
         return self._labels_of(self.map_clusters())
@@ -430,6 +440,43 @@ class SparseFlatTrellis:
                 parts[largest:largest + 1] = self._induced_split(
                     parts[largest], tree_nodes, tree_children, root)
             proposals.extend(_unions(parts))
+        return [self._points_of(bits) for bits in proposals]
+
+    def grow_moves(self, tree_nodes, tree_children):
+        """Clusters that let the family move subtrees between neighbouring MAP clusters.
+
+        For each node v of the tree inside a MAP cluster A (not all of it),
+        and the MAP clusters B meeting the parent of the smallest node that
+        meets another MAP cluster above v: A without v, and B with v. The family then
+        spans every set of such moves that do not touch the same clusters,
+        and the dynamic program picks the best combination; subtrees,
+        unlike single points, keep the states few (a node is an interval of
+        the tree's depth-first order).
+        """
+        map_clusters = self.map_clusters()
+        block_of = np.empty(self.n_points, dtype=np.int64)
+        blocks = [self.bits[c] for c in map_clusters]
+        for k, c in enumerate(map_clusters):
+            block_of[self.members[c]] = k
+        n_points = self.n_points
+        parent_of = {}
+        for k, (a, b) in enumerate(tree_children):
+            parent_of[int(a)] = parent_of[int(b)] = n_points + k
+        root = len(tree_nodes) - 1
+        proposals = []
+        for node in range(len(tree_nodes) - 1):
+            bits = tree_nodes[node]
+            low = (bits & -bits).bit_length() - 1
+            home = blocks[block_of[self.order[low]]]
+            if bits & home != bits or bits == home:
+                continue
+            # Up to the first ancestor that reaches out of the home cluster.
+            up = parent_of[node]
+            while up != root and tree_nodes[up] & home == tree_nodes[up]:
+                up = parent_of[up]
+            for other in blocks:
+                if other != home and other & tree_nodes[up]:
+                    proposals.extend((home ^ bits, other | bits))
         return [self._points_of(bits) for bits in proposals]
 
     def _points_of(self, bits):
