@@ -153,7 +153,7 @@ def test_samples_follow_the_spanned_posterior(kind, global_random_seed):
                                   model.sample(100, random_state=global_random_seed))
 
 
-@pytest.mark.parametrize("n_points", [30, 120])
+@pytest.mark.parametrize("n_points", [20, pytest.param(120, marks=pytest.mark.slow)])
 def test_defaults_on_labelled_and_structureless_data(n_points, global_random_seed):
     X, y = make_blobs(n_samples=n_points, centers=3, random_state=global_random_seed)
     noise = np.random.default_rng(global_random_seed).normal(size=(n_points, 3))
