@@ -24,7 +24,7 @@ state's successors are smaller), vectorised in NumPy.
 import numpy as np
 
 from ..tree.conversion import relabel_by_first_appearance
-
+from . import _sparse_flat as kernels
 
 class TooManyStates(Exception):
     """The family spans partitions through more than ``max_states`` states."""
@@ -123,52 +123,52 @@ class SparseFlatTrellis:
         order = np.asarray(order, dtype=np.int64)
         rank = np.empty(n_points, dtype=np.int64)
         rank[order] = np.arange(n_points)
-        by_low = [[] for _ in range(n_points)]
-        bits = []
-        for c, cluster in enumerate(self.members):
-            bits.append(self._bits(cluster, rank))
-            if self.log_e[c] > -np.inf:
-                by_low[int(rank[cluster].min())].append(c)
-        full = (1 << n_points) - 1
-        state_index = {full: 0, 0: 1}
-        states = [full, 0]
-        parents, clusters, children = [], [], []
-        stack = [full]
-        while stack:
-            state = stack.pop()
-            parent = state_index[state]
-            for c in by_low[(state & -state).bit_length() - 1]:
-                cluster = bits[c]
-                if cluster & state != cluster:
-                    continue
-                rest = state ^ cluster
-                child = state_index.get(rest)
-                if child is None:
-                    child = state_index[rest] = len(states)
-                    states.append(rest)
-                    stack.append(rest)
-                    if len(states) > max_states:
-                        raise TooManyStates(len(states))
-                parents.append(parent)
-                clusters.append(c)
-                children.append(child)
+        sizes = np.array([len(m) for m in self.members], dtype=np.int64)
+        first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        positions = rank[np.concatenate(self.members)]
+        rows = np.repeat(np.arange(len(sizes)), sizes)
+        n_words = (n_points + 63) // 64
+        words = np.zeros((len(sizes), n_words), dtype=np.uint64)
+        np.bitwise_or.at(words, (rows, positions >> 6),
+                         np.left_shift(np.uint64(1), (positions & 63).astype(np.uint64)))
+        low = np.minimum.reduceat(positions, first)
+        usable = np.flatnonzero(self.log_e > -np.inf)
+        by_low = usable[np.argsort(low[usable], kind="stable")]
+        # Zobrist keys of the positions, fixed so that fits are reproducible.
+        keys = np.random.default_rng(0x5F1A7).integers(
+            0, np.iinfo(np.uint64).max, size=n_points, dtype=np.uint64, endpoint=True)
+        n_states, state_size, parents, clusters, children = kernels.explore(
+            words, low >> 6, np.maximum.reduceat(positions, first) >> 6,
+            np.bitwise_xor.reduceat(keys[positions], first),
+            np.searchsorted(low[by_low], np.arange(n_points + 1)).astype(np.int64),
+            by_low.astype(np.int64), keys, int(max_states),
+        )
+        if n_states < 0:
+            raise TooManyStates(max_states)
         self.order, self.rank = order, rank
-        self.bits = bits
-        self.states = states
-        self.state_size = np.array([s.bit_count() for s in states], dtype=np.int64)
+        self.words = words
+        self._bits_cache = None
+        self.state_size = state_size
         # Edges grouped by parent, parents by size: a level's successors are done.
         parents = np.array(parents, dtype=np.int64)
         order_edges = np.lexsort((np.arange(len(parents)), parents))
         self.edge_parent = parents[order_edges]
         self.edge_cluster = np.array(clusters, dtype=np.int64)[order_edges]
         self.edge_child = np.array(children, dtype=np.int64)[order_edges]
-        self.edge_start = np.searchsorted(self.edge_parent, np.arange(len(states) + 1))
+        self.edge_start = np.searchsorted(self.edge_parent, np.arange(n_states + 1))
         self._inside()
         self._log_outside = None
 
     @property
     def n_states(self):
-        return len(self.states)
+        return len(self.state_size)
+
+    @property
+    def bits(self):
+        """Each cluster's state bits as a Python int (under the last solve's order)."""
+        if self._bits_cache is None:
+            self._bits_cache = [int.from_bytes(row.tobytes(), "little") for row in self.words]
+        return self._bits_cache
 
     @property
     def n_edges(self):
