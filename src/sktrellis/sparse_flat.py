@@ -255,7 +255,8 @@ class SparseFlatClustering(
         # within max_states: their cuts are then spanned too.
         self.n_seed_trees_ = min(len(trees), 1)
         for merges in trees[1:]:
-            if not self._try_add(trellis, _tree_clusters(merges, n_points), score):
+            fresh = trellis.new_clusters(_tree_clusters(merges, n_points))
+            if not self._try_add(trellis, fresh, score(fresh)):
                 break
             self.n_seed_trees_ += 1
         self._report(trellis, "seed trees", start)
@@ -306,8 +307,10 @@ class SparseFlatClustering(
                     break
                 # Halve a round that needs too many states, down to about one
                 # region's worth; past that the state budget is spent.
-                while fresh and not self._try_add(trellis, fresh, score):
-                    fresh = fresh[: len(fresh) // 2] if len(fresh) >= 2**n_parts else []
+                log_e = score(fresh)
+                while fresh and not self._try_add(trellis, fresh, log_e):
+                    half = len(fresh) // 2 if len(fresh) >= 2**n_parts else 0
+                    fresh, log_e = fresh[:half], log_e[:half]
                 if not fresh:
                     return
                 self._report(trellis, f"grown ({n_parts} parts)", start)
@@ -323,14 +326,13 @@ class SparseFlatClustering(
         trellis.solve(_depth_first_leaves(merges, n_points), n_points + 1)
         return trellis.map_log_potential
 
-    def _try_add(self, trellis, clusters, score):
-        """Add the new ones of ``clusters`` and solve; undo it past max_states. Whether added."""
-        order = trellis.order
-        n_before = trellis.n_clusters
-        fresh = trellis.new_clusters(clusters)
+    def _try_add(self, trellis, fresh, log_e):
+        """Add new clusters and solve; undo it past max_states. Whether they were added."""
         if not fresh:
             return True
-        trellis.add(fresh, score(fresh))
+        order = trellis.order
+        n_before = trellis.n_clusters
+        trellis.add(fresh, log_e)
         try:
             trellis.solve(order, self.max_states)
         except TooManyStates:

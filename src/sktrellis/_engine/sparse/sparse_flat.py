@@ -77,7 +77,8 @@ class SparseFlatTrellis:
         """The distinct clusters among ``clusters`` (point arrays) not yet in the family."""
         fresh, seen = [], set()
         for cluster in clusters:
-            cluster = np.unique(np.asarray(cluster, dtype=np.int64))
+            # Point sets without repeats (checked where users give them).
+            cluster = np.sort(np.asarray(cluster, dtype=np.int64))
             key = self._key(cluster)
             if cluster.size and key not in self._index and key not in seen:
                 seen.add(key)
@@ -128,9 +129,15 @@ class SparseFlatTrellis:
         positions = rank[np.concatenate(self.members)]
         rows = np.repeat(np.arange(len(sizes)), sizes)
         n_words = (n_points + 63) // 64
-        words = np.zeros((len(sizes), n_words), dtype=np.uint64)
-        np.bitwise_or.at(words, (rows, positions >> 6),
-                         np.left_shift(np.uint64(1), (positions & 63).astype(np.uint64)))
+        # OR each cluster's bits into its words: group by (cluster, word), reduce.
+        slots = rows * n_words + (positions >> 6)
+        by_slot = np.argsort(slots, kind="stable")
+        slots = slots[by_slot]
+        starts = np.flatnonzero(np.diff(slots, prepend=-1))
+        words = np.zeros(len(sizes) * n_words, dtype=np.uint64)
+        words[slots[starts]] = np.bitwise_or.reduceat(
+            np.left_shift(np.uint64(1), (positions[by_slot] & 63).astype(np.uint64)), starts)
+        words = words.reshape(len(sizes), n_words)
         low = np.minimum.reduceat(positions, first)
         usable = np.flatnonzero(self.log_e > -np.inf)
         by_low = usable[np.argsort(low[usable], kind="stable")]
