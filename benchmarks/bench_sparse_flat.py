@@ -13,6 +13,10 @@
     greedy agglomeration's tree as one more seed (``builder`` callable),
     timed side by side in one run (the last column's time excludes the
     greedy tree's).
+(c) DPM (full covariance, BHC's hyperparameters) on blobs: BHC's evidence
+    lower bound (the cuts of its tree) against SparseFlatClustering's
+    ``log_evidence_`` (default seeds; and seeded with BHC's own tree, so
+    never below BHC's bound).
 
     python benchmarks/bench_sparse_flat.py
     python benchmarks/bench_sparse_flat.py --exact-sizes 14 --sizes 200 500
@@ -26,7 +30,7 @@ from scipy.spatial.distance import squareform
 from sklearn.datasets import make_blobs
 
 from sktrellis import ExactFlatClustering, SparseFlatClustering
-from sktrellis.baselines import TransitivePropagation
+from sktrellis.baselines import BayesianHierarchicalClustering, TransitivePropagation
 from sktrellis.energies import CorrelationClustering
 
 
@@ -145,16 +149,37 @@ def scaling_table(sizes, seed, max_tp):
         print(f"{n_points:>5} {cells} {model.n_states_:>7}", flush=True)
 
 
+def evidence_table(sizes, seed):
+    print("(c) DPM evidence lower bounds on blobs (higher is tighter) and seconds")
+    print(f"{'N':>5} {'BHC bound':>18} {'SparseFlat':>18} {'+ BHC tree':>18}")
+    for n_points in sizes:
+        X, _ = make_blobs(n_samples=n_points, centers=5, random_state=seed)
+        start = time.perf_counter()
+        bhc = BayesianHierarchicalClustering(covariance_type="full").fit(X)
+        row = [(bhc.log_evidence_lower_bound_, time.perf_counter() - start)]
+        start = time.perf_counter()
+        model = SparseFlatClustering(bhc.dpm_energy()).fit(X)
+        row.append((model.log_evidence_, time.perf_counter() - start))
+        start = time.perf_counter()
+        seeded = SparseFlatClustering(
+            bhc.dpm_energy(), builder=lambda X, rs: [bhc.linkage_matrix_]).fit(X)
+        row.append((seeded.log_evidence_, time.perf_counter() - start))
+        cells = " ".join(f"{value:>10.2f} {seconds:>6.2f}s" for value, seconds in row)
+        print(f"{n_points:>5} {cells}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--exact-sizes", type=int, nargs="*", default=[14, 16])
     parser.add_argument("--sizes", type=int, nargs="*", default=[200, 500, 1000, 2000])
+    parser.add_argument("--evidence-sizes", type=int, nargs="*", default=[100, 300])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-tp", type=int, default=500,
                         help="largest N for TransitivePropagation (O(N**3) per iteration)")
     args = parser.parse_args()
     exact_table(args.exact_sizes, args.seed)
     scaling_table(args.sizes, args.seed, args.max_tp)
+    evidence_table(args.evidence_sizes, args.seed)
 
 
 if __name__ == "__main__":

@@ -204,13 +204,31 @@ class SparseFlatClustering(
             Fitted estimator.
         """
         X = self._validate_training_data(X, ensure_min_samples=1)
-        # The temperature: where a calibrated beta would be resolved, the
-        # rest of the fit only reads the energy it is given.
+        # The temperature is resolved here and nowhere else: the family is
+        # built by _build_trellis for whatever energy it is given.
         energy = self._uncalibrated_energy()
-        return self._fit_energy(X, energy)
+        trellis, self.n_seed_trees_ = self._build_trellis(X, energy)
+        n_points = len(X)
+        if not trellis.log_partition > -np.inf:
+            raise ValueError(
+                f"every partition the family of {trellis.n_clusters} clusters spans over "
+                f"these n_samples={n_points} points has zero potential under {energy!r}; "
+                "seed it with other trees or clusters"
+            )
+        self._trellis = trellis
+        self._pairwise = self._by_count = None   # computed on first access
+        self.labels_ = trellis.map_labels()
+        self.map_log_potential_ = trellis.map_log_potential
+        self.log_partition_ = trellis.log_partition
+        self.n_partitions_ = trellis.n_partitions()
+        self.n_vertices_ = trellis.n_clusters
+        self.n_states_ = trellis.n_states
+        if hasattr(energy, "log_evidence"):
+            self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
+        return self
 
-    def _fit_energy(self, X, energy):
-        """Fit on validated X with an energy whose temperature is resolved."""
+    def _build_trellis(self, X, energy):
+        """The grown sparse flat trellis of validated X, and how many seed trees joined whole."""
         n_points = len(X)
         start = time.perf_counter()
         random_state = check_random_state(self.random_state)
@@ -253,30 +271,14 @@ class SparseFlatClustering(
         self._grow(trellis, trees, score, max_vertices, start)
         # The other trees join whole, best cut first, while the states stay
         # within max_states: their cuts are then spanned too.
-        self.n_seed_trees_ = min(len(trees), 1)
+        n_seed_trees = min(len(trees), 1)
         for merges in trees[1:]:
             fresh = trellis.new_clusters(_tree_clusters(merges, n_points))
             if not self._try_add(trellis, fresh, score(fresh)):
                 break
-            self.n_seed_trees_ += 1
+            n_seed_trees += 1
         self._report(trellis, "seed trees", start)
-        if not trellis.log_partition > -np.inf:
-            raise ValueError(
-                f"every partition the family of {trellis.n_clusters} clusters spans over "
-                f"these n_samples={n_points} points has zero potential under {energy!r}; "
-                "seed it with other trees or clusters"
-            )
-        self._trellis = trellis
-        self._pairwise = self._by_count = None   # computed on first access
-        self.labels_ = trellis.map_labels()
-        self.map_log_potential_ = trellis.map_log_potential
-        self.log_partition_ = trellis.log_partition
-        self.n_partitions_ = trellis.n_partitions()
-        self.n_vertices_ = trellis.n_clusters
-        self.n_states_ = trellis.n_states
-        if hasattr(energy, "log_evidence"):
-            self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
-        return self
+        return trellis, n_seed_trees
 
     def _grow(self, trellis, trees, score, max_vertices, start):
         """Grow the family around the MAP partition while the MAP improves."""
