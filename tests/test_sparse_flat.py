@@ -229,3 +229,14 @@ def test_query_errors():
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_verbose_reports_each_round(capsys):
+    X, _ = make_blobs(n_samples=30, centers=3, random_state=0)
+    SparseFlatClustering(CorrelationClustering(beta=1.0), verbose=1).fit(X)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[SparseFlatClustering] base tree:")
+    assert lines[-1].startswith("[SparseFlatClustering] seed trees:")
+    assert all("states" in line for line in lines)
+    SparseFlatClustering(CorrelationClustering(beta=1.0)).fit(X)
+    assert capsys.readouterr().out == ""
