@@ -240,3 +240,21 @@ def test_verbose_reports_each_round(capsys):
     assert all("states" in line for line in lines)
     SparseFlatClustering(CorrelationClustering(beta=1.0)).fit(X)
     assert capsys.readouterr().out == ""
+
+
+def test_pickle_and_dropped_posterior():
+    import pickle
+
+    from sklearn.exceptions import NotFittedError
+
+    X, _ = make_blobs(n_samples=25, centers=3, random_state=0)
+    model = SparseFlatClustering(CorrelationClustering(beta=1.0)).fit(X)
+    copy = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(copy.pairwise_probability_, model.pairwise_probability_)
+    assert copy.cluster_probability([0, 1]) == model.cluster_probability([0, 1])
+    model.drop_posterior()
+    assert model.labels_.shape == (25,)
+    with pytest.raises(NotFittedError, match="drop_posterior"):
+        model.pairwise_probability_
+    with pytest.raises(NotFittedError, match="drop_posterior"):
+        model.sample()
