@@ -99,13 +99,15 @@ def test_cuts_of_one_tree_give_the_bhc_bound(covariance_type, n_points, global_r
 
 @pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
 @pytest.mark.parametrize("n_points", [6, 8])
-def test_grown_family_is_exact_over_what_it_spans(kind, n_points, global_random_seed):
+@pytest.mark.parametrize("resplit_parts", [0, 4, 6])
+def test_grown_family_is_exact_over_what_it_spans(kind, n_points, resplit_parts,
+                                                  global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     energy, X = _problem(kind, n_points, rng)
     if kind == "table":
         X = rng.normal(size=(n_points, 2))   # the seed trees need features
     try:
-        model = SparseFlatClustering(energy).fit(X)
+        model = SparseFlatClustering(energy, resplit_parts=resplit_parts).fit(X)
     except ValueError as error:
         assert "zero potential" in str(error)
         return
@@ -124,13 +126,14 @@ def test_grown_family_is_exact_over_what_it_spans(kind, n_points, global_random_
 
 
 @pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
-def test_samples_follow_the_spanned_posterior(kind, global_random_seed):
+@pytest.mark.parametrize("resplit_parts", [0, 4])
+def test_samples_follow_the_spanned_posterior(kind, resplit_parts, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
-    energy, X = _problem(kind, 6, rng)
+    energy, X = _problem(kind, 7, rng)
     if kind == "table":
-        X = rng.normal(size=(6, 2))
+        X = rng.normal(size=(7, 2))
     try:
-        model = SparseFlatClustering(energy).fit(X)
+        model = SparseFlatClustering(energy, resplit_parts=resplit_parts).fit(X)
     except ValueError:
         pytest.skip("no partition of non-zero potential")
     partitions, values = _spanned(model, X, energy)
