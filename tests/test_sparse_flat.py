@@ -79,6 +79,28 @@ def test_all_subsets_equal_the_exact_trellis(kind, n_points, global_random_seed)
         assert sparse.log_evidence_ == pytest.approx(exact.log_evidence_, abs=1e-9)
 
 
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_clusters", [1, 2, 4])
+def test_n_clusters_equals_the_exact_trellis(kind, n_clusters, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem(kind, 7, rng)
+    sparse = SparseFlatClustering(energy, builder=[], seed_clusters=_all_subsets(7),
+                                  n_clusters=n_clusters)
+    exact = ExactFlatClustering(energy, n_clusters=n_clusters, verbose=0)
+    try:
+        exact.fit(X)
+    except ValueError as error:
+        with pytest.raises(ValueError, match="zero potential|n_clusters="):
+            sparse.fit(X)
+        return
+    sparse.fit(X)
+    assert sparse.map_log_potential_ == pytest.approx(exact.map_log_potential_, abs=1e-9)
+    assert sparse.labels_.max() + 1 == n_clusters
+    assert sparse.log_probability(sparse.labels_) == pytest.approx(
+        sparse.map_log_potential_ - sparse.log_partition_, abs=1e-9)
+
+
 @pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
 @pytest.mark.parametrize("n_points", [2, 8, 40])
 def test_cuts_of_one_tree_give_the_bhc_bound(covariance_type, n_points, global_random_seed):
@@ -123,6 +145,13 @@ def test_grown_family_is_exact_over_what_it_spans(kind, n_points, resplit_parts,
     best = np.argmax(values)
     assert model.log_probability(partitions[best]) == pytest.approx(
         values[best] - log_z, abs=1e-9)
+    # The best spanned partition into k clusters, by brute force.
+    counts = partitions.max(axis=1) + 1
+    for k in np.unique(counts[np.isfinite(values)])[:3]:
+        constrained = SparseFlatClustering(energy, resplit_parts=resplit_parts,
+                                           n_clusters=int(k)).fit(X)
+        assert constrained.map_log_potential_ == pytest.approx(
+            values[counts == k].max(), abs=1e-9)
 
 
 @pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
@@ -207,6 +236,10 @@ def test_seed_partitions_are_spanned():
          np.random.default_rng(0).normal(size=(5, 2)), r"zero potential"),
         ({"energy": ClusterEnergy(lambda X, masks: np.full(len(masks), np.nan))},
          np.random.default_rng(0).normal(size=(5, 2)), r"never NaN"),
+        ({"n_clusters": 4}, np.zeros((3, 2)), r"n_clusters=4 must be at most n_samples=3"),
+        ({"builder": [], "n_clusters": 2, "energy": CorrelationClustering(beta=1.0)},
+         np.zeros((3, 2)), r"n_clusters=2 clusters of non-zero potential; the spanned "
+                           r"numbers of clusters are \[3\]"),
     ],
 )
 def test_clear_errors(params, X, match):

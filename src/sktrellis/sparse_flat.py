@@ -84,6 +84,11 @@ class SparseFlatClustering(
         None means ``100 * n_samples``. Seeds are always kept whole.
     max_states : int, default=50_000
         Bound on the number of states of the dynamic program.
+    n_clusters : int, default=None
+        If given, ``labels_`` and ``map_log_potential_`` are the best
+        spanned partition into exactly this many clusters; the family is
+        grown around the unconstrained MAP and the posterior quantities stay
+        over all spanned partitions.
     random_state : int, RandomState instance or None, default=None
         Seed of a callable builder and of :meth:`sample` when it is called
         without one.
@@ -93,8 +98,9 @@ class SparseFlatClustering(
     Attributes
     ----------
     labels_ : ndarray of shape (n_samples,)
-        The MAP partition among the spanned ones, labels 0, 1, ... in order
-        of each cluster's first point.
+        The MAP partition among the spanned ones (with ``n_clusters``
+        clusters when given), labels 0, 1, ... in order of each cluster's
+        first point.
     log_partition_ : float
         Natural log of the summed potential of the spanned partitions, a
         lower bound of the log Z of
@@ -162,6 +168,7 @@ class SparseFlatClustering(
         "energy": [HasMethods(["cluster_scorer"]), None],
         "builder": [StrOptions({"linkage"}), callable, list],
         "seed_clusters": [list, None],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "seed_partitions": [list, None],
         "resplit_parts": [Interval(Integral, 0, None, closed="left")],
         "max_vertices": [Interval(Integral, 1, None, closed="left"), None],
@@ -172,7 +179,7 @@ class SparseFlatClustering(
 
     def __init__(self, energy=None, *, builder="linkage", seed_clusters=None,
                  seed_partitions=None, resplit_parts=6, max_vertices=None,
-                 max_states=50_000, random_state=None, verbose=0):
+                 max_states=50_000, n_clusters=None, random_state=None, verbose=0):
         self.energy = energy
         self.builder = builder
         self.seed_clusters = seed_clusters
@@ -180,6 +187,7 @@ class SparseFlatClustering(
         self.resplit_parts = resplit_parts
         self.max_vertices = max_vertices
         self.max_states = max_states
+        self.n_clusters = n_clusters
         self.random_state = random_state
         self.verbose = verbose
 
@@ -217,8 +225,20 @@ class SparseFlatClustering(
             )
         self._trellis = trellis
         self._pairwise = self._by_count = None   # computed on first access
-        self.labels_ = trellis.map_labels()
-        self.map_log_potential_ = trellis.map_log_potential
+        if self.n_clusters is None:
+            self.labels_ = trellis.map_labels()
+            self.map_log_potential_ = trellis.map_log_potential
+        else:
+            clusters = trellis.map_clusters_with_count(self.n_clusters)
+            if clusters is None:
+                feasible = np.flatnonzero(trellis.log_partition_by_count() > -np.inf)
+                raise ValueError(
+                    f"no partition the family spans over these n_samples={n_points} points "
+                    f"has n_clusters={self.n_clusters} clusters of non-zero potential; the "
+                    f"spanned numbers of clusters are {feasible.tolist()}"
+                )
+            self.labels_ = trellis.labels_of(clusters)
+            self.map_log_potential_ = float(trellis.log_e[clusters].sum())
         self.log_partition_ = trellis.log_partition
         self.n_partitions_ = trellis.n_partitions()
         self.n_vertices_ = trellis.n_clusters

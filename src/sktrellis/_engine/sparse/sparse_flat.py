@@ -223,7 +223,7 @@ class SparseFlatTrellis:
     def map_log_potential(self):
         return float(self.log_map[0])
 
-    def _labels_of(self, cluster_ids):
+    def labels_of(self, cluster_ids):
         labels = np.empty(self.n_points, dtype=np.int64)
         for k, c in enumerate(cluster_ids):
             labels[self.members[c]] = k
@@ -246,7 +246,7 @@ class SparseFlatTrellis:
         return self.order[np.concatenate(pieces)]
 
     def map_labels(self):
-        return self._labels_of(self.map_clusters())
+        return self.labels_of(self.map_clusters())
 
     def n_partitions(self):
         """Number of spanned partitions of non-zero potential (exact Python int)."""
@@ -361,6 +361,46 @@ class SparseFlatTrellis:
         if 0 in table:
             result[low[0] : low[0] + len(table[0])] = table[0]
         return result
+
+    def map_clusters_with_count(self, n_clusters):
+        """Cluster indices of the best spanned partition into n_clusters clusters (None if none)."""
+        # Per state, the best completion by each number of clusters (from
+        # the smallest on) and the edge it starts with.
+        low = {1: 0}
+        best = {1: np.zeros(1)}
+        first_edge = {1: np.full(1, -1)}
+        for level in self.levels:
+            for state in level.tolist():
+                pieces = []
+                for edge in range(self.edge_start[state], self.edge_start[state + 1]):
+                    child = int(self.edge_child[edge])
+                    if child in best:
+                        pieces.append((low[child] + 1,
+                                       best[child] + self.log_e[self.edge_cluster[edge]], edge))
+                if not pieces:
+                    continue
+                start = min(p[0] for p in pieces)
+                width = max(p[0] + len(p[1]) for p in pieces) - start
+                values = np.full(width, -np.inf)
+                edges = np.full(width, -1)
+                for offset, piece, edge in pieces:
+                    window = slice(offset - start, offset - start + len(piece))
+                    # Strictly better only: the first edge among equals, as the MAP.
+                    better = piece > values[window]
+                    values[window] = np.where(better, piece, values[window])
+                    edges[window] = np.where(better, edge, edges[window])
+                low[state], best[state], first_edge[state] = start, values, edges
+        if 0 not in best:
+            return None
+        state, remaining, clusters = 0, n_clusters, []
+        while state != 1:
+            index = remaining - low[state]
+            if not 0 <= index < len(best[state]) or best[state][index] == -np.inf:
+                return None
+            edge = int(first_edge[state][index])
+            clusters.append(int(self.edge_cluster[edge]))
+            state, remaining = int(self.edge_child[edge]), remaining - 1
+        return clusters
 
     def sample_labels(self, n_samples, random_state):
         """Partitions drawn exactly from the spanned posterior, as label rows."""
