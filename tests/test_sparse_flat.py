@@ -77,6 +77,12 @@ def test_all_subsets_equal_the_exact_trellis(kind, n_points, global_random_seed)
         assert sparse.together_probability(members) == pytest.approx(expected, abs=1e-9)
     if hasattr(exact, "log_evidence_"):
         assert sparse.log_evidence_ == pytest.approx(exact.log_evidence_, abs=1e-9)
+    top = sparse.most_probable_clusters(5, min_size=1)
+    for members, probability in top:
+        assert probability == pytest.approx(exact.cluster_probability(members), abs=1e-9)
+    np.testing.assert_allclose([p for _, p in top],
+                               [p for _, p in exact.most_probable_clusters(5, min_size=1)],
+                               atol=1e-9)
 
 
 

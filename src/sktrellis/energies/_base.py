@@ -1,5 +1,6 @@
 """Base classes of the energy models: hierarchical (per split) and flat (per cluster)."""
 import numpy as np
+from scipy import sparse
 from sklearn.base import BaseEstimator
 
 from .._engine.trellis.flat_trellis import flat_trellis_bytes
@@ -18,8 +19,6 @@ def cluster_indicator_blocks(clusters, n_points, width=None):
     dense (rows x ``width``) product (``width`` defaults to n_points) stays
     under ``_SCORER_BLOCK`` entries.
     """
-    from scipy import sparse
-
     rows = max(1, _SCORER_BLOCK // max(width or n_points, 1))
     for first in range(0, len(clusters), rows):
         block = [np.asarray(c, dtype=np.int64) for c in clusters[first : first + rows]]

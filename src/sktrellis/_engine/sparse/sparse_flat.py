@@ -18,10 +18,12 @@ suffixes). A state is a Python int, bit p for the point at position p of
 the order, so that low(S) is its lowest set bit.
 
 Clusters are kept as sorted point arrays; ``solve`` orders the points,
-explores the states and runs the inside pass over them level by level (a
-state's successors are smaller), vectorised in NumPy.
+explores the states (the Cython kernel of ``_sparse_flat.pyx``) and runs
+the inside pass over them level by level (a state's successors are
+smaller), vectorised in NumPy.
 """
 import numpy as np
+from scipy import sparse
 
 from ..tree.conversion import relabel_by_first_appearance
 from . import _sparse_flat as kernels
@@ -307,22 +309,27 @@ class SparseFlatTrellis:
         return float(min(top + np.log(np.exp(marginals - top).sum()), 0.0))
 
     def most_probable_clusters(self, n_top, min_size):
-        """Members and log marginals of the n_top most probable clusters but all points."""
+        """Members and log marginals of the n_top most probable clusters of min_size points or more.
+
+        All points together is a cluster like any other here (unlike in a
+        tree). Ties go to smaller clusters, then smaller masks, as in the
+        exact flat trellis.
+        """
         log_marginals = self.cluster_log_marginals()
         size = np.array([len(m) for m in self.members])
-        candidates = np.flatnonzero((size >= min_size) & (size < self.n_points))
-        # Ties: smaller clusters first, then by their points.
-        keys = [tuple(self.members[c]) for c in candidates]
-        tie = np.argsort(np.array([len(k) for k in keys]), kind="stable")
-        candidates = candidates[tie]
-        values = log_marginals[candidates]
-        top = np.argsort(-values, kind="stable")[:n_top]
-        return [self.members[c].copy() for c in candidates[top]], values[top]
+        candidates = np.flatnonzero(size >= min_size)
+        if len(candidates) > n_top:
+            # Only those at or above the n_top-th value can be returned.
+            threshold = np.partition(log_marginals[candidates], -n_top)[-n_top]
+            candidates = candidates[log_marginals[candidates] >= threshold]
+        candidates = candidates.tolist()
+        candidates.sort(key=lambda c: (-log_marginals[c], len(self.members[c]),
+                                       sum(1 << int(i) for i in self.members[c])))
+        top = candidates[:n_top]
+        return [self.members[c].copy() for c in top], log_marginals[top]
 
     def pairwise_probability(self):
         """P(i and j in one cluster) for every pair: the marginals of the clusters holding both."""
-        from scipy import sparse
-
         probability = np.exp(self.cluster_log_marginals())
         used = np.flatnonzero(probability > 0)
         rows = np.repeat(np.arange(len(used)), [len(self.members[c]) for c in used])
