@@ -6,6 +6,7 @@ from .certified import CertifiedFlatClustering
 from .flat import ExactFlatClustering
 from .hierarchical import ExactHierarchicalClustering
 from .sparse import SparseTrellisClustering
+from .sparse_flat import SparseFlatClustering
 from .tree import Tree
 
 __version__ = "0.1.0"
@@ -15,6 +16,7 @@ __all__ = [
     "CertifiedFlatClustering",
     "ExactFlatClustering",
     "ExactHierarchicalClustering",
+    "SparseFlatClustering",
     "SparseTrellisClustering",
     "Tree",
     "TreePosterior",

@@ -1,8 +1,33 @@
 """Base classes of the energy models: hierarchical (per split) and flat (per cluster)."""
+import numpy as np
+from scipy import sparse
 from sklearn.base import BaseEstimator
 
 from .._engine.trellis.flat_trellis import flat_trellis_bytes
 from .._engine.trellis.hierarchical_trellis import hierarchical_trellis_bytes
+
+# Largest N whose table of all subsets the default cluster_scorer reads.
+_MAX_TABLE_POINTS = 20
+# Entries of a dense block of (clusters x points) products a scorer holds at once.
+_SCORER_BLOCK = 1 << 22
+
+
+def cluster_indicator_blocks(clusters, n_points, width=None):
+    """The 0/1 matrices (clusters x points) of consecutive blocks of ``clusters``.
+
+    Yields (first cluster, CSR matrix), blocks of rows small enough that a
+    dense (rows x ``width``) product (``width`` defaults to n_points) stays
+    under ``_SCORER_BLOCK`` entries.
+    """
+    rows = max(1, _SCORER_BLOCK // max(width or n_points, 1))
+    for first in range(0, len(clusters), rows):
+        block = [np.asarray(c, dtype=np.int64) for c in clusters[first : first + rows]]
+        sizes = [len(c) for c in block]
+        indices = np.concatenate(block) if block else np.zeros(0, dtype=np.int64)
+        indptr = np.concatenate([[0], np.cumsum(sizes)])
+        yield first, sparse.csr_matrix(
+            (np.ones(len(indices)), indices, indptr), shape=(len(block), n_points)
+        )
 
 
 class HierarchicalEnergy(BaseEstimator):
@@ -207,6 +232,42 @@ class FlatEnergy(BaseEstimator):
             temporaries, plus the flat trellis.
         """
         return self.table_bytes_per_subset * 2**n_points + flat_trellis_bytes(n_points)
+
+    def cluster_scorer(self, X):
+        """Validate X and return a function scoring explicit clusters of its rows.
+
+        What :class:`~sktrellis.SparseFlatClustering` needs: the log
+        potential of given clusters, for N far beyond a table of all 2**N
+        subsets. This default reads that table (``cluster_potential``), so
+        it only serves up to ``_MAX_TABLE_POINTS`` points; an energy that can
+        score a cluster from its points overrides it.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        score : callable
+            ``score(clusters) -> ndarray of shape (len(clusters),)``, the
+            ``log E(C)`` of each cluster given as an array of row indices.
+        """
+        n_points = len(X)
+        if n_points > _MAX_TABLE_POINTS:
+            raise ValueError(
+                f"{type(self).__name__} scores clusters only through a table of all "
+                f"2**n_samples subsets, and n_samples={n_points} is more than "
+                f"{_MAX_TABLE_POINTS}; give it a cluster_scorer(X) method scoring "
+                "clusters from their points"
+            )
+        table = self.cluster_potential(X)
+
+        def score(clusters):
+            return table[[int(np.sum(np.left_shift(1, np.asarray(c, dtype=np.int64))))
+                          for c in clusters]]
+
+        return score
 
     def cluster_potential(self, X):
         """Validate X and tabulate the log potential of every cluster.

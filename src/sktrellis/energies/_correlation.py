@@ -9,7 +9,9 @@ from .._engine.search._search_bounds import CorrelationBound
 from .._engine.tables import subset_pair_sums
 from .._validation import check_no_overflow
 from ._affinity import similarity_matrix
-from ._base import FlatEnergy, HierarchicalEnergy, TemperatureMixin
+from ._base import (
+    FlatEnergy, HierarchicalEnergy, TemperatureMixin, cluster_indicator_blocks,
+)
 from ._merge import PairwiseMergeModel
 from ._tree_prior import (
     TREE_PRIORS,
@@ -193,6 +195,32 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         """
         weights = self.weights(X)
         return self._beta_value() * subset_pair_sums(weights)
+
+    def cluster_scorer(self, X):
+        """Validate X and return a function scoring explicit clusters (flat potential).
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features) or (n_samples, n_samples)
+            Features, or the signed weights with ``affinity="precomputed"``.
+
+        Returns
+        -------
+        score : callable
+            ``score(clusters)``: ``beta`` times the signed weight inside each
+            cluster, given as an array of row indices.
+        """
+        weights = self.weights(X)
+        beta = self._beta_value()
+
+        def score(clusters):
+            values = np.empty(len(clusters))
+            for first, indicator in cluster_indicator_blocks(clusters, len(weights)):
+                inside = np.asarray(indicator.multiply(indicator @ weights).sum(axis=1)).ravel()
+                values[first : first + len(inside)] = 0.5 * beta * inside
+            return values
+
+        return score
 
     def merge_model(self, X):
         """Incremental statistics for agglomerative search and sparse trellises.

@@ -287,3 +287,36 @@ class ClusterEnergy(FlatEnergy):
             )
             table[first : first + masks.size] = values
         return table
+
+    def cluster_scorer(self, X):
+        """Return a function scoring explicit clusters with ``func``, up to 62 points.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            Already checked to be finite 2-d float64 by the estimator.
+
+        Returns
+        -------
+        score : callable
+            ``score(clusters)``: ``func`` on the int64 masks of the clusters,
+            each given as an array of row indices.
+        """
+        self._validate_params()
+        n_points = len(X)
+        if n_points > _MAX_MASK_POINTS:
+            raise ValueError(
+                f"ClusterEnergy hands clusters to its function as int64 masks, which hold "
+                f"at most {_MAX_MASK_POINTS} points; n_samples={n_points} is too many: "
+                "write a FlatEnergy with a cluster_scorer(X) method instead"
+            )
+        kw_args = self.kw_args or {}
+
+        def score(clusters):
+            masks = np.array([np.sum(np.left_shift(1, np.asarray(c, dtype=np.int64)))
+                              for c in clusters], dtype=np.int64)
+            return check_log_potentials(
+                self.func(X, masks, **kw_args), "ClusterEnergy function", masks.shape, "cluster"
+            )
+
+        return score

@@ -7,7 +7,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._validation import check_memory as check_available_memory
 from .._validation import check_no_overflow, unit_exponent
-from ._base import FlatEnergy
+from ._base import FlatEnergy, cluster_indicator_blocks
 from ._conjugate import (
     beta_bernoulli_log_marginal,
     normal_inverse_gamma_log_marginal,
@@ -787,6 +787,41 @@ class DirichletProcessMixture(FlatEnergy):
             masks = np.arange(first, min(first + _CHUNK_DOUBLES, len(table)), dtype=np.uint32)
             table[first : first + len(masks)] += log_size_factor[np.bitwise_count(masks)]
         return table
+
+    def cluster_scorer(self, X):
+        """Validate X and return a function scoring explicit clusters.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features)
+            The data; 0/1 only for ``component="bernoulli"``.
+
+        Returns
+        -------
+        score : callable
+            ``score(clusters)``: ``log alpha + log Gamma(|C|) + log p(X_C)``
+            of each cluster C, given as an array of row indices, from the
+            sums of its points' sufficient statistics (the same numbers as
+            ``cluster_potential``).
+        """
+        self._validate_params()
+        X = np.asarray(X, dtype=np.float64)
+        component = self.component_model(X)
+        statistics = component.statistics(X)
+        log_alpha = np.log(self.alpha)
+
+        def score(clusters):
+            values = np.empty(len(clusters))
+            for first, indicator in cluster_indicator_blocks(
+                clusters, len(X), statistics.shape[1]
+            ):
+                sums = indicator @ statistics
+                values[first : first + len(sums)] = (
+                    log_alpha + gammaln(sums[:, 0]) + component.log_marginal(sums)
+                )
+            return values
+
+        return score
 
     def log_evidence(self, log_partition, n_samples):
         """The log evidence log p(X) of the DP mixture from its log partition function.

@@ -1,0 +1,512 @@
+"""Sparse flat trellis: exact inference over the partitions spanned by chosen clusters."""
+import time
+from numbers import Integral
+
+import numpy as np
+from scipy.cluster.hierarchy import linkage
+from scipy.spatial.distance import squareform
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions, validate_params
+from sklearn.utils.validation import check_is_fitted
+
+from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
+from ._engine.tree.conversion import merges_from_tree
+from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
+from ._validation import check_log_potentials, check_members, unit_exponent
+from .energies import CorrelationClustering
+
+# Linkages of the "linkage" builder on features; without features (a
+# precomputed affinity) the ones defined on any dissimilarity.
+_FEATURE_LINKAGES = ("ward", "average", "complete", "single")
+_DISTANCE_LINKAGES = ("average", "complete", "single")
+
+
+class SparseFlatClustering(
+    ClusterPosteriorMixin, EnergyEstimatorMixin, ClusterMixin, BaseEstimator
+):
+    """Exact inference over the partitions spanned by a chosen family of clusters.
+
+    The flat counterpart of :class:`~sktrellis.SparseTrellisClustering`,
+    for data beyond :class:`~sktrellis.ExactFlatClustering` (N in the tens
+    to thousands). A family of clusters spans the partitions whose every
+    cluster belongs to it (a cluster outside the family has zero potential:
+    the sparse trellis of Greenberg et al. 2018, section 4). Over those
+    partitions the flat trellis's dynamic programs give exactly the MAP
+    partition, the log partition function, every cluster's marginal,
+    co-clustering probabilities, the posterior over the number of clusters,
+    the probability of any partition and i.i.d. samples. ``log_partition_``
+    is a lower bound of the full log Z, and the MAP is never worse than the
+    best cut of any seed tree.
+
+    Seeds are the clusters of trees (every cut of a tree is then spanned;
+    with one tree and a ``DirichletProcessMixture`` energy, ``log_evidence_``
+    is the Bayesian hierarchical clustering bound of that tree), and clusters
+    or partitions of your own. The family then grows around its MAP
+    partition: around each MAP cluster B, the MAP clusters meeting the
+    smallest seed-tree node strictly above B form a region, which is cut
+    into up to k parts (its MAP clusters, split further as the tree splits
+    them) and every union of parts joins the family, so the next MAP is at
+    least as good as the best re-partition of any region. Rounds repeat
+    while the MAP improves, for k = 3, ..., ``resplit_parts``, within
+    ``max_vertices`` clusters.
+
+    The dynamic program runs over *states*, the sets of points left after
+    removing clusters of a partition first point first (N of them for the
+    cuts of one tree); families that cross each other a lot need many.
+    A growing round that would pass ``max_states`` is undone and growth stops.
+
+    Parameters
+    ----------
+    energy : FlatEnergy, default=None
+        Energy model scoring each cluster (see :mod:`sktrellis.energies`):
+        ``CorrelationClustering``, ``DirichletProcessMixture`` or a
+        ``ClusterEnergy`` (up to 62 points). None means
+        ``CorrelationClustering()``. Its ``beta="auto"`` means 1 here, as for
+        :class:`~sktrellis.SparseTrellisClustering`.
+    builder : "linkage", callable or list of trees, default="linkage"
+        Seed trees. "linkage": scipy's Ward, average, complete and single
+        linkage trees of X (on features; average, complete and single on
+        ``max(w) - w`` for a precomputed affinity). A callable
+        ``builder(X, random_state)`` returns a list of trees; a list of trees
+        (possibly empty) is used as given. A tree is a scipy linkage matrix
+        or an ``AgglomerativeClustering``-style ``children_`` array.
+    seed_clusters : list of array-like of int, default=None
+        Further clusters of the family, each given by its point indices.
+    seed_partitions : list of array-like of shape (n_samples,), default=None
+        Partitions (labels) whose clusters join the family.
+    resplit_parts : int, default=6
+        Largest number of parts a region is cut into when growing (at most
+        ``2**resplit_parts - 1`` clusters per region); below 3 the family is
+        not grown.
+    max_vertices : int, default=None
+        Bound on the number of clusters of the family reached by growing;
+        None means ``100 * n_samples``. Seeds are always kept whole.
+    max_states : int, default=50_000
+        Bound on the number of states of the dynamic program.
+    n_clusters : int, default=None
+        If given, ``labels_`` and ``map_log_potential_`` are the best
+        spanned partition into exactly this many clusters; the family is
+        grown around the unconstrained MAP and the posterior quantities stay
+        over all spanned partitions.
+    random_state : int, RandomState instance or None, default=None
+        Seed of a callable builder and of :meth:`sample` when it is called
+        without one.
+    verbose : int, default=0
+        Print the family size, states and MAP after each growing round.
+
+    Attributes
+    ----------
+    labels_ : ndarray of shape (n_samples,)
+        The MAP partition among the spanned ones (with ``n_clusters``
+        clusters when given), labels 0, 1, ... in order of each cluster's
+        first point.
+    log_partition_ : float
+        Natural log of the summed potential of the spanned partitions, a
+        lower bound of the log Z of
+        :class:`~sktrellis.ExactFlatClustering`.
+    map_log_potential_ : float
+        Log potential of the partition in ``labels_``.
+    n_partitions_ : int
+        Number of spanned partitions of non-zero potential (exact).
+    pairwise_probability_ : ndarray of shape (n_samples, n_samples)
+        P(points i and j are in the same cluster | X) over the spanned
+        partitions; the diagonal is 1. Computed on first access.
+    n_clusters_probability_ : ndarray of shape (n_samples + 1,)
+        P(the partition has k clusters | X) at index k, over the spanned
+        partitions. Computed on first access.
+    n_clusters_log_partition_ : ndarray of shape (n_samples + 1,)
+        log of the summed potential of the spanned partitions with k
+        clusters, at index k (``-inf`` where there are none).
+    n_seed_trees_ : int
+        Number of seed trees whose clusters all joined the family (every
+        cut of those is spanned); the tree with the best cut always does,
+        the others when ``max_states`` allows.
+    n_vertices_ : int
+        Number of clusters in the family (the N points included).
+    n_states_ : int
+        Number of states of the dynamic program (the empty set included).
+    beta_ : float
+        With an energy that has a temperature: the beta used.
+    log_evidence_ : float
+        Only with a ``DirichletProcessMixture`` energy: the log of the
+        summed p(X, partition) over the spanned partitions, a lower bound
+        of the DPM evidence log p(X).
+    n_features_in_ : int
+        Number of features (columns) of X.
+    feature_names_in_ : ndarray of shape (n_features,)
+        Names of the features, when X has string column names.
+
+    See Also
+    --------
+    sktrellis.ExactFlatClustering : Every partition, N <= 25 or so.
+    sktrellis.SparseTrellisClustering : The same idea over binary trees.
+    sktrellis.baselines.BayesianHierarchicalClustering : The cuts of one tree.
+
+    References
+    ----------
+    C. S. Greenberg, N. Monath, A. Kobren, P. Flaherty, A. McGregor,
+    A. McCallum. Compact representation of uncertainty in clustering.
+    NeurIPS 2018.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from sktrellis import SparseFlatClustering
+    >>> from sktrellis.energies import CorrelationClustering
+    >>> X, _ = make_blobs(n_samples=60, centers=3, random_state=0)
+    >>> model = SparseFlatClustering(CorrelationClustering(beta=1.0)).fit(X)
+    >>> model.labels_.shape
+    (60,)
+    >>> model.n_partitions_ > 10**6
+    True
+    >>> bool(model.log_partition_ >= model.map_log_potential_)
+    True
+    """
+
+    _parameter_constraints = {
+        "energy": [HasMethods(["cluster_scorer"]), None],
+        "builder": [StrOptions({"linkage"}), callable, list],
+        "seed_clusters": [list, None],
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "seed_partitions": [list, None],
+        "resplit_parts": [Interval(Integral, 0, None, closed="left")],
+        "max_vertices": [Interval(Integral, 1, None, closed="left"), None],
+        "max_states": [Interval(Integral, 2, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, energy=None, *, builder="linkage", seed_clusters=None,
+                 seed_partitions=None, resplit_parts=6, max_vertices=None,
+                 max_states=50_000, n_clusters=None, random_state=None, verbose=0):
+        self.energy = energy
+        self.builder = builder
+        self.seed_clusters = seed_clusters
+        self.seed_partitions = seed_partitions
+        self.resplit_parts = resplit_parts
+        self.max_vertices = max_vertices
+        self.max_states = max_states
+        self.n_clusters = n_clusters
+        self.random_state = random_state
+        self.verbose = verbose
+
+    _default_energy = CorrelationClustering
+
+    @clears_fit_state_on_failure
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y=None):
+        """Build the family of clusters of X and run the flat DPs over what it spans.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features, or what the energy expects (an (n, n) matrix of signed
+            weights for ``CorrelationClustering(affinity="precomputed")``).
+        y : Ignored
+            Not used, present for API consistency.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        X = self._validate_training_data(X, ensure_min_samples=1)
+        # The temperature is resolved here and nowhere else: the family is
+        # built by _build_trellis for whatever energy it is given.
+        energy = self._uncalibrated_energy()
+        trellis, self.n_seed_trees_ = self._build_trellis(X, energy)
+        n_points = len(X)
+        if not trellis.log_partition > -np.inf:
+            raise ValueError(
+                f"every partition the family of {trellis.n_clusters} clusters spans over "
+                f"these n_samples={n_points} points has zero potential under {energy!r}; "
+                "seed it with other trees or clusters"
+            )
+        self._trellis = trellis
+        self._pairwise = self._by_count = None   # computed on first access
+        if self.n_clusters is None:
+            self.labels_ = trellis.map_labels()
+            self.map_log_potential_ = trellis.map_log_potential
+        else:
+            clusters = trellis.map_clusters_with_count(self.n_clusters)
+            if clusters is None:
+                feasible = np.flatnonzero(trellis.log_partition_by_count() > -np.inf)
+                raise ValueError(
+                    f"no partition the family spans over these n_samples={n_points} points "
+                    f"has n_clusters={self.n_clusters} clusters of non-zero potential; the "
+                    f"spanned numbers of clusters are {feasible.tolist()}"
+                )
+            self.labels_ = trellis.labels_of(clusters)
+            self.map_log_potential_ = float(trellis.log_e[clusters].sum())
+        self.log_partition_ = trellis.log_partition
+        self.n_partitions_ = trellis.n_partitions()
+        self.n_vertices_ = trellis.n_clusters
+        self.n_states_ = trellis.n_states
+        if hasattr(energy, "log_evidence"):
+            self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
+        return self
+
+    def _build_trellis(self, X, energy):
+        """The grown sparse flat trellis of validated X, and how many seed trees joined whole."""
+        n_points = len(X)
+        start = time.perf_counter()
+        random_state = check_random_state(self.random_state)
+        source = f"{type(energy).__name__}.cluster_scorer"
+        scorer = energy.cluster_scorer(X)
+
+        def score(clusters):
+            return check_log_potentials(scorer(clusters), source, (len(clusters),), "cluster")
+
+        trees = self._seed_trees(X, energy, random_state)
+        extra = [check_members(c, n_points) for c in self.seed_clusters or []]
+        for labels in self.seed_partitions or []:
+            labels = np.asarray(labels)
+            if labels.shape != (n_points,):
+                raise ValueError(
+                    f"each of seed_partitions must be labels of shape (n_samples,) = "
+                    f"({n_points},), got shape {labels.shape}"
+                )
+            extra.extend(np.flatnonzero(labels == label) for label in np.unique(labels))
+        # The tree with the best cut is the base: its clusters join first and
+        # its depth-first order numbers the points (its cuts then need only
+        # N states), so the state budget goes to growing around the MAP.
+        trees.sort(key=lambda merges: -self._best_cut(merges, score, n_points))
+        order = _depth_first_leaves(trees[0], n_points) if trees else np.arange(n_points)
+        trellis = SparseFlatTrellis(n_points)
+        first = [np.array([i]) for i in range(n_points)] + extra
+        first += _tree_clusters(trees[0], n_points) if trees else []
+        fresh = trellis.new_clusters(first)
+        trellis.add(fresh, score(fresh))
+        try:
+            trellis.solve(order, self.max_states)
+        except TooManyStates:
+            raise ValueError(
+                f"the {trellis.n_clusters} seed clusters of these n_samples={n_points} points "
+                f"span their partitions through more than max_states={self.max_states} "
+                "states; raise max_states or give fewer seed clusters"
+            ) from None
+        self._report(trellis, "base tree", start)
+        max_vertices = 100 * n_points if self.max_vertices is None else self.max_vertices
+        self._grow(trellis, trees, score, max_vertices, start)
+        # The other trees join whole, best cut first, while the states stay
+        # within max_states: their cuts are then spanned too.
+        n_seed_trees = min(len(trees), 1)
+        for merges in trees[1:]:
+            fresh = trellis.new_clusters(_tree_clusters(merges, n_points))
+            if not self._try_add(trellis, fresh, score(fresh)):
+                break
+            n_seed_trees += 1
+        self._report(trellis, "seed trees", start)
+        return trellis, n_seed_trees
+
+    def _grow(self, trellis, trees, score, max_vertices, start):
+        """Grow the family around the MAP partition while the MAP improves."""
+        # Widen the regions only once the narrower ones stop paying, as the
+        # hierarchical sparse trellis does.
+        if not trellis.map_log_potential > -np.inf:
+            return   # no partition of non-zero potential to grow around
+        for n_parts in range(3, self.resplit_parts + 1):
+            while trellis.n_clusters < max_vertices:
+                best = trellis.map_log_potential
+                n_before = trellis.n_clusters
+                # Number the points cluster by cluster of the MAP: the moves
+                # and regions around it then cost the fewest states.
+                try:
+                    trellis.solve(trellis.map_block_order(), self.max_states)
+                except TooManyStates:
+                    pass   # the tables of the current order stay
+                # Moves first: they are cheap in states and survive a halving.
+                proposals = []
+                for merges in trees:
+                    proposals += trellis.grow_moves(trellis.tree_node_bits(merges), merges)
+                for merges in trees:
+                    proposals += trellis.grow_regions(
+                        trellis.tree_node_bits(merges), merges, n_parts
+                    )
+                fresh = trellis.new_clusters(proposals)[: max_vertices - n_before]
+                if not fresh:
+                    break
+                # Halve a round that needs too many states, down to about one
+                # region's worth; past that the state budget is spent.
+                log_e = score(fresh)
+                while fresh and not self._try_add(trellis, fresh, log_e):
+                    half = len(fresh) // 2 if len(fresh) >= 2**n_parts else 0
+                    fresh, log_e = fresh[:half], log_e[:half]
+                if not fresh:
+                    return
+                self._report(trellis, f"grown ({n_parts} parts)", start)
+                if not trellis.map_log_potential > best:
+                    break
+
+    @staticmethod
+    def _best_cut(merges, score, n_points):
+        """Log potential of the best cut of a tree (a sparse flat trellis of its clusters)."""
+        trellis = SparseFlatTrellis(n_points)
+        clusters = [np.array([i]) for i in range(n_points)] + _tree_clusters(merges, n_points)
+        trellis.add(clusters, score(clusters))
+        trellis.solve(_depth_first_leaves(merges, n_points), n_points + 1)
+        return trellis.map_log_potential
+
+    def _try_add(self, trellis, fresh, log_e):
+        """Add new clusters and solve; undo it past max_states. Whether they were added."""
+        if not fresh:
+            return True
+        order = trellis.order
+        n_before = trellis.n_clusters
+        trellis.add(fresh, log_e)
+        try:
+            trellis.solve(order, self.max_states)
+        except TooManyStates:
+            trellis.truncate(n_before)   # the tables of the last solve stay
+            return False
+        return True
+
+    def _seed_trees(self, X, energy, random_state):
+        """The seed trees as validated (N - 1, 2) merge arrays."""
+        n_points = len(X)
+        builder = self.builder
+        if isinstance(builder, str):
+            if n_points < 2:
+                return []
+            if getattr(energy, "affinity", None) == "precomputed":
+                weights = energy.weights(X)
+                distances = weights.max() - weights
+                np.fill_diagonal(distances, 0.0)
+                condensed = squareform(distances, checks=False)
+                return [linkage(condensed, method)[:, :2].astype(np.int64)
+                        for method in _DISTANCE_LINKAGES]
+            # Linkage trees do not change when X is divided by a power of
+            # two, and at unit scale squared distances cannot overflow.
+            unit_X = np.ldexp(X, -unit_exponent(X))
+            return [linkage(unit_X, method)[:, :2].astype(np.int64)
+                    for method in _FEATURE_LINKAGES]
+        trees = builder(X, random_state) if callable(builder) else builder
+        return [merges_from_tree(tree, n_points) for tree in trees]
+
+    def _report(self, trellis, stage, start):
+        if self.verbose:
+            print(
+                f"[{type(self).__name__}] {stage}: {trellis.n_clusters} clusters, "
+                f"{trellis.n_states} states, {trellis.n_edges} edges, MAP log potential "
+                f"{trellis.map_log_potential:.6g}, {time.perf_counter() - start:.2f} s",
+                flush=True,
+            )
+
+    @property
+    def pairwise_probability_(self):
+        """P(i and j in one cluster | X) over the spanned partitions (computed once)."""
+        trellis = self._fitted_posterior()
+        if getattr(self, "_pairwise", None) is None:
+            self._pairwise = trellis.pairwise_probability()
+        return self._pairwise
+
+    @property
+    def n_clusters_log_partition_(self):
+        """Log Z over the spanned partitions into k clusters, k = 0..n_samples (computed once)."""
+        trellis = self._fitted_posterior()
+        if getattr(self, "_by_count", None) is None:
+            self._by_count = trellis.log_partition_by_count()
+        return self._by_count
+
+    @property
+    def n_clusters_probability_(self):
+        """P(number of clusters = k | X), k = 0..n_samples, over the spanned partitions."""
+        return np.exp(self.n_clusters_log_partition_ - self.log_partition_)
+
+    def together_probability(self, members):
+        """Posterior probability that all ``members`` lie in one cluster.
+
+        The sum of the marginals of the family's clusters that contain them
+        (Greenberg et al. 2018, section 3), exact over the spanned
+        partitions; for two points it is their entry of
+        ``pairwise_probability_``.
+
+        Parameters
+        ----------
+        members : array-like of int, or array-like of bool of shape (n_samples,)
+            The points: their indices, or a mask.
+
+        Returns
+        -------
+        probability : float
+            P(the points ``members`` are in the same cluster | X), in [0, 1].
+        """
+        check_is_fitted(self)
+        members = check_members(members, len(self.labels_))
+        return float(np.exp(self._fitted_posterior().together_log_probability(members)))
+
+    def log_probability(self, labels):
+        """Natural log of P(partition | X) under the posterior over the spanned partitions.
+
+        Parameters
+        ----------
+        labels : array-like of shape (n_samples,)
+            Cluster label of every point; only which points share a label
+            matters.
+
+        Returns
+        -------
+        log_probability : float
+            ``-inf`` for a partition the family does not span or with a
+            forbidden cluster.
+        """
+        trellis = self._fitted_posterior()
+        n_points = len(self.labels_)
+        labels = np.asarray(labels)
+        if labels.shape != (n_points,):
+            raise ValueError(
+                f"labels must have shape (n_samples,) = ({n_points},), got {labels.shape}"
+            )
+        if labels.dtype.kind == "f" and np.any(np.isnan(labels)):
+            raise ValueError("labels must not contain NaN")
+        # Rounding in log Z must not make a probability exceed one.
+        return float(min(trellis.log_potential_of(labels) - self.log_partition_, 0.0))
+
+    @validate_params(
+        {"n_samples": [Interval(Integral, 1, None, closed="left")],
+         "random_state": ["random_state"]},
+        prefer_skip_nested_validation=True,
+    )
+    def sample(self, n_samples=1, random_state=None):
+        """Draw partitions exactly from the posterior over the spanned partitions.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of partitions.
+        random_state : int, RandomState instance or None, default=None
+            Seed; None uses the estimator's ``random_state``.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples, n_points)
+            One row of labels per partition, 0, 1, ... in order of each
+            cluster's first point.
+        """
+        posterior = self._fitted_posterior()
+        rng = check_random_state(self.random_state if random_state is None else random_state)
+        return posterior.sample_labels(int(n_samples), rng)
+
+
+def _tree_clusters(merges, n_points):
+    """The point sets of the inner nodes of a tree given by its merges."""
+    members = [np.array([i]) for i in range(n_points)]
+    for a, b in merges:
+        members.append(np.concatenate([members[a], members[b]]))
+    return members[n_points:]
+
+
+def _depth_first_leaves(merges, n_points):
+    """The leaves of a tree in depth-first order: each tree cluster is then an interval."""
+    if n_points < 2:
+        return np.arange(n_points)
+    leaves, stack = [], [n_points + len(merges) - 1]
+    while stack:
+        node = stack.pop()
+        if node < n_points:
+            leaves.append(node)
+        else:
+            a, b = merges[node - n_points]
+            stack.extend((int(b), int(a)))
+    return np.array(leaves, dtype=np.int64)

@@ -1,0 +1,302 @@
+"""SparseFlatClustering against ExactFlatClustering and brute-force enumeration of partitions."""
+from itertools import combinations
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+from scipy.stats import chisquare
+from sklearn.datasets import make_blobs
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sktrellis import ExactFlatClustering, SparseFlatClustering
+from sktrellis.baselines import BayesianHierarchicalClustering
+from sktrellis.energies import ClusterEnergy, CorrelationClustering
+
+from .common import all_partitions, partition_log_potentials, partition_masks
+from .test_flat import KINDS, _problem
+
+
+def _all_subsets(n_points):
+    return [list(c) for k in range(1, n_points + 1) for c in combinations(range(n_points), k)]
+
+
+def _table(energy, X):
+    return np.asarray(energy.cluster_potential(X), dtype=np.float64)
+
+
+def _spanned(model, X, energy):
+    """(partitions, log potentials) of the partitions whose clusters are all in the family."""
+    n_points = len(X)
+    partitions = all_partitions(n_points)
+    masks = partition_masks(partitions)
+    family = {int(np.sum(1 << m)) for m in model._trellis.members}
+    spanned = np.array([all(m == 0 or int(m) in family for m in row) for row in masks])
+    values = partition_log_potentials(_table(energy, X), partitions)
+    return partitions[spanned], values[spanned]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_points", [1, 4, 7, 9])
+def test_all_subsets_equal_the_exact_trellis(kind, n_points, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem(kind, n_points, rng)
+    sparse = SparseFlatClustering(energy, builder=[], seed_clusters=_all_subsets(n_points))
+    exact = ExactFlatClustering(energy, verbose=0)
+    try:
+        exact.fit(X)
+    except ValueError as error:
+        assert "zero potential" in str(error)
+        with pytest.raises(ValueError, match="zero potential"):
+            sparse.fit(X)
+        return
+    sparse.fit(X)
+    assert sparse.log_partition_ == pytest.approx(exact.log_partition_, abs=1e-9)
+    assert sparse.map_log_potential_ == pytest.approx(exact.map_log_potential_, abs=1e-9)
+    assert sparse.log_probability(sparse.labels_) == pytest.approx(
+        exact.log_probability(exact.labels_), abs=1e-9)
+    assert sparse.n_partitions_ == exact.n_partitions_
+    np.testing.assert_allclose(sparse.pairwise_probability_, exact.pairwise_probability_,
+                               atol=1e-9)
+    # -inf where no partition has that many clusters, in both.
+    np.testing.assert_array_equal(np.isinf(sparse.n_clusters_log_partition_),
+                                  np.isinf(exact.n_clusters_log_partition_))
+    finite = np.isfinite(exact.n_clusters_log_partition_)
+    np.testing.assert_allclose(sparse.n_clusters_log_partition_[finite],
+                               exact.n_clusters_log_partition_[finite], atol=1e-8)
+    partitions = all_partitions(n_points)
+    values = partition_log_potentials(_table(energy, X), partitions)
+    for labels in partitions[rng.choice(len(partitions), size=min(20, len(partitions)))]:
+        assert sparse.log_probability(labels) == pytest.approx(
+            exact.log_probability(labels), abs=1e-9)
+    for members in _all_subsets(n_points)[:: max(1, 2**n_points // 40)]:
+        assert sparse.cluster_probability(members) == pytest.approx(
+            exact.cluster_probability(members), abs=1e-9)
+        # Brute force: the partitions with all members under one label.
+        together = np.all(partitions[:, members] == partitions[:, members[:1]], axis=1)
+        expected = np.exp(logsumexp(values[together]) - exact.log_partition_)
+        assert sparse.together_probability(members) == pytest.approx(expected, abs=1e-9)
+    if hasattr(exact, "log_evidence_"):
+        assert sparse.log_evidence_ == pytest.approx(exact.log_evidence_, abs=1e-9)
+    top = sparse.most_probable_clusters(5, min_size=1)
+    for members, probability in top:
+        assert probability == pytest.approx(exact.cluster_probability(members), abs=1e-9)
+    np.testing.assert_allclose([p for _, p in top],
+                               [p for _, p in exact.most_probable_clusters(5, min_size=1)],
+                               atol=1e-9)
+
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_clusters", [1, 2, 4])
+def test_n_clusters_equals_the_exact_trellis(kind, n_clusters, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem(kind, 7, rng)
+    sparse = SparseFlatClustering(energy, builder=[], seed_clusters=_all_subsets(7),
+                                  n_clusters=n_clusters)
+    exact = ExactFlatClustering(energy, n_clusters=n_clusters, verbose=0)
+    try:
+        exact.fit(X)
+    except ValueError as error:
+        with pytest.raises(ValueError, match="zero potential|n_clusters="):
+            sparse.fit(X)
+        return
+    sparse.fit(X)
+    assert sparse.map_log_potential_ == pytest.approx(exact.map_log_potential_, abs=1e-9)
+    assert sparse.labels_.max() + 1 == n_clusters
+    assert sparse.log_probability(sparse.labels_) == pytest.approx(
+        sparse.map_log_potential_ - sparse.log_partition_, abs=1e-9)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
+@pytest.mark.parametrize("n_points", [2, 8, 40])
+def test_cuts_of_one_tree_give_the_bhc_bound(covariance_type, n_points, global_random_seed):
+    X, _ = make_blobs(n_samples=n_points, centers=3, n_features=2,
+                      random_state=global_random_seed)
+    bhc = BayesianHierarchicalClustering(covariance_type=covariance_type).fit(X)
+    model = SparseFlatClustering(bhc.dpm_energy(), builder=[bhc.linkage_matrix_],
+                                 resplit_parts=0).fit(X)
+    assert model.log_evidence_ == pytest.approx(bhc.log_evidence_lower_bound_, rel=1e-10)
+    # A tree's cuts: one per node, or a cut of each child.
+    cuts = [1] * n_points
+    for a, b in bhc.children_:
+        cuts.append(1 + cuts[a] * cuts[b])
+    assert model.n_partitions_ == cuts[-1]
+    # With the depth-first order the states are the suffixes (and the empty set).
+    assert model.n_states_ == n_points + 1
+
+
+@pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
+@pytest.mark.parametrize("n_points", [6, 8])
+@pytest.mark.parametrize("resplit_parts", [0, 4, 6])
+def test_grown_family_is_exact_over_what_it_spans(kind, n_points, resplit_parts,
+                                                  global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem(kind, n_points, rng)
+    if kind == "table":
+        X = rng.normal(size=(n_points, 2))   # the seed trees need features
+    try:
+        model = SparseFlatClustering(energy, resplit_parts=resplit_parts).fit(X)
+    except ValueError as error:
+        assert "zero potential" in str(error)
+        return
+    partitions, values = _spanned(model, X, energy)
+    log_z = logsumexp(values)
+    assert model.log_partition_ == pytest.approx(log_z, abs=1e-9)
+    assert model.map_log_potential_ == pytest.approx(values.max(), abs=1e-9)
+    assert model.n_partitions_ == np.isfinite(values).sum()
+    exact = ExactFlatClustering(energy, verbose=0).fit(X)
+    assert model.log_partition_ <= exact.log_partition_ + 1e-9
+    assert model.map_log_potential_ <= exact.map_log_potential_ + 1e-9
+    # Every seed tree's cuts are spanned, so the MAP is at least the best cut.
+    best = np.argmax(values)
+    assert model.log_probability(partitions[best]) == pytest.approx(
+        values[best] - log_z, abs=1e-9)
+    # The best spanned partition into k clusters, by brute force.
+    counts = partitions.max(axis=1) + 1
+    for k in np.unique(counts[np.isfinite(values)])[:3]:
+        constrained = SparseFlatClustering(energy, resplit_parts=resplit_parts,
+                                           n_clusters=int(k)).fit(X)
+        assert constrained.map_log_potential_ == pytest.approx(
+            values[counts == k].max(), abs=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
+@pytest.mark.parametrize("resplit_parts", [0, 4])
+def test_samples_follow_the_spanned_posterior(kind, resplit_parts, global_random_seed):
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _problem(kind, 7, rng)
+    if kind == "table":
+        X = rng.normal(size=(7, 2))
+    try:
+        model = SparseFlatClustering(energy, resplit_parts=resplit_parts).fit(X)
+    except ValueError:
+        pytest.skip("no partition of non-zero potential")
+    partitions, values = _spanned(model, X, energy)
+    n_samples = 20000
+    samples = model.sample(n_samples, random_state=global_random_seed)
+    index = {tuple(row): i for i, row in enumerate(partitions)}
+    assert all(tuple(row) in index for row in samples), "sampled a partition not spanned"
+    observed = np.bincount([index[tuple(row)] for row in samples], minlength=len(partitions))
+    expected = np.exp(values - logsumexp(values)) * n_samples
+    assert observed[expected == 0].sum() == 0, "sampled a partition of zero probability"
+    keep = expected >= 5
+    cells_observed = np.append(observed[keep], observed[~keep].sum())
+    cells_expected = np.append(expected[keep], expected[~keep].sum())
+    if cells_expected[-1] == 0:
+        cells_observed, cells_expected = cells_observed[:-1], cells_expected[:-1]
+    if len(cells_expected) < 2:
+        pytest.skip("posterior concentrated on one partition")
+    assert chisquare(cells_observed, cells_expected).pvalue > 1e-4
+    np.testing.assert_array_equal(model.sample(100, random_state=global_random_seed),
+                                  model.sample(100, random_state=global_random_seed))
+
+
+@pytest.mark.parametrize("n_points", [20, pytest.param(120, marks=pytest.mark.slow)])
+def test_defaults_on_labelled_and_structureless_data(n_points, global_random_seed):
+    X, y = make_blobs(n_samples=n_points, centers=3, random_state=global_random_seed)
+    noise = np.random.default_rng(global_random_seed).normal(size=(n_points, 3))
+    for data in (X, noise):
+        model = SparseFlatClustering().fit(data)
+        assert model.labels_.shape == (n_points,)
+        assert model.log_partition_ >= model.map_log_potential_
+        assert model.log_probability(model.labels_) == pytest.approx(
+            model.map_log_potential_ - model.log_partition_)
+        assert model.n_states_ <= model.max_states
+        probability = model.n_clusters_probability_
+        assert probability.sum() == pytest.approx(1.0)
+        pairwise = model.pairwise_probability_
+        assert np.allclose(pairwise, pairwise.T) and np.all(pairwise <= 1.0 + 1e-12)
+
+
+def test_growing_never_loses_the_seed_map(global_random_seed):
+    X, _ = make_blobs(n_samples=40, centers=4, random_state=global_random_seed)
+    energy = CorrelationClustering(beta=1.0)
+    seeds = SparseFlatClustering(energy, resplit_parts=0).fit(X)
+    grown = SparseFlatClustering(energy).fit(X)
+    assert grown.map_log_potential_ >= seeds.map_log_potential_ - 1e-9
+    assert grown.log_partition_ >= seeds.log_partition_ - 1e-9
+    assert grown.n_vertices_ >= seeds.n_vertices_
+
+
+def test_seed_partitions_are_spanned():
+    X, y = make_blobs(n_samples=30, centers=3, random_state=0)
+    energy = CorrelationClustering(beta=1.0)
+    model = SparseFlatClustering(energy, builder=[], seed_partitions=[y]).fit(X)
+    # The points and the partition's clusters: the partition and what splits them into points.
+    assert np.isfinite(model.log_probability(y))
+    assert model.map_log_potential_ >= model.log_probability(y) + model.log_partition_ - 1e-9
+
+
+@pytest.mark.parametrize(
+    "params, X, match",
+    [
+        ({"seed_partitions": [[0, 1]]}, np.zeros((3, 2)), r"seed_partitions must be labels of shape"),
+        ({"seed_clusters": [[0, 5]]}, np.zeros((3, 2)), r"cluster members must be indices"),
+        ({"builder": [np.zeros((5, 2))]}, np.zeros((3, 2)), r"a tree over 3 points"),
+        ({"energy": CorrelationClustering}, np.zeros((3, 2)), r"pass an instance"),
+        ({"builder": [], "seed_clusters": [[0, 1, 2], [0, 1], [2]], "max_states": 2},
+         np.eye(3), r"raise max_states"),
+        ({"energy": ClusterEnergy(lambda X, masks: np.zeros(len(masks)))},
+         np.zeros((63, 1)), r"at most 62 points; n_samples=63"),
+        ({"energy": ClusterEnergy(lambda X, masks: np.full(len(masks), -np.inf))},
+         np.random.default_rng(0).normal(size=(5, 2)), r"zero potential"),
+        ({"energy": ClusterEnergy(lambda X, masks: np.full(len(masks), np.nan))},
+         np.random.default_rng(0).normal(size=(5, 2)), r"never NaN"),
+        ({"n_clusters": 4}, np.zeros((3, 2)), r"n_clusters=4 must be at most n_samples=3"),
+        ({"builder": [], "n_clusters": 2, "energy": CorrelationClustering(beta=1.0)},
+         np.zeros((3, 2)), r"n_clusters=2 clusters of non-zero potential; the spanned "
+                           r"numbers of clusters are \[3\]"),
+    ],
+)
+def test_clear_errors(params, X, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        SparseFlatClustering(**params).fit(X)
+
+
+def test_query_errors():
+    model = SparseFlatClustering(CorrelationClustering(beta=1.0)).fit(
+        np.random.default_rng(0).normal(size=(6, 2)))
+    with pytest.raises(ValueError, match=r"labels must have shape \(n_samples,\) = \(6,\)"):
+        model.log_probability([0, 1])
+    with pytest.raises(ValueError, match="cluster members must be indices"):
+        model.together_probability([0, 9])
+    assert model.together_probability([3]) == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+@parametrize_with_checks(
+    [SparseFlatClustering()],
+    expected_failed_checks=lambda estimator: {},
+    xfail_strict=True,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_verbose_reports_each_round(capsys):
+    X, _ = make_blobs(n_samples=30, centers=3, random_state=0)
+    SparseFlatClustering(CorrelationClustering(beta=1.0), verbose=1).fit(X)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("[SparseFlatClustering] base tree:")
+    assert lines[-1].startswith("[SparseFlatClustering] seed trees:")
+    assert all("states" in line for line in lines)
+    SparseFlatClustering(CorrelationClustering(beta=1.0)).fit(X)
+    assert capsys.readouterr().out == ""
+
+
+def test_pickle_and_dropped_posterior():
+    import pickle
+
+    from sklearn.exceptions import NotFittedError
+
+    X, _ = make_blobs(n_samples=25, centers=3, random_state=0)
+    model = SparseFlatClustering(CorrelationClustering(beta=1.0)).fit(X)
+    copy = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(copy.pairwise_probability_, model.pairwise_probability_)
+    assert copy.cluster_probability([0, 1]) == model.cluster_probability([0, 1])
+    model.drop_posterior()
+    assert model.labels_.shape == (25,)
+    with pytest.raises(NotFittedError, match="drop_posterior"):
+        model.pairwise_probability_
+    with pytest.raises(NotFittedError, match="drop_posterior"):
+        model.sample()
