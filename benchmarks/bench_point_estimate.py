@@ -23,6 +23,7 @@ number of singleton clusters, and the time of the ``posterior`` labels
 
     python benchmarks/bench_point_estimate.py
     python benchmarks/bench_point_estimate.py --samples 500 --no-noise
+    python benchmarks/bench_point_estimate.py --samples 500 --only-noise
 """
 import argparse
 import time
@@ -130,9 +131,11 @@ def main():
     parser.add_argument("--samples", type=int, default=1000,
                         help="trees drawn for the Binder and VI estimates")
     parser.add_argument("--no-noise", action="store_true")
+    parser.add_argument("--only-noise", action="store_true")
     args = parser.parse_args()
-    run(labelled_sets(), args.samples, lambda labels, y: adjusted_rand_score(y, labels),
-        "ARI against the classes")
+    if not args.only_noise:
+        run(labelled_sets(), args.samples, lambda labels, y: adjusted_rand_score(y, labels),
+            "ARI against the classes")
     if not args.no_noise:
         run(noise_sets(), args.samples,
             lambda labels, y: float(np.sum(np.bincount(labels) == 1)),
