@@ -65,7 +65,8 @@ def noise_sets():
     """Standard normal data of the labelled sets' shapes (n points, d features, k)."""
     for n, d, k in [(18, 4, 3), (18, 13, 3), (18, 64, 3), (20, 30, 2)]:
         for seed in (0, 1):
-            yield f"noise-{d}-{seed}", np.random.default_rng(100 + seed).normal(size=(n, d)), None, k
+            X = np.random.default_rng(100 + seed).normal(size=(n, d))
+            yield f"noise-{d}-{seed}", X, None, k
 
 
 def entropy(labels):

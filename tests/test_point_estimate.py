@@ -103,7 +103,7 @@ def test_labels_from_each_source():
 
 def test_labels_from_is_validated():
     with pytest.raises(ValueError, match="labels_from"):
-        ExactHierarchicalClustering(labels_from="map").fit(np.zeros((4, 1)) + np.arange(4)[:, None])
+        ExactHierarchicalClustering(labels_from="map").fit(np.arange(4.0)[:, None])
 
 
 @pytest.mark.parametrize("n_points", [2, 8, 9, 13])

@@ -198,7 +198,8 @@ class ExactHierarchicalClustering(
             kernel = cluster_kernel(trellis.cluster_log_marginals(), n_points)
             self.labels_ = relabel_by_first_appearance(consensus_labels(kernel, self.n_clusters))
         elif self.labels_from == "mcc_tree":
-            self.labels_ = labels_from_linkage(self.max_clade_credibility_tree()[0], self.n_clusters)
+            mcc_tree = self.max_clade_credibility_tree()[0]
+            self.labels_ = labels_from_linkage(mcc_tree, self.n_clusters)
         return self
 
     def max_clade_credibility_tree(self):

@@ -1,4 +1,4 @@
-"""A flat point estimate of a posterior over trees: the partition that best agrees with its clusters.
+"""A flat point estimate of a posterior over trees: the partition agreeing best with its clusters.
 
 A tree's cluster C, as the unit vector u_C = 1_C / sqrt(|C|) over the
 points, agrees with a partition c to the degree ||Proj_c u_C||^2 =
