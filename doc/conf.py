@@ -3,6 +3,8 @@ import os
 import sys
 import warnings
 
+from sphinx_gallery.sorting import ExplicitOrder
+
 import sktrellis
 
 project = "sktrellis"
@@ -48,6 +50,11 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "remove_config_comments": True,
     "within_subsection_order": "FileNameSortKey",
+    # One folder per section, in reading order rather than alphabetical.
+    "subsection_order": ExplicitOrder([
+        "../examples/exact_posteriors", "../examples/energies",
+        "../examples/past_the_trellis", "../examples/baselines",
+    ]),
 }
 
 plot_include_source = True

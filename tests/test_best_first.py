@@ -770,7 +770,9 @@ def test_auto_solves_by_the_trellis_what_the_search_has_not(objective, global_ra
     # first (on a 14-particle jet it needs about 1 s, the trellis 0.1 s).
     monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
     jet = make_jets(n_leaves=14, random_state=global_random_seed)[0]
-    exact = ExactHierarchicalClustering(GinkgoLikelihood()).fit(jet.momenta)
+    # The search's labels are its tree's cut: compare with the MAP tree's.
+    exact = ExactHierarchicalClustering(GinkgoLikelihood(), labels_from="map_tree")
+    exact.fit(jet.momenta)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = BestFirstHierarchicalClustering(GinkgoLikelihood(), objective=objective,

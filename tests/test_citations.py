@@ -6,7 +6,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOURCES = sorted(
-    path for pattern in ("src/**/*.py", "src/**/*.pyx", "doc/*.rst", "README.md", "examples/*.py")
+    path for pattern in ("src/**/*.py", "src/**/*.pyx", "doc/*.rst", "README.md", "examples/**/*.py")
     for path in ROOT.glob(pattern)
 )
 

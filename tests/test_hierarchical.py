@@ -266,7 +266,7 @@ def test_samples_follow_the_exact_posterior(kind, n_points, global_random_seed):
 def test_labels_are_the_fcluster_cut_of_a_valid_monotone_linkage(n_clusters, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(9, 2))
-    model = ExactHierarchicalClustering(n_clusters=n_clusters).fit(X)
+    model = ExactHierarchicalClustering(n_clusters=n_clusters, labels_from="map_tree").fit(X)
     Z = model.linkage_matrix_
     assert is_valid_linkage(Z, throw=True) and is_monotonic(Z)
     assert np.all(np.diff(Z[:, 2]) > 0)
@@ -588,7 +588,8 @@ def test_progress_opens_with_an_estimate_and_the_bar_finishes(how, capsys, monke
         # verbose=1 shows passes estimated to take at least this long.
         monkeypatch.setattr(levels, "PROGRESS_MIN_SECONDS", 0.0)
         verbose = 1
-    model = ExactHierarchicalClustering(verbose=verbose, n_jobs=1)
+    # Labels cut from the MAP tree, so that the outside pass waits for the first query.
+    model = ExactHierarchicalClustering(verbose=verbose, n_jobs=1, labels_from="map_tree")
     model.fit(np.random.default_rng(0).normal(size=(6, 2)))
     out, err = capsys.readouterr()
     assert out == ""
