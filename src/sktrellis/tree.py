@@ -157,8 +157,8 @@ class Tree:
         ------
         ValueError
             If X does not hold one finite row per leaf (a symmetric
-            non-negative square matrix with ``metric="precomputed"``), or
-            ``method`` is unknown.
+            non-negative square matrix with ``metric="precomputed"``),
+            ``method`` is unknown, or the distances pass float64's limit.
 
         Examples
         --------
@@ -169,7 +169,7 @@ class Tree:
         """
         if method not in ("average", "complete"):
             raise ValueError(f"method must be 'average' or 'complete', got {method!r}")
-        distances = _distance_matrix(X, metric, self.n_leaves)
+        distances, exponent = _distance_matrix(X, metric, self.n_leaves)
         linkage = self._linkage.copy()
         members = self.clusters()
         points = list(range(self.n_leaves)) + [m.tolist() for m in members]
@@ -183,7 +183,13 @@ class Tree:
             # The monotone envelope: never below a child's height.
             height = max(height, heights[a], heights[b])
             heights[self.n_leaves + row] = height
-            linkage[row, 2] = height
+        with np.errstate(over="ignore"):
+            linkage[:, 2] = np.ldexp(heights[self.n_leaves:], exponent)
+        if not np.all(np.isfinite(linkage[:, 2])):
+            raise ValueError(
+                "the distances between the points of X pass float64's limit of 1.8e308; "
+                "rescale X"
+            )
         return Tree(linkage, self.names)
 
     def to_newick(self, support=None, *, fmt="{:.3g}"):
@@ -279,6 +285,10 @@ class Tree:
         return f"Tree(n_leaves={self.n_leaves})"
 
 
+# Metrics homogeneous of degree one: d(cX, cY) = c d(X, Y).
+_SCALED_METRICS = ("euclidean", "cityblock", "chebyshev", "minkowski")
+
+
 def _distance_matrix(X, metric, n_points):
     """The square matrix of distances between the points of X (or X itself, precomputed)."""
     X = np.asarray(X, dtype=np.float64)
@@ -288,13 +298,16 @@ def _distance_matrix(X, metric, n_points):
             f"got shape {X.shape}"
         )
     if metric != "precomputed":
-        return squareform(pdist(X, metric=metric))
+        # Scaled by a power of two (exact) so that values near float64's limits
+        # do not overflow while squared; the heights scale back at the end.
+        exponent = int(np.frexp(np.abs(X).max())[1]) if metric in _SCALED_METRICS else 0
+        return squareform(pdist(np.ldexp(X, -exponent), metric=metric)), exponent
     if X.shape != (n_points, n_points) or np.any(X < 0) or not np.allclose(X, X.T):
         raise ValueError(
             "with metric='precomputed' X must be a symmetric non-negative (n_samples, "
             f"n_samples) matrix of distances, got shape {X.shape}"
         )
-    return X
+    return X, 0
 
 
 def _members(merges):
