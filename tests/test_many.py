@@ -142,3 +142,30 @@ def test_fit_many_on_a_dask_cluster(global_random_seed):
     np.testing.assert_array_equal(
         fitted[0].linkage_matrix_, clone(template).fit(datasets[0]).linkage_matrix_
     )
+
+
+@pytest.mark.slow  # starts a Dask cluster of worker processes
+def test_the_documented_dask_script_runs_as_a_script(tmp_path):
+    """A local cluster's workers import the script again: the example must guard its work."""
+    import subprocess
+    import sys
+    import textwrap
+
+    pytest.importorskip("distributed")
+    doc = fit_many.__doc__
+    example = textwrap.dedent(doc.split("cluster of its own); for a")[1].split("::\n")[1])
+    assert 'if __name__ == "__main__":' in example
+    script = tmp_path / "fit_jets.py"
+    script.write_text(
+        "from sktrellis import ExactHierarchicalClustering, fit_many\n"
+        "from sktrellis.datasets import make_jets\n"
+        "from sktrellis.energies import GinkgoLikelihood\n"
+        "model = ExactHierarchicalClustering(GinkgoLikelihood(), n_jobs=1)\n"
+        "datasets = [jet.momenta for jet in make_jets(4, n_leaves=5, random_state=0)]\n"
+        + example
+        + "    print(len(results), sorted(results[0]))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("4 ['labels_', 'log_partition_']")

@@ -12,3 +12,17 @@ def test_readme_python_blocks_run():
     for block in blocks:
         exec(compile(block, str(README), "exec"), namespace)
     assert "search" in namespace and namespace["search"].best_params_
+
+
+def test_readme_installs_tools_without_rebuilding_the_package():
+    """`pip install ".[doc]"` built the package again; a dependency group does not."""
+    import tomllib
+
+    pyproject = tomllib.loads((README.parent / "pyproject.toml").read_text())
+    text = README.read_text()
+    groups = re.findall(r"pip install --group (\w+)", text)
+    assert {"test", "doc"} <= set(groups)
+    assert set(groups) <= set(pyproject["dependency-groups"])
+    extras = re.findall(r'pip install "?\.\[(\w+)\]', text)
+    assert set(extras) <= set(pyproject["project"]["optional-dependencies"])
+    assert "doc" not in extras and "test" not in extras

@@ -171,12 +171,18 @@ def fit_many(estimator, datasets, *, result=None, n_jobs=None, batch_size="auto"
     >>> log_z.execution  # four small jets do not pay for starting two processes
     'in-process'
 
-    On a Dask cluster (``pip install "dask[distributed]"``)::
+    On a Dask cluster (``pip install "dask[distributed]"``), from a script:
+    its work goes under ``if __name__ == "__main__":``, because a local
+    cluster starts its workers as new processes that import the script
+    again (unguarded, each would try to start a cluster of its own); for a
+    running cluster, pass its address to ``Client`` instead::
 
-        from distributed import Client
         import joblib
-        with Client("tcp://scheduler:8786"), joblib.parallel_backend("dask"):
-            results = fit_many(model, datasets, result=["labels_", "log_partition_"])
+        from distributed import Client, LocalCluster
+
+        if __name__ == "__main__":
+            with Client(LocalCluster(n_workers=2)), joblib.parallel_backend("dask"):
+                results = fit_many(model, datasets, result=["labels_", "log_partition_"])
     """
     result = _check_result(result)
     if batch_size != "auto" and not (isinstance(batch_size, int) and batch_size >= 1):
