@@ -169,3 +169,15 @@ def test_the_documented_dask_script_runs_as_a_script(tmp_path):
                           timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().endswith("4 ['labels_', 'log_partition_']")
+
+
+def test_fixing_the_calibrated_beta_gives_the_same_model(global_random_seed):
+    """The documented fast path: calibrate once, then fit with beta fixed."""
+    rng = np.random.default_rng(global_random_seed)
+    datasets = [rng.normal(size=(8, 12)) for _ in range(3)]
+    calibrated = ExactHierarchicalClustering(n_jobs=1).fit(datasets[0])
+    fixed = ExactHierarchicalClustering(Dasgupta(beta=calibrated.beta_), n_jobs=1)
+    first = fit_many(fixed, datasets)[0]
+    np.testing.assert_array_equal(first.linkage_matrix_, calibrated.linkage_matrix_)
+    assert first.log_partition_ == pytest.approx(calibrated.log_partition_, rel=1e-12)
+    assert first.beta_ == calibrated.beta_

@@ -21,6 +21,15 @@ training and test sets are both the full dataset, the same as
 A splitting ``cv`` (the default 5 folds, ``KFold``, ...) scores a clusterer
 on points it was not fitted on: the scorers refuse it with an error naming
 ``TransductiveSplit``.
+
+Every candidate is a new fit, and an energy at its default ``beta="auto"``
+calibrates its temperature in every fit by a bootstrap, about 100 times the
+cost of a small fit with beta fixed (14 x 20: 0.64 s against 0.006 s of CPU,
+``benchmarks/bench_beta_cost.py``). When the parameter searched is not the
+temperature, calibrate once and search with it fixed, e.g.
+``Dasgupta(beta=ExactHierarchicalClustering().fit(X).beta_)``; the
+calibration then answers for the energy it was made with (the default
+``gamma``), not for each candidate.
 """
 import numpy as np
 from sklearn.model_selection import BaseCrossValidator
