@@ -545,6 +545,12 @@ class TransductiveSplit(BaseCrossValidator):
     ``cv=5`` would score each fold's clusterer on held-out points, which the
     scorers of this module refuse.
 
+    See Also
+    --------
+    make_tree_scorer : A scorer reading the fitted tree.
+    make_posterior_scorer : A scorer reading the fitted posterior.
+    sklearn.model_selection.PredefinedSplit : Another fixed split.
+
     Examples
     --------
     >>> import numpy as np

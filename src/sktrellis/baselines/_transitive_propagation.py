@@ -31,7 +31,7 @@ _SUM_PRODUCT_TOLERANCE = 1e-6
 # damping="auto": start at 0.5; each _DAMPING_PATIENCE iterations without
 # convergence, halve 1 - damping (0.5, 0.75, 0.875, ...), up to _DAMPING_MAX.
 # On noisy reads (p_e >= 0.10) undamped messages let calls oscillate with
-# long periods; damped ones settle (bench_transitive_propagation.py part 5).
+# long periods; damped ones settle (benchmarks/bench_tp_convergence.py).
 _DAMPING_START = 0.5
 _DAMPING_PATIENCE = 25
 _DAMPING_MAX = 0.95
