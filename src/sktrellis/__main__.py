@@ -32,6 +32,9 @@ from .energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 _API_N_CLUSTERS = inspect.signature(ExactHierarchicalClustering).parameters[
     "n_clusters"].default
 
+# The plot boxes the clades of at least this support (pvclust's pvrect at 95 %).
+_HIGHLIGHT = 0.95
+
 # Built exactly as the Python API's defaults; beta "auto" unless --beta.
 _ENERGIES = {
     "dasgupta": lambda beta: Dasgupta(beta=beta),
@@ -181,7 +184,8 @@ def build_parser():
     parser.add_argument("--top", type=_positive_int, default=8,
                         help="how many probable clusters to list")
     parser.add_argument("--plot", metavar="PNG", help="save a dendrogram of the MAP tree, "
-                        "heights in mean Euclidean distance, nodes with their support")
+                        "heights in mean Euclidean distance, nodes with their support, "
+                        f"boxes around the clades of support >= {_HIGHLIGHT}")
     return parser
 
 
@@ -319,10 +323,12 @@ def save_dendrogram(model, data, names, path, energy):
     else:
         tree = model.tree_.with_heights(data)
         unit = "mean Euclidean distance between the children's points"
-    plot_dendrogram(model, tree=tree, labels=list(names), ax=axes, leaf_rotation=90)
+    plot_dendrogram(model, tree=tree, labels=list(names), ax=axes, leaf_rotation=90,
+                    highlight=_HIGHLIGHT)
     axes.set_ylabel(unit, fontsize="small")
     temperature = f", beta_ = {model.beta_:.3g}" if hasattr(model, "beta_") else ""
-    axes.set_title(f"MAP tree and clade support P(cluster | X){temperature}")
+    axes.set_title(f"MAP tree and clade support P(cluster | X){temperature}; boxed: "
+                   f"support >= {_HIGHLIGHT}", fontsize="medium")
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
