@@ -439,7 +439,7 @@ def test_input_is_not_mutated(global_random_seed):
         ({"degrees_of_freedom_prior": 0.5}, [[0.0, 1.0], [1.0, 0.0]], "exceed n_features - 1"),
         ({"covariance_prior": [[1.0, 2.0], [2.0, 1.0]]}, [[0.0, 1.0], [1.0, 0.0]],
          "positive definite"),
-        ({}, [[1.0, 0.0], [1.0, 1.0]], "feature 0 of X is constant"),
+        ({}, [[1.0, 0.0], [1.0, 0.0]], "every feature of X is constant"),
         ({"algorithm": "exact"}, np.arange(62.0).reshape(31, 2),
          r'n_samples=31 .* use algorithm="greedy"'),
     ],
@@ -784,3 +784,75 @@ def test_prior_scale_far_from_the_data_is_fitted_exactly(covariance_type, relati
     exact = ExactFlatClustering(model.dpm_energy()).fit(X)
     assert np.isfinite(exact.log_evidence_)
     assert model.log_evidence_lower_bound_ <= exact.log_evidence_ + 1e-9
+
+
+def test_exact_refuses_tables_that_cannot_fit_before_any_work(monkeypatch):
+    """14 x 3000 spent 347 s on the leaves of a full covariance before refusing."""
+    import sktrellis.baselines._bhc as bhc
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the tree was started before the memory check")
+
+    monkeypatch.setattr(bhc, "_NodeTable", no_work)
+    # Full covariances: 2**20 subsets of 3000**2 statistics, terabytes.
+    X = np.random.default_rng(0).normal(size=(20, 3000))
+    with pytest.raises(ValueError, match=r"n_samples=20.*covariance_type='diag'"):
+        BayesianHierarchicalClustering(algorithm="exact", covariance_type="full").fit(X)
+    with pytest.raises(ValueError, match="n_samples=31"):
+        BayesianHierarchicalClustering(algorithm="exact").fit(
+            np.random.default_rng(0).normal(size=(31, 2)))
+
+
+def _binarised_digits(n_samples):
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    keep = np.isin(digits.target, [0, 1, 6])
+    return (digits.data[keep][:n_samples] > 7).astype(float), digits.target[keep][:n_samples]
+
+
+@pytest.mark.slow  # the full-covariance candidate over 64 features, about 10 s
+def test_constant_columns_of_binary_data_fit_at_the_defaults():
+    """Binarised digits have always-0 pixels; the default prior refused them."""
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = _binarised_digits(24)
+    assert np.any(X.std(axis=0) == 0)
+    model = BayesianHierarchicalClustering().fit(X)
+    assert adjusted_rand_score(y, model.labels_) > 0.5
+
+
+def test_constant_columns_get_the_mean_variance_as_prior():
+    """Binarised digits have always-0 pixels; the default prior refused them."""
+    X, _ = _binarised_digits(12)
+    model = BayesianHierarchicalClustering(covariance_type="diag").fit(X)
+    assert np.isfinite(model.log_evidence_lower_bound_)
+    # A constant feature's prior variance is the mean of the others'.
+    from sktrellis.energies import DirichletProcessMixture
+
+    variances = DirichletProcessMixture._variances(X, 0)
+    constant = X.std(axis=0) == 0
+    np.testing.assert_allclose(variances[constant], X.var(axis=0)[~constant].mean())
+    np.testing.assert_allclose(variances[~constant], X.var(axis=0)[~constant])
+
+
+def test_constant_columns_of_structureless_binary_data_fit(global_random_seed):
+    X = (np.random.default_rng(global_random_seed).random((30, 20)) < 0.3).astype(float)
+    X[:, :5] = 0.0
+    model = BayesianHierarchicalClustering().fit(X)
+    assert np.isfinite(model.log_evidence_lower_bound_)
+
+
+def test_exact_auto_leaves_out_the_covariance_types_that_cannot_fit(monkeypatch,
+                                                                   global_random_seed):
+    import sktrellis._validation as validation
+    import sktrellis.baselines._bhc as bhc
+
+    # 2 GiB left: full covariances over 3000 features need about 5 GiB at
+    # N = 12, diagonal ones a few MiB.
+    monkeypatch.setattr(validation, "memory_limits", lambda: [("MemAvailable", 2 << 30)])
+    monkeypatch.setattr(bhc, "memory_limits", validation.memory_limits)
+    X = np.random.default_rng(global_random_seed).normal(size=(12, 3000))
+    X[:6] += 1.0
+    model = BayesianHierarchicalClustering(algorithm="exact").fit(X)
+    assert set(model.covariance_type_bounds_) == {"diag", "spherical"}

@@ -1,4 +1,6 @@
 """The command line (python -m sktrellis)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ def test_default_run_on_the_bundled_data(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
     assert "13,749,310,575" in out  # (2*12-3)!! trees
-    assert "MAP tree (Newick): (" in out and out.count("setosa") >= 4
+    assert "MAP tree (Newick; " in out and out.count("setosa") >= 4
     assert "log Z =" in out and "most probable clusters" in out
     assert "beta_ = 1 (beta='auto' with fewer than 10 features" in out
 
@@ -103,9 +105,16 @@ def test_values_near_the_float_limits_standardise_as_at_unit_scale(tmp_path, cap
         np.savetxt(path, X * factor, delimiter=",", header="a,b", comments="", fmt="%.17g")
         assert main([str(path), "--n-clusters", "2"]) == 0
         out = capsys.readouterr().out
-        outputs.append([line for line in out.splitlines() if not line.startswith("time:")])
+        lines = [line for line in out.splitlines() if not line.startswith("time:")]
+        # Branch lengths are distances, in the data's units: compare them scaled back.
+        (line,) = [line for line in lines if line.startswith("MAP tree (Newick")]
+        newick = line.split("clade support): ")[1]
+        lengths = [float(length) / factor for length in re.findall(r":([^,();]+)", newick)]
+        outputs.append(([other for other in lines if other != line],
+                        re.sub(r":[^,();]+", "", newick), lengths))
     # The standardised data, and so every number the CLI prints, are those of unit scale.
-    assert outputs[1] == outputs[0]
+    assert outputs[1][:2] == outputs[0][:2]
+    np.testing.assert_allclose(outputs[1][2], outputs[0][2], rtol=1e-5)
 
 
 def test_text_column_still_names_the_rows(tmp_path, capsys):
@@ -114,7 +123,7 @@ def test_text_column_still_names_the_rows(tmp_path, capsys):
     assert main([str(path), "--n-clusters", "2", "--top", "1"]) == 0
     out = capsys.readouterr().out
     assert "3 points, 2 features" in out
-    newick = out.split("MAP tree (Newick): ")[1].splitlines()[0]
+    newick = out.split("clade support): ")[1].splitlines()[0]
     assert all(f"{name}:" in newick for name in "pqr")
 
 
@@ -144,3 +153,103 @@ def test_program_name_follows_how_it_was_started(monkeypatch):
     assert build_parser().prog == "sktrellis"
     monkeypatch.setattr("sys.argv", ["/x/sktrellis/__main__.py"])
     assert build_parser().prog == "python -m sktrellis"
+
+
+def test_defaults_are_the_apis_and_shown_in_help(capsys):
+    import inspect
+
+    from sktrellis import ExactHierarchicalClustering
+    from sktrellis.__main__ import build_parser
+
+    api = inspect.signature(ExactHierarchicalClustering).parameters["n_clusters"].default
+    assert build_parser().parse_args([]).n_clusters == api
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"n_clusters) (default: {api})" in help_text
+    assert "(default: 8)" in help_text and "(default: dasgupta)" in help_text
+    assert main(["--top", "1"]) == 0
+    assert f"{api} clusters of the MAP tree" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cell", ["NA", "-", '"1,000"', "\0", "n/a"])
+def test_a_non_numeric_cell_in_a_numeric_column_is_an_error(tmp_path, capsys, cell):
+    """Such a column was taken as text and left out: exit 0 with one feature fewer."""
+    path = tmp_path / "data.csv"
+    path.write_text(f"a,b,name\n1,2,p\n3,4,q\n5,{cell},r\n7,8,s\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path)])
+    assert exit_info.value.code == 2
+    assert "line 4, column 'b'" in capsys.readouterr().err
+
+
+def test_the_roles_of_the_columns_are_printed(tmp_path, capsys):
+    """A second text column was dropped without a word."""
+    path = tmp_path / "data.csv"
+    path.write_text("id,a,group,b\np,1,x,2\nq,3,y,1\nr,5,x,6\ns,2,y,2\n")
+    assert main([str(path), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "4 points, 2 features" in out
+    assert "features: a, b" in out
+    assert "row names: column 'id'" in out
+    assert "not used (text columns after the one naming the rows): 'group'" in out
+
+
+@pytest.mark.parametrize("separator, name", [(";", "semicolon"), ("\t", "tab")])
+def test_semicolon_and_tab_separated_files_are_read(tmp_path, capsys, separator, name):
+    rows = [["name", "x", "y"]] + [[f"p{i}", str(i % 3), str(i // 3)] for i in range(6)]
+    path = tmp_path / "data.csv"
+    path.write_text("\n".join(separator.join(row) for row in rows) + "\n")
+    assert main([str(path), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "6 points, 2 features" in out and f"separator: {name}" in out
+    # European decimal commas in a semicolon file: an error naming the cell.
+    path.write_text("x;y\n1,5;2\n2,5;3\n4,0;1\n")
+    with pytest.raises(SystemExit):
+        main([str(path)])
+    assert "line 2, column 'x': '1,5' is not a number" in capsys.readouterr().err
+
+
+def test_an_overlong_cell_is_a_clear_error(tmp_path, capsys):
+    """A cell past csv's 131,072-character limit gave a _csv.Error traceback."""
+    path = tmp_path / "data.csv"
+    path.write_text("a,b\n1,2\n3," + "4" * 200_000 + "\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(path)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "line 3" in err and "131,072 characters" in err and "comma as separator" in err
+
+
+def test_only_informative_clusters_are_listed(capsys):
+    """The root's two children are one event: one line, the complement beside it."""
+    assert main(["--top", "3"]) == 0
+    out = capsys.readouterr().out
+    listed = out.split("children):\n")[1].split("time:")[0].strip().splitlines()
+    assert len(listed) == 3
+    everyone = {f"{species}_{i}" for species, rows in
+                (("setosa", range(4)), ("versicolor", range(4, 8)),
+                 ("virginica", range(8, 12))) for i in rows}
+    clusters = [set(line.split("{")[1].split("}")[0].split(", ")) for line in listed]
+    for i, first in enumerate(clusters):
+        for second in clusters[i + 1:]:
+            assert first | second != everyone or first & second
+    assert "and its complement: " in listed[0]
+
+
+def test_newick_output_carries_distances_and_supports(capsys):
+    from scipy.spatial.distance import pdist
+
+    from sktrellis import ExactHierarchicalClustering
+    from sktrellis.datasets import load_iris12
+
+    assert main(["--top", "1"]) == 0
+    newick = capsys.readouterr().out.split("clade support): ")[1].splitlines()[0]
+    iris = load_iris12()
+    model = ExactHierarchicalClustering().fit(iris.data)
+    # The root's label is its support, 1, and the whole tree is as tall as
+    # the mean distance between the root's two children (within the data's range).
+    assert newick.endswith(")1;")
+    assert f"{model.clade_support()[0]:.3g}" in newick
+    leaf = float(newick.split("setosa_0:")[1].split(",")[0].split(")")[0])
+    assert 0 < leaf <= pdist(iris.data).max()

@@ -142,3 +142,42 @@ def test_fit_many_on_a_dask_cluster(global_random_seed):
     np.testing.assert_array_equal(
         fitted[0].linkage_matrix_, clone(template).fit(datasets[0]).linkage_matrix_
     )
+
+
+@pytest.mark.slow  # starts a Dask cluster of worker processes
+def test_the_documented_dask_script_runs_as_a_script(tmp_path):
+    """A local cluster's workers import the script again: the example must guard its work."""
+    import subprocess
+    import sys
+    import textwrap
+
+    pytest.importorskip("distributed")
+    doc = fit_many.__doc__
+    example = textwrap.dedent(doc.split("cluster of its own); for a")[1].split("::\n")[1])
+    assert 'if __name__ == "__main__":' in example
+    script = tmp_path / "fit_jets.py"
+    script.write_text(
+        "from sktrellis import ExactHierarchicalClustering, fit_many\n"
+        "from sktrellis.datasets import make_jets\n"
+        "from sktrellis.energies import GinkgoLikelihood\n"
+        "model = ExactHierarchicalClustering(GinkgoLikelihood(), n_jobs=1)\n"
+        "datasets = [jet.momenta for jet in make_jets(4, n_leaves=5, random_state=0)]\n"
+        + example
+        + "    print(len(results), sorted(results[0]))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().endswith("4 ['labels_', 'log_partition_']")
+
+
+def test_fixing_the_calibrated_beta_gives_the_same_model(global_random_seed):
+    """The documented fast path: calibrate once, then fit with beta fixed."""
+    rng = np.random.default_rng(global_random_seed)
+    datasets = [rng.normal(size=(8, 12)) for _ in range(3)]
+    calibrated = ExactHierarchicalClustering(n_jobs=1).fit(datasets[0])
+    fixed = ExactHierarchicalClustering(Dasgupta(beta=calibrated.beta_), n_jobs=1)
+    first = fit_many(fixed, datasets)[0]
+    np.testing.assert_array_equal(first.linkage_matrix_, calibrated.linkage_matrix_)
+    assert first.log_partition_ == pytest.approx(calibrated.log_partition_, rel=1e-12)
+    assert first.beta_ == calibrated.beta_

@@ -15,6 +15,7 @@ from sklearn.preprocessing import StandardScaler
 from sktrellis import ExactHierarchicalClustering, SparseTrellisClustering
 from sktrellis.energies import CorrelationClustering, Dasgupta
 from sktrellis.metrics import (
+    TransductiveSplit,
     dasgupta_cost,
     dendrogram_purity,
     expected_dendrogram_purity,
@@ -429,7 +430,7 @@ def test_scorers_refuse_data_the_clusterer_was_not_fitted_on(scorer, global_rand
     X = np.random.default_rng(global_random_seed).normal(size=(9, 3))
     y = np.arange(9) % 3
     pipeline = _fitted(X)
-    with pytest.raises(ValueError, match=r"n_samples=6 but .* n_samples=9.*cv=\[\(idx, idx\)\]"):
+    with pytest.raises(ValueError, match=r"n_samples=6 but .* n_samples=9.*TransductiveSplit"):
         scorer(pipeline, X[:6], y[:6])
     with pytest.raises(ValueError, match=r"2 features but .* n_features_in_=3"):
         scorer(pipeline, X[:, :2], y)
@@ -446,6 +447,27 @@ def test_grid_search_with_held_out_folds_fails_loudly(global_random_seed):
     )
     with pytest.raises(ValueError, match=r"n_samples=3 but .* fitted on n_samples=6"):
         search.fit(X, np.arange(9) % 3)
+
+
+@pytest.mark.parametrize("cv", [None, 3, KFold(3)])
+def test_a_splitting_cv_is_refused_naming_the_cv_that_fits(cv, global_random_seed):
+    """GridSearchCV's default cv=5 ended in NaN scores and one traceback per fold."""
+    X = np.random.default_rng(global_random_seed).normal(size=(10, 2))
+    y = np.arange(10) % 2
+    search = GridSearchCV(ExactHierarchicalClustering(Dasgupta(beta=1.0)),
+                          {"energy__gamma": [0.5, 2.0]},
+                          scoring=make_tree_scorer(dendrogram_purity), error_score="raise",
+                          **({} if cv is None else {"cv": cv}))
+    with pytest.raises(ValueError, match=r"cv=sktrellis.metrics.TransductiveSplit\(\)"):
+        search.fit(X, y)
+    search.set_params(cv=TransductiveSplit()).fit(X, y)
+    idx = np.arange(len(X))
+    manual = GridSearchCV(search.estimator, search.param_grid, scoring=search.scoring,
+                          cv=[(idx, idx)]).fit(X, y)
+    np.testing.assert_array_equal(search.cv_results_["mean_test_score"],
+                                  manual.cv_results_["mean_test_score"])
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+    assert TransductiveSplit().get_n_splits() == 1
 
 
 def test_scorer_errors():

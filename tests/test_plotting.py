@@ -9,6 +9,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sktrellis import ExactHierarchicalClustering
+from sktrellis.energies import Dasgupta
 from sktrellis.plotting import plot_dendrogram, plot_pairwise_probability
 
 matplotlib = pytest.importorskip("matplotlib", reason="plots need matplotlib")
@@ -40,12 +41,15 @@ def test_dendrogram_annotates_every_inner_node_with_its_marginal(
 ):
     X = np.random.default_rng(global_random_seed).normal(size=(7, 2))
     model = ExactHierarchicalClustering().fit(X)
-    plot_dendrogram(model, ax=ax, orientation=orientation)
-    Z = model.linkage_matrix_
+    tree = model.tree_.with_heights(X)
+    ax.figure.set_size_inches(12, 12)  # room for every label
+    plot_dendrogram(model, tree=tree, ax=ax, orientation=orientation)
+    Z = tree.to_numpy()
     assert len(ax.texts) == len(Z) - 1  # every merge but the root
-    for row, text in enumerate(ax.texts):
+    where = _node_positions(Z)
+    for text in ax.texts:
         x, y = text.xy if orientation == "top" else text.xy[::-1]
-        assert y == Z[row, 2]
+        (row,) = [row for row in range(len(Z) - 1) if where[row] == (x, y)]
         members = _members(Z, len(X) + row)
         assert text.get_text() == f"{model.cluster_probability(members):.2f}"
     # Each annotation sits on a link that scipy drew at that height.
@@ -53,6 +57,18 @@ def test_dendrogram_annotates_every_inner_node_with_its_marginal(
     for text in ax.texts:
         x, y = text.xy if orientation == "top" else text.xy[::-1]
         assert (round(x, 6), round(y, 6)) in drawn
+
+
+def _node_positions(Z):
+    """(position, height) of every merge as scipy lays it out, by linkage row."""
+    from scipy.cluster.hierarchy import dendrogram
+
+    n_points = len(Z) + 1
+    position = np.zeros(2 * n_points - 1)
+    position[dendrogram(Z, no_plot=True)["leaves"]] = 5.0 + 10.0 * np.arange(n_points)
+    for row, (a, b) in enumerate(Z[:, :2].astype(int)):
+        position[n_points + row] = (position[a] + position[b]) / 2
+    return [(position[n_points + row], Z[row, 2]) for row in range(len(Z))]
 
 
 def _drawn_link_tops(ax, orientation):
@@ -168,3 +184,78 @@ def test_dendrogram_of_another_tree_shows_its_exact_support():
     plt.close(fig)
     with pytest.raises(ValueError, match="linkage matrix over the fitted points"):
         plot_dendrogram(model, tree=greedy[:-1])
+
+
+def _blobs(seed, sizes=(3, 3, 3), spread=0.1):
+    rng = np.random.default_rng(seed)
+    centres = 10.0 * np.arange(len(sizes))[:, None] * np.ones((1, 2))
+    return np.vstack([c + spread * rng.normal(size=(n, 2)) for c, n in zip(centres, sizes)])
+
+
+@pytest.mark.parametrize("n_clusters", [2, 3, 4])
+def test_dendrogram_colours_follow_n_clusters(ax, n_clusters, global_random_seed):
+    """One colour per cluster of the estimator's cut, not scipy's 0.7 x top height."""
+    X = _blobs(global_random_seed, sizes=(3, 3, 4, 4))
+    model = ExactHierarchicalClustering(n_clusters=n_clusters).fit(X)
+    plot_dendrogram(model, tree=model.tree_.with_heights(X), ax=ax)
+    # scipy draws one collection per colour: the clusters' and the links above them.
+    assert len(ax.collections) == n_clusters + 1
+    plot_dendrogram(model, ax=ax, color_threshold=0)  # the caller's threshold wins
+    assert len(ax.collections) == n_clusters + 1 + 1
+
+
+def test_dendrogram_labels_do_not_overlap(global_random_seed):
+    """Energy heights squash within-group merges onto the baseline: labels would pile up."""
+    X = np.random.default_rng(global_random_seed).normal(size=(14, 2))
+    model = ExactHierarchicalClustering(Dasgupta(beta=1.0)).fit(X)
+    figure, ax = plt.subplots(figsize=(3, 2))
+    plot_dendrogram(model, ax=ax)
+    extents = [text.get_window_extent() for text in ax.texts]
+    assert extents  # the highest node's label is always written
+    for i, first in enumerate(extents):
+        for second in extents[i + 1:]:
+            assert not first.overlaps(second)
+    plt.close(figure)
+
+
+@pytest.mark.parametrize("level", [0.3, 0.6, 0.9])
+def test_highlighted_clades_are_the_supported_ones(ax, level, global_random_seed):
+    """pvrect's boxes around pvpick's clades: the largest with support >= level."""
+    X = _blobs(global_random_seed, spread=2.0)
+    model = ExactHierarchicalClustering().fit(X)
+    support = model.clade_support()
+    clusters = model.tree_.clusters()
+    passing = [set(m.tolist()) for m, p in zip(clusters[:-1], support[:-1]) if p >= level]
+    largest = [c for c in passing if not any(c < other for other in passing)]
+    picked = model.supported_clades(level)
+    assert sorted(map(sorted, largest)) == sorted(sorted(m.tolist()) for m, _ in picked)
+    every = model.supported_clades(level, max_only=False)
+    assert len(every) == len(passing)
+    assert all(p >= level for _, p in every)
+    tree = model.tree_.with_heights(X)
+    plot_dendrogram(model, tree=tree, ax=ax, highlight=level)
+    assert len(ax.patches) == len(picked)
+    # Each box spans its clade's leaves (scipy places leaf k at 5 + 10 k) and
+    # rises just above the clade's merge.
+    Z = tree.to_numpy()
+    order = [int(t.get_text()) for t in ax.get_xticklabels()]
+    heights = {frozenset(m.tolist()): h for m, h in zip(tree.clusters(), Z[:, 2])}
+    boxes = sorted((p.get_x(), p.get_x() + p.get_width(), p.get_height() + p.get_y())
+                   for p in ax.patches)
+    expected = []
+    for members, _ in picked:
+        where = [5 + 10 * order.index(i) for i in members]
+        assert max(where) - min(where) == 10 * (len(members) - 1)  # contiguous
+        expected.append((min(where) - 4, max(where) + 4, heights[frozenset(members.tolist())]))
+    for box, want in zip(boxes, sorted(expected)):
+        assert box[:2] == pytest.approx(want[:2])
+        assert want[2] < box[2] < want[2] + 0.05 * Z[:, 2].max()
+
+
+@pytest.mark.parametrize("level", [0, 1.5])
+def test_highlight_level_is_a_support(ax, level, global_random_seed):
+    model = ExactHierarchicalClustering().fit(_blobs(global_random_seed))
+    with pytest.raises(ValueError, match="highlight must be a support level"):
+        plot_dendrogram(model, ax=ax, highlight=level)
+    with pytest.raises(ValueError, match="level must be a support"):
+        model.supported_clades(level)

@@ -431,3 +431,46 @@ def test_sum_product_marginals_agree_with_the_flat_trellis_on_clear_clusters():
 def test_max_sum_has_no_pairwise_probability():
     model = TransitivePropagation().fit(_random_llr(4, np.random.default_rng(0)))
     assert not hasattr(model, "pairwise_probability_")
+
+
+def _truth_objective(labels, llr):
+    together = labels[:, None] == labels[None, :]
+    return float(np.triu(np.where(together, llr, 0.0), 1).sum())
+
+
+def test_noisy_reads_converge_at_the_defaults():
+    """10 templates, p_e = 0.15: at damping 0.5 and 200 iterations the calls still oscillated."""
+    _, labels, llr = make_bit_patterns(10, error_rate=0.15, random_state=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = TransitivePropagation().fit(llr)
+    assert model.converged_ and model.damping_ > 0.5
+    assert model.objective_ >= 0.95 * _truth_objective(labels, llr)
+
+
+@pytest.mark.parametrize("error_rate", [0.10, 0.15])
+def test_paper_noise_levels_converge_at_the_defaults(error_rate, global_random_seed):
+    """The K-populations experiment's noise: converged, near the templates' objective."""
+    _, labels, llr = make_bit_patterns(8, error_rate=error_rate, random_state=global_random_seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = TransitivePropagation().fit(llr)
+    assert model.converged_
+    assert model.objective_ >= 0.85 * _truth_objective(labels, llr)
+
+
+def test_clear_problems_stop_early_at_the_first_damping(global_random_seed):
+    _, labels, llr = make_bit_patterns(8, error_rate=0.02, random_state=global_random_seed)
+    model = TransitivePropagation().fit(llr)
+    assert model.damping_ == 0.5 and model.n_iter_ < 25
+    assert adjusted_rand_score(labels, model.labels_) == 1.0
+    # A fixed damping stays as given.
+    assert TransitivePropagation(damping=0.3).fit(llr).damping_ == 0.3
+
+
+def test_calls_still_changing_at_max_iter_warn():
+    """The ConvergenceWarning stays for a real failure: calls changing to the end."""
+    _, _, llr = make_bit_patterns(10, error_rate=0.15, random_state=3)
+    with pytest.warns(ConvergenceWarning, match=r"max_iter=30 iterations \(damping 0.75\)"):
+        model = TransitivePropagation(max_iter=30).fit(llr)
+    assert not model.converged_

@@ -13,6 +13,8 @@ variance first; ``--beta`` fixes the temperature.
 """
 import argparse
 import csv
+import inspect
+import io
 import os
 import sys
 import time
@@ -20,11 +22,18 @@ import time
 import numpy as np
 
 from . import ExactHierarchicalClustering
-from ._engine.tree.conversion import to_newick
 from ._temperature import MIN_FEATURES
 from ._validation import MAX_EXACT_POINTS, unit_exponent
 from .datasets import load_iris12
+from .tree import Tree
 from .energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
+
+# The API's default, read from its signature so that the two cannot differ.
+_API_N_CLUSTERS = inspect.signature(ExactHierarchicalClustering).parameters[
+    "n_clusters"].default
+
+# The plot boxes the clades of at least this support (pvclust's pvrect at 95 %).
+_HIGHLIGHT = 0.95
 
 # Built exactly as the Python API's defaults; beta "auto" unless --beta.
 _ENERGIES = {
@@ -34,25 +43,54 @@ _ENERGIES = {
 }
 
 
-def read_table(path):
-    """Features and row names of a CSV file with a header row.
+# Separators a table may use; the header row says which (the one it holds most).
+_DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab", "|": "vertical bar"}
 
-    A column is numeric when every cell is a number; a column with any other
-    text names the rows (the first such column). A numeric column with an
-    empty cell is an error naming the cell: missing values are not guessed.
+
+def read_table(path):
+    """Features, row names and column roles of a CSV file with a header row.
+
+    The separator is the one of comma, semicolon, tab and vertical bar that
+    the header row holds most (comma if none). A column is numeric when most
+    of its cells are numbers; then every cell must be a finite number, and
+    an empty or non-numeric cell (``NA``, ``-``, ``1,000``) is an error
+    naming its line and column: missing values are not guessed and no cell
+    is dropped. A column of text names the rows (the first such column);
+    further text columns are reported as not used.
+
+    Returns
+    -------
+    data : ndarray of shape (n_rows, n_numeric_columns)
+    names : list of str
+    columns : dict
+        "features" (names of the numeric columns), "names" (the column naming
+        the rows, or None), "unused" (other text columns), "delimiter".
     """
     try:
         with open(path, newline="") as stream:
-            rows = [row for row in csv.reader(stream) if row]
+            text = stream.read()
     except (OSError, UnicodeDecodeError) as error:
         raise ValueError(f"cannot read {path!r}: {error}") from None
+    first_line = text.split("\n", 1)[0]
+    delimiter = max(_DELIMITERS, key=lambda d: (first_line.count(d), d == ","))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        rows = [row for row in reader if row]
+    except csv.Error as error:
+        raise ValueError(
+            f"{path!r} line {reader.line_num}: {error} (read with the "
+            f"{_DELIMITERS[delimiter]} as separator; a cell of over "
+            f"{csv.field_size_limit():,} characters is neither a number nor a name: "
+            "check the file's separator and quoting)"
+        ) from None
     if len(rows) < 2:
         raise ValueError(f"{path!r} has no data rows below its header row")
     header, body = rows[0], rows[1:]
     for line, row in enumerate(body, start=2):
         if len(row) != len(header):
             raise ValueError(
-                f"{path!r} line {line}: {len(row)} fields, but the header has {len(header)}"
+                f"{path!r} line {line}: {len(row)} fields, but the header has {len(header)} "
+                f"(separator: {_DELIMITERS[delimiter]})"
             )
 
     def is_number(cell):
@@ -62,33 +100,52 @@ def read_table(path):
         except ValueError:
             return False
 
-    numeric, text = [], []
+    numeric, text_columns = [], []
     for column in range(len(header)):
         cells = [row[column].strip() for row in body]
-        if all(is_number(cell) for cell in cells if cell):
-            numeric.append(column)
-            blank = [line for line, cell in enumerate(cells, start=2) if not cell]
-            if blank:
+        filled = [cell for cell in cells if cell]
+        # A number written with a decimal comma or thousands separators counts
+        # towards a column of numbers, so that the cell is reported, not the
+        # column taken as names.
+        numbers = sum(is_number(cell) or is_number(cell.replace(",", "."))
+                      or is_number(cell.replace(",", "")) for cell in filled)
+        if filled and 2 * numbers <= len(filled):
+            text_columns.append(column)
+            continue
+        numeric.append(column)
+        for line, cell in enumerate(cells, start=2):
+            where = f"{path!r} line {line}, column {header[column]!r}"
+            if not cell:
                 raise ValueError(
-                    f"{path!r} line {blank[0]}, column {header[column]!r}: missing value; "
-                    "fill it in or remove the row (sktrellis does not impute)"
+                    f"{where}: missing value; fill it in or remove the row (sktrellis "
+                    "does not impute)"
                 )
-            infinite = [(line, cell) for line, cell in enumerate(cells, start=2)
-                        if not np.isfinite(float(cell))]
-            if infinite:
-                line, cell = infinite[0]
+            if not is_number(cell):
                 raise ValueError(
-                    f"{path!r} line {line}, column {header[column]!r}: {cell!r} is not a "
-                    "finite number (NaN, infinity, or beyond float64's 1.8e308); fix or "
-                    "remove the row"
+                    f"{where}: {cell[:40]!r} is not a number, in a column of numbers "
+                    "(a missing-value code, a thousands separator or a decimal comma?); "
+                    "fix or remove the row (sktrellis does not impute)"
                 )
-        else:
-            text.append(column)
+            if not np.isfinite(float(cell)):
+                raise ValueError(
+                    f"{where}: {cell!r} is not a finite number (NaN, infinity, or beyond "
+                    "float64's 1.8e308); fix or remove the row"
+                )
     if not numeric:
-        raise ValueError(f"{path!r} has no numeric column")
-    names = [row[text[0]] for row in body] if text else [str(i) for i in range(len(body))]
+        raise ValueError(
+            f"{path!r} has no numeric column (read with the {_DELIMITERS[delimiter]} as "
+            f"separator, the header has {len(header)} column(s): {header[:5]})"
+        )
+    names = ([row[text_columns[0]] for row in body] if text_columns
+             else [str(i) for i in range(len(body))])
     data = np.array([[float(row[c]) for c in numeric] for row in body])
-    return data, names
+    columns = {
+        "features": [header[c] for c in numeric],
+        "names": header[text_columns[0]] if text_columns else None,
+        "unused": [header[c] for c in text_columns[1:]],
+        "delimiter": _DELIMITERS[delimiter],
+    }
+    return data, names, columns
 
 
 def _positive_int(text):
@@ -107,22 +164,28 @@ def _program_name():
 def build_parser():
     parser = argparse.ArgumentParser(
         prog=_program_name(),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Exact hierarchical clustering (cluster trellis) of a small dataset: "
         "the MAP tree, log Z, and the most probable clusters.",
     )
     parser.add_argument("csv", nargs="?", help="CSV file with a header row "
                         "(default: the bundled 12-flower iris subset)")
-    parser.add_argument("--energy", choices=sorted(_ENERGIES), default="dasgupta")
+    parser.add_argument("--energy", choices=sorted(_ENERGIES), default="dasgupta",
+                        help="energy model")
     parser.add_argument("--beta", type=float, default=None,
-                        help="inverse temperature of dasgupta and hcc (default: calibrated "
+                        help="inverse temperature of dasgupta and hcc (None: calibrated "
                         "from the data, beta='auto', as in the Python API)")
     parser.add_argument("--standardize", action="store_true",
                         help="scale every feature to zero mean and unit variance first")
-    parser.add_argument("--n-clusters", type=_positive_int, default=3,
-                        help="clusters of the flat cut")
+    parser.add_argument("--n-clusters", type=_positive_int,
+                        default=_API_N_CLUSTERS,
+                        help="clusters of the flat cut of the MAP tree (the Python API's "
+                        "n_clusters)")
     parser.add_argument("--top", type=_positive_int, default=8,
                         help="how many probable clusters to list")
-    parser.add_argument("--plot", metavar="PNG", help="save a dendrogram of the MAP tree")
+    parser.add_argument("--plot", metavar="PNG", help="save a dendrogram of the MAP tree, "
+                        "heights in mean Euclidean distance, nodes with their support, "
+                        f"boxes around the clades of support >= {_HIGHLIGHT}")
     return parser
 
 
@@ -148,8 +211,10 @@ def run(args):
         iris = load_iris12()
         data, names = iris.data, iris.sample_names
         source = "bundled iris subset (12 flowers, 3 species)"
+        columns = {"features": list(iris.feature_names), "names": None, "unused": [],
+                   "delimiter": "comma"}
     else:
-        data, names = read_table(args.csv)
+        data, names, columns = read_table(args.csv)
         source = args.csv
     if len(data) > MAX_EXACT_POINTS:
         raise ValueError(
@@ -167,10 +232,19 @@ def run(args):
     )
     start = time.perf_counter()
     model.fit(data)
-    clusters = model.most_probable_clusters(args.top)
     fitted = time.perf_counter() - start
+    start = time.perf_counter()
+    clusters = informative_clusters(model, args.top)
+    outside = time.perf_counter() - start
 
     print(f"data: {source}: {len(data)} points, {data.shape[1]} features")
+    print(f"features: {', '.join(columns['features'])}")
+    if args.csv is not None:
+        print(f"row names: {'column ' + repr(columns['names']) if columns['names'] else 'none (rows numbered from 0)'}"
+              f"; separator: {columns['delimiter']}")
+    if columns["unused"]:
+        print(f"not used (text columns after the one naming the rows): "
+              f"{', '.join(repr(name) for name in columns['unused'])}")
     print(f"energy: {model._energy()!r}")
     if hasattr(model, "beta_"):
         if args.beta != "auto":
@@ -181,24 +255,55 @@ def run(args):
             how = f"beta='auto' with fewer than {MIN_FEATURES} features: the loss as given"
         print(f"beta_ = {model.beta_:.4g} ({how})")
     print(f"trees: {model.n_trees_:,} with non-zero potential")
-    print(f"MAP tree (Newick): {to_newick(model.linkage_matrix_, names)}")
+    tree = Tree(model.linkage_matrix_, names)
+    if args.energy == "ginkgo":
+        lengths = "energy"
+    else:
+        tree, lengths = tree.with_heights(data), "mean Euclidean distance"
+    print(f"MAP tree (Newick; branch lengths: {lengths}; inner labels: clade support): "
+          f"{tree.to_newick(support=model.clade_support())}")
     print(f"log Z = {model.log_partition_:.6f}   MAP log potential = "
           f"{model.map_log_potential_:.6f}   P(MAP tree) = "
           f"{np.exp(model.map_log_potential_ - model.log_partition_):.3g}")
     print(f"{model.n_clusters} clusters (the partition agreeing best with the posterior's): "
           + "  ".join("{" + ", ".join(names[i] for i in np.flatnonzero(model.labels_ == k)) + "}"
                       for k in range(model.n_clusters)))
-    print(f"most probable clusters (posterior probability that the tree contains them, "
-          f"at beta_):")
-    for members, probability in clusters:
-        print(f"  {probability:8.4f}  {{{', '.join(names[i] for i in members)}}}")
-    print(f"time: exact trellis with all cluster marginals {fitted:.3f} s")
+    print("most probable clusters (posterior probability that the tree contains them, "
+          "at beta_; a complement on the same line: in one tree the two are the root's children):")
+    for members, probability, complement in clusters:
+        rest = "" if complement is None else f"   and its complement: {complement:.4f}"
+        print(f"  {probability:8.4f}  {{{', '.join(names[i] for i in members)}}}{rest}")
+    print(f"time: exact trellis {fitted:.3f} s, all cluster marginals {outside:.3f} s")
     if args.plot:
-        save_dendrogram(model, names, args.plot)
+        save_dendrogram(model, data, names, args.plot, args.energy)
         print(f"dendrogram saved to {args.plot}")
 
 
-def save_dendrogram(model, names, path):
+def informative_clusters(model, n_top):
+    """The n_top most probable clusters, a complementary pair on one line.
+
+    Below the root's split a cluster and its complement are one event (the
+    root's two children), so the complement adds no line of its own: it is
+    listed with the first of the two, with its own probability.
+
+    Returns
+    -------
+    list of (members, probability, complement probability or None)
+    """
+    everything = (1 << model.n_leaves_) - 1
+    shown, where = [], {}
+    for members, probability in model.most_probable_clusters(2 * n_top):
+        mask = sum(1 << int(i) for i in members)
+        if (everything ^ mask) in where:
+            row = where[everything ^ mask]
+            shown[row] = shown[row][:2] + (probability,)
+            continue
+        where[mask] = len(shown)
+        shown.append((members, probability, None))
+    return shown[:n_top]
+
+
+def save_dendrogram(model, data, names, path, energy):
     try:
         import matplotlib
 
@@ -208,12 +313,22 @@ def save_dendrogram(model, names, path):
         raise ValueError("--plot needs matplotlib: pip install matplotlib") from None
     from .plotting import plot_dendrogram
 
-    figure, axes = plt.subplots(figsize=(8, 4))
-    plot_dendrogram(model, labels=list(names), ax=axes, leaf_rotation=90)
-    axes.set_ylabel("subtree energy (-log potential)")
+    # Margins fixed before drawing: the plot leaves out support labels that
+    # would overlap, which it can only judge at the final size.
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    figure.subplots_adjust(left=0.1, right=0.98, top=0.9, bottom=0.3)
+    if energy == "ginkgo":
+        # Four-momenta have no Euclidean geometry worth drawing.
+        tree, unit = None, "subtree energy (-log potential)"
+    else:
+        tree = model.tree_.with_heights(data)
+        unit = "mean Euclidean distance between the children's points"
+    plot_dendrogram(model, tree=tree, labels=list(names), ax=axes, leaf_rotation=90,
+                    highlight=_HIGHLIGHT)
+    axes.set_ylabel(unit, fontsize="small")
     temperature = f", beta_ = {model.beta_:.3g}" if hasattr(model, "beta_") else ""
-    axes.set_title(f"MAP tree and clade support P(cluster | X){temperature}")
-    figure.tight_layout()
+    axes.set_title(f"MAP tree and clade support P(cluster | X){temperature}; boxed: "
+                   f"support >= {_HIGHLIGHT}", fontsize="medium")
     figure.savefig(path, dpi=120)
     plt.close(figure)
 

@@ -295,6 +295,52 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         members = Tree.from_children(merges).clusters()
         return np.array([self.cluster_probability(m) for m in members])
 
+    def supported_clades(self, level=0.95, *, tree=None, max_only=True):
+        """The clades of a tree whose posterior support is at least ``level``.
+
+        pvclust's ``pvpick``, with exact supports: the inner nodes of the
+        tree (the MAP tree by default) whose leaves form a cluster with
+        posterior probability at least ``level``, the root left out (it is
+        certain). ``plot_dendrogram(..., highlight=level)`` boxes them.
+
+        Parameters
+        ----------
+        level : float in (0, 1], default=0.95
+            Smallest support of a clade returned.
+        tree : ndarray of shape (n_samples - 1, 4) or (n_samples - 1, 2), default=None
+            A scipy linkage matrix or ``children_`` array over the fitted
+            points; None means ``linkage_matrix_``.
+        max_only : bool, default=True
+            Return only the largest such clades, none inside another
+            (pvpick's ``max.only``); False returns every one.
+
+        Returns
+        -------
+        clades : list of (ndarray of int, float)
+            Members (increasing) and support, in the order of the tree's rows.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sktrellis import ExactHierarchicalClustering
+        >>> X = np.array([[0.0], [0.2], [3.0], [3.1], [3.5]])
+        >>> model = ExactHierarchicalClustering().fit(X)
+        >>> [(m.tolist(), round(p, 2)) for m, p in model.supported_clades(0.7)]
+        [([0, 1], 0.78), ([2, 3, 4], 0.75)]
+        """
+        if not 0 < level <= 1:
+            raise ValueError(f"level must be a support in (0, 1], got {level!r}")
+        support = self.clade_support(tree)
+        merges = merges_from_tree(self.linkage_matrix_ if tree is None else tree,
+                                  self.n_leaves_)
+        members = Tree.from_children(merges).clusters()
+        chosen = [row for row in range(len(merges) - 1) if support[row] >= level]
+        if max_only:
+            sets = {row: set(members[row].tolist()) for row in chosen}
+            chosen = [row for row in chosen
+                      if not any(sets[row] < sets[other] for other in chosen)]
+        return [(members[row], float(support[row])) for row in chosen]
+
     def log_probability(self, tree, members=None):
         """Natural log of P(tree | X), or of a sub-hierarchy's marginal with ``members``.
 

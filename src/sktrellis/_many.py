@@ -155,6 +155,22 @@ def fit_many(estimator, datasets, *, result=None, n_jobs=None, batch_size="auto"
     If a fit fails, its exception is raised with a note naming the index of
     the dataset.
 
+    The default temperature of the energies, ``beta="auto"``, is calibrated
+    by a bootstrap in every fit, which costs far more than a fit of a small
+    dataset: 0.64 s against 0.006 s of CPU for a 14 x 20 fit with the
+    calibrated beta fixed (about 100x), and 12.4 s against 0.11 s for 20
+    such datasets (``benchmarks/bench_beta_cost.py``, loaded machine). For
+    datasets of one kind, calibrate once and fix ``beta`` (the fit on the
+    calibration dataset is then the same model)::
+
+        beta = ExactHierarchicalClustering().fit(datasets[0]).beta_
+        model = ExactHierarchicalClustering(Dasgupta(beta=beta), n_jobs=1)
+        results = fit_many(model, datasets, result="labels_", n_jobs=-1)
+
+    Each dataset's own calibration differs a little (beta_ 0.59-0.86
+    around the fixed 0.74 in that benchmark); keep ``beta="auto"`` when
+    each dataset must have its own.
+
     Examples
     --------
     >>> from sktrellis import ExactHierarchicalClustering, fit_many
@@ -171,12 +187,18 @@ def fit_many(estimator, datasets, *, result=None, n_jobs=None, batch_size="auto"
     >>> log_z.execution  # four small jets do not pay for starting two processes
     'in-process'
 
-    On a Dask cluster (``pip install "dask[distributed]"``)::
+    On a Dask cluster (``pip install "dask[distributed]"``), from a script:
+    its work goes under ``if __name__ == "__main__":``, because a local
+    cluster starts its workers as new processes that import the script
+    again (unguarded, each would try to start a cluster of its own); for a
+    running cluster, pass its address to ``Client`` instead::
 
-        from distributed import Client
         import joblib
-        with Client("tcp://scheduler:8786"), joblib.parallel_backend("dask"):
-            results = fit_many(model, datasets, result=["labels_", "log_partition_"])
+        from distributed import Client, LocalCluster
+
+        if __name__ == "__main__":
+            with Client(LocalCluster(n_workers=2)), joblib.parallel_backend("dask"):
+                results = fit_many(model, datasets, result=["labels_", "log_partition_"])
     """
     result = _check_result(result)
     if batch_size != "auto" and not (isinstance(batch_size, int) and batch_size >= 1):

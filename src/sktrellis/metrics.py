@@ -7,18 +7,32 @@ scikit-learn ``children_`` array of shape (n - 1, 2): row r merges two nodes
 The scorers make these scores usable as ``GridSearchCV(scoring=...)`` for
 *transductive* clusterers, which cluster the data they are fitted on and
 cannot score other data. Grid search then fits and scores every candidate on
-the same points: pass ``cv=[(idx, idx)]`` with ``idx = np.arange(n_samples)``
-(one "split" whose training and test sets are both the full dataset)::
+the same points: pass ``cv=TransductiveSplit()`` (one "split" whose
+training and test sets are both the full dataset, the same as
+``cv=[(idx, idx)]`` with ``idx = np.arange(n_samples)``)::
 
-    idx = np.arange(len(X))
     search = GridSearchCV(
         make_pipeline(StandardScaler(), ExactHierarchicalClustering(Dasgupta())),
         {"exacthierarchicalclustering__energy__gamma": [0.1, 1.0, 10.0]},
         scoring=make_tree_scorer(dendrogram_purity),
-        cv=[(idx, idx)],
+        cv=TransductiveSplit(),
     ).fit(X, y)
+
+A splitting ``cv`` (the default 5 folds, ``KFold``, ...) scores a clusterer
+on points it was not fitted on: the scorers refuse it with an error naming
+``TransductiveSplit``.
+
+Every candidate is a new fit, and an energy at its default ``beta="auto"``
+calibrates its temperature in every fit by a bootstrap, about 100 times the
+cost of a small fit with beta fixed (14 x 20: 0.64 s against 0.006 s of CPU,
+``benchmarks/bench_beta_cost.py``). When the parameter searched is not the
+temperature, calibrate once and search with it fixed, e.g.
+``Dasgupta(beta=ExactHierarchicalClustering().fit(X).beta_)``; the
+calibration then answers for the energy it was made with (the default
+``gamma``), not for each candidate.
 """
 import numpy as np
+from sklearn.model_selection import BaseCrossValidator
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
@@ -28,6 +42,7 @@ from ._utils import final_step
 from ._validation import check_square_matrix, data_sketch
 
 __all__ = [
+    "TransductiveSplit",
     "dasgupta_cost",
     "dendrogram_purity",
     "expected_dendrogram_purity",
@@ -438,7 +453,8 @@ def _fitted_final_step(estimator, X, scorer_name):
     n_given = _n_samples(X)
     recipe = (
         "clusterers are scored on the data they were fitted on; in GridSearchCV use "
-        "cv=[(idx, idx)] with idx = np.arange(n_samples)"
+        "cv=sktrellis.metrics.TransductiveSplit() (or cv=[(idx, idx)] with "
+        "idx = np.arange(n_samples)), not a splitting cv such as the default cv=5"
     )
     if n_given != n_fitted:
         raise ValueError(
@@ -519,6 +535,66 @@ class _ClusteringScorer:
         return f"{factory}({self._name}{options})"
 
 
+class TransductiveSplit(BaseCrossValidator):
+    """The one "split" that fits and scores a transductive clusterer on all points.
+
+    A clusterer such as :class:`~sktrellis.ExactHierarchicalClustering`
+    describes the points it is fitted on and cannot score others, so a grid
+    search over its parameters fits and scores every candidate on the whole
+    dataset: ``GridSearchCV(..., cv=TransductiveSplit())``. The default
+    ``cv=5`` would score each fold's clusterer on held-out points, which the
+    scorers of this module refuse.
+
+    See Also
+    --------
+    make_tree_scorer : A scorer reading the fitted tree.
+    make_posterior_scorer : A scorer reading the fitted posterior.
+    sklearn.model_selection.PredefinedSplit : Another fixed split.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktrellis.metrics import TransductiveSplit
+    >>> [(train.tolist(), test.tolist()) for train, test in TransductiveSplit().split(np.zeros((3, 1)))]
+    [([0, 1, 2], [0, 1, 2])]
+    """
+
+    def split(self, X, y=None, groups=None):
+        """Yield the training and test indices: both every point.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The data; only its length is read.
+        y : array-like, default=None
+            Ignored.
+        groups : array-like, default=None
+            Ignored.
+
+        Yields
+        ------
+        train, test : ndarray of int
+            Both ``np.arange(n_samples)``.
+        """
+        indices = np.arange(_n_samples(X))
+        yield indices, indices
+
+    def get_n_splits(self, X=None, y=None, groups=None):
+        """The number of splits: 1.
+
+        Parameters
+        ----------
+        X, y, groups : object, default=None
+            Ignored.
+
+        Returns
+        -------
+        n_splits : int
+            1.
+        """
+        return 1
+
+
 def make_tree_scorer(score_func, *, greater_is_better=True, **kwargs):
     """Scorer for ``GridSearchCV`` from a score of a fitted tree.
 
@@ -527,7 +603,7 @@ def make_tree_scorer(score_func, *, greater_is_better=True, **kwargs):
     its last step) and returns ``score_func(y, tree, **kwargs)``. It refuses X
     of another size or number of features than the clusterer was fitted on:
     transductive clusterers are scored on their training data, with
-    ``cv=[(idx, idx)]`` and ``idx = np.arange(n_samples)`` in grid search.
+    ``cv=TransductiveSplit()`` in grid search.
 
     Parameters
     ----------
@@ -557,14 +633,13 @@ def make_tree_scorer(score_func, *, greater_is_better=True, **kwargs):
     >>> from sktrellis import ExactHierarchicalClustering
     >>> from sktrellis.datasets import load_iris12
     >>> from sktrellis.energies import Dasgupta
-    >>> from sktrellis.metrics import dendrogram_purity, make_tree_scorer
+    >>> from sktrellis.metrics import TransductiveSplit, dendrogram_purity, make_tree_scorer
     >>> iris = load_iris12()
-    >>> idx = np.arange(len(iris.data))
     >>> search = GridSearchCV(
     ...     ExactHierarchicalClustering(Dasgupta(), n_clusters=3),
     ...     {"energy__gamma": [0.01, 1.0]},
     ...     scoring=make_tree_scorer(dendrogram_purity),
-    ...     cv=[(idx, idx)],
+    ...     cv=TransductiveSplit(),
     ... ).fit(iris.data, iris.target)
     >>> search.best_params_
     {'energy__gamma': 0.01}
@@ -632,7 +707,7 @@ def log_partition_scorer(estimator, X, y=None):
     unnormalised energies such as Dasgupta's cost, ``log Z`` changes with the
     parameters' scale too and is not comparable across them.
 
-    Use it as ``GridSearchCV(scoring=log_partition_scorer, cv=[(idx, idx)])``;
+    Use it as ``GridSearchCV(scoring=log_partition_scorer, cv=TransductiveSplit())``;
     it refuses X that the clusterer was not fitted on.
 
     Parameters
@@ -662,14 +737,13 @@ def log_partition_scorer(estimator, X, y=None):
     >>> from sktrellis import ExactHierarchicalClustering
     >>> from sktrellis.datasets import make_jets
     >>> from sktrellis.energies import GinkgoLikelihood
-    >>> from sktrellis.metrics import log_partition_scorer
+    >>> from sktrellis.metrics import TransductiveSplit, log_partition_scorer
     >>> jet = make_jets(1, n_leaves=7, random_state=0)[0]
-    >>> idx = np.arange(7)
     >>> search = GridSearchCV(
     ...     ExactHierarchicalClustering(GinkgoLikelihood()),
     ...     {"energy__lam": [0.5, 1.5, 4.0]},
     ...     scoring=log_partition_scorer,
-    ...     cv=[(idx, idx)],
+    ...     cv=TransductiveSplit(),
     ... ).fit(jet.momenta)
     >>> search.best_params_
     {'energy__lam': 0.5}

@@ -3,6 +3,8 @@
 matplotlib is imported only when a plot is drawn, so the rest of the package
 works without it (``pip install "sktrellis[plot]"`` installs it).
 """
+from numbers import Integral
+
 import numpy as np
 from scipy.cluster.hierarchy import dendrogram, leaves_list, linkage
 from scipy.spatial.distance import squareform
@@ -10,12 +12,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._engine.tree.conversion import masks_from_merges, merges_from_tree
 from ._utils import axes, final_step, pyplot
+from .tree import Tree
 
 __all__ = ["plot_dendrogram", "plot_pairwise_probability"]
 
 
 def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}",
-                    **dendrogram_kwargs):
+                    highlight=None, **dendrogram_kwargs):
     """Dendrogram of a tree, each cluster annotated with its posterior support.
 
     Draws ``estimator.linkage_matrix_`` (the MAP tree), or any other tree
@@ -26,30 +29,50 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
     clade support, where pvclust would bootstrap. A low number flags a merge
     that the tree makes but the posterior doubts.
 
+    The heights of ``linkage_matrix_`` are cumulative energies, which order
+    the merges but measure no distance; to draw the tree at the data's own
+    distances pass ``tree=model.tree_.with_heights(X)`` (the mean distance
+    between the two children's points, made monotone; see
+    :meth:`sktrellis.Tree.with_heights`).
+
     Parameters
     ----------
     estimator : fitted estimator or Pipeline
         With ``linkage_matrix_``, and ``cluster_probability`` when
-        ``annotate=True`` (e.g. :class:`~sktrellis.ExactHierarchicalClustering`).
-    tree : ndarray of shape (n_samples - 1, 4), default=None
-        A scipy linkage matrix over the fitted points to draw instead of the
-        MAP tree (a greedy tree, ``max_clade_credibility_tree()[0]``, ...).
+        ``annotate=True`` or ``highlight`` is given (e.g.
+        :class:`~sktrellis.ExactHierarchicalClustering`).
+    tree : Tree or ndarray of shape (n_samples - 1, 4), default=None
+        A tree over the fitted points to draw instead of the MAP tree (the
+        MAP tree at distance heights, a greedy tree,
+        ``max_clade_credibility_tree()[0]``, a scipy linkage matrix, ...).
     ax : matplotlib Axes, default=None
         Where to draw; None uses the current Axes.
     annotate : bool, default=True
-        Write the cluster marginals at the nodes.
+        Write the cluster marginals at the nodes. A label that would overlap
+        a label already written (nodes close in height and position, at the
+        figure's size when drawn) is left out, higher nodes first, so that
+        the numbers shown can be read.
     fmt : str, default="{:.2f}"
         Format of the probabilities.
+    highlight : float in (0, 1], default=None
+        Draw a box around each largest clade whose support is at least
+        ``highlight`` (pvclust's ``pvrect``; the clades are those of
+        ``estimator.supported_clades(highlight, tree=tree)``, pvclust's
+        ``pvpick``). None draws no boxes.
     **dendrogram_kwargs
         Passed to :func:`scipy.cluster.hierarchy.dendrogram` (``labels``,
         ``orientation``, ``color_threshold``, ``leaf_rotation``, ...);
         ``truncate_mode`` is not supported because every node is annotated.
+        Without ``color_threshold`` the links are coloured by the cut of
+        the drawn tree into the estimator's ``n_clusters`` clusters, when
+        it has one (scipy's default colours at 0.7 times the top height).
 
     Returns
     -------
     ax : matplotlib Axes
-        The Axes drawn on, holding the dendrogram and one text annotation
-        per inner node but the root.
+        The Axes drawn on, holding the dendrogram, one text annotation
+        per inner node but the root (fewer where labels would overlap), and
+        one rectangle patch per highlighted clade.
 
     Raises
     ------
@@ -57,13 +80,15 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
         If matplotlib is not installed.
     TypeError
         If the estimator has no fitted tree, or no ``cluster_probability``
-        while ``annotate=True``.
+        while ``annotate=True`` or ``highlight`` is given.
     ValueError
-        If ``tree`` is not a linkage matrix over the fitted points.
+        If ``tree`` is not a linkage matrix over the fitted points, or
+        ``highlight`` is not in (0, 1].
 
     See Also
     --------
     sktrellis.Tree.plot : The same dendrogram without the annotations.
+    sktrellis.Tree.with_heights : A tree's heights in the data's distance.
     plot_pairwise_probability : The posterior of flat clusterings as a heatmap.
     sktrellis.ExactHierarchicalClustering.cluster_probability : The number
         written at each node.
@@ -79,13 +104,18 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
     >>> model = ExactHierarchicalClustering().fit(X)
     >>> import matplotlib.pyplot as plt
     >>> fig, ax = plt.subplots()
-    >>> ax = plot_dendrogram(model, labels=["a", "b", "c", "d", "e"], ax=ax)
+    >>> ax = plot_dendrogram(model, tree=model.tree_.with_heights(X),
+    ...                      labels=["a", "b", "c", "d", "e"], ax=ax, highlight=0.5)
     >>> len(ax.texts)  # the four inner nodes but the root
     3
+    >>> len(ax.patches)  # the boxes around {a, b} and {c, d, e}
+    2
     """
     for key in ("truncate_mode", "no_plot", "ax"):
         if key in dendrogram_kwargs:
             raise ValueError(f"plot_dendrogram does not support the dendrogram argument {key}=")
+    if highlight is not None and not 0 < highlight <= 1:
+        raise ValueError(f"highlight must be a support level in (0, 1], got {highlight!r}")
     final = final_step(estimator)
     check_is_fitted(final)
     if not hasattr(final, "linkage_matrix_"):
@@ -93,22 +123,26 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
             f"plot_dendrogram needs a fitted tree in linkage_matrix_; {type(final).__name__} "
             "has none"
         )
-    if annotate and not hasattr(final, "cluster_probability"):
+    if (annotate or highlight is not None) and not hasattr(final, "cluster_probability"):
         raise TypeError(
             f"{type(final).__name__} has no cluster_probability to annotate the nodes "
-            "with; pass annotate=False"
+            "with; pass annotate=False (and no highlight)"
         )
+    if isinstance(tree, Tree):
+        tree = tree.to_numpy()
     Z = np.asarray(final.linkage_matrix_ if tree is None else tree, dtype=np.float64)
     if Z.shape != final.linkage_matrix_.shape:
         raise ValueError(
             f"tree must be a linkage matrix over the fitted points, shape "
             f"{final.linkage_matrix_.shape}; got {Z.shape}"
         )
+    n_points = len(Z) + 1
+    n_clusters = getattr(final, "n_clusters", None)
+    if "color_threshold" not in dendrogram_kwargs and isinstance(n_clusters, Integral) \
+            and 2 <= n_clusters <= n_points:
+        dendrogram_kwargs["color_threshold"] = _cut_height(Z, n_clusters)
     ax = axes(ax)
     info = dendrogram(Z, ax=ax, **dendrogram_kwargs)
-    if not annotate:
-        return ax
-    n_points = len(Z) + 1
     # scipy draws leaf k of its leaf order at 5 + 10 k and each merge midway
     # between its children, at its height.
     position = np.zeros(2 * n_points - 1)
@@ -116,26 +150,72 @@ def plot_dendrogram(estimator, *, tree=None, ax=None, annotate=True, fmt="{:.2f}
     merges = merges_from_tree(Z, n_points)
     for row, (a, b) in enumerate(merges):
         position[n_points + row] = (position[a] + position[b]) / 2
+    orientation = dendrogram_kwargs.get("orientation", "top")
+    if highlight is not None:
+        _draw_boxes(ax, final.supported_clades(highlight, tree=Z), position, Z, orientation)
+    if not annotate:
+        return ax
     masks = masks_from_merges(merges, n_points)
     bits = np.arange(n_points)
-    orientation = dendrogram_kwargs.get("orientation", "top")
     style = {
         "top": ((0, 2), "center", "bottom"),
         "bottom": ((0, -2), "center", "top"),
         "left": ((-2, 0), "right", "center"),
         "right": ((2, 0), "left", "center"),
     }[orientation]
-    for row in range(n_points - 2):
+    written = []
+    # Highest nodes first: where labels collide, the larger clade keeps its own.
+    for row in np.argsort(-Z[:-1, 2], kind="stable"):
         members = bits[(masks[n_points + row] >> bits) & 1 == 1]
         text = fmt.format(final.cluster_probability(members))
         xy = (position[n_points + row], Z[row, 2])
         if orientation in ("left", "right"):
             xy = xy[::-1]
-        ax.annotate(
+        label = ax.annotate(
             text, xy, xytext=style[0], textcoords="offset points",
             ha=style[1], va=style[2], fontsize="small",
         )
+        extent = _extent(label)
+        if extent is not None and any(extent.overlaps(other) for other in written):
+            label.remove()
+        elif extent is not None:
+            written.append(extent)
     return ax
+
+
+def _cut_height(Z, n_clusters):
+    """A height between the merges that cutting the tree into n_clusters keeps and undoes."""
+    heights = np.sort(Z[:, 2])
+    if n_clusters == len(Z) + 1:
+        return heights[0] / 2
+    return (heights[-n_clusters] + heights[-n_clusters + 1]) / 2
+
+
+def _extent(text):
+    """The text's box on the canvas, or None for a backend that cannot tell before drawing."""
+    try:
+        return text.get_window_extent()
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def _draw_boxes(ax, clades, position, Z, orientation):
+    """pvrect's boxes: each clade's leaves, from the baseline to just above its merge."""
+    from matplotlib.patches import Rectangle
+
+    top = Z[:, 2].max()
+    margin = 0.02 * top if top > 0 else 0.1
+    leaf_position = position[: len(Z) + 1]
+    heights = {frozenset(members.tolist()): height
+               for members, height in zip(Tree(Z).clusters(), Z[:, 2])}
+    for members, _ in clades:
+        left, right = leaf_position[members].min() - 4, leaf_position[members].max() + 4
+        height = heights[frozenset(members.tolist())] + margin
+        corner, width, extent = (left, -margin), right - left, height + margin
+        if orientation in ("left", "right"):
+            corner, width, extent = corner[::-1], extent, width
+        ax.add_patch(Rectangle(corner, width, extent, fill=False, edgecolor="red",
+                               linewidth=1.2))
 
 
 def plot_pairwise_probability(probabilities, *, ax=None, order="dendrogram", labels=None,

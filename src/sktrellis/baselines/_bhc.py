@@ -356,7 +356,10 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         at the greedy cost plus two linkages. ``"exact"``: the tree with
         the largest DPM lower bound (largest ``d_T p(D | T)``) among all
         (2N - 3)!! binary trees, by a dynamic program over all 2**N
-        subsets (O(3**N) time; about N <= 22).
+        subsets (O(3**N) time; about N <= 22). Its tables' memory is
+        checked before any work: a covariance type whose tables would not
+        fit is refused at once (with ``covariance_type="auto"``, left out of
+        the candidates).
     hyperparameters : {"fixed", "learn"}, default="fixed"
         ``"learn"``: maximise the DPM evidence lower bound
         ``log_evidence_lower_bound_`` (a proper marginal likelihood of the
@@ -699,8 +702,11 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         """
         X = self._validate_training_data(X)
         n_points = X.shape[0]
+        covariance_types = self._covariance_types(X)
+        if self.algorithm == "exact":
+            covariance_types = self._exact_types_that_fit(X, covariance_types)
         fits = {}
-        for covariance_type in self._covariance_types(X):
+        for covariance_type in covariance_types:
             component = self._energy(covariance_type).component_model(X)
             fits[covariance_type] = self._fit_one(X, component)
         self.covariance_type_bounds_ = {name: fit[0] for name, fit in fits.items()}
@@ -888,17 +894,39 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         """
         return np.argmax(self.predict_proba(X), axis=1)
 
+    def _exact_types_that_fit(self, X, covariance_types):
+        """The covariance types whose exact tables fit in memory now, checked before any work.
+
+        The 2**N-subset tables are refused before the first statistic is
+        computed (a full covariance over thousands of features would
+        otherwise spend minutes on its leaves first). With
+        ``covariance_type="auto"`` the candidates that do not fit are left
+        out, as the default algorithm leaves out "full"; a given type, or
+        no candidate fitting, raises the ValueError of the check.
+        """
+        n_points, n_features = X.shape
+        fitting, refusal = [], None
+        for covariance_type in covariance_types:
+            energy = self._energy(covariance_type)
+            try:
+                check_exact_size(
+                    n_points,
+                    (energy.table_bytes_per_subset + BEST_TREE_BYTES_PER_SUBSET) << n_points,
+                    'BayesianHierarchicalClustering(algorithm="exact")',
+                    way_out='algorithm="greedy"',
+                )
+                energy.check_memory(n_points, n_features)
+            except ValueError as error:
+                refusal = refusal or error
+                continue
+            fitting.append(covariance_type)
+        if not fitting:
+            raise refusal
+        return fitting
+
     def _exact_merges(self, component, X, alpha):
         """Children-first merges of the tree of largest d_T p(D | T), by the trellis."""
         n_points = X.shape[0]
-        energy = self._energy(component.covariance_type)
-        check_exact_size(
-            n_points,
-            (energy.table_bytes_per_subset + BEST_TREE_BYTES_PER_SUBSET) << n_points,
-            'BayesianHierarchicalClustering(algorithm="exact")',
-            way_out='algorithm="greedy"',
-        )
-        energy.check_memory(n_points, X.shape[1])
         # The DPM's cluster potential log a(C) = log alpha + log Gamma(|C|) + log p(D_C).
         table = component.subset_log_marginals(X)
         sizes = np.bitwise_count(np.arange(len(table), dtype=np.uint32))

@@ -28,6 +28,15 @@ _RESCALE_BY = 2.0**-64
 _LOG_ODDS_CLIP = 1e4
 # Sum-product has converged when no pairwise probability moves by more than this.
 _SUM_PRODUCT_TOLERANCE = 1e-6
+# damping="auto": start at 0.5; each _DAMPING_PATIENCE iterations without
+# convergence, halve 1 - damping (0.5, 0.75, 0.875, ...), up to _DAMPING_MAX.
+# On noisy reads (p_e >= 0.10) undamped messages let calls oscillate with
+# long periods; damped ones settle (benchmarks/bench_tp_convergence.py).
+_DAMPING_START = 0.5
+_DAMPING_PATIENCE = 25
+_DAMPING_MAX = 0.95
+# Max-sum has also converged when no call has changed for this many iterations.
+_STABLE_CALLS_ITER = 30
 
 
 def message_bytes(n_points):
@@ -102,10 +111,14 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
 
     Parameters
     ----------
-    damping : float, default=0.5
+    damping : float or "auto", default="auto"
         Weight of a message's previous value in each update, in [0, 1); the
         paper's lambda is ``1 - damping``. Larger values damp oscillations
-        more but need more iterations.
+        more but need more iterations. ``"auto"``: 0.5, raised by the data's
+        own behaviour: after every 25 iterations without convergence
+        ``1 - damping`` is halved (0.75, 0.875, ... up to 0.95), so clear
+        problems stop in a few iterations at 0.5 and noisy ones, whose calls
+        oscillate undamped, settle (the value reached is ``damping_``).
     max_iter : int, default=200
         Maximum number of iterations.
     convergence_iter : int, default=1000
@@ -114,7 +127,10 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         every ``B_ij`` kept changing at its current rate is estimated; the
         messages have converged when no call is heading for a flip or the
         first flip is at least ``convergence_iter`` iterations away, and
-        the calls are transitive (see Notes).
+        the calls are transitive (see Notes). Max-sum has also converged
+        when no call has changed for 30 iterations (as
+        ``AffinityPropagation``'s ``convergence_iter``), transitive or not
+        (``transitive_`` says which).
     method : {"max-sum", "sum-product"}, default="max-sum"
         ``"max-sum"``: the paper's algorithm, for the MAP partition.
         ``"sum-product"``: the extension the paper proposes, loopy belief
@@ -173,6 +189,9 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         Number of iterations run.
     converged_ : bool
         Whether the stopping rule was met before ``max_iter``.
+    damping_ : float
+        The damping of the last iteration: ``damping``, or where
+        ``damping="auto"`` raised it.
     n_features_in_ : int
         Number of columns of X (n_samples).
 
@@ -226,7 +245,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "damping": [Interval(Real, 0.0, 1.0, closed="left")],
+        "damping": [Interval(Real, 0.0, 1.0, closed="left"), StrOptions({"auto"})],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "convergence_iter": [Interval(Integral, 1, None, closed="left")],
         "method": [StrOptions({"max-sum", "sum-product"})],
@@ -234,7 +253,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         "threshold": [Real],
     }
 
-    def __init__(self, damping=0.5, max_iter=200, convergence_iter=1000, method="max-sum",
+    def __init__(self, damping="auto", max_iter=200, convergence_iter=1000, method="max-sum",
                  affinity="precomputed", threshold=0.0):
         self.damping = damping
         self.max_iter = max_iter
@@ -285,12 +304,12 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         n_points = len(llr)
         check_memory(n_points, message_bytes(n_points), "TransitivePropagation",
                      holds="~2 N**3 / 3 float32 messages", way_out="use fewer points")
-        beliefs, self.n_iter_, self.converged_ = self._pass_messages(llr)
+        beliefs, self.n_iter_, self.converged_, self.damping_ = self._pass_messages(llr)
         if not self.converged_:
             warnings.warn(
                 f"TransitivePropagation did not converge in max_iter={self.max_iter} "
-                "iterations: some pairwise calls are still changing; increase max_iter "
-                "or damping",
+                f"iterations (damping {self.damping_:.3g}): some pairwise calls are still "
+                "changing; increase max_iter or damping",
                 ConvergenceWarning,
             )
         same = beliefs > 0
@@ -346,9 +365,11 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         return bool(np.array_equal(same, labels[:, None] == labels[None, :]))
 
     def _pass_messages(self, llr):
-        """Run the message updates; returns (B, n_iter, converged)."""
+        """Run the message updates; returns (B, n_iter, converged, damping)."""
         n_points = len(llr)
-        step = np.float32(1.0 - self.damping)
+        auto = self.damping == "auto"
+        damping = _DAMPING_START if auto else self.damping
+        step = np.float32(1.0 - damping)
         # B_ij = L_ij + sum_k A_ijk, all messages starting at zero. The
         # update is positively homogeneous, so the evidence is first divided
         # by the power of two that brings its largest entry near 1 (exact,
@@ -382,7 +403,11 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         scratch = np.empty((5, max(n_points - 1, 0) ** 2), dtype=np.float32)
         converged = False
         n_iter = 0
+        calls, unchanged = beliefs > 0, 0
         for n_iter in range(1, self.max_iter + 1):
+            if auto and n_iter % _DAMPING_PATIENCE == 1 and n_iter > 1:
+                damping = min(1.0 - (1.0 - damping) / 2, _DAMPING_MAX)
+                step = np.float32(1.0 - damping)
             current = beliefs.astype(np.float32)
             updated = evidence.copy()
             for i, (to_ij, to_jk) in enumerate(blocks):
@@ -428,9 +453,14 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
             if self._stable(beliefs, change):
                 converged = True
                 break
+            unchanged = unchanged + 1 if np.array_equal(beliefs > 0, calls) else 0
+            calls = beliefs > 0
+            if unchanged >= _STABLE_CALLS_ITER:
+                converged = True
+                break
         np.fill_diagonal(beliefs, 0.0)
         # Back to the units of the input where float64 can hold them (the
         # loop's own rescaling already leaves only their ratios meaningful).
         largest = np.max(np.abs(beliefs)) if beliefs.size else 0.0
         headroom = 1000 - int(np.frexp(largest)[1]) if largest > 0 else shift
-        return np.ldexp(beliefs, min(shift, headroom)), n_iter, converged
+        return np.ldexp(beliefs, min(shift, headroom)), n_iter, converged, float(damping)

@@ -385,7 +385,9 @@ class DirichletProcessMixture(FlatEnergy):
         None is empirical Bayes from X, after Fraley & Raftery 2007's
         conjugate prior for model-based clustering (which also centres the
         prior mean at the data's mean), from the per-feature variances v_f
-        of X. ``"full"``: Psi_0 = G**(-2/d) diag(v_f), their volume rule (a
+        of X (a constant feature, whose variance is 0, takes the mean of the
+        others', so that binary data with always-0 columns keep a proper
+        prior). ``"full"``: Psi_0 = G**(-2/d) diag(v_f), their volume rule (a
         cluster, one of G, takes 1/G of the data's volume, so its variances
         are G**(-2/d) of the data's), with G = sum_{i < N} alpha / (alpha +
         i) the number of clusters the Dirichlet process expects among the N
@@ -668,12 +670,15 @@ class DirichletProcessMixture(FlatEnergy):
                 f"(its values span {np.ptp(X[:, constant[0]])!r}); standardize X "
                 "(e.g. sklearn.preprocessing.StandardScaler) or pass covariance_prior"
             )
-        if constant.size:
+        if constant.size == variances.size:
             raise ValueError(
-                f"feature {constant[0]} of X is constant, so the default "
-                "covariance_prior (the per-feature variances) is singular; drop "
-                "constant features or pass covariance_prior"
+                "every feature of X is constant, so the default covariance_prior (the "
+                "per-feature variances) is singular; pass covariance_prior"
             )
+        # A constant feature (a pixel never inked in binarised images) has no
+        # variance of its own to set a proper prior: it takes the mean variance
+        # of the other features, the spherical prior's scale.
+        variances[constant] = variances[variances > 0].mean()
         return variances
 
     def statistics_bytes(self, n_points, n_features):

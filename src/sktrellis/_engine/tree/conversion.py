@@ -204,16 +204,21 @@ def relabel_by_first_appearance(labels):
     return rank[inverse.ravel()]
 
 
-def to_newick(linkage, names=None):
-    """Newick string of a linkage matrix, leaves named by ``names`` or their index."""
+def to_newick(linkage, names=None, labels=None):
+    """Newick string of a linkage matrix, leaves named by ``names`` or their index.
+
+    ``labels``, one string per linkage row, label the inner nodes.
+    """
     n_points = len(linkage) + 1
     names = [str(i) for i in range(n_points)] if names is None else [str(n) for n in names]
     text = list(names)
     heights = [0.0] * n_points
-    for a, b, height, _ in linkage:
+    for row, (a, b, height, _) in enumerate(linkage):
         a, b = int(a), int(b)
+        label = "" if labels is None else labels[row]
         text.append(
             f"({text[a]}:{height - heights[a]:.6g},{text[b]}:{height - heights[b]:.6g})"
+            + label
         )
         heights.append(height)
     return text[-1] + ";"
