@@ -169,7 +169,7 @@ def test_defaults_are_the_apis_and_shown_in_help(capsys):
     assert f"n_clusters) (default: {api})" in help_text
     assert "(default: 8)" in help_text and "(default: dasgupta)" in help_text
     assert main(["--top", "1"]) == 0
-    assert f"{api} clusters of the MAP tree" in capsys.readouterr().out
+    assert f"{api} clusters (the partition agreeing best" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("cell", ["NA", "-", '"1,000"', "\0", "n/a"])
