@@ -30,8 +30,10 @@ _SAMPLE_CACHE_MIN_DOUBLES = 1 << 24
 #: kinds add 128-bit tree counts (16).
 _TABLE_BYTES = {"separable": 24, "function": 40, "table": 40}
 #: Bytes per subset of the inside pass's temporaries: the 16-byte
-#: (factor, MAP) records of both children (separable kind only).
-_INSIDE_BYTES = {"separable": 32, "function": 0, "table": 0}
+#: (factor, MAP) records of both children (separable kind); the 32-byte
+#: records of the Ginkgo kernel (function kind: counted for every function
+#: potential, 8 bytes per subset more than the others need at their peak).
+_INSIDE_BYTES = {"separable": 32, "function": 32, "table": 0}
 #: Bytes per subset after fit: the cached cluster log marginals (8), plus the
 #: largest of the outside pass's parent and sibling factors (16), the
 #: temporaries of most_probable_clusters (16) and the sampler's cache index
@@ -139,6 +141,10 @@ class HierarchicalTrellis:
         with ``levels.DeadlinePassed`` (within one kernel call); None: none.
     """
 
+    #: Whether the Ginkgo potential runs in its own kernel (``inside_level_ginkgo``)
+    #: rather than through its C function; False only to compare the two.
+    use_ginkgo_kernel = True
+
     def __init__(self, potential, n_threads=1, verbose=0, owner="trellis", deadline=None):
         self.potential = potential
         self.n_points = potential.n_points
@@ -168,6 +174,11 @@ class HierarchicalTrellis:
             blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
+        ginkgo = self.use_ginkgo_kernel and kernels.ginkgo_kernel_applies(self.potential)
+        if ginkgo:
+            records = kernels.ginkgo_records(self.potential)
+            kernels.fill_ginkgo_records(self.order[self.level_start[1] : self.level_start[2]],
+                                        self.log_z, self.log_map, records, 1)
         with self._progress("inside pass (MAP tree, log Z)", _inside_splits,
                             self.deadline) as progress:
             for size in range(2, n_points + 1):
@@ -194,12 +205,21 @@ class HierarchicalTrellis:
                 chunk = chunk_size(n_splits)
                 for first in range(0, len(parents), chunk):
                     block = parents[first : first + chunk]
-                    kernels.inside_level(
-                        self.potential, block,
-                        self.log_z, self.log_map, self.best_left, self.counts, scale,
-                        left_factors, right_factors, n_threads,
-                    )
+                    if ginkgo:
+                        kernels.inside_level_ginkgo(
+                            self.potential, block, self.log_z, self.log_map, self.best_left,
+                            self.counts, records, n_threads,
+                        )
+                    else:
+                        kernels.inside_level(
+                            self.potential, block,
+                            self.log_z, self.log_map, self.best_left, self.counts, scale,
+                            left_factors, right_factors, n_threads,
+                        )
                     progress.update(len(block) * n_splits)
+                if ginkgo and size < n_points:
+                    kernels.fill_ginkgo_records(parents, self.log_z, self.log_map, records,
+                                                n_threads)
 
     def check_feasible(self, energy):
         """Raise ValueError unless log Z is finite or -inf only where allowed.
