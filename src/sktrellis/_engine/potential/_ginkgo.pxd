@@ -69,20 +69,23 @@ cdef extern from *:
     #include <stdint.h>
     #include <string.h>
     #include <math.h>
-    /* Per subset, what a split reads of each child: one 32-byte record. */
+    /* Per subset, what a split reads of each child: one 32-byte record, so
+       the two children of a split are two cache lines, and the count loop
+       after the chunk finds them in L1. */
     typedef struct {
         double mass2;      /* t */
-        double root;       /* sqrt t */
         double log_z;      /* log Z */
         double map_ratio;  /* exp(log MAP - log Z), 0 where log Z = -inf */
+        uint64_t count;    /* trees of finite potential, when below 2**64 */
     } sktrellis_ginkgo_record;
 
     /* gcc keeps a select of doubles as a branch (so the loop is not
        vectorised) unless it may assume that comparisons do not trap; they
        never trap here (no FP exceptions are enabled), so this code is
-       compiled with -fno-trapping-math, which changes no result. */
+       compiled with -fno-trapping-math, which changes no result; and with
+       -fno-math-errno, so that sqrt is an instruction (of a number >= 0). */
     #pragma GCC push_options
-    #pragma GCC optimize ("no-trapping-math")
+    #pragma GCC optimize ("no-trapping-math", "no-math-errno")
 
     /* exp(x) for x <= 0 in plain arithmetic, so that a loop of it
        vectorises (libm's exp is a call per element): 2**n exp(r) with
@@ -153,7 +156,8 @@ cdef extern from *:
             int left_heavy = a->mass2 >= b->mass2;
             double heavy = left_heavy ? a->mass2 : b->mass2;
             double light = left_heavy ? b->mass2 : a->mass2;
-            double scale = root_parent - (left_heavy ? a->root : b->root);
+            /* sqrt is correctly rounded: the root of the mass table, bit for bit. */
+            double scale = root_parent - sqrt(heavy > 0.0 ? heavy : 0.0);
             double tau = scale * scale;
             int has_term = (tau > 0.0) & (light > 0.0);
             double inv = has_term ? 1.0 / tau : 0.0;
@@ -187,20 +191,21 @@ cdef extern from *:
     /* count[parent] += count[A] count[B] over the splits of a chunk with a
        term (inverse[j] != 0); counts are (low, high) uint64 pairs (see
        _common.pxd). A subset of s <= 18 points has at most (2s - 3)!! <
-       2**64 trees, so below 20 points the high words of the children are
-       zero and one 64 x 64 -> 128-bit multiply does: 2x faster than the
-       general product, which this loop costs per split of the trellis. */
-    static inline void sktrellis_ginkgo_count(uint64_t* count, uint32_t parent,
-                                              const uint32_t* lefts, const double* inverse,
-                                              int n, int parent_size) {
+       2**64 trees, so below 20 points the children's counts are their
+       records' (already in L1 after the chunk) and one 64 x 64 -> 128-bit
+       multiply does; this loop costs as much as the chunk otherwise. */
+    static inline void sktrellis_ginkgo_count(uint64_t* count,
+                                              const sktrellis_ginkgo_record* rec,
+                                              uint32_t parent, const uint32_t* lefts,
+                                              const double* inverse, int n, int parent_size) {
         unsigned __int128 acc = ((unsigned __int128)count[2 * parent + 1] << 64)
                                 | count[2 * parent];
         int j;
         if (parent_size < 20) {
             for (j = 0; j < n; j++) {
                 if (inverse[j] != 0.0)
-                    acc += (unsigned __int128)count[2 * lefts[j]]
-                           * count[2 * (parent ^ lefts[j])];
+                    acc += (unsigned __int128)rec[lefts[j]].count
+                           * rec[parent ^ lefts[j]].count;
             }
         } else {
             for (j = 0; j < n; j++) {
@@ -218,17 +223,17 @@ cdef extern from *:
     """
     ctypedef struct GinkgoRecord "sktrellis_ginkgo_record":
         double mass2
-        double root
         double log_z
         double map_ratio
+        uint64_t count
     double ginkgo_chunk "sktrellis_ginkgo_chunk"(
         const GinkgoRecord* rec, mask_t parent, const mask_t* lefts, int n,
         double root_parent, double lam_over_parent, double lam,
         double* inside, double* map, double* inverse,
         double* inside_sum, double* map_max) noexcept nogil
     void ginkgo_count "sktrellis_ginkgo_count"(
-        uint64_t* count, mask_t parent, const mask_t* lefts, const double* inverse, int n,
-        int parent_size) noexcept nogil
+        uint64_t* count, const GinkgoRecord* rec, mask_t parent, const mask_t* lefts,
+        const double* inverse, int n, int parent_size) noexcept nogil
 
 
 # Splits per chunk of the linear-space inside pass: its four buffers stay in L1.

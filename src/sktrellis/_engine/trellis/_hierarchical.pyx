@@ -389,7 +389,7 @@ cdef void ginkgo_parent(const double* params, const double* mass2, const double*
                     ginkgo_take_split(params, mass2, root, parent, lefts[j], z, m,
                                       &exact_terms, &best, &arg, NULL, False)
         if count != NULL:
-            ginkgo_count(count, parent, lefts, inverse, n, size)
+            ginkgo_count(count, rec, parent, lefts, inverse, n, size)
     if log_scale > -INFINITY:
         if not (total >= LINEAR_SUM_FLOOR and total < INFINITY):
             ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
@@ -418,26 +418,29 @@ def ginkgo_kernel_applies(SplitPotential potential):
 
 
 def ginkgo_records(SplitPotential potential):
-    """The per-subset records of `inside_level_ginkgo`: (t, sqrt t, log Z, MAP ratio).
+    """The per-subset records of `inside_level_ginkgo`: (t, log Z, MAP ratio, count).
 
-    Returns an array of shape (2**N, 4), t and sqrt t filled; the log Z
-    and ratio columns are filled level by level by `fill_ginkgo_records`.
+    Returns a float64 array of shape (2**N, 4) (the count column holds the
+    bits of a uint64) with t filled; the other columns are filled level by
+    level by `fill_ginkgo_records`.
     """
     records = np.zeros((1 << potential.n_points, 4))
     records[:, 0] = potential.arrays["mass2"]
-    records[:, 1] = potential.arrays["sqrt_mass2"]
     return records
 
 
 def fill_ginkgo_records(const mask_t[::1] subsets, const double[::1] log_z,
-                        const double[::1] log_map, double[:, ::1] records, int n_threads):
-    """Copy log Z and exp(log MAP - log Z) of finished `subsets` into their records."""
+                        const double[::1] log_map, const uint64_t[:, ::1] counts,
+                        double[:, ::1] records, int n_threads):
+    """Copy log Z, exp(log MAP - log Z) and the count's low word of finished `subsets`."""
     cdef Py_ssize_t i, n = subsets.shape[0]
     cdef mask_t x
+    cdef GinkgoRecord* rec = <GinkgoRecord*>&records[0, 0]
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
         x = subsets[i]
-        records[x, 2] = log_z[x]
-        records[x, 3] = exp(log_map[x] - log_z[x]) if log_z[x] > -INFINITY else 0.0
+        rec[x].log_z = log_z[x]
+        rec[x].map_ratio = exp(log_map[x] - log_z[x]) if log_z[x] > -INFINITY else 0.0
+        rec[x].count = counts[x, 0]
 
 
 def inside_level_ginkgo(SplitPotential potential, const mask_t[::1] parents,

@@ -178,7 +178,7 @@ class HierarchicalTrellis:
         if ginkgo:
             records = kernels.ginkgo_records(self.potential)
             kernels.fill_ginkgo_records(self.order[self.level_start[1] : self.level_start[2]],
-                                        self.log_z, self.log_map, records, 1)
+                                        self.log_z, self.log_map, self.counts, records, 1)
         with self._progress("inside pass (MAP tree, log Z)", _inside_splits,
                             self.deadline) as progress:
             for size in range(2, n_points + 1):
@@ -218,8 +218,8 @@ class HierarchicalTrellis:
                         )
                     progress.update(len(block) * n_splits)
                 if ginkgo and size < n_points:
-                    kernels.fill_ginkgo_records(parents, self.log_z, self.log_map, records,
-                                                n_threads)
+                    kernels.fill_ginkgo_records(parents, self.log_z, self.log_map, self.counts,
+                                                records, n_threads)
 
     def check_feasible(self, energy):
         """Raise ValueError unless log Z is finite or -inf only where allowed.
