@@ -479,15 +479,29 @@ def test_bad_arrays_are_rejected(X, match):
         ExactHierarchicalClustering().fit(X)
 
 
-@pytest.mark.parametrize("n_points", [26, 40])
+@pytest.mark.parametrize("n_points", [30, 40])
 def test_too_many_points_names_the_memory_and_the_way_out(n_points, monkeypatch):
-    """Above the cap of 25 points the refusal does not depend on the host's memory."""
+    """Above 29 points (128-bit tree counts) the refusal does not depend on the host's memory."""
     from sktrellis import _validation
 
     monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 2**60)])
     X = np.zeros((n_points, 2))
     with pytest.raises(ValueError, match=rf"n_samples={n_points}.*SparseTrellisClustering"):
         ExactHierarchicalClustering().fit(X)
+
+
+@pytest.mark.parametrize("energy", [Dasgupta(), GinkgoLikelihood()])
+def test_no_fixed_cap_below_the_structural_limit(energy, monkeypatch):
+    """26 points are refused by the memory they need only, naming what would fit."""
+    from sktrellis import _validation
+
+    memory = energy.split_bytes(23) / 0.9 + 1
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", memory)])
+    X = make_jets(n_leaves=26, random_state=0)[0].momenta
+    needed = _validation.format_bytes(energy.split_bytes(26))
+    with pytest.raises(ValueError, match=(rf"n_samples=26 requires {needed} .*"
+                                          r"n_samples=23 would fit\).*SparseTrellisClustering")):
+        ExactHierarchicalClustering(energy).fit(X)
 
 
 def test_memory_limit_below_the_cap_names_the_bytes(monkeypatch):
