@@ -356,11 +356,18 @@ def _ginkgo_kernel_and_function(potential, n_threads, monkeypatch):
     kernel = trellis(potential, n_threads)
     monkeypatch.setattr(trellis, "use_ginkgo_kernel", False)
     function = trellis(potential, n_threads)
+    monkeypatch.setattr(trellis, "use_ginkgo_kernel", True)
+    # Its outside pass, on demand, through the C function too.
+    function.use_ginkgo_kernel = False
     return kernel, function
 
 
 def _assert_same_trellis(kernel, function):
-    """Same MAP values, MAP splits and counts bit for bit; log Z to 1e-12 relative."""
+    """Same MAP values, MAP splits and counts bit for bit; log Z and marginals to 1e-12.
+
+    The marginals are those of the Ginkgo outside kernel (`kernel`) and of
+    the log-space outside pass through the C function.
+    """
     n_subsets = 1 << kernel.n_points
     inner = np.array([bin(x).count("1") >= 2 for x in range(n_subsets)])
     np.testing.assert_array_equal(kernel.log_map, function.log_map)
@@ -370,6 +377,13 @@ def _assert_same_trellis(kernel, function):
     finite = np.isfinite(function.log_z)
     np.testing.assert_allclose(kernel.log_z[finite], function.log_z[finite], rtol=1e-12,
                                atol=1e-12)
+    kernel_marginals = kernel.cluster_log_marginals()
+    function_marginals = function.cluster_log_marginals()
+    possible = function_marginals > -np.inf
+    np.testing.assert_array_equal(kernel_marginals > -np.inf, possible)
+    tolerance = 1e-12 * max(1.0, abs(function.log_partition))
+    np.testing.assert_allclose(kernel_marginals[possible], function_marginals[possible],
+                               rtol=1e-12, atol=tolerance)
 
 
 @pytest.mark.parametrize("n_points", [2, 3, 6, 10, 11])
@@ -434,9 +448,13 @@ def _published_jets():
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "ginkgo_published_jets.json"
-    if not path.exists():
-        pytest.skip(f"published jets not found at {path}")
+    # ../shared/data beside the repository, from a checkout or a worktree
+    # one directory deeper.
+    candidates = [parent / "shared" / "data" / "ginkgo_published_jets.json"
+                  for parent in Path(__file__).resolve().parents[1:4]]
+    path = next((path for path in candidates if path.exists()), None)
+    if path is None:
+        pytest.skip(f"published jets not found at {candidates[1]}")
     return json.loads(path.read_text())["cases"]
 
 

@@ -186,6 +186,53 @@ cdef extern from *:
         *map_max = top;
         return c;
     }
+    /* The outside pass's record of a subset X: as parent P = C | D of a
+       cluster C and its sibling D, and as sibling. */
+    typedef struct {
+        double mass2;      /* t */
+        double root;       /* sqrt t */
+        double log_z;      /* log Z, read as a sibling */
+        double log_above;  /* log O(X) + K(X), read as a parent; -inf if forbidden */
+    } sktrellis_ginkgo_outside_record;
+
+    /* The outside terms O(P) psi(P; C, D) Z(D) of the siblings others[j] of
+       `cluster` (mass t_cluster, root root_cluster), relative to exp(c), c
+       the chunk's largest exponent (returned, -inf if no term): one exp and
+       two divisions per term. Siblings of mass 0 and tau <= 0 give no term
+       here (as in sktrellis_ginkgo_chunk). Returns the sum in *total. */
+    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_outside_chunk(
+            const sktrellis_ginkgo_outside_record* rec, uint32_t cluster, double t_cluster,
+            double root_cluster, const uint32_t* others, int n, double lam,
+            double* terms, double* inverse, double* total) {
+        double c = -INFINITY, sum = 0.0;
+        int j;
+        #pragma omp simd reduction(max:c)
+        for (j = 0; j < n; j++) {
+            const sktrellis_ginkgo_outside_record* p = rec + (cluster | others[j]);
+            const sktrellis_ginkgo_outside_record* d = rec + others[j];
+            int cluster_heavy = t_cluster >= d->mass2;
+            double heavy = cluster_heavy ? t_cluster : d->mass2;
+            double light = cluster_heavy ? d->mass2 : t_cluster;
+            double scale = p->root - (cluster_heavy ? root_cluster : d->root);
+            double tau = scale * scale;
+            int has_term = (tau > 0.0) & (light > 0.0);
+            double inv = has_term ? 1.0 / tau : 0.0;
+            double e = p->log_above + d->log_z - lam * heavy / p->mass2 - lam * light * inv;
+            e = has_term ? e : -INFINITY;
+            terms[j] = e;
+            inverse[j] = inv;
+            c = e > c ? e : c;
+        }
+        if (!(c > -INFINITY)) {
+            *total = 0.0;
+            return c;
+        }
+        #pragma omp simd reduction(+:sum)
+        for (j = 0; j < n; j++)
+            sum += sktrellis_exp_nonpositive(terms[j] - c) * inverse[j];
+        *total = sum;
+        return c;
+    }
     #pragma GCC pop_options
 
     /* count[parent] += count[A] count[B] over the splits of a chunk with a
@@ -231,6 +278,15 @@ cdef extern from *:
         double root_parent, double lam_over_parent, double lam,
         double* inside, double* map, double* inverse,
         double* inside_sum, double* map_max) noexcept nogil
+    ctypedef struct GinkgoOutsideRecord "sktrellis_ginkgo_outside_record":
+        double mass2
+        double root
+        double log_z
+        double log_above
+    double ginkgo_outside_chunk "sktrellis_ginkgo_outside_chunk"(
+        const GinkgoOutsideRecord* rec, mask_t cluster, double t_cluster, double root_cluster,
+        const mask_t* others, int n, double lam, double* terms, double* inverse,
+        double* total) noexcept nogil
     void ginkgo_count "sktrellis_ginkgo_count"(
         uint64_t* count, const GinkgoRecord* rec, mask_t parent, const mask_t* lefts,
         const double* inverse, int n, int parent_size) noexcept nogil

@@ -31,8 +31,8 @@ from .._common cimport (
     log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._ginkgo cimport (
-    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoRecord, ginkgo_chunk,
-    ginkgo_count,
+    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoOutsideRecord,
+    GinkgoRecord, ginkgo_chunk, ginkgo_count, ginkgo_outside_chunk,
     log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
@@ -704,6 +704,120 @@ def outside_level(SplitPotential potential, const mask_t[::1] clusters,
             out[cluster] = -INFINITY
         else:
             out[cluster] = exact_log_outside(t, cluster, full, &log_z[0], out)
+
+
+# Outside pass of the Ginkgo potential: the terms O(C | D) psi Z(D) of a
+# cluster C in linear space, one exp and two divisions each, as the inside
+# pass (`ginkgo_outside_chunk`); a cluster whose sum is out of range, and a
+# massless cluster (a single particle: every term takes the formula's other
+# branch), is summed exactly in log space (`exact_log_outside`).
+
+cdef inline double ginkgo_base(const double* params, double t_parent) noexcept nogil:
+    """K(S) of ``_ginkgo.pxd``: the part of log psi common to the splits of S."""
+    return (2.0 * params[LOG_LAM] - 2.0 * params[LOG_NORM] + params[ISOTROPIC]
+            - log(t_parent))
+
+
+def ginkgo_outside_records(SplitPotential potential, const double[::1] log_z):
+    """The records of `outside_level_ginkgo`: (t, sqrt t, log Z, log O + K).
+
+    Returns an array of shape (2**N, 4); the last column is filled level by
+    level (largest subsets first) by `fill_ginkgo_outside_records`.
+    """
+    records = np.empty((1 << potential.n_points, 4))
+    records[:, 0] = potential.arrays["mass2"]
+    records[:, 1] = potential.arrays["sqrt_mass2"]
+    records[:, 2] = log_z
+    records[:, 3] = -np.inf
+    return records
+
+
+def fill_ginkgo_outside_records(SplitPotential potential, const mask_t[::1] subsets,
+                                const double[::1] log_out, double[:, ::1] records,
+                                int n_threads):
+    """log O(X) + K(X) of `subsets` (all outside sums known), -inf below the cut."""
+    cdef const double* params = potential.tables.data.params
+    cdef GinkgoOutsideRecord* rec = <GinkgoOutsideRecord*>&records[0, 0]
+    cdef Py_ssize_t i, n = subsets.shape[0]
+    cdef mask_t x
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+        x = subsets[i]
+        if rec[x].mass2 < params[T_CUT] or not rec[x].mass2 > 0.0 or not log_out[x] > -INFINITY:
+            rec[x].log_above = -INFINITY
+        else:
+            rec[x].log_above = log_out[x] + ginkgo_base(params, rec[x].mass2)
+
+
+cdef double ginkgo_outside_cluster(const SplitTables* t, const GinkgoOutsideRecord* rec,
+                                   mask_t cluster, mask_t full, const double* log_z,
+                                   const double* log_out) noexcept nogil:
+    """log O(cluster) from its linear-space chunks and its massless siblings."""
+    cdef const double* params = t.data.params
+    cdef const double* mass2 = t.data.tables[0]
+    cdef const double* root = t.data.tables[1]
+    cdef mask_t rest = full ^ cluster, other = rest, bit, parent, left
+    cdef double t_cluster = rec[cluster].mass2, lam = params[LAM]
+    cdef double log_scale = -INFINITY, total = 0.0, chunk_scale, chunk_total, psi
+    cdef LogSum exact_terms = empty_log_sum()
+    cdef int n
+    cdef mask_t others[GINKGO_CHUNK_SIZE]
+    cdef double terms[GINKGO_CHUNK_SIZE]
+    cdef double inverse[GINKGO_CHUNK_SIZE]
+    if not t_cluster > 0.0:
+        return exact_log_outside(t, cluster, full, log_z, log_out)
+    # Massless siblings (single particles): the other branch of the formula.
+    bit = rest
+    while bit:
+        other = low_bit(bit)
+        bit = bit ^ other
+        if mass2[other] > 0.0:
+            continue
+        parent = cluster | other
+        if log_out[parent] > -INFINITY and log_z[other] > -INFINITY:
+            left = cluster if cluster & low_bit(parent) else other
+            psi = log_psi_of_masses(params, mass2[parent], root[parent], mass2[left],
+                                    root[left], mass2[parent ^ left], root[parent ^ left])
+            log_sum_add(&exact_terms, log_out[parent] + psi + log_z[other])
+    other = rest
+    while other:
+        n = 0
+        while n < GINKGO_CHUNK_SIZE and other:
+            others[n] = other
+            n = n + 1
+            other = (other - 1) & rest
+        chunk_scale = ginkgo_outside_chunk(rec, cluster, t_cluster, rec[cluster].root, others,
+                                           n, lam, terms, inverse, &chunk_total)
+        if not chunk_scale > -INFINITY:
+            continue
+        if chunk_scale > log_scale:
+            total = total * exp(log_scale - chunk_scale) + chunk_total
+            log_scale = chunk_scale
+        else:
+            total = total + chunk_total * exp(chunk_scale - log_scale)
+    if log_scale > -INFINITY:
+        if not (total >= LINEAR_SUM_FLOOR and total < INFINITY):
+            return exact_log_outside(t, cluster, full, log_z, log_out)
+        log_sum_add(&exact_terms, log_scale + log(total))
+    return log_sum_value(&exact_terms)
+
+
+def outside_level_ginkgo(SplitPotential potential, const mask_t[::1] clusters,
+                         const double[::1] log_z, double[::1] log_out,
+                         const double[:, ::1] records, int n_threads):
+    """`outside_level` for the Ginkgo potential, in linear space (see above).
+
+    `records` from `ginkgo_outside_records`, with every larger subset filled
+    by `fill_ginkgo_outside_records`. The potential must pass
+    `ginkgo_kernel_applies`.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef const GinkgoOutsideRecord* rec = <const GinkgoOutsideRecord*>&records[0, 0]
+    cdef int n_points = potential.n_points
+    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
+    cdef Py_ssize_t i, n = clusters.shape[0]
+    cdef double* out = &log_out[0]
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
+        out[clusters[i]] = ginkgo_outside_cluster(t, rec, clusters[i], full, &log_z[0], out)
 
 
 # Cache-blocked outside pass (separable kind), as the blocked inside pass:

@@ -35,10 +35,10 @@ _TABLE_BYTES = {"separable": 24, "function": 40, "table": 40}
 #: potential, 8 bytes per subset more than the others need at their peak).
 _INSIDE_BYTES = {"separable": 32, "function": 32, "table": 0}
 #: Bytes per subset after fit: the cached cluster log marginals (8), plus the
-#: largest of the outside pass's parent and sibling factors (16), the
-#: temporaries of most_probable_clusters (16) and the sampler's cache index
-#: and cache (16).
-_QUERY_BYTES = 24
+#: largest of the outside pass's parent and sibling factors (16; the 32-byte
+#: records of the Ginkgo kernel, function kind), the temporaries of
+#: most_probable_clusters (16) and the sampler's cache index and cache (16).
+_QUERY_BYTES = {"separable": 24, "function": 40, "table": 24}
 
 
 #: Low bits of a subset that index within a row of the cache-blocked passes:
@@ -73,7 +73,7 @@ def hierarchical_trellis_bytes(kind, n_points, table_bytes_per_subset=0):
     -------
     n_bytes : int
     """
-    per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES)
+    per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES[kind])
     return (
         SplitPotential.table_bytes(kind, n_points, table_bytes_per_subset)
         + per_subset * (1 << n_points)
@@ -252,7 +252,7 @@ class HierarchicalTrellis:
         n_points = self.n_points
         kind = "separable" if self.potential.is_separable else "function"
         n_bytes = self.potential.nbytes + ((_TABLE_BYTES[kind] + _INSIDE_BYTES[kind]) << n_points)
-        per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES)
+        per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES[kind])
         peak_bytes = (
             self.potential.nbytes + (per_subset << n_points) + 8 * _SAMPLE_CACHE_MIN_DOUBLES
         )
@@ -304,6 +304,11 @@ class HierarchicalTrellis:
             parent_scale[n_points] = kernels.outside_parent_factors(
                 potential, order[level_start[n_points] :], log_out, parent_factor, 1
             )
+        ginkgo = self.use_ginkgo_kernel and kernels.ginkgo_kernel_applies(potential)
+        if ginkgo:
+            records = kernels.ginkgo_outside_records(potential, self.log_z)
+            kernels.fill_ginkgo_outside_records(potential, order[level_start[n_points] :],
+                                                log_out, records, 1)
         def outside_terms(size):
             return (1 << (n_points - size)) - 1 if size < n_points else 0
 
@@ -331,12 +336,19 @@ class HierarchicalTrellis:
                     chunk = chunk_size(n_terms)
                     for first in range(0, len(clusters), chunk):
                         block = clusters[first : first + chunk]
-                        kernels.outside_level(
-                            potential, block, self.log_z, log_out,
-                            parent_factor, parent_scale, sibling_factor, sibling_scale,
-                            n_threads,
-                        )
+                        if ginkgo:
+                            kernels.outside_level_ginkgo(
+                                potential, block, self.log_z, log_out, records, n_threads)
+                        else:
+                            kernels.outside_level(
+                                potential, block, self.log_z, log_out,
+                                parent_factor, parent_scale, sibling_factor, sibling_scale,
+                                n_threads,
+                            )
                         progress.update(len(block) * n_terms)
+                if ginkgo and size > 1:
+                    kernels.fill_ginkgo_outside_records(potential, clusters, log_out, records,
+                                                        n_threads)
                 if separable and size > 1:
                     parent_scale[size] = kernels.outside_parent_factors(
                         potential, clusters, log_out, parent_factor, n_threads
