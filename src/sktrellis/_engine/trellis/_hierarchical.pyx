@@ -407,14 +407,21 @@ def ginkgo_kernel_applies(SplitPotential potential):
     positive mass squared for every subset of two or more points (so only
     single particles take the formula's massless branch).
     """
+    cdef const double* mass2
+    cdef index_t x, n_subsets = (<index_t>1) << potential.n_points
+    cdef bint applies = True
     if potential.kind != FUNCTION or potential.params.get("function") != "ginkgo_log_psi":
         return False
     if potential.params.get("module") != "sktrellis._engine.potential._ginkgo":
         return False
-    mass2 = np.array(potential.arrays["mass2"])
-    mass2[0] = 1.0
-    mass2[1 << np.arange(potential.n_points)] = 1.0
-    return bool((mass2 > 0.0).all())
+    # A loop, not NumPy: no O(2**N) temporary beside the trellis's tables.
+    mass2 = potential.tables.data.tables[0]
+    with nogil:
+        for x in range(1, n_subsets):
+            if x & (x - 1) and not mass2[x] > 0.0:
+                applies = False
+                break
+    return applies
 
 
 def ginkgo_records(SplitPotential potential):

@@ -174,7 +174,7 @@ class HierarchicalTrellis:
             blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
-        ginkgo = self.use_ginkgo_kernel and kernels.ginkgo_kernel_applies(self.potential)
+        ginkgo = self._uses_ginkgo_kernel()
         if ginkgo:
             records = kernels.ginkgo_records(self.potential)
             kernels.fill_ginkgo_records(self.order[self.level_start[1] : self.level_start[2]],
@@ -247,6 +247,10 @@ class HierarchicalTrellis:
         if not self.log_partition > -np.inf:
             raise infeasible_error(n_points, energy)
 
+    def _uses_ginkgo_kernel(self):
+        """Whether the passes run the Ginkgo kernels (``inside_level_ginkgo``...)."""
+        return self.use_ginkgo_kernel and kernels.ginkgo_kernel_applies(self.potential)
+
     def _progress(self, stage, terms_per_subset, deadline=None):
         """The LevelProgress of a pass over every level, `terms_per_subset(size)` terms each."""
         n_points = self.n_points
@@ -259,7 +263,9 @@ class HierarchicalTrellis:
         return LevelProgress(
             self.owner, stage, n_points,
             level_terms(n_points, range(1, n_points + 1), terms_per_subset), "split",
-            _seconds_per_split(kind == "separable"), self.n_threads, n_bytes, self.verbose, peak_bytes, deadline,
+            SECONDS_PER_TERM["ginkgo"] if self._uses_ginkgo_kernel()
+            else _seconds_per_split(kind == "separable"),
+            self.n_threads, n_bytes, self.verbose, peak_bytes, deadline,
         )
 
     @property
@@ -304,7 +310,7 @@ class HierarchicalTrellis:
             parent_scale[n_points] = kernels.outside_parent_factors(
                 potential, order[level_start[n_points] :], log_out, parent_factor, 1
             )
-        ginkgo = self.use_ginkgo_kernel and kernels.ginkgo_kernel_applies(potential)
+        ginkgo = self._uses_ginkgo_kernel()
         if ginkgo:
             records = kernels.ginkgo_outside_records(potential, self.log_z)
             kernels.fill_ginkgo_outside_records(potential, order[level_start[n_points] :],
