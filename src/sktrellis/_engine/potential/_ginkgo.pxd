@@ -50,8 +50,9 @@ cdef inline double log_psi_of_masses(const double* params, double t_parent, doub
             + child_term(params, scale_light * scale_light, t_left) + params[ISOTROPIC])
 
 
-# The inside pass of the Ginkgo potential in linear space (the kernel is
-# ``_hierarchical.inside_level_ginkgo``). For a split whose lighter child is
+# The inside and outside passes of the Ginkgo potential in linear space (the
+# kernels are ``_hierarchical.inside_level_ginkgo`` and
+# ``outside_level_ginkgo``). For a split whose lighter child is
 # not a leaf (mass squared > 0),
 #
 #     log psi = K(S) - lam t_heavy / t(S) - lam t_light / tau + log(1 / tau),
