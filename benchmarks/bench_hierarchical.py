@@ -21,6 +21,7 @@ since on a shared machine the CPU ratio is the steadier one.
     python benchmarks/bench_hierarchical.py --max-n 22 --numpy-max-n 18 --outside-max-n 22
     python benchmarks/bench_hierarchical.py --only-blocked-c   # just the blocked-C table
     python benchmarks/bench_hierarchical.py --only-blocked-c --blocked-c-n --cold-n 16 18
+    python benchmarks/bench_hierarchical.py --only-ginkgo --ginkgo-n 16 17 18
 """
 import argparse
 import ctypes
@@ -41,8 +42,8 @@ from sktrellis._engine.trellis.hierarchical_trellis import (
     HierarchicalTrellis,
 )
 from sktrellis import ExactHierarchicalClustering
-from sktrellis.datasets import make_planted_subtypes
-from sktrellis.energies import Dasgupta
+from sktrellis.datasets import make_jets, make_planted_subtypes
+from sktrellis.energies import Dasgupta, GinkgoLikelihood
 
 #: The measuring stick of issue 23, beside the repository (read, never copied).
 LIMIT_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "limit"
@@ -207,6 +208,61 @@ def cold_posterior_times(sizes, betas=(20.0, 100.0, 1000.0)):
                   f"{fit / first[0]:>9.1f}x {marginals / first[1]:>15.1f}x", flush=True)
 
 
+def ginkgo_against_dasgupta(sizes, function_max_n, repeat):
+    """Ginkgo's inside pass (its own kernel and its C function) beside Dasgupta's.
+
+    A jet of ``make_jets`` and a random N x N similarity matrix (the work per
+    split of Dasgupta does not depend on the weights), timed interleaved in
+    one run, wall time and CPU time (the steadier one on a shared machine),
+    best of `repeat`; the C-function path (the pre-kernel route, kept for
+    user functions) only up to `function_max_n`. Each Ginkgo pass is checked
+    to give the MAP value and tree count of the C-function pass.
+    """
+    if not sizes:
+        return
+    print("Inside pass (MAP + log Z): Ginkgo (own kernel, C function) against Dasgupta, "
+          f"ns per split, best of {repeat}; cpu = process CPU time / threads")
+    print(f"{'N':>3} {'threads':>8} {'Dasgupta':>9} {'Ginkgo':>8} {'function':>9} "
+          f"{'Ginkgo/Dasgupta':>16} {'cpu D':>6} {'cpu G':>6} {'cpu G/D':>8} {'function/G':>11}")
+    rng = np.random.default_rng(0)
+
+    def timed(potential, n_threads, use_kernel):
+        HierarchicalTrellis.use_ginkgo_kernel = use_kernel
+        try:
+            best = (np.inf, np.inf, None)
+            for _ in range(repeat):
+                start, cpu = time.perf_counter(), time.process_time()
+                trellis = HierarchicalTrellis(potential, n_threads)
+                wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+                best = min(best, (wall, cpu, trellis), key=lambda b: b[0])
+            return best
+        finally:
+            HierarchicalTrellis.use_ginkgo_kernel = True
+
+    for n_points in sizes:
+        W = rng.random((n_points, n_points))
+        dasgupta = Dasgupta(affinity="precomputed").split_potential((W + W.T) / 2)
+        jet = make_jets(n_leaves=n_points, random_state=n_points)[0].momenta
+        ginkgo = GinkgoLikelihood().split_potential(jet)
+        count = n_splits(n_points)
+        for n_threads in (1, 2):
+            d_wall, d_cpu, _ = timed(dasgupta, n_threads, True)
+            g_wall, g_cpu, trellis = timed(ginkgo, n_threads, True)
+            f_cell = ratio_cell = "-"
+            if n_points <= function_max_n:
+                f_wall, _, function = timed(ginkgo, n_threads, False)
+                assert function.map_log_potential == trellis.map_log_potential
+                assert function.n_trees == trellis.n_trees
+                assert np.isclose(function.log_partition, trellis.log_partition, rtol=1e-12)
+                f_cell = f"{f_wall / count * 1e9:.2f}"
+                ratio_cell = f"{f_wall / g_wall:.1f}x"
+            print(f"{n_points:>3} {n_threads:>8} {d_wall / count * 1e9:>9.2f} "
+                  f"{g_wall / count * 1e9:>8.2f} {f_cell:>9} {g_wall / d_wall:>15.2f}x "
+                  f"{d_cpu / n_threads / count * 1e9:>6.2f} "
+                  f"{g_cpu / n_threads / count * 1e9:>6.2f} {g_cpu / d_cpu:>7.2f}x "
+                  f"{ratio_cell:>11}", flush=True)
+
+
 def best_time(function, repeat):
     times = []
     for _ in range(repeat):
@@ -226,12 +282,21 @@ def main():
     parser.add_argument("--blocked-c-n", type=int, nargs="*", default=[18, 19, 20, 21, 22])
     parser.add_argument("--blocked-c-repeat", type=int, default=2)
     parser.add_argument("--only-blocked-c", action="store_true")
+    parser.add_argument("--ginkgo-n", type=int, nargs="*", default=[16, 18, 20],
+                        help="Ginkgo against Dasgupta at these N")
+    parser.add_argument("--ginkgo-function-max-n", type=int, default=18,
+                        help="largest N of the Ginkgo C-function timing (slow)")
+    parser.add_argument("--only-ginkgo", action="store_true")
     parser.add_argument("--full-posterior-n", type=int, nargs="*", default=[],
                         help="also time fit + all cluster marginals at these N (24, 25: minutes)")
     parser.add_argument("--cold-n", type=int, nargs="*", default=[16, 18],
                         help="fit and marginals at beta 20, 100, 1000 at these N")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
+    ginkgo_against_dasgupta(args.ginkgo_n, args.ginkgo_function_max_n,
+                            1 if args.only_ginkgo else 2)
+    if args.only_ginkgo:
+        return
     compare_with_blocked_c(args.blocked_c_n, args.blocked_c_repeat)
     full_posterior_times(args.full_posterior_n)
     cold_posterior_times(args.cold_n)

@@ -13,6 +13,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from sktrellis import ExactHierarchicalClustering
 from sktrellis._engine.trellis import levels
+from sktrellis.datasets import make_jets
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 
 from .common import (
@@ -389,13 +390,122 @@ def test_published_ginkgo_jets():
         assert tree_splits_set(model.linkage_matrix_, len(momenta)) == expected
 
 
+def test_published_ginkgo_jets_by_kernel_and_function(kernel_threads, monkeypatch):
+    for case in _published_jets():
+        energy = GinkgoLikelihood(lam=case["params"]["lambda"], t_cut=case["params"]["t_cut"])
+        potential = energy.split_potential(np.array(case["leaves_4momenta"]))
+        _assert_same_trellis(*_ginkgo_kernel_and_function(potential, kernel_threads, monkeypatch))
+
+
+def _ginkgo_kernel_and_function(potential, n_threads, monkeypatch):
+    """The trellis of a Ginkgo potential by its own kernel and through its C function."""
+    from sktrellis._engine.trellis import hierarchical_trellis
+    from sktrellis._engine.trellis._hierarchical import ginkgo_kernel_applies
+
+    assert ginkgo_kernel_applies(potential)
+    trellis = hierarchical_trellis.HierarchicalTrellis
+    kernel = trellis(potential, n_threads)
+    monkeypatch.setattr(trellis, "use_ginkgo_kernel", False)
+    function = trellis(potential, n_threads)
+    monkeypatch.setattr(trellis, "use_ginkgo_kernel", True)
+    # Its outside pass, on demand, through the C function too.
+    function.use_ginkgo_kernel = False
+    return kernel, function
+
+
+def _assert_same_trellis(kernel, function):
+    """Same MAP values, MAP splits and counts bit for bit; log Z and marginals to 1e-12.
+
+    The marginals are those of the Ginkgo outside kernel (`kernel`) and of
+    the log-space outside pass through the C function.
+    """
+    n_subsets = 1 << kernel.n_points
+    inner = np.array([bin(x).count("1") >= 2 for x in range(n_subsets)])
+    np.testing.assert_array_equal(kernel.log_map, function.log_map)
+    np.testing.assert_array_equal(kernel.best_left[inner], function.best_left[inner])
+    np.testing.assert_array_equal(kernel.counts, function.counts)
+    np.testing.assert_array_equal(np.isfinite(kernel.log_z), np.isfinite(function.log_z))
+    finite = np.isfinite(function.log_z)
+    np.testing.assert_allclose(kernel.log_z[finite], function.log_z[finite], rtol=1e-12,
+                               atol=1e-12)
+    kernel_marginals = kernel.cluster_log_marginals()
+    function_marginals = function.cluster_log_marginals()
+    possible = function_marginals > -np.inf
+    np.testing.assert_array_equal(kernel_marginals > -np.inf, possible)
+    tolerance = 1e-12 * max(1.0, abs(function.log_partition))
+    np.testing.assert_allclose(kernel_marginals[possible], function_marginals[possible],
+                               rtol=1e-12, atol=tolerance)
+
+
+@pytest.mark.parametrize("n_points", [2, 3, 6, 10, 11])
+@pytest.mark.parametrize(
+    "case", ["jet", "massive leaves", "ties and tau = 0", "below the cut", "below the range",
+             "above the range"])
+def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_random_seed,
+                                                     kernel_threads, monkeypatch):
+    """The linear-space Ginkgo kernel gives what the log-space formula gives.
+
+    10 and 11 points have parents of more than one chunk of 256 splits.
+    Random mass tables (not physical) reach every branch: massive leaves
+    (no single-particle formula), equal child masses and tau = 0 (a
+    forbidden split), parents below the cut, and linear sums out of range
+    (the exact log-space redo).
+    """
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
+
+    rng = np.random.default_rng(global_random_seed + 100 * n_points)
+    n_subsets = 1 << n_points
+    sizes = np.array([bin(x).count("1") for x in range(n_subsets)])
+    lam, t_cut = 1.5, 16.0
+    if case == "jet":
+        X = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0].momenta
+        potential = GinkgoLikelihood(lam=lam, t_cut=t_cut).split_potential(X)
+    else:
+        # Masses grow with the subset so that most splits are allowed.
+        mass2 = (sizes * 20.0) ** 2 * rng.uniform(0.5, 1.5, n_subsets)
+        mass2[sizes <= 1] = 0.0
+        if case == "massive leaves":
+            mass2[sizes == 1] = rng.uniform(0.0, 4.0, n_points)
+        if case == "ties and tau = 0":
+            mass2 = np.round(mass2, -3) + 1000.0 * (sizes >= 2)
+            parents = np.flatnonzero(sizes >= 3)
+            for parent in rng.choice(parents, size=len(parents) // 3):
+                mass2[parent] = mass2[int(parent) & -int(parent) ^ int(parent)]
+        if case == "below the cut":
+            t_cut = float(np.quantile(mass2[sizes >= 2], 0.3))
+        if case == "below the range":
+            # psi ~ 1 / tau ~ 1e-280: linear sums below LINEAR_SUM_FLOOR.
+            mass2, t_cut = mass2 * 1e280, t_cut * 1e280
+        if case == "above the range":
+            # psi ~ 1 / tau ~ 1e306: linear sums overflow.
+            mass2, t_cut = mass2 * 1e-307, t_cut * 1e-307
+        potential = ginkgo_potential(n_points, mass2, lam, t_cut)
+    kernel, function = _ginkgo_kernel_and_function(potential, kernel_threads, monkeypatch)
+    _assert_same_trellis(kernel, function)
+
+
+def test_ginkgo_kernel_declines_massless_clusters():
+    """A cluster of zero mass takes the single-particle formula: the C function computes it."""
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
+    from sktrellis._engine.trellis._hierarchical import ginkgo_kernel_applies
+
+    mass2 = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 400.0, 400.0, 900.0])
+    assert not ginkgo_kernel_applies(ginkgo_potential(3, mass2, 1.5, 16.0))
+    mass2[3] = 100.0
+    assert ginkgo_kernel_applies(ginkgo_potential(3, mass2, 1.5, 16.0))
+
+
 def _published_jets():
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "ginkgo_published_jets.json"
-    if not path.exists():
-        pytest.skip(f"published jets not found at {path}")
+    # ../shared/data beside the repository, from a checkout or a worktree
+    # one directory deeper.
+    candidates = [parent / "shared" / "data" / "ginkgo_published_jets.json"
+                  for parent in Path(__file__).resolve().parents[1:4]]
+    path = next((path for path in candidates if path.exists()), None)
+    if path is None:
+        pytest.skip(f"published jets not found at {candidates[1]}")
     return json.loads(path.read_text())["cases"]
 
 
@@ -438,15 +548,29 @@ def test_bad_arrays_are_rejected(X, match):
         ExactHierarchicalClustering().fit(X)
 
 
-@pytest.mark.parametrize("n_points", [26, 40])
+@pytest.mark.parametrize("n_points", [30, 40])
 def test_too_many_points_names_the_memory_and_the_way_out(n_points, monkeypatch):
-    """Above the cap of 25 points the refusal does not depend on the host's memory."""
+    """Above 29 points (128-bit tree counts) the refusal does not depend on the host's memory."""
     from sktrellis import _validation
 
     monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 2**60)])
     X = np.zeros((n_points, 2))
     with pytest.raises(ValueError, match=rf"n_samples={n_points}.*SparseTrellisClustering"):
         ExactHierarchicalClustering().fit(X)
+
+
+@pytest.mark.parametrize("energy", [Dasgupta(), GinkgoLikelihood()])
+def test_no_fixed_cap_below_the_structural_limit(energy, monkeypatch):
+    """26 points are refused by the memory they need only, naming what would fit."""
+    from sktrellis import _validation
+
+    memory = energy.split_bytes(23) / 0.9 + 1
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", memory)])
+    X = make_jets(n_leaves=26, random_state=0)[0].momenta
+    needed = _validation.format_bytes(energy.split_bytes(26))
+    with pytest.raises(ValueError, match=(rf"n_samples=26 requires {needed} .*"
+                                          r"n_samples=23 would fit\).*SparseTrellisClustering")):
+        ExactHierarchicalClustering(energy).fit(X)
 
 
 def test_memory_limit_below_the_cap_names_the_bytes(monkeypatch):

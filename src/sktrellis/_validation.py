@@ -3,12 +3,14 @@ import os
 
 import numpy as np
 
-# The exact estimators' cap on N, the same on every host: the trellis costs
-# about 3**N / 2 split evaluations and 2**N table entries, so N = 25 is about
-# 4e11 evaluations (a 4-minute fit, 10 minutes with every cluster marginal,
-# on two cores) and 2-3 GiB, and every extra point triples the time. A larger host does not make N = 30 (1e14
-# evaluations) practical, so the cap does not depend on the memory found.
-MAX_EXACT_POINTS = 25
+# The exact estimators' structural limit on N, the same on every host: the
+# trellises index subsets by 32-bit masks (split potentials hold at most 30
+# points) and count trees in 128 bits, which hold (2N - 3)!! up to N = 29.
+# Below it, what bounds N is the host's memory (check_memory: 2**N table
+# entries of a few tens of bytes) and time (about 3**N / 2 split
+# evaluations, announced before a long pass); benchmarks/README.md gives
+# the figures for N = 26-29.
+MAX_EXACT_POINTS = 29
 
 
 def check_square_matrix(matrix, name, *, allow_negative):
@@ -277,21 +279,30 @@ def format_bytes(n_bytes):
         n_bytes /= 1024
 
 
-def check_exact_size(n_points, bytes_needed, owner, *, way_out="SparseTrellisClustering"):
+def check_exact_size(n_points, bytes_needed, owner, *, way_out="SparseTrellisClustering",
+                     bytes_for=None):
     """Refuse sizes the exact trellis cannot hold, with a message that says what to do.
 
     Above MAX_EXACT_POINTS always (whatever the host), and below it when
-    ``bytes_needed`` exceeds 90 % of the memory available now.
+    ``bytes_needed`` exceeds 90 % of the memory available now. Given
+    ``bytes_for`` (n_points -> bytes), the memory refusal also names the
+    largest n_samples that would fit.
     """
     if n_points > MAX_EXACT_POINTS:
         raise ValueError(
             f"{owner} enumerates all 2**N subsets of the points: n_samples={n_points} "
             f"would need {format_bytes(bytes_needed)} and about {3**n_points / 2:.1e} "
-            f"split evaluations, and at most {MAX_EXACT_POINTS} points are supported; "
-            f"use {way_out} for larger data"
+            f"split evaluations, and at most {MAX_EXACT_POINTS} points are supported "
+            f"(32-bit subset masks, 128-bit tree counts); use {way_out} for larger data"
         )
+    fits = ""
+    if bytes_for is not None and not fits_in_memory(bytes_needed):
+        largest = max((n for n in range(1, n_points) if fits_in_memory(bytes_for(n))),
+                      default=None)
+        if largest is not None:
+            fits = f" (n_samples={largest} would fit)"
     check_memory(n_points, bytes_needed, owner, holds="2**N subsets",
-                 way_out=f"use fewer points or {way_out}")
+                 way_out=f"use fewer points{fits} or {way_out}")
 
 
 def effective_n_threads(n_jobs):

@@ -136,7 +136,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         at most this wide (nats); ignored for "map".
     algorithm : {"auto", "search"}, default="auto"
         "search": the best-first search only. "auto": when the trellis can
-        hold the whole set (at most 25 points, and its tables in the memory
+        hold the whole set (at most 29 points, and its tables in the memory
         available), search for as long as the trellis's inside pass is
         estimated to take, and if the search has not finished by then
         (proof, or the bracket within ``tol``), solve every subset exactly

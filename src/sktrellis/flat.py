@@ -193,7 +193,8 @@ class ExactFlatClustering(
         n_points = X.shape[0]
         energy = self._energy()
         owner = type(self).__name__
-        check_exact_size(n_points, energy.cluster_bytes(n_points), owner)
+        check_exact_size(n_points, energy.cluster_bytes(n_points), owner,
+                         bytes_for=energy.cluster_bytes)
         n_threads = effective_n_threads(self.n_jobs)
         energy, beta, trellis = calibrate_partition_posterior(
             energy, X, self.random_state,

@@ -176,7 +176,8 @@ class ExactHierarchicalClustering(
         X = self._validate_training_data(X)
         n_points = X.shape[0]
         energy = self._energy()
-        check_exact_size(n_points, energy.split_bytes(n_points), type(self).__name__)
+        check_exact_size(n_points, energy.split_bytes(n_points), type(self).__name__,
+                         bytes_for=energy.split_bytes)
         n_threads = effective_n_threads(self.n_jobs)
 
         def make_trellis(potential):

@@ -17,7 +17,7 @@ cache-blocked (``inside_level_blocked``, ``outside_level_blocked``): the same
 sums, visited one pair of table rows at a time.
 """
 from cython.parallel cimport prange, threadid
-from libc.math cimport INFINITY, NAN, exp, log, isfinite
+from libc.math cimport INFINITY, NAN, exp, fabs, log, isfinite
 from libc.stdint cimport uint64_t
 from libc.string cimport memset
 
@@ -29,6 +29,11 @@ from .._common cimport (
     LINEAR_SUM_FLOOR,
     LogSum, count_add_product, empty_log_sum, extract_rank, index_t, log_sum_add,
     log_sum_value, low_bit, mask_t, next_submask, popcount,
+)
+from ..potential._ginkgo cimport (
+    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoOutsideRecord,
+    GinkgoRecord, ginkgo_chunk, ginkgo_count, ginkgo_outside_chunk,
+    log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
@@ -232,6 +237,244 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
         z[parent] = NAN if invalid else log_sum_value(&total)
         m[parent] = best
         best_left[parent] = arg
+
+
+###############################################################################
+# Inside pass of the Ginkgo potential
+#
+# The Ginkgo likelihood (``potential/_ginkgo.pxd``) is a function potential,
+# but the kernel knows its formula: per split one division and one exp in
+# linear space (``ginkgo_chunk``, vectorised over a chunk of splits) instead
+# of a call through a pointer with a log, a division and, for leaf
+# children, an exp and a log1p. Its results are those of `inside_level`:
+#
+# - log Z: the chunk sums, each scaled by its largest exponent, combined
+#   with one exp per chunk; a parent whose sum is not in [LINEAR_SUM_FLOOR,
+#   inf) is redone exactly in log space (`ginkgo_exact_parent`).
+# - the MAP split: every split whose linear MAP term is within a relative
+#   `MAP_CANDIDATE_SLACK` of its chunk's largest is re-evaluated with the
+#   log-space formula of `inside_level` and compared as there (largest
+#   value, ties to the first split), so the MAP value and split are those
+#   of `inside_level` bit for bit. The linear terms are far more accurate
+#   than the slack (a few ulp of the exponents' magnitude), so the winner
+#   is always among the candidates.
+# - the tree counts: a 128-bit multiply-add per split of finite potential.
+#
+# Splits whose lighter child has mass 0 (a single particle) take the
+# formula's other branch; there are at most |S| of them per parent, and
+# they are evaluated exactly, outside the chunks. The kernel requires t > 0
+# for every subset of two or more points (`ginkgo_kernel_applies`).
+
+# Relative slack of the MAP candidates, per unit of the magnitude of the
+# log-space quantities summed (see ginkgo_parent).
+cdef double MAP_CANDIDATE_SLACK = 1e-10
+
+
+cdef inline void ginkgo_take_split(const double* params, const double* mass2,
+                                   const double* root, mask_t parent, mask_t left,
+                                   const double* z, const double* m, LogSum* total,
+                                   double* best, mask_t* arg, uint64_t* count,
+                                   bint add_to_sum) noexcept nogil:
+    """One split in log space, as `inside_level` evaluates it.
+
+    Adds its term to `total` (if `add_to_sum`) and its count to `count` (if
+    not NULL); takes it as the MAP split if its value is larger than
+    `best`, or equal and its left mask smaller.
+    """
+    cdef mask_t right = parent ^ left
+    cdef double psi = log_psi_of_masses(params, mass2[parent], root[parent], mass2[left],
+                                        root[left], mass2[right], root[right])
+    cdef double value
+    if not psi > -INFINITY:
+        return
+    if add_to_sum:
+        log_sum_add(total, psi + z[left] + z[right])
+    value = psi + m[left] + m[right]
+    if value > best[0] or (value == best[0] and left < arg[0]):
+        best[0] = value
+        arg[0] = left
+    if count != NULL:
+        count_add_product(count + 2 * parent, count + 2 * left, count + 2 * right)
+
+
+cdef void ginkgo_exact_parent(const double* params, const double* mass2, const double* root,
+                              mask_t parent, double* z, double* m, mask_t* best_left,
+                              uint64_t* count) noexcept nogil:
+    """log Z, log MAP, MAP split and count of `parent`, every split in log space."""
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0
+    cdef LogSum total = empty_log_sum()
+    cdef double best = -INFINITY
+    cdef mask_t arg = low
+    if count != NULL:
+        count[2 * parent] = 0
+        count[2 * parent + 1] = 0
+    while sub != rest:
+        ginkgo_take_split(params, mass2, root, parent, low | sub, z, m, &total, &best, &arg,
+                          count, True)
+        sub = next_submask(sub, rest)
+    z[parent] = log_sum_value(&total)
+    m[parent] = best
+    best_left[parent] = arg
+
+
+cdef void ginkgo_parent(const double* params, const double* mass2, const double* root,
+                        const GinkgoRecord* rec, mask_t parent, double* z, double* m,
+                        mask_t* best_left, uint64_t* count) noexcept nogil:
+    """log Z, log MAP, MAP split and count of `parent`, its splits in linear space."""
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0, bit, left, arg = low
+    cdef int size = popcount(parent), n, j
+    cdef double t_parent = mass2[parent], lam = params[LAM]
+    cdef double log_scale = -INFINITY, total = 0.0, chunk_scale, chunk_sum, chunk_top
+    cdef double best = -INFINITY, base, slack, cut
+    cdef LogSum exact_terms = empty_log_sum()
+    cdef mask_t lefts[GINKGO_CHUNK_SIZE]
+    cdef double inside[GINKGO_CHUNK_SIZE]
+    cdef double map_terms[GINKGO_CHUNK_SIZE]
+    cdef double inverse[GINKGO_CHUNK_SIZE]
+    if count != NULL:
+        count[2 * parent] = 0
+        count[2 * parent + 1] = 0
+    if t_parent < params[T_CUT]:
+        # Every split of a parent below the cut is forbidden.
+        z[parent] = -INFINITY
+        m[parent] = -INFINITY
+        best_left[parent] = low
+        return
+    # The splits with a massless lighter child: its single-particle formula.
+    if size == 2:
+        if not (mass2[low] > 0.0 and mass2[rest] > 0.0):
+            ginkgo_take_split(params, mass2, root, parent, low, z, m, &exact_terms, &best,
+                              &arg, count, True)
+    else:
+        bit = parent
+        while bit:
+            left = low_bit(bit)
+            bit = bit ^ left
+            if not mass2[left] > 0.0:
+                ginkgo_take_split(params, mass2, root, parent,
+                                  left if left == low else parent ^ left, z, m,
+                                  &exact_terms, &best, &arg, count, True)
+    # K(parent): the part of log psi common to its splits.
+    base = (2.0 * params[LOG_LAM] - 2.0 * params[LOG_NORM] + params[ISOTROPIC]
+            - log(t_parent))
+    while sub != rest:
+        n = 0
+        while n < GINKGO_CHUNK_SIZE and sub != rest:
+            lefts[n] = low | sub
+            n = n + 1
+            sub = next_submask(sub, rest)
+        chunk_scale = ginkgo_chunk(rec, parent, lefts, n, root[parent], lam / t_parent, lam,
+                                   inside, map_terms, inverse, &chunk_sum, &chunk_top)
+        if not chunk_scale > -INFINITY:
+            continue
+        if chunk_scale > log_scale:
+            total = total * exp(log_scale - chunk_scale) + chunk_sum
+            log_scale = chunk_scale
+        else:
+            total = total + chunk_sum * exp(chunk_scale - log_scale)
+        # MAP candidates: the splits near the chunk's largest linear term,
+        # if that term may beat the best so far; all of them when the
+        # linear terms are out of range.
+        slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(base) + fabs(chunk_scale))
+        if chunk_top >= 1e-290 and chunk_top < INFINITY:
+            if base + chunk_scale + log(chunk_top) + slack < best - slack * fabs(best):
+                cut = INFINITY
+            else:
+                cut = chunk_top * (1.0 - slack)
+        else:
+            cut = 0.0
+        if cut < INFINITY:
+            for j in range(n):
+                if inverse[j] != 0.0 and map_terms[j] >= cut:
+                    ginkgo_take_split(params, mass2, root, parent, lefts[j], z, m,
+                                      &exact_terms, &best, &arg, NULL, False)
+        if count != NULL:
+            ginkgo_count(count, rec, parent, lefts, inverse, n, size)
+    if log_scale > -INFINITY:
+        if not (total >= LINEAR_SUM_FLOOR and total < INFINITY):
+            ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
+            return
+        log_sum_add(&exact_terms, base + log_scale + log(total))
+    z[parent] = log_sum_value(&exact_terms)
+    m[parent] = best
+    best_left[parent] = arg
+
+
+def ginkgo_kernel_applies(SplitPotential potential):
+    """Whether `inside_level_ginkgo` computes this potential.
+
+    It must be the Ginkgo potential (``potential/_ginkgo.pyx``) with a
+    positive mass squared for every subset of two or more points (so only
+    single particles take the formula's massless branch).
+    """
+    cdef const double* mass2
+    cdef index_t x, n_subsets = (<index_t>1) << potential.n_points
+    cdef bint applies = True
+    if potential.kind != FUNCTION or potential.params.get("function") != "ginkgo_log_psi":
+        return False
+    if potential.params.get("module") != "sktrellis._engine.potential._ginkgo":
+        return False
+    # A loop, not NumPy: no O(2**N) temporary beside the trellis's tables.
+    mass2 = potential.tables.data.tables[0]
+    with nogil:
+        for x in range(1, n_subsets):
+            if x & (x - 1) and not mass2[x] > 0.0:
+                applies = False
+                break
+    return applies
+
+
+def ginkgo_records(SplitPotential potential):
+    """The per-subset records of `inside_level_ginkgo`: (t, log Z, MAP ratio, count).
+
+    Returns a float64 array of shape (2**N, 4) (the count column holds the
+    bits of a uint64) with t filled; the other columns are filled level by
+    level by `fill_ginkgo_records`.
+    """
+    records = np.zeros((1 << potential.n_points, 4))
+    records[:, 0] = potential.arrays["mass2"]
+    return records
+
+
+def fill_ginkgo_records(const mask_t[::1] subsets, const double[::1] log_z,
+                        const double[::1] log_map, const uint64_t[:, ::1] counts,
+                        double[:, ::1] records, int n_threads):
+    """Copy log Z, exp(log MAP - log Z) and the count's low word of finished `subsets`."""
+    cdef Py_ssize_t i, n = subsets.shape[0]
+    cdef mask_t x
+    cdef GinkgoRecord* rec = <GinkgoRecord*>&records[0, 0]
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+        x = subsets[i]
+        rec[x].log_z = log_z[x]
+        rec[x].map_ratio = exp(log_map[x] - log_z[x]) if log_z[x] > -INFINITY else 0.0
+        rec[x].count = counts[x, 0]
+
+
+def inside_level_ginkgo(SplitPotential potential, const mask_t[::1] parents,
+                        double[::1] log_z, double[::1] log_map, mask_t[::1] best_left,
+                        counts, const double[:, ::1] records, int n_threads):
+    """`inside_level` for the Ginkgo potential, in linear space (see above).
+
+    `records` come from `ginkgo_records`, with every subset smaller than
+    the parents filled by `fill_ginkgo_records`; `counts` as for
+    `inside_level`. The potential must pass `ginkgo_kernel_applies`.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef const double* params = t.data.params
+    cdef const double* mass2 = t.data.tables[0]
+    cdef const double* root = t.data.tables[1]
+    cdef const GinkgoRecord* rec = <const GinkgoRecord*>&records[0, 0]
+    cdef Py_ssize_t i, n = parents.shape[0]
+    cdef uint64_t* count = NULL
+    cdef uint64_t[:, ::1] count_view
+    if n == 0:
+        return
+    if counts is not None:
+        count_view = counts
+        count = &count_view[0, 0]
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
+        ginkgo_parent(params, mass2, root, rec, parents[i], &log_z[0], &log_map[0],
+                      &best_left[0], count)
 
 
 ###############################################################################
@@ -468,6 +711,120 @@ def outside_level(SplitPotential potential, const mask_t[::1] clusters,
             out[cluster] = -INFINITY
         else:
             out[cluster] = exact_log_outside(t, cluster, full, &log_z[0], out)
+
+
+# Outside pass of the Ginkgo potential: the terms O(C | D) psi Z(D) of a
+# cluster C in linear space, one exp and two divisions each, as the inside
+# pass (`ginkgo_outside_chunk`); a cluster whose sum is out of range, and a
+# massless cluster (a single particle: every term takes the formula's other
+# branch), is summed exactly in log space (`exact_log_outside`).
+
+cdef inline double ginkgo_base(const double* params, double t_parent) noexcept nogil:
+    """K(S) of ``_ginkgo.pxd``: the part of log psi common to the splits of S."""
+    return (2.0 * params[LOG_LAM] - 2.0 * params[LOG_NORM] + params[ISOTROPIC]
+            - log(t_parent))
+
+
+def ginkgo_outside_records(SplitPotential potential, const double[::1] log_z):
+    """The records of `outside_level_ginkgo`: (t, sqrt t, log Z, log O + K).
+
+    Returns an array of shape (2**N, 4); the last column is filled level by
+    level (largest subsets first) by `fill_ginkgo_outside_records`.
+    """
+    records = np.empty((1 << potential.n_points, 4))
+    records[:, 0] = potential.arrays["mass2"]
+    records[:, 1] = potential.arrays["sqrt_mass2"]
+    records[:, 2] = log_z
+    records[:, 3] = -np.inf
+    return records
+
+
+def fill_ginkgo_outside_records(SplitPotential potential, const mask_t[::1] subsets,
+                                const double[::1] log_out, double[:, ::1] records,
+                                int n_threads):
+    """log O(X) + K(X) of `subsets` (all outside sums known), -inf below the cut."""
+    cdef const double* params = potential.tables.data.params
+    cdef GinkgoOutsideRecord* rec = <GinkgoOutsideRecord*>&records[0, 0]
+    cdef Py_ssize_t i, n = subsets.shape[0]
+    cdef mask_t x
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
+        x = subsets[i]
+        if rec[x].mass2 < params[T_CUT] or not rec[x].mass2 > 0.0 or not log_out[x] > -INFINITY:
+            rec[x].log_above = -INFINITY
+        else:
+            rec[x].log_above = log_out[x] + ginkgo_base(params, rec[x].mass2)
+
+
+cdef double ginkgo_outside_cluster(const SplitTables* t, const GinkgoOutsideRecord* rec,
+                                   mask_t cluster, mask_t full, const double* log_z,
+                                   const double* log_out) noexcept nogil:
+    """log O(cluster) from its linear-space chunks and its massless siblings."""
+    cdef const double* params = t.data.params
+    cdef const double* mass2 = t.data.tables[0]
+    cdef const double* root = t.data.tables[1]
+    cdef mask_t rest = full ^ cluster, other = rest, bit, parent, left
+    cdef double t_cluster = rec[cluster].mass2, lam = params[LAM]
+    cdef double log_scale = -INFINITY, total = 0.0, chunk_scale, chunk_total, psi
+    cdef LogSum exact_terms = empty_log_sum()
+    cdef int n
+    cdef mask_t others[GINKGO_CHUNK_SIZE]
+    cdef double terms[GINKGO_CHUNK_SIZE]
+    cdef double inverse[GINKGO_CHUNK_SIZE]
+    if not t_cluster > 0.0:
+        return exact_log_outside(t, cluster, full, log_z, log_out)
+    # Massless siblings (single particles): the other branch of the formula.
+    bit = rest
+    while bit:
+        other = low_bit(bit)
+        bit = bit ^ other
+        if mass2[other] > 0.0:
+            continue
+        parent = cluster | other
+        if log_out[parent] > -INFINITY and log_z[other] > -INFINITY:
+            left = cluster if cluster & low_bit(parent) else other
+            psi = log_psi_of_masses(params, mass2[parent], root[parent], mass2[left],
+                                    root[left], mass2[parent ^ left], root[parent ^ left])
+            log_sum_add(&exact_terms, log_out[parent] + psi + log_z[other])
+    other = rest
+    while other:
+        n = 0
+        while n < GINKGO_CHUNK_SIZE and other:
+            others[n] = other
+            n = n + 1
+            other = (other - 1) & rest
+        chunk_scale = ginkgo_outside_chunk(rec, cluster, t_cluster, rec[cluster].root, others,
+                                           n, lam, terms, inverse, &chunk_total)
+        if not chunk_scale > -INFINITY:
+            continue
+        if chunk_scale > log_scale:
+            total = total * exp(log_scale - chunk_scale) + chunk_total
+            log_scale = chunk_scale
+        else:
+            total = total + chunk_total * exp(chunk_scale - log_scale)
+    if log_scale > -INFINITY:
+        if not (total >= LINEAR_SUM_FLOOR and total < INFINITY):
+            return exact_log_outside(t, cluster, full, log_z, log_out)
+        log_sum_add(&exact_terms, log_scale + log(total))
+    return log_sum_value(&exact_terms)
+
+
+def outside_level_ginkgo(SplitPotential potential, const mask_t[::1] clusters,
+                         const double[::1] log_z, double[::1] log_out,
+                         const double[:, ::1] records, int n_threads):
+    """`outside_level` for the Ginkgo potential, in linear space (see above).
+
+    `records` from `ginkgo_outside_records`, with every larger subset filled
+    by `fill_ginkgo_outside_records`. The potential must pass
+    `ginkgo_kernel_applies`.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef const GinkgoOutsideRecord* rec = <const GinkgoOutsideRecord*>&records[0, 0]
+    cdef int n_points = potential.n_points
+    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
+    cdef Py_ssize_t i, n = clusters.shape[0]
+    cdef double* out = &log_out[0]
+    for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
+        out[clusters[i]] = ginkgo_outside_cluster(t, rec, clusters[i], full, &log_z[0], out)
 
 
 # Cache-blocked outside pass (separable kind), as the blocked inside pass:

@@ -30,13 +30,15 @@ _SAMPLE_CACHE_MIN_DOUBLES = 1 << 24
 #: kinds add 128-bit tree counts (16).
 _TABLE_BYTES = {"separable": 24, "function": 40, "table": 40}
 #: Bytes per subset of the inside pass's temporaries: the 16-byte
-#: (factor, MAP) records of both children (separable kind only).
-_INSIDE_BYTES = {"separable": 32, "function": 0, "table": 0}
+#: (factor, MAP) records of both children (separable kind); the 32-byte
+#: records of the Ginkgo kernel (function kind: counted for every function
+#: potential, 8 bytes per subset more than the others need at their peak).
+_INSIDE_BYTES = {"separable": 32, "function": 32, "table": 0}
 #: Bytes per subset after fit: the cached cluster log marginals (8), plus the
-#: largest of the outside pass's parent and sibling factors (16), the
-#: temporaries of most_probable_clusters (16) and the sampler's cache index
-#: and cache (16).
-_QUERY_BYTES = 24
+#: largest of the outside pass's parent and sibling factors (16; the 32-byte
+#: records of the Ginkgo kernel, function kind), the temporaries of
+#: most_probable_clusters (16) and the sampler's cache index and cache (16).
+_QUERY_BYTES = {"separable": 24, "function": 40, "table": 24}
 
 
 #: Low bits of a subset that index within a row of the cache-blocked passes:
@@ -71,7 +73,7 @@ def hierarchical_trellis_bytes(kind, n_points, table_bytes_per_subset=0):
     -------
     n_bytes : int
     """
-    per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES)
+    per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES[kind])
     return (
         SplitPotential.table_bytes(kind, n_points, table_bytes_per_subset)
         + per_subset * (1 << n_points)
@@ -139,6 +141,10 @@ class HierarchicalTrellis:
         with ``levels.DeadlinePassed`` (within one kernel call); None: none.
     """
 
+    #: Whether the Ginkgo potential runs in its own kernel (``inside_level_ginkgo``)
+    #: rather than through its C function; False only to compare the two.
+    use_ginkgo_kernel = True
+
     def __init__(self, potential, n_threads=1, verbose=0, owner="trellis", deadline=None):
         self.potential = potential
         self.n_points = potential.n_points
@@ -168,6 +174,11 @@ class HierarchicalTrellis:
             blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
+        ginkgo = self._uses_ginkgo_kernel()
+        if ginkgo:
+            records = kernels.ginkgo_records(self.potential)
+            kernels.fill_ginkgo_records(self.order[self.level_start[1] : self.level_start[2]],
+                                        self.log_z, self.log_map, self.counts, records, 1)
         with self._progress("inside pass (MAP tree, log Z)", _inside_splits,
                             self.deadline) as progress:
             for size in range(2, n_points + 1):
@@ -194,12 +205,21 @@ class HierarchicalTrellis:
                 chunk = chunk_size(n_splits)
                 for first in range(0, len(parents), chunk):
                     block = parents[first : first + chunk]
-                    kernels.inside_level(
-                        self.potential, block,
-                        self.log_z, self.log_map, self.best_left, self.counts, scale,
-                        left_factors, right_factors, n_threads,
-                    )
+                    if ginkgo:
+                        kernels.inside_level_ginkgo(
+                            self.potential, block, self.log_z, self.log_map, self.best_left,
+                            self.counts, records, n_threads,
+                        )
+                    else:
+                        kernels.inside_level(
+                            self.potential, block,
+                            self.log_z, self.log_map, self.best_left, self.counts, scale,
+                            left_factors, right_factors, n_threads,
+                        )
                     progress.update(len(block) * n_splits)
+                if ginkgo and size < n_points:
+                    kernels.fill_ginkgo_records(parents, self.log_z, self.log_map, self.counts,
+                                                records, n_threads)
 
     def check_feasible(self, energy):
         """Raise ValueError unless log Z is finite or -inf only where allowed.
@@ -227,19 +247,25 @@ class HierarchicalTrellis:
         if not self.log_partition > -np.inf:
             raise infeasible_error(n_points, energy)
 
+    def _uses_ginkgo_kernel(self):
+        """Whether the passes run the Ginkgo kernels (``inside_level_ginkgo``...)."""
+        return self.use_ginkgo_kernel and kernels.ginkgo_kernel_applies(self.potential)
+
     def _progress(self, stage, terms_per_subset, deadline=None):
         """The LevelProgress of a pass over every level, `terms_per_subset(size)` terms each."""
         n_points = self.n_points
         kind = "separable" if self.potential.is_separable else "function"
         n_bytes = self.potential.nbytes + ((_TABLE_BYTES[kind] + _INSIDE_BYTES[kind]) << n_points)
-        per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES)
+        per_subset = _TABLE_BYTES[kind] + max(_INSIDE_BYTES[kind], _QUERY_BYTES[kind])
         peak_bytes = (
             self.potential.nbytes + (per_subset << n_points) + 8 * _SAMPLE_CACHE_MIN_DOUBLES
         )
         return LevelProgress(
             self.owner, stage, n_points,
             level_terms(n_points, range(1, n_points + 1), terms_per_subset), "split",
-            _seconds_per_split(kind == "separable"), self.n_threads, n_bytes, self.verbose, peak_bytes, deadline,
+            SECONDS_PER_TERM["ginkgo"] if self._uses_ginkgo_kernel()
+            else _seconds_per_split(kind == "separable"),
+            self.n_threads, n_bytes, self.verbose, peak_bytes, deadline,
         )
 
     @property
@@ -284,6 +310,11 @@ class HierarchicalTrellis:
             parent_scale[n_points] = kernels.outside_parent_factors(
                 potential, order[level_start[n_points] :], log_out, parent_factor, 1
             )
+        ginkgo = self._uses_ginkgo_kernel()
+        if ginkgo:
+            records = kernels.ginkgo_outside_records(potential, self.log_z)
+            kernels.fill_ginkgo_outside_records(potential, order[level_start[n_points] :],
+                                                log_out, records, 1)
         def outside_terms(size):
             return (1 << (n_points - size)) - 1 if size < n_points else 0
 
@@ -311,12 +342,19 @@ class HierarchicalTrellis:
                     chunk = chunk_size(n_terms)
                     for first in range(0, len(clusters), chunk):
                         block = clusters[first : first + chunk]
-                        kernels.outside_level(
-                            potential, block, self.log_z, log_out,
-                            parent_factor, parent_scale, sibling_factor, sibling_scale,
-                            n_threads,
-                        )
+                        if ginkgo:
+                            kernels.outside_level_ginkgo(
+                                potential, block, self.log_z, log_out, records, n_threads)
+                        else:
+                            kernels.outside_level(
+                                potential, block, self.log_z, log_out,
+                                parent_factor, parent_scale, sibling_factor, sibling_scale,
+                                n_threads,
+                            )
                         progress.update(len(block) * n_terms)
+                if ginkgo and size > 1:
+                    kernels.fill_ginkgo_outside_records(potential, clusters, log_out, records,
+                                                        n_threads)
                 if separable and size > 1:
                     parent_scale[size] = kernels.outside_parent_factors(
                         potential, clusters, log_out, parent_factor, n_threads
