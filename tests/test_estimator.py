@@ -213,3 +213,46 @@ def test_drop_posterior_shrinks_an_exact_pickle_to_kilobytes():
     # 2**14 subsets at tens of bytes each, against a few fitted arrays of N rows.
     assert len(pickle.dumps(model)) > 20 * (1 << 14)
     assert len(pickle.dumps(model.drop_posterior())) < 20_000
+
+
+###############################################################################
+# The fitted state changes in one step: concurrent fits of one object leave one
+# whole fit, never one dataset's fingerprint beside another's posterior.
+
+def test_concurrent_fits_leave_one_whole_fit():
+    import threading
+
+    from sktrellis._validation import data_sketch
+
+    rng = np.random.default_rng(0)
+    datasets = [rng.normal(size=(9, 2)), rng.normal(size=(9, 3)) * 3.0]
+    expected = [ExactHierarchicalClustering(Dasgupta(beta=1.0)).fit(X).log_partition_
+                for X in datasets]
+    for _ in range(10):
+        model = ExactHierarchicalClustering(Dasgupta(beta=1.0))
+        barrier = threading.Barrier(4)
+
+        def fit(X):
+            barrier.wait()
+            model.fit(X)
+
+        threads = [threading.Thread(target=fit, args=(datasets[k % 2],)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        which = [k for k, X in enumerate(datasets)
+                 if model.n_features_in_ == X.shape[1]
+                 and np.allclose(model._fit_sketch, data_sketch(X))]
+        assert len(which) == 1
+        assert model.log_partition_ == expected[which[0]]
+        assert log_partition_scorer(model, datasets[which[0]]) == expected[which[0]]
+
+
+def test_a_failed_refit_leaves_the_estimator_unfitted():
+    model = ExactHierarchicalClustering().fit(np.random.default_rng(0).normal(size=(6, 2)))
+    with pytest.raises(ValueError):
+        model.fit(np.full((6, 2), np.nan))
+    with pytest.raises(NotFittedError):
+        check_is_fitted(model)
+    assert model.get_params()["n_clusters"] == 2
