@@ -133,7 +133,7 @@ class _InsidePass:
         # take the plain one.
         n_points = levels.n_points
         self.blocks = (
-            RowBlocks(n_points, min(BLOCK_BITS, n_points))
+            RowBlocks(n_points, min(BLOCK_BITS, n_points), SECONDS_PER_TERM["flat"])
             if n_points >= BLOCKED_MIN_POINTS and self.counts is None else None
         )
 
@@ -171,7 +171,7 @@ class _InsidePass:
                 )
             # Subsets with no low bit, C(N - bits, size) of them: plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(1 << (size - 1))
+        chunk = chunk_size(1 << (size - 1), SECONDS_PER_TERM["flat"])
         for first in range(0, len(parents), chunk):
             kernels.inside_level(
                 parents[first : first + chunk], levels.log_e, self.log_z, self.log_map,
@@ -225,7 +225,8 @@ class _CountPass:
         self.best_zk = np.full((n_points + 1, n_points + 1), -np.inf)   # [size, clusters]
         self.blocks = None
         if n_points >= BLOCKED_MIN_POINTS:
-            self.blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points - 1))
+            self.blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points - 1),
+                                    SECONDS_PER_TERM["flat count"])
             # Running sums of every S_lo of an item, and the fallback's maxima.
             bits = self.blocks.bits
             self.block_work = np.empty(
@@ -271,7 +272,7 @@ class _CountPass:
                 )
             # Subsets with no low bit (and so without point 0): plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(size << (size - 1))
+        chunk = chunk_size(size << (size - 1), SECONDS_PER_TERM["flat count"])
         for first in range(0, len(parents), chunk):
             kernels.count_level(
                 parents[first : first + chunk], levels.log_e, levels.cluster_scale, gain,
@@ -304,7 +305,7 @@ class _ConstrainedMapPass:
         self.log_mapk = np.full((1 << levels.n_points, depth), -np.inf)
         n_points = levels.n_points
         self.blocks = (
-            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1))
+            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1), SECONDS_PER_TERM["flat count"])
             if n_points >= BLOCKED_MIN_POINTS else None
         )
 
@@ -325,7 +326,7 @@ class _ConstrainedMapPass:
                 )
             # Parents with no low bit (and so without point 0): plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(n_pairs)
+        chunk = chunk_size(n_pairs, SECONDS_PER_TERM["flat count"])
         for first in range(0, len(parents), chunk):
             kernels.constrained_map_level(
                 parents[first : first + chunk], self.levels.log_e, self.log_mapk, threads
@@ -383,7 +384,7 @@ class _MapPass:
         self.log_map = np.zeros(1 << levels.n_points)
         n_points = levels.n_points
         self.blocks = (
-            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1))
+            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1), SECONDS_PER_TERM["flat map"])
             if n_points >= BLOCKED_MIN_POINTS else None
         )
 
@@ -404,7 +405,7 @@ class _MapPass:
                 )
             # Parents with no low bit (and so without point 0): plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(n_pairs)
+        chunk = chunk_size(n_pairs, SECONDS_PER_TERM["flat map"])
         for first in range(0, len(parents), chunk):
             kernels.map_level(
                 parents[first : first + chunk], self.levels.log_e, self.log_map, threads

@@ -165,7 +165,7 @@ class HierarchicalTrellis:
         left_factors, right_factors = np.zeros((rows, 2)), np.zeros((rows, 2))
         blocked = separable and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
+            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points), _seconds_per_split(True))
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
         with self._progress("inside pass (MAP tree, log Z)", _inside_splits,
@@ -191,7 +191,7 @@ class HierarchicalTrellis:
                         progress.update(blocks.n_subsets(low_sizes) * n_splits)
                     # Parents with no low bit, C(N - bits, size) of them: plain kernel.
                     parents = blocks.high_only_parents(size)
-                chunk = chunk_size(n_splits)
+                chunk = chunk_size(n_splits, _seconds_per_split(separable))
                 for first in range(0, len(parents), chunk):
                     block = parents[first : first + chunk]
                     kernels.inside_level(
@@ -308,7 +308,7 @@ class HierarchicalTrellis:
                         )
                         progress.update(blocks.n_subsets(low_sizes) * n_terms)
                 else:
-                    chunk = chunk_size(n_terms)
+                    chunk = chunk_size(n_terms, _seconds_per_split(separable))
                     for first in range(0, len(clusters), chunk):
                         block = clusters[first : first + chunk]
                         kernels.outside_level(
