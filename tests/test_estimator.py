@@ -256,3 +256,34 @@ def test_a_failed_refit_leaves_the_estimator_unfitted():
     with pytest.raises(NotFittedError):
         check_is_fitted(model)
     assert model.get_params()["n_clusters"] == 2
+
+
+@pytest.mark.parametrize("Estimator", [ExactHierarchicalClustering, SparseTrellisClustering])
+def test_a_grid_over_the_default_energys_beta(Estimator):
+    """GridSearchCV over energy__beta failed inside scikit-learn with the default energy=None."""
+    from sklearn.model_selection import GridSearchCV
+
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    idx = np.arange(len(X))
+    search = GridSearchCV(Estimator(), {"energy__beta": [0.5, 2.0]},
+                          scoring=log_partition_scorer, cv=[(idx, idx)]).fit(X)
+    assert search.best_params_["energy__beta"] in (0.5, 2.0)
+    assert search.best_estimator_.energy.get_params() == Dasgupta(beta=search.best_params_[
+        "energy__beta"]).get_params()
+    model = Estimator().set_params(energy__beta=3.0, n_clusters=3)
+    assert (model.energy.beta, model.n_clusters) == (3.0, 3)
+    assert Estimator().set_params(n_clusters=3).energy is None
+
+
+@pytest.mark.parametrize("Estimator", [ExactHierarchicalClustering,
+                                       BestFirstHierarchicalClustering])
+def test_a_split_potential_of_none_is_a_type_error_naming_the_method(Estimator):
+    """It was AttributeError: 'NoneType' object has no attribute 'n_points'."""
+
+    class NoPotential(Dasgupta):
+        def split_potential(self, X):
+            return None
+
+    with pytest.raises(TypeError, match=r"NoPotential.split_potential\(X\) returned NoneType "
+                                        r"None; it must return a SplitPotential"):
+        Estimator(NoPotential(beta=1.0)).fit(np.random.default_rng(0).normal(size=(6, 2)))

@@ -83,11 +83,20 @@ def _without_fit_state(estimator):
 def check_built_for(model, n_points, energy, method):
     """A ValueError if what ``energy.method(X)`` built does not cover the n_points rows of X.
 
+    A TypeError naming the method if it returned no such model at all (None).
+
     A potential or merge model over fewer (or more) points would be fitted
     silently: labels for the wrong number of samples, or tables read past
     their end.
     """
-    built = getattr(model, "n_points", n_points)
+    built = getattr(model, "n_points", None)
+    if built is None:
+        expected = {"split_potential": "a SplitPotential (sktrellis.energies.SplitPotential)",
+                    "merge_model": "a MergeModel"}.get(method, "the model over the points")
+        raise TypeError(
+            f"{type(energy).__name__}.{method}(X) returned {type(model).__name__} "
+            f"{model!r:.80}; it must return {expected} over the n_samples={n_points} rows of X"
+        )
     if built != n_points:
         raise ValueError(
             f"{type(energy).__name__}.{method}(X) returned a {type(model).__name__} over "
@@ -137,8 +146,32 @@ class EnergyEstimatorMixin(TreeEstimatorMixin):
     """A tree estimator with an ``energy`` parameter and, usually, ``n_clusters``.
 
     Subclasses set ``_default_energy``, a callable returning the energy used
-    when ``energy=None``.
+    when ``energy=None``. Setting a parameter of the energy
+    (``set_params(energy__beta=2.0)``, as ``GridSearchCV`` does) while
+    ``energy=None`` sets it on that default energy, which then becomes the
+    ``energy`` parameter.
     """
+
+    def set_params(self, **params):
+        """Set the parameters of this estimator, and of its energy (``energy__name``).
+
+        With ``energy=None``, an ``energy__name`` parameter applies to the
+        default energy, which becomes the ``energy`` parameter.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters, and energy parameters as ``energy__name``.
+
+        Returns
+        -------
+        self : estimator instance
+            Estimator instance.
+        """
+        if (getattr(self, "energy", None) is None and "energy" not in params
+                and any(key.startswith("energy__") for key in params)):
+            self.energy = type(self)._default_energy()
+        return super().set_params(**params)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
