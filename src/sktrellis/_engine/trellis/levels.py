@@ -8,6 +8,8 @@ costs (a Ginkgo split twenty times a separable one); and a call
 runs on one thread below PARALLEL_MIN_TERMS terms, where waking a team of
 threads costs more than the work (badly so when the other cores are busy).
 """
+import contextlib
+import contextvars
 import math
 import sys
 import time
@@ -189,6 +191,33 @@ class LevelProgress:
     def __exit__(self, *exc_info):
         if self.bar is not None:
             self.bar.close()
+
+
+# Who reports a model's own long computations (a DPM's per-subset
+# statistics, before any pass), and how verbosely: set by the estimator's
+# fit, read where the model computes, so that the energy protocol
+# (``cluster_potential(X)``) needs no verbosity argument.
+_REPORTER = contextvars.ContextVar("sktrellis_reporter", default=("sktrellis", 0))
+
+
+@contextlib.contextmanager
+def reporting(owner, verbose):
+    """Within this block, ``model_progress`` reports as `owner` at `verbose`."""
+    token = _REPORTER.set((owner, verbose))
+    try:
+        yield
+    finally:
+        _REPORTER.reset(token)
+
+
+def model_progress(stage, n_points, n_terms, unit, seconds_per_term, n_bytes):
+    """A LevelProgress for a model's own computation, as the estimator fitting it reports.
+
+    Single-threaded (NumPy); silent outside ``reporting`` (verbose 0).
+    """
+    owner, verbose = _REPORTER.get()
+    return LevelProgress(owner, stage, n_points, n_terms, unit, seconds_per_term, 1,
+                         n_bytes, verbose)
 
 
 class RowBlocks:
