@@ -403,9 +403,9 @@ def test_ctrl_c_interrupts_the_bootstrap(n_jobs, ctrl_c, monkeypatch):
     searched = []
     search = _temperature._search_map_merges
 
-    def counting_search(unit, Xb):
+    def counting_search(unit, Xb, cancelled=None):
         searched.append(1)
-        return search(unit, Xb)
+        return search(unit, Xb, cancelled)
 
     monkeypatch.setattr(_temperature, "_search_map_merges", counting_search)
     model = ExactHierarchicalClustering(n_jobs=n_jobs, verbose=0)
