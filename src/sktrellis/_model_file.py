@@ -10,9 +10,9 @@ admits exactly the globals a model pickle needs (:data:`PICKLE_GLOBALS`), calls
 only those, and never lets ``BUILD`` set attributes on a class, module or
 function, so that loading a model file cannot change what later code trusts.
 """
-import io
 import os
 import pickle
+import struct
 import types
 
 #: The globals a pickle of a fitted sktrellis model needs, as "module.name":
@@ -194,9 +194,19 @@ def load(file, *, trusted=()):
     if not all(isinstance(name, str) and "." in name for name in trusted):
         raise TypeError(f"trusted must be a list of 'module.name' strings, got {trusted!r}")
     allowed = PICKLE_GLOBALS | frozenset(trusted)
-    if isinstance(file, (str, os.PathLike)):
-        with open(file, "rb") as opened:
-            return _ModelUnpickler(opened, allowed).load()
     if isinstance(file, (bytes, bytearray, memoryview)):
         raise TypeError("file must be a path or a binary file; for bytes, use io.BytesIO(data)")
-    return _ModelUnpickler(file, allowed).load()
+    if isinstance(file, (str, os.PathLike)):
+        with open(file, "rb") as opened:
+            return _load(opened, allowed)
+    return _load(file, allowed)
+
+
+def _load(file, allowed):
+    try:
+        return _ModelUnpickler(file, allowed).load()
+    except (struct.error, EOFError, UnicodeDecodeError, IndexError, KeyError) as error:
+        # The pure-Python unpickler's own errors on a damaged stream.
+        raise pickle.UnpicklingError(
+            f"the file is not a whole, valid pickle ({type(error).__name__}: {error})"
+        ) from None
