@@ -883,3 +883,17 @@ def test_small_kernel_calls_give_the_same_posterior(monkeypatch, kind):
     np.testing.assert_array_equal(chunked.linkage_matrix_, whole.linkage_matrix_)
     assert chunked.cluster_probability([0, 1]) == pytest.approx(
         whole.cluster_probability([0, 1]), rel=1e-12)
+
+
+def test_kernel_calls_follow_the_rate_the_pass_measures(fake_clock):
+    """A pass slower than its calibration rate (a loaded machine) shrinks its next calls."""
+    progress = _pass_with_deadline(10**12, None)
+    calls = progress.calls(np.arange(10**4), 10**6, 1e-9)  # 0.25 s: 249 items of 1M terms
+    first = next(calls)
+    assert len(first) == 249
+    fake_clock["now"] += 1.0  # ... but it took 1 s: 4 ns a term
+    progress.update(len(first) * 10**6)
+    assert len(next(calls)) == 62
+    fake_clock["now"] += 1e-6  # too few terms to measure: the calibration rate again
+    progress.update(10)
+    assert len(next(calls)) == 249

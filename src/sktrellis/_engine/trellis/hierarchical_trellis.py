@@ -14,7 +14,7 @@ from ..tables import subset_sums
 from ..tree.conversion import linkage_from_splits, splits_from_table
 from . import _hierarchical as kernels
 from .levels import (
-    SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, level_terms, threads_for,
+    SECONDS_PER_TERM, LevelProgress, RowBlocks, level_terms, threads_for,
 )
 from .posterior import members_mask, most_probable_masks
 
@@ -191,9 +191,7 @@ class HierarchicalTrellis:
                         progress.update(blocks.n_subsets(low_sizes) * n_splits)
                     # Parents with no low bit, C(N - bits, size) of them: plain kernel.
                     parents = blocks.high_only_parents(size)
-                chunk = chunk_size(n_splits, _seconds_per_split(separable))
-                for first in range(0, len(parents), chunk):
-                    block = parents[first : first + chunk]
+                for block in progress.calls(parents, n_splits, _seconds_per_split(separable)):
                     kernels.inside_level(
                         self.potential, block,
                         self.log_z, self.log_map, self.best_left, self.counts, scale,
@@ -308,9 +306,8 @@ class HierarchicalTrellis:
                         )
                         progress.update(blocks.n_subsets(low_sizes) * n_terms)
                 else:
-                    chunk = chunk_size(n_terms, _seconds_per_split(separable))
-                    for first in range(0, len(clusters), chunk):
-                        block = clusters[first : first + chunk]
+                    for block in progress.calls(clusters, n_terms,
+                                                _seconds_per_split(separable)):
                         kernels.outside_level(
                             potential, block, self.log_z, log_out,
                             parent_factor, parent_scale, sibling_factor, sibling_scale,

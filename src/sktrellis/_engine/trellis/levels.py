@@ -26,6 +26,8 @@ CHUNK_TERMS = 1 << 28
 #: rates of SECONDS_PER_TERM: Ctrl-C is answered within about this long
 #: (longer on a loaded machine, whose rate is lower).
 CHUNK_SECONDS = 0.25
+#: A call of at least this many terms measures the pass's rate (``calls``).
+MEASURED_MIN_TERMS = 1 << 16
 #: Below this many terms a kernel call runs on one thread.
 PARALLEL_MIN_TERMS = 1 << 16
 #: One thread's seconds per term, for the estimate that opens a pass's
@@ -161,17 +163,35 @@ class LevelProgress:
         if self.bar is not None:
             self.bar.set_postfix_str(f"subsets of size {size}/{self.n_points}", refresh=False)
 
+    def calls(self, items, terms_per_item, seconds_per_term):
+        """``items`` in consecutive slices, one kernel call each, of about CHUNK_SECONDS.
+
+        Sized by the rate of the pass's last call when that call was long
+        enough to measure (a loaded machine, or a potential dearer than its
+        calibration rate), else by ``seconds_per_term``. The caller runs
+        each slice and then calls ``update``.
+        """
+        first = 0
+        while first < len(items):
+            rate = seconds_per_term
+            if len(self.checkpoints) > 1:
+                (done_before, then), (done, now) = self.checkpoints[-2:]
+                if done - done_before >= MEASURED_MIN_TERMS and now > then:
+                    rate = (now - then) / (done - done_before)
+            size = max(1, chunk_terms(rate) // max(1, terms_per_item))
+            yield items[first : first + size]
+            first += size
+
     def update(self, n_terms):
         """Count terms done; raise DeadlinePassed if the pass will not end by its deadline."""
         if self.bar is not None:
             self.bar.update(n_terms)
-        if self.deadline is None:
-            return
         now = time.perf_counter()
         done = self.checkpoints[-1][0] + n_terms
-        if done >= self.n_terms:
-            return
+        # Every call's end: its rate sizes the next call (``calls``).
         self.checkpoints.append((done, now))
+        if self.deadline is None or done >= self.n_terms:
+            return
         finish = now
         if 16 * done >= self.n_terms:
             # The rate over the last sixteenth of the terms (at least one).
