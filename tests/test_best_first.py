@@ -997,10 +997,10 @@ def test_a_search_under_a_memory_limit_keeps_its_tree(max_states, note):
 
 
 def test_the_default_state_cap_follows_the_memory_found(monkeypatch):
-    from sktrellis import best_first
+    from sktrellis import _validation
 
     X = np.random.default_rng(0).normal(size=(40, 2))
-    monkeypatch.setattr(best_first, "available_memory_bytes", lambda: 4 * 2**20)
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 4 * 2**20)])
     model = BestFirstHierarchicalClustering(incumbent="beam", algorithm="search")
     with pytest.warns(UserWarning, match=r"stopped \(max_states\)"):
         model.fit(X)

@@ -17,7 +17,7 @@ from ._engine.trellis.levels import DeadlinePassed
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
 from ._engine.agglomerative.search import beam_search
 from ._validation import (
-    MAX_EXACT_POINTS, available_memory_bytes, effective_n_threads, fits_in_memory, format_bytes,
+    MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, format_bytes, memory_budget,
 )
 from .energies import Dasgupta
 from .sparse import SparseTrellisClustering
@@ -529,8 +529,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         """``max_states``, or the states that fit in the memory share; announced at verbose."""
         if self.max_states is not None:
             return self.max_states
-        available = available_memory_bytes()
-        memory = _UNKNOWN_MEMORY if available is None else int(_MEMORY_SHARE * available)
+        memory, available = memory_budget(_MEMORY_SHARE, _UNKNOWN_MEMORY)
         state_bytes = _STATE_BYTES + (_PENALTY_BYTES_PER_POINT * n_points if bound.scale else 0)
         max_states = max(memory // state_bytes, 1)
         if self.verbose:
