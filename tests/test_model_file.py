@@ -155,3 +155,22 @@ def test_trusted_names_are_admitted_exactly(tmp_path):
         sktrellis.load(path, trusted=f"{__name__}._double")
     with pytest.raises(TypeError, match="io.BytesIO"):
         sktrellis.load(data)
+
+
+@pytest.mark.parametrize("Estimator, table, damage", [
+    (ExactHierarchicalClustering, "log_z", lambda t: t[:5]),
+    (ExactHierarchicalClustering, "best_left", lambda t: np.full_like(t, 2**31)),
+    (ExactHierarchicalClustering, "counts", lambda t: np.zeros((3, 2), np.uint64)),
+    (ExactHierarchicalClustering, "_log_marginals", lambda t: np.zeros(4)),
+    (ExactHierarchicalClustering, "n_threads", lambda t: 10**9),
+    (ExactFlatClustering, "log_z", lambda t: t[:5].astype(np.float32)),
+    (ExactFlatClustering, "log_e", lambda t: np.zeros((2, 2))),
+])
+def test_posterior_tables_of_a_model_file_are_checked_before_any_kernel(Estimator, table, damage):
+    """A table a kernel reads, of the wrong length or dtype, would be read past its end."""
+    model = Estimator().fit(np.random.default_rng(0).normal(size=(7, 2)))
+    model.cluster_probability([0, 1])
+    trellis = model._trellis
+    setattr(trellis, table, damage(getattr(trellis, table)))
+    with pytest.raises((ValueError, TypeError), match=f"a pickled {type(trellis).__name__}"):
+        _loads(pickle.dumps(model))

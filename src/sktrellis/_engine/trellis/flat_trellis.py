@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _flat as kernels
 from .._subsets import count_as_int, subsets_by_size
+from ..tables import check_restored_tables
 from .levels import SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, threads_for
 from .posterior import members_mask, most_probable_masks
 
@@ -494,6 +495,18 @@ class FlatTrellis:
         self._run_inside()
         if n_clusters is not None:
             self._run_constrained()
+
+    def __setstate__(self, state):
+        # What the kernels read, checked (a model file may be crafted).
+        log_e = state.get("log_e")
+        n_points = len(log_e).bit_length() - 1 if isinstance(log_e, np.ndarray) else None
+        check_restored_tables("FlatTrellis", state, n_points, {
+            "log_e": (np.float64, (), False), "log_z": (np.float64, (), False)})
+        n_clusters = state.get("n_clusters")
+        if n_clusters is not None and not (isinstance(n_clusters, int)
+                                           and 1 <= n_clusters <= n_points):
+            raise ValueError(f"a pickled FlatTrellis has n_clusters={n_clusters!r}")
+        self.__dict__.update(state, n_points=n_points)
 
     @property
     def full(self):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._subsets import canonical_lefts, count_as_int, subsets_by_size
 from ..potential._split_potential import SplitPotential
-from ..tables import subset_sums
+from ..tables import check_restored_tables, subset_sums
 from ..tree.conversion import linkage_from_splits, splits_from_table
 from . import _hierarchical as kernels
 from .levels import (
@@ -148,6 +148,29 @@ class HierarchicalTrellis:
         self.deadline = deadline
         self._log_marginals = None
         self._run()
+
+    def __setstate__(self, state):
+        # What the kernels read, checked (a model file may be crafted); the
+        # subset order is rebuilt, never read from the file.
+        potential = state.get("potential")
+        if not isinstance(potential, SplitPotential):
+            raise TypeError(f"a pickled HierarchicalTrellis has potential={potential!r}")
+        n_points = potential.n_points
+        check_restored_tables("HierarchicalTrellis", state, n_points, {
+            "log_z": (np.float64, (), False), "log_map": (np.float64, (), False),
+            "best_left": (np.uint32, (), False), "_log_marginals": (np.float64, (), True),
+            "counts": (np.uint64, (2,), True)})
+        masks = np.arange(1 << n_points, dtype=np.uint32)
+        left = state["best_left"]
+        proper = (left & ~masks) == 0
+        proper[2:] &= (left[2:] != 0) & (left[2:] != masks[2:])
+        singletons = (masks & (masks - 1)) == 0
+        if not np.all(proper | singletons):
+            raise ValueError("a pickled HierarchicalTrellis has MAP splits that are not "
+                             "splits: the file is damaged or was not written by sktrellis")
+        state = dict(state, n_points=n_points)
+        state["order"], state["level_start"] = subsets_by_size(n_points)
+        self.__dict__.update(state)
 
     def _run(self):
         n_points, n_subsets = self.n_points, 1 << self.n_points
