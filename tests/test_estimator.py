@@ -249,15 +249,6 @@ def test_concurrent_fits_leave_one_whole_fit():
         assert log_partition_scorer(model, datasets[which[0]]) == expected[which[0]]
 
 
-def test_a_failed_refit_leaves_the_estimator_unfitted():
-    model = ExactHierarchicalClustering().fit(np.random.default_rng(0).normal(size=(6, 2)))
-    with pytest.raises(ValueError):
-        model.fit(np.full((6, 2), np.nan))
-    with pytest.raises(NotFittedError):
-        check_is_fitted(model)
-    assert model.get_params()["n_clusters"] == 2
-
-
 @pytest.mark.parametrize("Estimator", [ExactHierarchicalClustering, SparseTrellisClustering])
 def test_a_grid_over_the_default_energys_beta(Estimator):
     """GridSearchCV over energy__beta failed inside scikit-learn with the default energy=None."""
