@@ -1,5 +1,8 @@
 """Best-first search against the exact trellis and brute-force enumeration."""
 import _thread
+import os
+import subprocess
+import sys
 import threading
 import warnings
 
@@ -422,15 +425,15 @@ def test_the_tree_prior_bound_is_admissible_and_exact_on_splits(kind, global_ran
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("max_clusters", [1, 100, 1000, 10_000])
-def test_budget_stop_reports_a_valid_gap(kind, max_clusters, global_random_seed):
+@pytest.mark.parametrize("max_states", [1, 100, 1000, 10_000])
+def test_budget_stop_reports_a_valid_gap(kind, max_states, global_random_seed):
     """Stopped at any point: the exact MAP lies between the tree found and the bound."""
     rng = np.random.default_rng(global_random_seed)
     # Above the Ginkgo bound's exact size, so that the root is searched.
     energy, X = _problem(kind, 13, rng)
     exact = ExactHierarchicalClustering(energy).fit(X).map_log_potential_
     model = BestFirstHierarchicalClustering(
-        energy, max_clusters=max_clusters, incumbent="beam", beam_width=1, algorithm="search")
+        energy, max_states=max_states, incumbent="beam", beam_width=1, algorithm="search")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.fit(X)
@@ -438,9 +441,9 @@ def test_budget_stop_reports_a_valid_gap(kind, max_clusters, global_random_seed)
         assert not caught
         assert model.optimality_gap_ == 0.0
     else:
-        assert model.stop_reason_ == "max_clusters"
-        assert any("stopped (max_clusters) before proving" in str(w.message) for w in caught)
-    assert max_clusters > 1 or model.stop_reason_ == "max_clusters"
+        assert model.stop_reason_ == "max_states"
+        assert any("stopped (max_states) before proving" in str(w.message) for w in caught)
+    assert max_states > 1 or model.stop_reason_ == "max_states"
     tol = 1e-9 * abs(exact)
     assert model.map_log_potential_ <= exact + tol
     assert exact <= model.upper_bound_ + tol
@@ -516,7 +519,7 @@ def test_verbose_reports_bounds(capsys):
          np.array([[1.0, 1, 0, 0], [2, 2, 0, 0], [3, 3, 0, 0]]),
          "every tree of these n_samples=3 points has zero potential"),
         ({"incumbent": "best"}, np.arange(8.0).reshape(4, 2), "incumbent"),
-        ({"max_clusters": 0}, np.arange(8.0).reshape(4, 2), "max_clusters"),
+        ({"max_states": 0}, np.arange(8.0).reshape(4, 2), "max_states"),
         ({"max_time": -1.0}, np.arange(8.0).reshape(4, 2), "max_time"),
     ],
 )
@@ -561,9 +564,9 @@ def test_restored_common_checks(global_random_seed):
     # check_n_features_in
     assert model.n_features_in_ == 3
     # check_fit_idempotent (the incumbent fixes the tree when the budget is tiny)
-    again = clone(model).set_params(max_clusters=1).fit(X)
+    again = clone(model).set_params(max_states=1).fit(X)
     np.testing.assert_array_equal(
-        again.labels_, clone(model).set_params(max_clusters=1).fit(X).labels_)
+        again.labels_, clone(model).set_params(max_states=1).fit(X).labels_)
     # check_positive_only_tag_during_fit: negative features are fine.
     clone(model).fit(X - 100.0)
 
@@ -859,7 +862,7 @@ def test_auto_searches_on_when_the_trellis_gives_up(monkeypatch, stepping_clock)
 
 @pytest.mark.parametrize("trellis_ends", [True, False])
 def test_auto_after_the_state_cap(monkeypatch, trellis_ends):
-    """Stopped by max_clusters, the search hands over to the trellis; if that gives up, says so."""
+    """Stopped by max_states, the search hands over to the trellis; if that gives up, says so."""
     import sktrellis.best_first as best_first
     from sktrellis._engine.trellis.levels import DeadlinePassed
 
@@ -869,7 +872,7 @@ def test_auto_after_the_state_cap(monkeypatch, trellis_ends):
 
         monkeypatch.setattr(best_first, "HierarchicalTrellis", gives_up)
     jet = make_jets(n_leaves=14, random_state=0)[0]
-    model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_clusters=1, max_time=60)
+    model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_states=1, max_time=60)
     if trellis_ends:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
@@ -877,10 +880,10 @@ def test_auto_after_the_state_cap(monkeypatch, trellis_ends):
         assert (model.solver_, model.stop_reason_, model.optimality_gap_) == (
             "trellis", "optimal", 0.0)
     else:
-        with pytest.warns(UserWarning, match=r"stopped \(max_clusters\) before proving the "
+        with pytest.warns(UserWarning, match=r"stopped \(max_states\) before proving the "
                                              r"tree optimal \(the trellis over the 2\*\*14"):
             model.fit(jet.momenta)
-        assert (model.solver_, model.stop_reason_) == ("search", "max_clusters")
+        assert (model.solver_, model.stop_reason_) == ("search", "max_states")
 
 
 def test_auto_interrupted_in_the_trellis(monkeypatch):
@@ -973,3 +976,89 @@ def test_kernel_refuses_bad_objective_and_exact_size(kwargs, match):
     bound = Dasgupta(affinity="precomputed", beta=1.0).search_bound(np.ones((3, 3)))
     with pytest.raises(ValueError, match=match):
         BestFirstSearch(bound, 3, **kwargs)
+
+
+###############################################################################
+# Budgets at the defaults: a minute, half the memory this process can get,
+# and an allocation failure stops the search as the cap does.
+
+_UNDER_RLIMIT_AS = """
+import resource, sys, warnings
+import numpy as np
+from sktrellis import BestFirstHierarchicalClustering
+from sktrellis._validation import _status_bytes
+
+resource.setrlimit(resource.RLIMIT_AS, (_status_bytes("VmSize") + 300 * 2**20,
+                                        resource.RLIM_INFINITY))
+X = np.random.default_rng(0).normal(size=(40, 2))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    model = BestFirstHierarchicalClustering(
+        max_states={max_states}, incumbent="beam", algorithm="search", max_time=120).fit(X)
+assert model.stop_reason_ == "max_states", model.stop_reason_
+assert model.optimality_gap_ > 0 and model.map_log_potential_ >= model.incumbent_log_potential_
+assert model.linkage_matrix_.shape == (39, 4)
+print([str(w.message) for w in caught])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc")
+@pytest.mark.parametrize("max_states, note", [
+    ("None", "stopped (max_states) before proving the tree optimal: "),
+    ("10**12", "an allocation failed before the state cap"),
+])
+def test_a_search_under_a_memory_limit_keeps_its_tree(max_states, note):
+    """Under RLIMIT_AS of 1 GiB a 40-point fit died with std::bad_alloc, its tree lost.
+
+    By default the state cap comes from the memory the guard finds; past
+    an explicit cap, the failed allocation stops the search as the cap does.
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", _UNDER_RLIMIT_AS.format(max_states=max_states)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert note in result.stdout
+
+
+def test_the_default_state_cap_follows_the_memory_found(monkeypatch):
+    from sktrellis import _validation
+
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 4 * 2**20)])
+    model = BestFirstHierarchicalClustering(incumbent="beam", algorithm="search")
+    with pytest.warns(UserWarning, match=r"stopped \(max_states\)"):
+        model.fit(X)
+    # 2 MiB of states of 64 + 18 * 40 bytes.
+    assert model.stop_reason_ == "max_states"
+    assert model.n_clusters_stored_ <= 2 * 2**20 // (64 + 18 * 40)
+
+
+def test_the_default_budget_is_a_minute_and_announced(capsys):
+    assert BestFirstHierarchicalClustering().max_time == 60.0
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    BestFirstHierarchicalClustering(verbose=1).fit(X)
+    out = capsys.readouterr().out
+    assert "budget: max_time=60 s (the default); at most" in out
+    assert "search states, about" in out
+
+
+@pytest.mark.parametrize("max_states", [1, 50])
+def test_the_relative_gap_is_the_gap_over_the_log_potential(max_states):
+    X = np.random.default_rng(1).normal(size=(30, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = BestFirstHierarchicalClustering(
+            max_states=max_states, incumbent="beam", algorithm="search").fit(X)
+    assert model.relative_optimality_gap_ == pytest.approx(
+        model.optimality_gap_ / abs(model.map_log_potential_))
+    proven = BestFirstHierarchicalClustering().fit(X[:8])
+    assert proven.optimality_gap_ == proven.relative_optimality_gap_ == 0.0
+
+
+def test_the_relative_gap_of_a_zero_log_potential():
+    from sktrellis.best_first import _relative_gap
+
+    assert _relative_gap(0.0, 0.0) == 0.0
+    assert _relative_gap(1.0, 0.0) == np.inf
+    assert _relative_gap(2.0, -4.0) == 0.5

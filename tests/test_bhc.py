@@ -856,3 +856,50 @@ def test_exact_auto_leaves_out_the_covariance_types_that_cannot_fit(monkeypatch,
     X[:6] += 1.0
     model = BayesianHierarchicalClustering(algorithm="exact").fit(X)
     assert set(model.covariance_type_bounds_) == {"diag", "spherical"}
+###############################################################################
+# Memory at the default (sparse) and greedy algorithms: estimated before any
+# allocation, with full covariances refused (or, for "auto", left out) when
+# their n_features**2 statistics a node would not fit.
+
+@pytest.mark.parametrize("algorithm", ["sparse", "greedy"])
+def test_full_covariances_that_would_not_fit_are_refused_naming_the_way_out(
+        monkeypatch, algorithm):
+    from sktrellis import _validation
+
+    X = np.random.default_rng(0).normal(size=(40, 100))
+    model = BayesianHierarchicalClustering(covariance_type="full", algorithm=algorithm)
+    need = model._fit_bytes(X, "full")
+    monkeypatch.setattr(_validation, "memory_limits",
+                        lambda: [("the process limit RLIMIT_AS (ulimit -v)", need)])
+    with pytest.raises(ValueError, match=r'covariance_type="full" statistics of '
+                                         r'n_features=100 .* n_samples=40 requires .* use '
+                                         r'covariance_type="diag"'):
+        model.fit(X)
+    # The default leaves full covariances out instead, and fits.
+    default = BayesianHierarchicalClustering(algorithm=algorithm).fit(X)
+    assert default.covariance_type_ in ("diag", "spherical")
+    assert set(default.covariance_type_bounds_) == {"diag", "spherical"}
+
+
+@pytest.mark.parametrize("n_points, n_features", [(20, 30), (40, 60)])
+def test_the_estimate_covers_the_measured_peak(n_points, n_features):
+    import tracemalloc
+
+    X = np.random.default_rng(0).normal(size=(n_points, n_features))
+    model = BayesianHierarchicalClustering(covariance_type="full")
+    tracemalloc.start()
+    try:
+        model.fit(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= model._fit_bytes(X, "full") + 2**20
+
+
+def test_scored_pairs_come_in_blocks_bounded_in_bytes():
+    from sktrellis.baselines._bhc import _BLOCK_BYTES, _block_rows
+
+    width = 1 + 400 + 400**2  # full covariances of 400 features
+    assert _block_rows(width) == _BLOCK_BYTES // (8 * width) == 52
+    assert _block_rows(3) == 1 << 15
+    assert _block_rows(10**9) == 1

@@ -530,3 +530,14 @@ def test_prior_scale_far_from_the_data_gives_the_exact_value(covariance_type, re
         assert value == pytest.approx(expected, rel=1e-9, abs=1e-6)
     model = ExactFlatClustering(energy).fit(X)
     assert np.isfinite(model.log_evidence_)
+
+
+def test_the_per_subset_statistics_report_their_progress(capsys):
+    """The DPM's statistics phase could run for minutes with no progress output."""
+    X = np.random.default_rng(0).normal(size=(8, 3))
+    ExactFlatClustering(DirichletProcessMixture(covariance_type="full"), verbose=2).fit(X)
+    err = capsys.readouterr().err
+    assert ("[ExactFlatClustering] per-subset statistics (marginal likelihoods) over the 2**8 "
+            "subsets of n_samples=8: 256 subsets") in err
+    ExactFlatClustering(DirichletProcessMixture(), verbose=0).fit(X)
+    assert "per-subset statistics" not in capsys.readouterr().err

@@ -217,3 +217,68 @@ def test_drop_posterior_shrinks_an_exact_pickle_to_kilobytes():
     # 2**14 subsets at tens of bytes each, against a few fitted arrays of N rows.
     assert len(pickle.dumps(model)) > 20 * (1 << 14)
     assert len(pickle.dumps(model.drop_posterior())) < 20_000
+
+
+###############################################################################
+# The fitted state changes in one step: concurrent fits of one object leave one
+# whole fit, never one dataset's fingerprint beside another's posterior.
+
+def test_concurrent_fits_leave_one_whole_fit():
+    import threading
+
+    from sktrellis._validation import data_sketch
+
+    rng = np.random.default_rng(0)
+    datasets = [rng.normal(size=(9, 2)), rng.normal(size=(9, 3)) * 3.0]
+    expected = [ExactHierarchicalClustering(Dasgupta(beta=1.0)).fit(X).log_partition_
+                for X in datasets]
+    for _ in range(10):
+        model = ExactHierarchicalClustering(Dasgupta(beta=1.0))
+        barrier = threading.Barrier(4)
+
+        def fit(X):
+            barrier.wait()
+            model.fit(X)
+
+        threads = [threading.Thread(target=fit, args=(datasets[k % 2],)) for k in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        which = [k for k, X in enumerate(datasets)
+                 if model.n_features_in_ == X.shape[1]
+                 and np.allclose(model._fit_sketch, data_sketch(X))]
+        assert len(which) == 1
+        assert model.log_partition_ == expected[which[0]]
+        assert log_partition_scorer(model, datasets[which[0]]) == expected[which[0]]
+
+
+@pytest.mark.parametrize("Estimator", [ExactHierarchicalClustering, SparseTrellisClustering])
+def test_a_grid_over_the_default_energys_beta(Estimator):
+    """GridSearchCV over energy__beta failed inside scikit-learn with the default energy=None."""
+    from sklearn.model_selection import GridSearchCV
+
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    idx = np.arange(len(X))
+    search = GridSearchCV(Estimator(), {"energy__beta": [0.5, 2.0]},
+                          scoring=log_partition_scorer, cv=[(idx, idx)]).fit(X)
+    assert search.best_params_["energy__beta"] in (0.5, 2.0)
+    assert search.best_estimator_.energy.get_params() == Dasgupta(beta=search.best_params_[
+        "energy__beta"]).get_params()
+    model = Estimator().set_params(energy__beta=3.0, n_clusters=3)
+    assert (model.energy.beta, model.n_clusters) == (3.0, 3)
+    assert Estimator().set_params(n_clusters=3).energy is None
+
+
+@pytest.mark.parametrize("Estimator", [ExactHierarchicalClustering,
+                                       BestFirstHierarchicalClustering])
+def test_a_split_potential_of_none_is_a_type_error_naming_the_method(Estimator):
+    """It was AttributeError: 'NoneType' object has no attribute 'n_points'."""
+
+    class NoPotential(Dasgupta):
+        def split_potential(self, X):
+            return None
+
+    with pytest.raises(TypeError, match=r"NoPotential.split_potential\(X\) returned NoneType "
+                                        r"None; it must return a SplitPotential"):
+        Estimator(NoPotential(beta=1.0)).fit(np.random.default_rng(0).normal(size=(6, 2)))

@@ -249,3 +249,195 @@ def test_posterior_queries_in_this_process(estimator):
             assert len(draws) == n_samples
 
     check()
+
+
+###############################################################################
+# Model files and split-function declarations: any pickle that sktrellis.load
+# admits gives a correct object or a clear error -- never a crash, a hang or a
+# changed global -- and every length a declaration states is bounded.
+
+def test_model_files_never_crash_or_change_a_global():
+    run_pytest_in_subprocess(f"{__file__}::test_model_files_in_this_process", timeout=900)
+
+
+def _package_state():
+    """Every sktrellis module global and every listed class's attributes, by identity."""
+    import sys
+
+    import sktrellis
+
+    state = {}
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] == "sktrellis" and module is not None:
+            state.update({(name, key): id(value) for key, value in vars(module).items()})
+    for qualified in sktrellis.PICKLE_GLOBALS:
+        module, _, name = qualified.rpartition(".")
+        found = getattr(sys.modules.get(module), name, None)
+        if isinstance(found, type):
+            state.update({(qualified, key): id(value) for key, value in vars(found).items()})
+    return state
+
+
+def _valid_model_pickles():
+    import pickle
+
+    from sktrellis.energies import SplitPotential
+
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    potential = SplitPotential.separable(3, np.zeros(8), np.arange(8.0), np.ones(4))
+    return [pickle.dumps(ExactHierarchicalClustering(n_clusters=2).fit(X)),
+            pickle.dumps(ExactFlatClustering().fit(X)),
+            pickle.dumps(potential)]
+
+
+# Pieces of a protocol-4 pickle: globals the list admits (and some it does
+# not), their arguments, and the opcodes that call, build and store.
+def _text(value):
+    encoded = value.encode()
+    return b"\x8c" + bytes([len(encoded)]) + encoded
+
+
+_PIECES = [
+    _text("sktrellis._engine.potential._split_potential") + _text("SplitPotential") + b"\x93",
+    _text("sktrellis.tree") + _text("Tree") + b"\x93",
+    _text("numpy") + _text("dtype") + b"\x93",
+    _text("numpy._core.multiarray") + _text("_reconstruct") + b"\x93",
+    _text("sktrellis.hierarchical") + _text("ExactHierarchicalClustering") + b"\x93",
+    _text("sktrellis._validation") + _text("os.system") + b"\x93",
+    _text("sktrellis") + _text("_validation") + b"\x93",
+    _text("builtins") + _text("getattr") + b"\x93",
+    b"K\x03", b"K\x1e", b"K\x00", b"J\xff\xff\xff\x7f", b"G\x7f\xf0\x00\x00\x00\x00\x00\x00",
+    _text("f8"), _text("module"), _text("function"), _text("values"), _text("split_table"),
+    _text("sktrellis._engine.potential._ginkgo"), _text("ginkgo_log_psi"), _text("n_params"),
+    b"}", b"]", b")", b"(", b"t", b"\x85", b"\x86", b"\x87", b"s", b"u", b"a", b"e",
+    b"R", b"b", b"\x81", b"\x92", b"N", b"\x88", b"\x89", b"0", b"2", b"\x94", b"h\x00",
+]
+
+
+@pytest.mark.skipif(not _IN_SUBPROCESS, reason="run by test_model_files_never_crash_or_change_a_global")
+def test_model_files_in_this_process():
+    import io
+    import pickle
+
+    import sktrellis
+
+    valid = _valid_model_pickles()
+    before = _package_state()
+
+    def check(data):
+        try:
+            loaded = sktrellis.load(io.BytesIO(data))
+        except (pickle.UnpicklingError, ValueError, TypeError, AttributeError, KeyError,
+                IndexError, EOFError, OverflowError, MemoryError, UnicodeDecodeError,
+                ImportError) as error:
+            assert str(error) or isinstance(error, (EOFError, KeyError, IndexError))
+        else:
+            if isinstance(loaded, sktrellis.energies.SplitPotential):
+                full = (1 << loaded.n_points) - 1
+                if loaded.n_points > 1:
+                    assert loaded.evaluate([full], [1]).shape == (1,)
+        assert _package_state() == before, "a model file changed a global"
+
+    @settings(max_examples=300, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.sampled_from(range(len(valid))), st.integers(0, 2**31),
+           st.sampled_from(["flip", "truncate", "splice"]))
+    def mutated(which, seed, how):
+        rng = np.random.default_rng(seed)
+        data = bytearray(valid[which])
+        if how == "flip":
+            for position in rng.integers(2, len(data), size=3):
+                data[position] = int(rng.integers(256))
+        elif how == "truncate":
+            data = data[: int(rng.integers(2, len(data)))]
+        else:
+            start = int(rng.integers(2, len(data)))
+            data[start:start] = bytes(_PIECES[int(rng.integers(len(_PIECES)))])
+        check(bytes(data))
+
+    @settings(max_examples=400, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(st.sampled_from(_PIECES), max_size=12))
+    def programs(pieces):
+        check(b"\x80\x04" + b"".join(pieces) + b".")
+
+    mutated()
+    programs()
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.one_of(
+    st.text(alphabet="n0123456789+-*/() ", max_size=60),
+    st.integers(-2**70, 2**70),
+    st.sampled_from(["2**n", "(2**64)**64", "n**n**n", "2**(n*n)", "9" * 30, "n//0"]),
+))
+def test_declared_lengths_are_bounded_or_refused(expression):
+    from sktrellis._engine.potential._split_potential import _table_lengths
+
+    try:
+        lengths = _table_lengths("t", expression)
+    except ValueError as error:
+        assert "table 't'" in str(error)
+    else:
+        assert len(lengths) == 30 and all(1 <= length <= 2**64 for length in lengths)
+
+
+###############################################################################
+# Every estimator under an RLIMIT_AS smaller than its need: a clear refusal up
+# front (or, for the anytime search, a stop that keeps its tree).
+
+_UNDER_A_MEMORY_LIMIT = """
+import resource, warnings
+import numpy as np
+from sktrellis import (BestFirstHierarchicalClustering, ExactFlatClustering,
+                       ExactHierarchicalClustering, SparseTrellisClustering)
+from sktrellis.baselines import (BayesianHierarchicalClustering,
+                                 BeamSearchHierarchicalClustering,
+                                 GreedyHierarchicalClustering, PerturbAndMAPClustering)
+from sktrellis.energies import CorrelationClustering, Dasgupta, DirichletProcessMixture
+from sktrellis._validation import _status_bytes
+
+resource.setrlimit(resource.RLIMIT_AS, (_status_bytes("VmSize") + 300 * 2**20,
+                                        resource.RLIM_INFINITY))
+rng = np.random.default_rng(0)
+signed = rng.normal(size=(24, 24))
+cases = [
+    (ExactHierarchicalClustering(Dasgupta(beta=1.0)), rng.normal(size=(24, 2))),
+    (ExactFlatClustering(CorrelationClustering(beta=1.0)), rng.normal(size=(24, 2))),
+    (ExactFlatClustering(DirichletProcessMixture()), rng.normal(size=(23, 2))),
+    (BayesianHierarchicalClustering(covariance_type="full"), rng.normal(size=(40, 1000))),
+    (BayesianHierarchicalClustering(algorithm="exact"), rng.normal(size=(24, 2))),
+    (PerturbAndMAPClustering(), signed + signed.T),
+    (GreedyHierarchicalClustering(), rng.normal(size=(20000, 2))),
+    (BeamSearchHierarchicalClustering(), rng.normal(size=(20000, 2))),
+    (SparseTrellisClustering(), rng.normal(size=(20000, 2))),
+]
+for model, X in cases:
+    try:
+        model.fit(X)
+    except ValueError as error:
+        message = str(error)
+        assert "n_samples=" in message and "RLIMIT_AS" in message, message
+        assert "requires" in message and "use " in message, message
+    else:
+        raise AssertionError(f"{model!r} fitted under the limit")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    search = BestFirstHierarchicalClustering(incumbent="beam", algorithm="search").fit(
+        rng.normal(size=(40, 2)))
+assert search.stop_reason_ == "max_states" and search.labels_.shape == (40,)
+print("all refused")
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="RLIMIT_AS and /proc")
+def test_every_estimator_refuses_what_does_not_fit_under_rlimit_as():
+    """TransitivePropagation is left out: its input, an N x N matrix, is its memory."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", _UNDER_A_MEMORY_LIMIT], capture_output=True, text=True,
+        timeout=300, env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "all refused" in result.stdout

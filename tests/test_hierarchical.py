@@ -1019,3 +1019,57 @@ def test_a_finished_pass_keeps_its_result_past_the_deadline(fake_clock):
     fake_clock["now"] = 100.5
     progress.update(80)
 
+
+
+###############################################################################
+# Kernel calls sized by their estimated time, not a fixed number of terms: a
+# Ginkgo split costs twenty separable ones, so its calls are twenty times
+# smaller, and Ctrl-C is answered within about CHUNK_SECONDS either way.
+
+@pytest.mark.parametrize("kind, seconds", [("separable", 1e-9), ("generic", 20e-9),
+                                           ("flat count", 5e-9)])
+def test_a_kernel_call_is_estimated_to_take_at_most_a_quarter_second(kind, seconds):
+    assert levels.SECONDS_PER_TERM[kind] == seconds
+    for terms_per_subset in (1, 3, 1 << 10, 1 << 20, 1 << 30):
+        chunk = levels.chunk_size(terms_per_subset, seconds)
+        assert chunk >= 1
+        assert chunk == 1 or chunk * terms_per_subset * seconds <= levels.CHUNK_SECONDS
+    assert levels.chunk_terms(20e-9) == 12_500_000  # Ginkgo: 2**28 terms took about 5 s
+
+
+@pytest.mark.parametrize("kind", ["dasgupta", "ginkgo"])
+def test_small_kernel_calls_give_the_same_posterior(monkeypatch, kind):
+    """Calls of a few terms each (as a dear potential gets) change no result."""
+    from sktrellis._engine.trellis import hierarchical_trellis
+
+    energy, X = random_problem(kind, 9, np.random.default_rng(3))
+    whole = ExactHierarchicalClustering(energy).fit(X)
+    calls = []
+    inside_level = hierarchical_trellis.kernels.inside_level
+
+    def counted(*args):
+        calls.append(len(args[1]))
+        return inside_level(*args)
+
+    monkeypatch.setattr(levels, "CHUNK_SECONDS", 50e-9)  # 2 separable, 1 function split
+    monkeypatch.setattr(hierarchical_trellis.kernels, "inside_level", counted)
+    chunked = ExactHierarchicalClustering(energy).fit(X)
+    assert max(calls) <= 50 and len(calls) > 8
+    assert chunked.log_partition_ == pytest.approx(whole.log_partition_, rel=1e-12)
+    np.testing.assert_array_equal(chunked.linkage_matrix_, whole.linkage_matrix_)
+    assert chunked.cluster_probability([0, 1]) == pytest.approx(
+        whole.cluster_probability([0, 1]), rel=1e-12)
+
+
+def test_kernel_calls_follow_the_rate_the_pass_measures(fake_clock):
+    """A pass slower than its calibration rate (a loaded machine) shrinks its next calls."""
+    progress = _pass_with_deadline(10**12, None)
+    calls = progress.calls(np.arange(10**4), 10**6, 1e-9)  # 0.25 s: 249 items of 1M terms
+    first = next(calls)
+    assert len(first) == 249
+    fake_clock["now"] += 1.0  # ... but it took 1 s: 4 ns a term
+    progress.update(len(first) * 10**6)
+    assert len(next(calls)) == 62
+    fake_clock["now"] += 1e-6  # too few terms to measure: the calibration rate again
+    progress.update(10)
+    assert len(next(calls)) == 249

@@ -328,7 +328,6 @@ def test_an_allow_list_unpickler_loads_function_potentials(user_module):
 
 def test_an_allow_list_unpickler_cannot_be_made_to_import_a_module(probe_module):
     """Issue 22: a function potential's pickle imported the module it named."""
-    from sktrellis._engine.potential import _split_potential
     from sktrellis.energies import register_split_function
 
     name, _ = probe_module
@@ -338,7 +337,6 @@ def test_an_allow_list_unpickler_cannot_be_made_to_import_a_module(probe_module)
                                                              "values": ()}),
         _call_pickle(SplitPotential.from_cython, 3, name, "f", {}, ()),
         _call_pickle(register_split_function, name, "f", {}, 0),
-        _call_pickle(_split_potential._registered_split_function, name, "f"),
     ]
     for attempt in attempts:
         with pytest.raises((ValueError, TypeError)):
@@ -512,3 +510,123 @@ def test_random_potentials_and_masks_in_this_process():
         np.testing.assert_array_equal(restored.evaluate(parents, lefts), result)
 
     check()
+
+
+###############################################################################
+# What a loaded pickle can reach: the registry of split functions is private,
+# a declaration cannot be changed, and every length is bounded before any
+# allocation.
+
+_GINKGO = ("sktrellis._engine.potential._ginkgo", "ginkgo_log_psi")
+
+
+def _global_pickle(module, name, tail):
+    """A protocol-4 pickle pushing the global ``module.name`` and then ``tail``."""
+
+    def text(value):
+        encoded = value.encode()
+        return b"\x8c" + bytes([len(encoded)]) + encoded
+
+    return b"\x80\x04" + text(module) + text(name) + b"\x93" + tail
+
+
+def _ginkgo_still_checked():
+    """The Ginkgo declaration as registered at import: two 2**n tables and 5 parameters."""
+    with pytest.raises(ValueError, match=r"'sqrt_mass2' .* must have 2\*\*n = 8 entries"):
+        SplitPotential.from_cython(3, *_GINKGO, {"mass2": np.zeros(8), "sqrt_mass2": np.zeros(2)},
+                                   [1.0] * 5)
+    np.testing.assert_array_equal(_ginkgo(3).evaluate([7], [1]), _ginkgo(3).evaluate([7], [1]))
+
+
+def test_the_registry_of_split_functions_is_out_of_reach():
+    """A pickle took the live Ginkgo declaration and rewrote its lengths (then a segfault)."""
+    from sktrellis._engine.potential import _split_potential
+
+    for name in ("_registered_split_function", "_SPLIT_FUNCTIONS", "_split_functions",
+                 "_split_function_capsule", "_BUILTIN_SPLIT_FUNCTION_MODULES"):
+        assert not hasattr(_split_potential, name), name
+    # The issue's pickle: REDUCE on the lookup, then BUILD with new lengths.
+    poison = b"}\x8c\x08n_params\x4b\x00s\x8c\x08_lengths}sb."
+    crafted = _global_pickle("sktrellis._engine.potential._split_potential",
+                             "_registered_split_function",
+                             b"\x8c" + bytes([len(_GINKGO[0])]) + _GINKGO[0].encode()
+                             + b"\x8c" + bytes([len(_GINKGO[1])]) + _GINKGO[1].encode()
+                             + b"\x86R" + poison)
+    with pytest.raises(AttributeError, match="_registered_split_function"):
+        _allow_list_loads(crafted)
+    _ginkgo_still_checked()
+
+
+def test_a_declaration_cannot_be_changed():
+    from sktrellis._engine.potential._split_potential import SplitFunction
+
+    assert register_split_function_returns_nothing()
+    declaration = SplitFunction(*_GINKGO, {"mass2": "2**n", "sqrt_mass2": "2**n"}, 5)
+    for attribute, value in (("n_params", 0), ("table_lengths", {}), ("module", "x"),
+                             ("_lengths", {}), ("lengths", {})):
+        with pytest.raises(AttributeError):
+            setattr(declaration, attribute, value)
+    with pytest.raises(TypeError):
+        declaration.table_lengths["mass2"] = "1"
+    with pytest.raises(TypeError, match="not pickled"):
+        pickle.dumps(declaration)
+    # Built by a pickle and given a state: refused, and nothing registered.
+    crafted = _global_pickle(
+        "sktrellis._engine.potential._split_potential", "SplitFunction",
+        pickle.dumps((_GINKGO[0], _GINKGO[1], {"mass2": 1}, 0), protocol=3)[2:-1]
+        + b"R}\x8c\x08n_params\x4b\x00sb.")
+    with pytest.raises(AttributeError):
+        _allow_list_loads(crafted)
+    _ginkgo_still_checked()
+
+
+def register_split_function_returns_nothing():
+    from sktrellis.energies import register_split_function
+
+    return register_split_function(
+        _GINKGO[0], _GINKGO[1], tables={"mass2": "2**n", "sqrt_mass2": "2**n"},
+        n_params=5) is None
+
+
+@pytest.mark.parametrize(
+    "expression, match",
+    [("(((((2**64)**64)**64)**64)**64)", "passes 2\\*\\*64"),
+     ("2**64 * 2", "passes 2\\*\\*64"), ("n" + " + n" * 200, "at most 200 are read"),
+     (2**65, "at most 2\\*\\*64"), ("n**n**n", "exponent .* out of range")],
+)
+def test_a_length_expression_stops_past_two_to_the_64(expression, match):
+    """A 134-byte pickle of such an expression kept a core busy for minutes."""
+    from sktrellis._engine.potential._split_potential import SplitFunction, _table_lengths
+
+    with pytest.raises(ValueError, match=match):
+        _table_lengths("t", expression)
+    crafted = _global_pickle(
+        "sktrellis._engine.potential._split_potential", "SplitFunction",
+        pickle.dumps((_GINKGO[0], _GINKGO[1], {"mass2": expression}, 0), protocol=3)[2:-1]
+        + b"R.")
+    with pytest.raises(ValueError, match=match):
+        _allow_list_loads(crafted)
+    assert SplitFunction  # the class stays importable for the checks above
+
+
+@pytest.mark.parametrize("n_points", [30, 25])
+def test_a_split_table_is_measured_before_its_layout_is_built(n_points):
+    """SplitPotential.table(30, ...) built a 4 GiB layout before it checked the table."""
+    with pytest.raises(ValueError, match=rf"'split_table' must have shape \(\d+,\) at "
+                                         rf"n_points={n_points}, got \(1,\)"):
+        SplitPotential.table(n_points, np.zeros(1), np.zeros(n_points + 1), np.zeros(1))
+    crafted = _call_pickle(SplitPotential, n_points, 2, {"split_table": np.zeros(1)}, {})
+    with pytest.raises(ValueError, match="'split_table' must have shape"):
+        _allow_list_loads(crafted)
+
+
+def test_a_split_table_of_the_right_length_still_loads():
+    from sktrellis._engine._subsets import split_table_layout
+
+    level_offset, rank_in_level, length = split_table_layout(4)
+    potential = SplitPotential.table(4, np.arange(float(length)), level_offset, rank_in_level)
+    assert length == (3**4 + 1) // 2 - 2**4
+    restored = _allow_list_loads(pickle.dumps(potential))
+    np.testing.assert_array_equal(restored.evaluate([15], [1]), potential.evaluate([15], [1]))
+    with pytest.raises(ValueError, match="'rank_in_level' must have shape \\(16,\\)"):
+        SplitPotential.table(4, np.arange(float(length)), level_offset, rank_in_level[:3])

@@ -403,9 +403,9 @@ def test_ctrl_c_interrupts_the_bootstrap(n_jobs, ctrl_c, monkeypatch):
     searched = []
     search = _temperature._search_map_merges
 
-    def counting_search(unit, Xb):
+    def counting_search(unit, Xb, cancelled=None):
         searched.append(1)
-        return search(unit, Xb)
+        return search(unit, Xb, cancelled)
 
     monkeypatch.setattr(_temperature, "_search_map_merges", counting_search)
     model = ExactHierarchicalClustering(n_jobs=n_jobs, verbose=0)
@@ -454,3 +454,49 @@ def test_a_users_energy_with_a_beta_of_its_own_is_left_alone():
 
     model = ExactHierarchicalClustering(Scaled()).fit(noise(5, 0, n_features=12))
     assert not hasattr(model, "beta_")
+
+
+###############################################################################
+# Ctrl-C during the bootstrap on several threads: the searches under way are
+# told to stop, instead of running to their end while the pool waits.
+
+def test_ctrl_c_cancels_the_bootstrap_searches_under_way(ctrl_c):
+    import signal
+    import threading
+    import time
+
+    from sktrellis._temperature import _bootstrap_excess
+
+    started, outcomes = threading.Barrier(3), []
+    cancelled = threading.Event()
+
+    def resample_loss(Xb):
+        started.wait()
+        # A search that would run for a long time unless cancelled.
+        outcomes.append(cancelled.wait(timeout=20.0))
+        raise KeyboardInterrupt
+
+    def ctrl_c_now():
+        started.wait()
+        time.sleep(0.1)  # the main thread waiting for the searches, as at a real Ctrl-C
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_now).start()
+    X = np.random.default_rng(0).normal(size=(6, 12))
+    with pytest.raises(KeyboardInterrupt):
+        _bootstrap_excess(resample_loss, X, 0.0, np.random.RandomState(0), 20, n_threads=2,
+                          cancelled=cancelled)
+    assert outcomes == [True, True]
+
+
+def test_a_cancelled_search_stops_between_slices():
+    import threading
+
+    from sktrellis._temperature import _search_map_merges
+
+    cancelled = threading.Event()
+    cancelled.set()
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    with pytest.raises(KeyboardInterrupt):
+        _search_map_merges(Dasgupta(beta=1.0), X, cancelled)
+    assert _search_map_merges(Dasgupta(beta=1.0), X[:8], threading.Event()).shape == (7, 2)

@@ -1,6 +1,7 @@
 """sktrellis: exact inference over clusterings with the cluster trellis."""
 from ._engine.posterior import TreePosterior
 from ._many import fit_many
+from ._model_file import PICKLE_GLOBALS, load
 from .best_first import BestFirstHierarchicalClustering
 from .certified import CertifiedFlatClustering
 from .flat import ExactFlatClustering
@@ -21,5 +22,7 @@ __all__ = [
     "Tree",
     "TreePosterior",
     "fit_many",
+    "load",
+    "PICKLE_GLOBALS",
     "__version__",
 ]

@@ -24,48 +24,79 @@ from .tree import Tree
 
 
 def clears_fit_state_on_failure(fit):
-    """Decorate ``fit`` so that a fit that raises leaves the estimator unfitted.
+    """Decorate ``fit`` so that the fitted state changes in one step, or not at all on failure.
 
-    A refit validates the new data (``n_features_in_``, the data sketch the
-    scorers compare) before the trellis runs; if it then fails (a refused
-    size, an energy error, Ctrl-C), those already describe the new data
-    while the posterior is the old one, and a scorer would answer for the
-    wrong data. Clearing every fitted attribute on failure means a model is
-    either fitted to its last successful data, whole, or not fitted at all.
+    ``fit`` runs on a private working copy of the estimator (its parameters,
+    no fitted attributes); when it returns, the copy's attributes replace
+    the estimator's in one assignment of ``__dict__``. So a fit never leaves
+    one dataset's attributes (``n_features_in_``, the data sketch the
+    scorers compare) beside another's posterior: not when it raises (a
+    refused size, an energy error, Ctrl-C: the estimator is then left
+    unfitted, in one assignment too), and not when two threads fit the
+    same object at once (each reader sees one whole fit, the last to
+    finish). Fitting one estimator object from several threads at once is
+    still not supported -- it wastes all but one fit; clone it per thread
+    (``sklearn.base.clone``, or ``fit_many``). A fitted estimator answers
+    queries from any thread.
     """
 
     @functools.wraps(fit)
     def fit_or_clear(self, *args, **kwargs):
+        work = object.__new__(type(self))
+        work.__dict__.update(_without_fit_state(self))
         try:
-            return fit(self, *args, **kwargs)
+            fit(work, *args, **kwargs)
         except BaseException:
-            clear_fit_state(self)
+            self.__dict__ = _without_fit_state(self)
             raise
+        # The fitted attributes of the copy, the rest as it is now (what
+        # scikit-learn's callbacks attach to the estimator during a fit).
+        self.__dict__ = {**work.__dict__, **_without_fit_state(self)}
+        return self
 
     return fit_or_clear
 
 
-def clear_fit_state(estimator):
-    """Delete what ``fit`` sets: public ``name_`` and private ``_name`` attributes.
+# What scikit-learn keeps on an estimator besides its parameters: its
+# configuration and the callbacks a meta-estimator attaches around a fit.
+_SKLEARN_PRIVATE = ("__", "_skl", "_metadata_request", "_parent_callback_ctx",
+                    "_callback_fit_ctx")
+
+
+def _is_fit_state(name):
+    """Whether an attribute is set by ``fit``: public ``name_`` and private ``_name``.
 
     Constructor parameters (no underscore at either end) and scikit-learn's
-    own configuration (``_sklearn_*``, ``_metadata_request``) stay.
+    own attributes (``_sklearn_*``, ``_skl_callbacks``, ``_metadata_request``
+    and the callback contexts) are not.
     """
-    for name in list(vars(estimator)):
-        if name.startswith("__") or name.startswith("_sklearn") or name == "_metadata_request":
-            continue
-        if name.endswith("_") or name.startswith("_"):
-            delattr(estimator, name)
+    if name.startswith(_SKLEARN_PRIVATE):
+        return False
+    return name.endswith("_") or name.startswith("_")
+
+
+def _without_fit_state(estimator):
+    """A copy of the estimator's attributes without what ``fit`` sets."""
+    return {name: value for name, value in vars(estimator).items() if not _is_fit_state(name)}
 
 
 def check_built_for(model, n_points, energy, method):
     """A ValueError if what ``energy.method(X)`` built does not cover the n_points rows of X.
 
+    A TypeError naming the method if it returned no such model at all (None).
+
     A potential or merge model over fewer (or more) points would be fitted
     silently: labels for the wrong number of samples, or tables read past
     their end.
     """
-    built = getattr(model, "n_points", n_points)
+    built = getattr(model, "n_points", None)
+    if built is None:
+        expected = {"split_potential": "a SplitPotential (sktrellis.energies.SplitPotential)",
+                    "merge_model": "a MergeModel"}.get(method, "the model over the points")
+        raise TypeError(
+            f"{type(energy).__name__}.{method}(X) returned {type(model).__name__} "
+            f"{model!r:.80}; it must return {expected} over the n_samples={n_points} rows of X"
+        )
     if built != n_points:
         raise ValueError(
             f"{type(energy).__name__}.{method}(X) returned a {type(model).__name__} over "
@@ -115,8 +146,32 @@ class EnergyEstimatorMixin(TreeEstimatorMixin):
     """A tree estimator with an ``energy`` parameter and, usually, ``n_clusters``.
 
     Subclasses set ``_default_energy``, a callable returning the energy used
-    when ``energy=None``.
+    when ``energy=None``. Setting a parameter of the energy
+    (``set_params(energy__beta=2.0)``, as ``GridSearchCV`` does) while
+    ``energy=None`` sets it on that default energy, which then becomes the
+    ``energy`` parameter.
     """
+
+    def set_params(self, **params):
+        """Set the parameters of this estimator, and of its energy (``energy__name``).
+
+        With ``energy=None``, an ``energy__name`` parameter applies to the
+        default energy, which becomes the ``energy`` parameter.
+
+        Parameters
+        ----------
+        **params : dict
+            Estimator parameters, and energy parameters as ``energy__name``.
+
+        Returns
+        -------
+        self : estimator instance
+            Estimator instance.
+        """
+        if (getattr(self, "energy", None) is None and "energy" not in params
+                and any(key.startswith("energy__") for key in params)):
+            self.energy = type(self)._default_energy()
+        return super().set_params(**params)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

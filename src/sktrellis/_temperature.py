@@ -62,6 +62,7 @@ Biometrika 106(2), 2019.
 R. Suzuki, H. Shimodaira. Pvclust: an R package for assessing the uncertainty in
 hierarchical clustering. Bioinformatics 22(12), 2006.
 """
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 
@@ -170,7 +171,8 @@ def _enough_resamples(excess, max_resamples):
     return standard_error <= BOOTSTRAP_RELATIVE_ERROR * mean
 
 
-def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=1):
+def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=1,
+                      cancelled=None):
     """D, the resamples' minimisers' mean excess loss over the full-data minimiser.
 
     ``resample_loss(Xb)`` is the full-data loss of the minimiser of the
@@ -183,20 +185,27 @@ def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=
     full-data one adds exactly 0, so D is exactly 0 when every resample
     agrees (the mean of 20 equal losses can round away from the loss, and a
     D of 1e-16 would send the search chasing rounding noise instead of
-    taking the coldest beta).
+    taking the coldest beta). ``cancelled``, an Event the searches of
+    ``resample_loss`` watch, is set on Ctrl-C.
     """
     resamples = _bootstrap_columns(X, rng)
     excess = []
     # One thread: the searches run in this thread, where the kernels see
-    # Ctrl-C at once. Several: Ctrl-C reaches the waiting main thread, and
-    # the searches under way finish first (a fraction of a second each).
+    # Ctrl-C at once. Several: Ctrl-C reaches the waiting main thread, which
+    # tells the searches under way to stop (they look between slices of
+    # 0.1 s) before the pool waits for them.
     with ThreadPoolExecutor(n_threads) if n_threads > 1 else nullcontext() as pool:
         losses = pool.map if n_threads > 1 else map
-        while True:
-            for loss in losses(resample_loss, [next(resamples) for _ in range(n_threads)]):
-                excess.append(loss - map_loss)
-                if _enough_resamples(excess, max_resamples):
-                    return float(np.mean(excess))
+        try:
+            while True:
+                for loss in losses(resample_loss, [next(resamples) for _ in range(n_threads)]):
+                    excess.append(loss - map_loss)
+                    if _enough_resamples(excess, max_resamples):
+                        return float(np.mean(excess))
+        except KeyboardInterrupt:
+            if cancelled is not None:
+                cancelled.set()
+            raise
 
 
 def _solve(evaluate, target, n_points):
@@ -279,9 +288,11 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1)
     unit_potential = unit.split_potential(X)
     n_points = len(X)
     map_loss = -_search_map_log_potential(unit, X, unit_potential)
+    cancelled = threading.Event()
     target = _bootstrap_excess(
-        lambda Xb: -_tree_log_potential(unit_potential, _search_map_merges(unit, Xb), n_points),
-        X, map_loss, bootstrap_rng, MAX_TREE_BOOTSTRAP, _search_threads(n_threads))
+        lambda Xb: -_tree_log_potential(unit_potential, _search_map_merges(unit, Xb, cancelled),
+                                        n_points),
+        X, map_loss, bootstrap_rng, MAX_TREE_BOOTSTRAP, _search_threads(n_threads), cancelled)
     fitted = {}
 
     def evaluate(beta):
@@ -332,11 +343,17 @@ def _tree_log_potential(potential, merges, n_points):
     return float(potential.evaluate(parents, lefts).sum())
 
 
-def _search_map_merges(unit, X):
-    """Merges of the MAP tree of X under ``unit`` by exact best-first search."""
+def _search_map_merges(unit, X, cancelled=None):
+    """Merges of the MAP tree of X under ``unit`` by exact best-first search.
+
+    Raises KeyboardInterrupt within a slice once the Event ``cancelled`` is
+    set (Ctrl-C seen by the main thread while this runs in another).
+    """
     search = BestFirstSearch(unit.search_bound(X), len(X))
     search.add_tree(beam_search(unit.merge_model(X), 5)[0].merges)
     while not search.solved:
+        if cancelled is not None and cancelled.is_set():
+            raise KeyboardInterrupt
         if search.run(seconds=0.1, max_states=_MAX_SEARCH_STATES) == "max_states":
             break   # the best tree found so far: still an upper bound on the loss gap
     merges, _ = search.merges()

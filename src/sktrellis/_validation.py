@@ -230,6 +230,16 @@ def available_memory_bytes():
     return min(left for _, left in limits) if limits else None
 
 
+def memory_budget(share, unknown):
+    """A share of what this process can still allocate, for a cap rather than a refusal.
+
+    Returns ``(budget, available)``: ``share`` of ``available_memory_bytes()``
+    (``unknown`` when no limit is readable) and that figure (or None).
+    """
+    available = available_memory_bytes()
+    return (unknown if available is None else int(share * available)), available
+
+
 def fits_in_memory(bytes_needed):
     """Whether an allocation of ``bytes_needed`` is at most 90 % of what this process can get.
 

@@ -16,20 +16,30 @@ from ._engine.trellis.hierarchical_trellis import (
 from ._engine.trellis.levels import DeadlinePassed
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
 from ._engine.agglomerative.search import beam_search
-from ._validation import MAX_EXACT_POINTS, effective_n_threads, fits_in_memory
+from ._validation import (
+    MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, format_bytes, memory_budget,
+)
 from .energies import Dasgupta
 from .sparse import SparseTrellisClustering
 
 
 # Longest the search kernel runs between two checks of the budget and Ctrl-C.
 _SLICE_SECONDS = 0.1
-# Memory the search may take by default, a state's size besides its
-# penalties (heap record and container slack; measured: 76 bytes for
-# Ginkgo, whose states carry none), and its penalties' size per point of
-# the search, with the generators' pools growing by doubling (measured
-# peaks over 1M Dasgupta states: 627 bytes a state at N = 40, 1,116 at
-# N = 64; this gives 784 and 1,216).
-_DEFAULT_MEMORY = 2 * 2**30
+# Share of the memory this process can still allocate (the tightest of
+# host, RLIMIT_AS and cgroup, as the exact estimators' guard finds it) that
+# the search's states may take by default, leaving the rest to the process
+# and to the trellis that algorithm="auto" may hand over to; 2 GiB when no
+# limit is readable. Then a state's size besides its penalties (heap record
+# and container slack; measured: 76 bytes for Ginkgo, whose states carry
+# none), and its penalties' size per point of the search, with the
+# generators' pools growing by doubling (measured peaks over 1M Dasgupta
+# states: 627 bytes a state at N = 40, 1,116 at N = 64; this gives 784 and
+# 1,216).
+_MEMORY_SHARE = 0.5
+_UNKNOWN_MEMORY = 2 * 2**30
+# The default time budget: a fit at its defaults returns within about a
+# minute (plus the incumbent's fit), with the certified gap it reached.
+_DEFAULT_MAX_TIME = 60.0
 _STATE_BYTES = 64
 _PENALTY_BYTES_PER_POINT = 18
 # Clusters solved exactly by default when bracketing log Z, unless the
@@ -40,6 +50,13 @@ _PENALTY_BYTES_PER_POINT = 18
 # 0.5 nats; 12 stopped blobs of 48 at the state cap 2.9 nats wide, 16 left
 # the planted 48 7.8 nats wide (each exact solve of 16 points is 9x dearer).
 _LOG_PARTITION_EXACT_SIZE = 14
+
+
+def _relative_gap(gap, log_potential):
+    """``gap / |log_potential|``: 0 for no gap, inf for a gap over a log potential of 0."""
+    if gap == 0.0:
+        return 0.0
+    return gap / abs(log_potential) if log_potential != 0.0 else np.inf
 
 
 def _trellis_fits(energy, n_points):
@@ -65,10 +82,12 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     (admissible, proven in ``sktrellis._engine.search._search_bounds``) prune the
     rest. The search starts from the sparse trellis's or beam search's tree
     (the incumbent) and is anytime: when the budget runs out
-    (``max_time``, ``max_clusters``, or Ctrl-C, which ends the search, not
-    the program) it returns the best tree found with ``optimality_gap_``,
-    the difference between its log potential and an upper bound on that of
-    every tree. A gap of 0 means the tree is proven optimal.
+    (``max_time``, a minute by default; ``max_states``, the memory; or
+    Ctrl-C, which ends the search, not the program) it returns the best
+    tree found with ``optimality_gap_``, the difference between its log
+    potential and an upper bound on that of every tree (and
+    ``relative_optimality_gap_``, the same as a fraction of the tree's
+    ``|log potential|``). A gap of 0 means the tree is proven optimal.
 
     The same search brackets the partition function ``log Z`` (the log sum
     over every tree of its potential) from both sides at any time, and the
@@ -93,20 +112,27 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         (near-exhaustively), jets of up to 20-22 particles are solved by the
         trellis within minutes (``algorithm="auto"``), and past that the
         search reports its certified gap.
-    max_time : float, default=None
-        Stop after this many seconds (checked about every 0.1 s); None
-        means no limit.
-    max_clusters : int, default=None
+    max_time : float or None, default=60.0
+        Stop after this many seconds (checked about every 0.1 s), keeping
+        the best tree and its certified gap; None means no limit. The
+        default is announced at ``verbose >= 1``; the incumbent's fit (a
+        sparse trellis or beam search) comes before it.
+    max_states : int, default=None
         Stop when this many search states are stored (clusters plus open
         partial splits of the lazy generators): the memory cap. None means
-        as many as fit in about 2 GiB: a state takes about 64 bytes, plus
+        as many as fit in half the memory this process can still allocate
+        (the tightest of the host's available memory, ``RLIMIT_AS`` /
+        ``ulimit -v`` and a cgroup limit, as the exact estimators find it;
+        2 GiB if none is readable): a state takes about 64 bytes, plus
         penalties of its unassigned points for the Dasgupta and correlation
         bounds (measured peaks: 0.6 KB per state for Dasgupta at N = 40,
         1.1 KB at N = 64, 0.08 KB for Ginkgo). With
         ``objective="log_partition"`` every generated split counts as a
         state too (nothing is pruned, so they fill memory). The Ginkgo
         bound's table of the cluster bounds it has computed (up to 256 MiB)
-        comes on top.
+        comes on top. If an allocation fails before the cap (memory taken
+        by another process meanwhile), the search stops there as at the
+        cap, keeping the best tree found.
     incumbent : {"sparse", "beam"}, default="sparse"
         The tree the search starts from: the MAP of a
         :class:`~sktrellis.SparseTrellisClustering` (seeded by beam search;
@@ -170,7 +196,16 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     upper_bound_ : float
         An upper bound on the log potential of every tree.
     optimality_gap_ : float
-        ``upper_bound_ - map_log_potential_`` (>= 0); 0.0 when proven optimal.
+        ``upper_bound_ - map_log_potential_`` (>= 0), in nats; 0.0 when
+        proven optimal.
+    relative_optimality_gap_ : float
+        ``optimality_gap_ / |map_log_potential_|``: the gap as a fraction
+        of the best tree's log potential, comparable across data sets and
+        scales (0.0 when proven optimal; inf if the best tree's log
+        potential is 0 and the gap is not). The best tree is within this
+        fraction of the optimum: for a cost ``-log phi`` of either sign,
+        ``|log phi(MAP) - log phi(tree)| <= relative_optimality_gap_ *
+        |log phi(tree)|``.
     incumbent_log_potential_ : float
         Log potential of the tree the search started from.
     n_expanded_ : int
@@ -186,7 +221,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         ``cluster_probability_bounds`` for clusters).
     stop_reason_ : str
         "optimal" (MAP proven, or for "log_partition" the bracket at most
-        ``tol`` wide), "max_time", "max_clusters" or "interrupted".
+        ``tol`` wide), "max_time", "max_states" (the state cap, or an
+        allocation that failed) or "interrupted".
     solver_ : {"search", "trellis"}
         What gave the results: the search, or the trellis over every
         subset (then the tree is the exact MAP, ``optimality_gap_`` is 0
@@ -242,7 +278,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     _parameter_constraints = {
         "energy": [HasMethods(["split_potential"]), None],
         "max_time": [Interval(Real, 0, None, closed="neither"), None],
-        "max_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "max_states": [Interval(Integral, 1, None, closed="left"), None],
         "incumbent": [StrOptions({"sparse", "beam"})],
         "beam_width": [Interval(Integral, 1, None, closed="left")],
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
@@ -254,12 +290,13 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, energy=None, *, max_time=None, max_clusters=None, incumbent="sparse",
+    def __init__(self, energy=None, *, max_time=_DEFAULT_MAX_TIME, max_states=None,
+                 incumbent="sparse",
                  beam_width=5, n_clusters=2, verbose=0, objective="map", exact_size=None,
                  tol=0.01, algorithm="auto", n_jobs=None):
         self.energy = energy
         self.max_time = max_time
-        self.max_clusters = max_clusters
+        self.max_states = max_states
         self.incumbent = incumbent
         self.beam_width = beam_width
         self.n_clusters = n_clusters
@@ -304,6 +341,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 else _LOG_PARTITION_EXACT_SIZE
         search = BestFirstSearch(bound, n_points, objective=self.objective,
                                  exact_size=exact_size)
+        max_states = self._state_cap(bound, n_points)
         start = time.perf_counter()
         deadline = np.inf if self.max_time is None else start + self.max_time
         n_threads = effective_n_threads(self.n_jobs)
@@ -328,13 +366,13 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             merges = merges_from_tree(sparse.linkage_matrix_, n_points)
             incumbent = sparse.map_log_potential_
         search.add_tree(merges)
-        self.stop_reason_ = self._run(search, bound, start, search_deadline)
+        self.stop_reason_ = self._run(search, max_states, start, search_deadline)
         self.incumbent_log_potential_ = incumbent
         self._search = search
         self._trellis = None
         self.solver_ = "search"
         trellis_note = ""
-        if self.stop_reason_ in ("max_time", "max_clusters") and trellis_seconds is not None:
+        if self.stop_reason_ in ("max_time", "max_states") and trellis_seconds is not None:
             reason = self._solve_by_trellis(X, energy, n_threads, deadline)
             if reason == "max_time":
                 trellis_note = (f" (the trellis over the 2**{n_points} subsets was started and "
@@ -343,7 +381,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 # The trellis does not fit in the memory the search has
                 # left, or will not end in time: the search goes on for
                 # what is left of the budget.
-                self.stop_reason_ = self._run(search, bound, start, deadline)
+                self.stop_reason_ = self._run(search, max_states, start, deadline)
             elif reason in ("optimal", "interrupted"):
                 self.stop_reason_ = reason
         if self.stop_reason_ != "optimal":
@@ -387,7 +425,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         trellis.check_feasible(energy)
         self._set_tree(linkage_from_splits(potential, *trellis.map_splits()), self.n_clusters)
         self.map_log_potential_ = self.upper_bound_ = trellis.map_log_potential
-        self.optimality_gap_ = 0.0
+        self.optimality_gap_ = self.relative_optimality_gap_ = 0.0
         self.log_partition_bounds_ = (trellis.log_partition, trellis.log_partition)
         self._trellis = trellis
         # Its states (up to the memory cap) are no longer needed.
@@ -404,7 +442,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             raise ValueError(
                 f"{type(self).__name__} found no tree of non-zero potential over these "
                 f"n_samples={n_points} points under {energy!r} before it stopped "
-                f"({self.stop_reason_}); raise max_time or max_clusters"
+                f"({self.stop_reason_}); raise max_time or max_states"
             )
         merges, log_potentials = search.merges()
         self._set_tree_from_merges(merges, log_potentials, energy)
@@ -413,6 +451,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         # may lag behind an improvement found through another of its splits.
         self.optimality_gap_ = 0.0 if search.solved else max(
             0.0, self.upper_bound_ - self.map_log_potential_)
+        self.relative_optimality_gap_ = _relative_gap(self.optimality_gap_,
+                                                      self.map_log_potential_)
         self.log_partition_bounds_ = search.log_partition_bounds()
 
     def __getstate__(self):
@@ -485,13 +525,26 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         low, high = search.cluster_log_probability_bounds(mask)
         return float(np.exp(low)), float(np.exp(high))
 
-    def _run(self, search, bound, start, deadline):
+    def _state_cap(self, bound, n_points):
+        """``max_states``, or the states that fit in the memory share; announced at verbose."""
+        if self.max_states is not None:
+            return self.max_states
+        memory, available = memory_budget(_MEMORY_SHARE, _UNKNOWN_MEMORY)
+        state_bytes = _STATE_BYTES + (_PENALTY_BYTES_PER_POINT * n_points if bound.scale else 0)
+        max_states = max(memory // state_bytes, 1)
+        if self.verbose:
+            budget = ("no time limit" if self.max_time is None else
+                      f"max_time={self.max_time:g} s"
+                      + (" (the default)" if self.max_time == _DEFAULT_MAX_TIME else ""))
+            print(f"[{type(self).__name__}] budget: {budget}; at most {max_states:,} search "
+                  f"states, about {format_bytes(max_states * state_bytes)} ("
+                  + ("no memory limit readable" if available is None else
+                     f"half of the {format_bytes(available)} this process can allocate")
+                  + ")", flush=True)
+        return max_states
+
+    def _run(self, search, max_states, start, deadline):
         """Run the search in slices until it finishes or ``deadline``; the stop reason."""
-        max_states = self.max_clusters
-        if max_states is None:
-            state_bytes = _STATE_BYTES + (
-                _PENALTY_BYTES_PER_POINT * search.n_points if bound.scale else 0)
-            max_states = _DEFAULT_MEMORY // state_bytes
         report = start + 1.0
         reason = "optimal"
         try:
@@ -508,7 +561,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 outcome = search.run(seconds=min(_SLICE_SECONDS, deadline - now),
                                      max_states=max_states)
                 if outcome == "max_states":
-                    reason = "max_clusters"
+                    reason = "max_states"
                     break
                 if self.objective == "log_partition":
                     # The root's bracket as the walks left it: revising
@@ -528,19 +581,24 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
 
     def _warn_unfinished(self, search, trellis_note):
         """Say that the budget ran out before the objective was reached, and where it stands."""
+        if search.out_of_memory:
+            trellis_note += (" (an allocation failed before the state cap: less memory was "
+                             "left than found at the start; the best tree so far is kept)")
         if self.objective == "log_partition":
             lower, upper = search.log_partition_bounds()
             warnings.warn(
                 f"{type(self).__name__} stopped ({self.stop_reason_}) before the log Z "
                 f"bracket was {self.tol:g} wide{trellis_note}: {lower:.6g} <= log Z <= "
-                f"{upper:.6g}; raise max_time or max_clusters, or tol",
+                f"{upper:.6g}; raise max_time or max_states, or tol",
                 stacklevel=5,
             )
         else:
+            relative = _relative_gap(search.gap, -search.upper)
             warnings.warn(
                 f"{type(self).__name__} stopped ({self.stop_reason_}) before proving the tree "
-                f"optimal{trellis_note}: its log potential is within {search.gap:.6g} of the "
-                "best; raise max_time or max_clusters to close the gap",
+                f"optimal{trellis_note}: its log potential is within {search.gap:.6g} nats "
+                f"({relative:.3g} of its magnitude) of the best; raise max_time or "
+                "max_states to close the gap",
                 stacklevel=5,
             )
 

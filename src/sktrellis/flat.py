@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._engine.tree.conversion import relabel_by_first_appearance
 from ._engine.trellis.flat_trellis import FlatTrellis, map_partition
+from ._engine.trellis.levels import reporting
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._temperature import calibrate_partition_posterior
 from ._validation import (
@@ -196,18 +197,21 @@ class ExactFlatClustering(
         check_exact_size(n_points, energy.cluster_bytes(n_points), owner,
                          bytes_for=energy.cluster_bytes)
         n_threads = effective_n_threads(self.n_jobs)
-        energy, beta, trellis = calibrate_partition_posterior(
-            energy, X, self.random_state,
-            lambda log_potential, n_clusters: FlatTrellis(
-                self._check_cluster_potential(log_potential, n_points, energy),
-                n_threads, self.verbose, owner, n_clusters,
-            ),
-            lambda log_potential: map_partition(
-                self._check_cluster_potential(log_potential, n_points, energy),
-                n_threads, self.verbose, owner,
-            )[0],
-            self.n_clusters,
-        )
+        # The energy's own long computations (a DPM's per-subset statistics)
+        # report like the passes.
+        with reporting(owner, self.verbose):
+            energy, beta, trellis = calibrate_partition_posterior(
+                energy, X, self.random_state,
+                lambda log_potential, n_clusters: FlatTrellis(
+                    self._check_cluster_potential(log_potential, n_points, energy),
+                    n_threads, self.verbose, owner, n_clusters,
+                ),
+                lambda log_potential: map_partition(
+                    self._check_cluster_potential(log_potential, n_points, energy),
+                    n_threads, self.verbose, owner,
+                )[0],
+                self.n_clusters,
+            )
         if not trellis.log_partition > -np.inf:
             raise ValueError(
                 f"every partition of these n_samples={n_points} points has zero "

@@ -118,3 +118,47 @@ def subset_sizes(n_points):
     for i in range(n_points):
         sizes[1 << i : 2 << i] = sizes[: 1 << i] + 1
     return sizes
+
+
+def check_restored_tables(owner, state, n_points, tables):
+    """Check the per-subset tables of an unpickled engine object before a kernel reads them.
+
+    A model file may come from anywhere (``sktrellis.load``): a table of
+    the wrong dtype, length or layout would be read past its end. Every
+    table must be a C-contiguous array of its dtype with ``2**n_points``
+    rows; the object's thread count must be sane.
+
+    Parameters
+    ----------
+    owner : str
+        The class restored, for the message.
+    state : dict
+        Its pickled attributes.
+    n_points : int
+        N, 1 to 30.
+    tables : dict of str to (dtype, tuple, bool)
+        Each table's dtype, the shape of a row (``()`` for a scalar per
+        subset) and whether it may be None.
+
+    Returns
+    -------
+    None
+    """
+    if not (isinstance(n_points, int) and 1 <= n_points <= 30):
+        raise ValueError(f"a pickled {owner} has n_points={n_points!r}; 1 to 30 are possible")
+    for name, (dtype, row, optional) in tables.items():
+        table = state.get(name)
+        if table is None and optional:
+            continue
+        if not (isinstance(table, np.ndarray) and table.dtype == dtype
+                and table.shape == (1 << n_points, *row) and table.flags.c_contiguous):
+            raise ValueError(
+                f"a pickled {owner} has a table {name!r} of "
+                f"{getattr(table, 'dtype', type(table).__name__)} "
+                f"{getattr(table, 'shape', '')}; it needs {np.dtype(dtype)} of shape "
+                f"{(1 << n_points, *row)} for n_points={n_points}: the file is damaged or "
+                "was not written by sktrellis"
+            )
+    n_threads = state.get("n_threads")
+    if not (isinstance(n_threads, int) and 1 <= n_threads <= 4096):
+        raise ValueError(f"a pickled {owner} has n_threads={n_threads!r}")

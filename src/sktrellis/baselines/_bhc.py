@@ -12,12 +12,21 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._estimator import TreeEstimatorMixin, clears_fit_state_on_failure
 from .._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
 from .._engine.tree.conversion import linkage_from_heights, merges_from_splits
-from .._validation import check_exact_size, effective_n_threads, memory_limits, unit_exponent
+from .._validation import (
+    check_exact_size, check_memory, effective_n_threads, fits_in_memory, unit_exponent,
+)
 from ..energies import DirichletProcessMixture
 from ..energies._dpm import statistics_width
 
 # Candidate merges are scored this many at a time.
 _BLOCK_PAIRS = 1 << 15
+# ... and at most this many bytes of statistics rows a block: scoring a pair
+# holds about five rows of statistics at its peak (the two rows gathered,
+# their sum and the factorisation's temporaries; measured 5.2 for "full"),
+# so a block of full covariances of 400 features is 52 pairs, not 780 pairs
+# and 5 GiB. The memory estimate counts six.
+_BLOCK_BYTES = 64 * 2**20
+_ROWS_PER_SCORED_PAIR = 6
 _LOG_HALF = np.log(0.5)
 # Hyperparameter learning stops after this many E steps, or when log p(D | T)
 # improves by less than this relative amount.
@@ -105,6 +114,11 @@ class _NodeTable:
         )
 
 
+def _block_rows(width):
+    """Pairs (or clusters) scored at once for statistics of ``width`` floats."""
+    return int(max(1, min(_BLOCK_PAIRS, _BLOCK_BYTES // (8 * width))))
+
+
 def greedy_merges(forest, n_points):
     """Heller & Ghahramani's agglomeration: always merge the pair of largest r_k.
 
@@ -124,9 +138,10 @@ def greedy_merges(forest, n_points):
     """
     scores = np.full((n_points, n_points), -np.inf)
     first, second = np.triu_indices(n_points, 1)
-    for start in range(0, len(first), _BLOCK_PAIRS):
-        a = first[start : start + _BLOCK_PAIRS]
-        b = second[start : start + _BLOCK_PAIRS]
+    block_pairs = _block_rows(forest.statistics.shape[1])
+    for start in range(0, len(first), block_pairs):
+        a = first[start : start + block_pairs]
+        b = second[start : start + block_pairs]
         scores[a, b] = scores[b, a] = forest.score(a, b)
     del first, second
     node_of = np.arange(n_points)
@@ -161,8 +176,8 @@ def greedy_merges(forest, n_points):
         if not len(others):
             break
         row = np.empty(len(others))
-        for start in range(0, len(others), _BLOCK_PAIRS):
-            block = others[start : start + _BLOCK_PAIRS]
+        for start in range(0, len(others), block_pairs):
+            block = others[start : start + block_pairs]
             row[start : start + len(block)] = forest.score(
                 node_of[block], np.full(len(block), node)
             )
@@ -247,7 +262,12 @@ def best_spanned_merges(component, X, log_alpha, trees):
             key.append(union)
             vertex.append(node)
     size = np.array(size, dtype=np.float64)
-    log_cluster = log_alpha + gammaln(size) + component.log_marginal(np.array(statistics))
+    block = _block_rows(point_statistics.shape[1])
+    log_marginal = np.concatenate([
+        component.log_marginal(np.array(statistics[start : start + block]))
+        for start in range(0, len(statistics), block)
+    ])
+    log_cluster = log_alpha + gammaln(size) + log_marginal
     # log q of every vertex, smallest first (a split's parts are smaller).
     log_q = log_cluster.copy()
     best_split = [None] * len(size)
@@ -601,12 +621,26 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
             return [self.covariance_type]
         if self._named_type() is not None:
             return [self._named_type()]
-        n_points, n_features = X.shape
-        full_bytes = 8 * (2 * n_points - 1) * statistics_width("gaussian", "full", n_features)
-        limits = memory_limits()
-        if limits and full_bytes > 0.9 * min(available for _, available in limits):
+        if not fits_in_memory(self._fit_bytes(X, "full")):
             return list(_AUTO_COVARIANCE_TYPES[1:])
         return list(_AUTO_COVARIANCE_TYPES)
+
+    def _fit_bytes(self, X, covariance_type):
+        """Peak bytes of a greedy or sparse fit: statistics rows of every node and block.
+
+        The node tables of the runs kept (one, five more when learning the
+        hyperparameters) and the one being built, the sparse trellis's
+        vertices (the points and at most N - 1 new clusters per seed tree),
+        and a block of scored pairs. The exact algorithm has its own.
+        """
+        n_points, n_features = X.shape
+        width = statistics_width(self.component, covariance_type, n_features)
+        tables = 2 + (5 if self.hyperparameters == "learn" else 0)
+        vertices = 0 if self.algorithm == "greedy" else n_points + (
+            1 + len(_SEED_LINKAGES)) * (n_points - 1)
+        pairs = min(_block_rows(width), n_points * (n_points - 1) // 2)
+        rows = tables * (2 * n_points - 1) + vertices + _ROWS_PER_SCORED_PAIR * pairs
+        return 8 * width * rows
 
     def _build_tree(self, X, component, alpha):
         """The tree for these hyperparameters, as a filled _NodeTable and its merges."""
@@ -705,6 +739,15 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         covariance_types = self._covariance_types(X)
         if self.algorithm == "exact":
             covariance_types = self._exact_types_that_fit(X, covariance_types)
+        else:
+            for covariance_type in covariance_types:
+                check_memory(
+                    n_points, self._fit_bytes(X, covariance_type), type(self).__name__,
+                    holds=(f'covariance_type="{covariance_type}" statistics of n_features='
+                           f"{X.shape[1]} for every node of the tree"),
+                    way_out=('use covariance_type="diag" (2 n_features statistics a node '
+                             'instead of n_features**2) or fewer features'),
+                )
         fits = {}
         for covariance_type in covariance_types:
             component = self._energy(covariance_type).component_model(X)

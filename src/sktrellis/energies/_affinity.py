@@ -2,7 +2,7 @@
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
 
-from .._validation import check_square_matrix
+from .._validation import check_memory, check_square_matrix
 
 AFFINITIES = ("rbf", "exponential", "precomputed")
 
@@ -52,6 +52,12 @@ def similarity_matrix(X, affinity, gamma, *, allow_negative):
     # Distances are computed on X divided by a power of two that brings its
     # largest entry near 1 (exact in floating point), so features of 1e155
     # or 1e-300 neither overflow nor underflow; gamma is rescaled to match.
+    # The condensed distances, their exponents and similarities (half a
+    # square each) and the square matrix: about 2.5 squares at the peak.
+    n_points = len(X)
+    check_memory(n_points, 20 * n_points**2, f"the {affinity!r} affinity",
+                 holds=f"the {n_points} x {n_points} pairwise similarities",
+                 way_out="use fewer points")
     power = 2 if affinity == "rbf" else 1
     _, exponent = np.frexp(np.max(np.abs(X))) if X.size else (0.0, 0)
     metric = "sqeuclidean" if affinity == "rbf" else "euclidean"

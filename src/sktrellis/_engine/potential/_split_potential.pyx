@@ -3,6 +3,7 @@
 Public as ``sktrellis.energies.SplitPotential``. The struct the kernels read
 and its inline evaluation are declared in ``_split_potential.pxd``.
 """
+cimport cython
 from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.string cimport memset
@@ -35,8 +36,11 @@ cdef api double signature_witness(const SplitData* data, mask_t parent,
 
 
 # Largest N a SplitPotential accepts: masks are 32-bit, and 2**31 subsets
-# of float64 tables are already 16 GiB; the estimators cap N lower.
-MAX_POTENTIAL_POINTS = 30
+# of float64 tables are already 16 GiB; the estimators cap N lower. The
+# checks read the C constant; the Python name is for callers.
+cdef enum:
+    MAX_POINTS = 30
+MAX_POTENTIAL_POINTS = MAX_POINTS
 
 
 def _check_table(arrays, name, length, *, allow_minus_inf=False):
@@ -72,7 +76,7 @@ def _check_table(arrays, name, length, *, allow_minus_inf=False):
     return table
 
 
-def _split_function_capsule(module, name):
+cdef object _split_function_capsule(object module, str name):
     """The capsule of the C split log potential `name` exported by the compiled `module`.
 
     Cython exports a module's ``cdef api`` functions (and those declared in
@@ -87,63 +91,93 @@ def _split_function_capsule(module, name):
         f"cdef api double {name}(const SplitData* data, mask_t parent, mask_t left) "
         "noexcept nogil, with SplitData and mask_t cimported from sktrellis.energies"
     )
-    if name not in exported:
+    if not isinstance(exported, Mapping) or name not in exported:
         raise ValueError(
             f"module {module_name!r} exports no C function {name!r}; a split potential "
             f"function is declared {declaration}"
         )
     capsule = exported[name]
+    if type(capsule).__name__ != "PyCapsule":
+        raise ValueError(f"{name!r} of module {module_name!r} is not an exported C function")
+    global _WITNESS_SIGNATURE
+    if _WITNESS_SIGNATURE is None:
+        _WITNESS_SIGNATURE = PyCapsule_GetName(
+            sys.modules[__name__].__pyx_capi__["signature_witness"])
     cdef bytes signature = PyCapsule_GetName(capsule)
-    cdef bytes expected = PyCapsule_GetName(
-        sys.modules[__name__].__pyx_capi__["signature_witness"])
-    if signature != expected:
+    if signature != _WITNESS_SIGNATURE:
         raise ValueError(
             f"C function {name!r} of module {module_name!r} has the signature "
-            f"{signature.decode()!r}, not {expected.decode()!r}; declare it {declaration}"
+            f"{signature.decode()!r}, not {_WITNESS_SIGNATURE.decode()!r}; declare it "
+            f"{declaration}"
         )
     return capsule
 
 
-# The length expressions of a declared table: integers, n, + - * // and **.
-_LENGTH_OPERATORS = {
+# What the kernels trust lives at C level, out of reach of a loaded pickle
+# (a BUILD on this module object rewrites its Python globals, not these):
+# the registry of split functions, the modules imported to fill it, the
+# signature of a split function and the operators of a length expression.
+cdef bytes _WITNESS_SIGNATURE = None
+cdef dict _split_functions = {}
+cdef tuple _BUILTIN_SPLIT_FUNCTION_MODULES = ("sktrellis._engine.potential._ginkgo",)
+cdef dict _LENGTH_OPERATORS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow,
 }
+# A length expression is refused once a value passes this (a table of 2**64
+# entries is far past any memory) or its text this many characters: the
+# evaluation stays a few microseconds whatever it is given.
+cdef object _LARGEST_LENGTH = 2**64
+cdef Py_ssize_t _LONGEST_EXPRESSION = 200
 
 
 def _table_lengths(table, expression):
     """The length of a declared table for every N = 1..30, from "2**n", "n + 1", 16...
 
     Evaluated here, once, by walking the parsed expression (never ``eval``):
-    only integer literals, the name ``n`` and + - * // ** are allowed.
+    only integer literals, the name ``n`` and + - * // ** are allowed, and
+    the walk stops at the first value past 2**64.
     """
     way_out = ("give it as an int or a string such as '2**n', '4**n' or 'n + 1' "
                "(integers, n, + - * // **)")
     if isinstance(expression, (int, np.integer)) and not isinstance(expression, bool):
+        if not 0 <= expression <= _LARGEST_LENGTH:
+            raise ValueError(
+                f"the length of table {table!r} is {expression!r}; a length is at most 2**64")
         source = str(int(expression))
     elif isinstance(expression, str):
+        if len(expression) > _LONGEST_EXPRESSION:
+            raise ValueError(
+                f"the length of table {table!r} is an expression of {len(expression)} "
+                f"characters; at most {_LONGEST_EXPRESSION} are read; {way_out}")
         source = expression
     else:
         raise ValueError(f"the length of table {table!r} is {expression!r}; {way_out}")
 
     def length(node, n):
         if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.Name) and node.id == "n":
-            return n
-        if isinstance(node, ast.BinOp) and type(node.op) in _LENGTH_OPERATORS:
+            value = node.value
+        elif isinstance(node, ast.Name) and node.id == "n":
+            value = n
+        elif isinstance(node, ast.BinOp) and type(node.op) in _LENGTH_OPERATORS:
             left, right = length(node.left, n), length(node.right, n)
             if isinstance(node.op, ast.Pow) and not 0 <= right <= 64:
                 raise ValueError(f"exponent {right} out of range")
             if isinstance(node.op, ast.FloorDiv) and right == 0:
                 raise ValueError("division by zero")
-            return _LENGTH_OPERATORS[type(node.op)](left, right)
-        raise ValueError(f"{ast.dump(node)} is not allowed")
+            # Both sides are at most 2**64 and an exponent at most 64: the
+            # result has at most 4,096 bits, checked before going on.
+            value = _LENGTH_OPERATORS[type(node.op)](left, right)
+        else:
+            raise ValueError(f"{ast.dump(node)} is not allowed")
+        if abs(value) > _LARGEST_LENGTH:
+            raise ValueError(f"a value passes 2**64 at n={n}")
+        return value
 
     try:
         body = ast.parse(source.strip(), mode="eval").body
-        lengths = tuple(length(body, n) for n in range(1, MAX_POTENTIAL_POINTS + 1))
-    except (SyntaxError, ValueError) as error:
+        lengths = tuple(length(body, n) for n in range(1, MAX_POINTS + 1))
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
         raise ValueError(
             f"the length {expression!r} of table {table!r} is not an expression in n "
             f"({error}); {way_out}"
@@ -153,52 +187,123 @@ def _table_lengths(table, expression):
         raise ValueError(
             f"the length {expression!r} of table {table!r} is {lengths[n - 1]} at n={n}; "
             f"a table the function reads has at least one entry for every n in 1..."
-            f"{MAX_POTENTIAL_POINTS}"
+            f"{MAX_POINTS}"
         )
     return lengths
 
 
-class SplitFunction:
-    """A C split function that its module registered, with what it reads.
+@cython.auto_pickle(False)
+@cython.final
+cdef class SplitFunction:
+    """SplitFunction(module, name, tables, n_params)
+--
+
+A C split function and what it reads: an immutable declaration.
+
+    What :func:`register_split_function` records. Nothing can change one
+    once built (its attributes are read-only, it has no ``__dict__`` and it
+    is never pickled), and the registry that :meth:`SplitPotential.from_cython`
+    reads is private to this module: a declaration is looked up there,
+    never handed out, so no object a caller or a loaded pickle gets can
+    change what a kernel is told to read.
 
     Parameters
     ----------
-    module, name : str
-        Where it is: module name and function name.
-    table_lengths : dict of str to str or int
+    module : module or str
+        The compiled module exporting the function; it must be imported.
+    name : str
+        Name of the ``cdef api`` function in the module.
+    tables : dict of str to str or int
         The tables it reads, in the order of ``data.tables``, with their
         lengths as given (e.g. ``"2**n"``).
     n_params : int
         How many entries of ``data.params`` it reads.
-    capsule : PyCapsule
-        The exported function.
-    """
 
-    def __init__(self, module, name, table_lengths, n_params, capsule):
-        self.module = module
+    Attributes
+    ----------
+    module, name : str
+    table_lengths : mapping of str to str or int
+        Read-only.
+    n_params : int
+
+    Examples
+    --------
+    >>> from sktrellis._engine.potential._split_potential import SplitFunction
+    >>> ginkgo = SplitFunction("sktrellis._engine.potential._ginkgo", "ginkgo_log_psi",
+    ...                        {"mass2": "2**n", "sqrt_mass2": "2**n"}, 5)
+    >>> ginkgo.length("mass2", 3)
+    8
+    """
+    cdef readonly str module
+    cdef readonly str name
+    cdef readonly object table_lengths
+    cdef readonly int n_params
+    cdef object capsule
+    cdef object lengths
+
+    def __init__(self, module, name, tables, n_params):
+        module_name = module if isinstance(module, str) else getattr(module, "__name__", None)
+        if not isinstance(module_name, str):
+            raise ValueError(f"module must be a module or its name, got {module!r}")
+        loaded = sys.modules.get(module_name)
+        if loaded is None:
+            raise ValueError(
+                f"module {module_name!r} is not imported; a module registers its split "
+                "functions itself, at import: register_split_function(__name__, ...)"
+            )
+        if not isinstance(name, str):
+            raise ValueError(f"name must be the function's name as a str, got {name!r}")
+        if not isinstance(tables, Mapping):
+            raise ValueError(
+                f"tables must be a dict of table name to length (e.g. {{'mass2': '2**n'}}), "
+                f"got {type(tables).__name__}"
+            )
+        tables = dict(tables)
+        if not all(isinstance(table, str) for table in tables):
+            raise ValueError(f"table names must be str, got {list(tables)!r}")
+        if (isinstance(n_params, bool) or not isinstance(n_params, (int, np.integer))
+                or not 0 <= n_params <= 2**20):
+            raise ValueError(f"n_params must be a non-negative int, got {n_params!r}")
+        self.module = module_name
         self.name = name
-        self.table_lengths = dict(table_lengths)
-        self.n_params = n_params
-        self.capsule = capsule
-        self._lengths = {table: _table_lengths(table, expression)
-                         for table, expression in self.table_lengths.items()}
+        self.table_lengths = MappingProxyType(tables)
+        self.n_params = int(n_params)
+        self.lengths = MappingProxyType({table: _table_lengths(table, expression)
+                                         for table, expression in tables.items()})
+        self.capsule = _split_function_capsule(loaded, name)
 
     def length(self, table, n_points):
-        """Number of entries of `table` at N = n_points."""
-        return self._lengths[table][n_points - 1]
+        """Number of entries of `table` at N = n_points.
+
+        Parameters
+        ----------
+        table : str
+            A declared table.
+        n_points : int
+            N, 1 to 30.
+
+        Returns
+        -------
+        length : int
+        """
+        return self.lengths[table][n_points - 1]
 
     def declaration(self):
-        return (f"tables={self.table_lengths!r}, n_params={self.n_params}")
+        """The declaration as text, for messages.
+
+        Returns
+        -------
+        text : str
+        """
+        return f"tables={dict(self.table_lengths)!r}, n_params={self.n_params}"
+
+    def __reduce__(self):
+        raise TypeError(
+            "a SplitFunction is not pickled: a SplitPotential pickles the module and "
+            "function names, and loading it looks the declaration up in the registry")
 
     def __repr__(self):
         return f"SplitFunction({self.module!r}, {self.name!r}, {self.declaration()})"
-
-
-# The split functions their modules registered, by (module name, function
-# name). Nothing is imported by name to fill it (so that loading a pickle
-# runs no module it names), except the package's own built-in modules.
-_SPLIT_FUNCTIONS = {}
-_BUILTIN_SPLIT_FUNCTION_MODULES = ("sktrellis._engine.potential._ginkgo",)
 
 
 def register_split_function(module, name, *, tables, n_params):
@@ -211,7 +316,9 @@ def register_split_function(module, name, *, tables, n_params):
     :meth:`SplitPotential.from_cython` (and loading a pickled potential)
     then checks the tables and parameters it is given against this
     declaration before any kernel calls the function, and finds the
-    function only here: it never imports a module by name.
+    function only here: it never imports a module by name. A declaration
+    cannot be changed once made, and the registry holding it is not
+    reachable from Python, so nothing loaded later can rewrite it.
 
     Parameters
     ----------
@@ -223,15 +330,16 @@ def register_split_function(module, name, *, tables, n_params):
     tables : dict of str to str or int
         The tables the function reads, in order, each with its length: an
         int, or an expression in ``n`` such as ``"2**n"`` (one entry per
-        subset), ``"4**n"`` or ``"n + 1"`` (integers, ``n``, ``+ - * // **``).
+        subset), ``"4**n"`` or ``"n + 1"`` (integers, ``n``, ``+ - * // **``,
+        at most 200 characters, no value past 2**64).
     n_params : int
         Number of scalar parameters the function reads.
 
     Returns
     -------
-    function : SplitFunction
-        The registered declaration. Registering the same declaration again
-        is allowed (a module reload); a different one is refused.
+    None
+        Registering the same declaration again is allowed (a module
+        reload); a different one is refused with a ValueError.
 
     See Also
     --------
@@ -246,50 +354,29 @@ def register_split_function(module, name, *, tables, n_params):
                                 tables={"pair_sums": "2**n", "sizes": "2**n"},
                                 n_params=1)
     """
-    module_name = module if isinstance(module, str) else getattr(module, "__name__", None)
-    if not isinstance(module_name, str):
-        raise ValueError(f"module must be a module or its name, got {module!r}")
-    module = sys.modules.get(module_name)
-    if module is None:
+    cdef SplitFunction function = SplitFunction(module, name, tables, n_params)
+    cdef SplitFunction registered = _split_functions.get((function.module, function.name))
+    if registered is not None and (dict(registered.table_lengths), registered.n_params) != (
+            dict(function.table_lengths), function.n_params):
         raise ValueError(
-            f"module {module_name!r} is not imported; a module registers its split "
-            "functions itself, at import: register_split_function(__name__, ...)"
-        )
-    if not isinstance(name, str):
-        raise ValueError(f"name must be the function's name as a str, got {name!r}")
-    if not isinstance(tables, Mapping):
-        raise ValueError(
-            f"tables must be a dict of table name to length (e.g. {{'mass2': '2**n'}}), "
-            f"got {type(tables).__name__}"
-        )
-    if not all(isinstance(table, str) for table in tables):
-        raise ValueError(f"table names must be str, got {list(tables)!r}")
-    if isinstance(n_params, bool) or not isinstance(n_params, (int, np.integer)) or n_params < 0:
-        raise ValueError(f"n_params must be a non-negative int, got {n_params!r}")
-    function = SplitFunction(module_name, name, tables, int(n_params),
-                             _split_function_capsule(module, name))
-    registered = _SPLIT_FUNCTIONS.get((module_name, name))
-    if registered is not None and (registered.table_lengths, registered.n_params) != (
-            function.table_lengths, function.n_params):
-        raise ValueError(
-            f"split function {name!r} of module {module_name!r} is already registered "
-            f"with {registered.declaration()}; it cannot be declared again with "
+            f"split function {function.name!r} of module {function.module!r} is already "
+            f"registered with {registered.declaration()}; it cannot be declared again with "
             f"{function.declaration()}"
         )
-    _SPLIT_FUNCTIONS[module_name, name] = function
-    return function
+    if registered is None:
+        _split_functions[function.module, function.name] = function
 
 
-def _registered_split_function(module_name, name):
+cdef SplitFunction _registered_split_function(str module_name, str name):
     """The registered split function, or a ValueError saying how to register it.
 
     Only the package's own modules are imported here; any other module must
     have been imported, and so have registered its functions, beforehand.
     """
-    function = _SPLIT_FUNCTIONS.get((module_name, name))
+    function = _split_functions.get((module_name, name))
     if function is None and module_name in _BUILTIN_SPLIT_FUNCTION_MODULES:
         importlib.import_module(module_name)
-        function = _SPLIT_FUNCTIONS.get((module_name, name))
+        function = _split_functions.get((module_name, name))
     if function is not None:
         return function
     module = sys.modules.get(module_name)
@@ -468,9 +555,9 @@ Per-subset tables from which the kernels evaluate any split in O(1).
         cdef const index_t[::1] offsets
         cdef const mask_t[::1] ranks
         cdef Py_ssize_t k
-        if not 1 <= n_points <= MAX_POTENTIAL_POINTS:
+        if not 1 <= n_points <= MAX_POINTS:
             raise ValueError(
-                f"SplitPotential supports 1 to {MAX_POTENTIAL_POINTS} points, got "
+                f"SplitPotential supports 1 to {MAX_POINTS} points, got "
                 f"n_points={n_points}"
             )
         arrays = dict(arrays)
@@ -517,8 +604,20 @@ Per-subset tables from which the kernels evaluate any split in O(1).
             params = {"module": module_name, "function": function_name,
                       "values": tuple(values.tolist())}
         elif kind == TABLE:
-            level_offset, rank_in_level, table_length = split_table_layout(n_points)
+            # Every length in closed form before the layout (4 GiB of ranks
+            # at N = 30) is built: sum over k >= 2 of C(N, k) (2**(k-1) - 1).
+            py_n = <object>n_points  # exact integers, not C doubles
+            table_length = (3**py_n + 1) // 2 - 2**py_n
+            for name, length in (("split_table", table_length),
+                                 ("level_offset", n_points + 1),
+                                 ("rank_in_level", n_subsets)):
+                if np.shape(arrays.get(name)) != (length,):
+                    raise ValueError(
+                        f"SplitPotential table {name!r} must have shape ({length},) at "
+                        f"n_points={n_points}, got {np.shape(arrays.get(name))}"
+                    )
             view = _check_table(arrays, "split_table", table_length, allow_minus_inf=True)
+            level_offset, rank_in_level, _ = split_table_layout(n_points)
             self.tables.split_table = &view[0]
             if not (np.array_equal(arrays.get("level_offset"), level_offset)
                     and np.array_equal(arrays.get("rank_in_level"), rank_in_level)):

@@ -470,6 +470,13 @@ cdef class BestFirstSearch:
     cdef double trees[MAX_SEARCH_POINTS + 1]
     cdef int objective_
     cdef readonly int exact_size
+    # Set when an allocation failed inside a walk: the clusters and splits
+    # made before it are whole (a split is stored after its clusters, the
+    # best tree is read through stored splits only), but the walk's own
+    # cluster, split or generator may be half made, so the search neither
+    # runs again nor revises its brackets; the root's bounds, from earlier
+    # walks, still hold.
+    cdef readonly bint out_of_memory
 
     def __init__(self, SearchBound bound, int n_points, objective="map", int exact_size=-1):
         cdef int k
@@ -931,7 +938,8 @@ cdef class BestFirstSearch:
             ``lower <= log Z <= upper``; equal when the search has summed
             every tree (``log_partition_solved``).
         """
-        self.z_refresh_all()
+        if not self.out_of_memory:
+            self.z_refresh_all()
         return self.z_low[self.root], self.z_high[self.root]
 
     @property
@@ -1075,6 +1083,9 @@ cdef class BestFirstSearch:
         cdef vector[double] values
         cdef unordered_map[uint64_t, double] memo
         cdef double low, high
+        if self.out_of_memory:
+            # Nothing can be walked safely: the bounds every cluster has.
+            return -INFINITY, 0.0
         self.z_refresh_all()
         with nogil:
             self.with_bounds(self.root, target, &low, &high, &seen, &values, &memo)
@@ -1090,24 +1101,38 @@ cdef class BestFirstSearch:
         cdef int reason
         cdef double deadline
         cdef bint by_map = self.objective_ == MAP_OBJECTIVE
-        with nogil:
-            deadline = now_seconds() + seconds
-            while True:
-                if (self.solved_flag[self.root] if by_map else self.z_exact[self.root]):
-                    reason = SOLVED
-                    break
-                if max_states >= 0 and self.n_states >= max_states:
-                    reason = STATE_CAP
-                    break
-                # The clock every walk: it costs tens of nanoseconds, a walk
-                # microseconds to milliseconds (an exact solve of a cluster).
-                if now_seconds() >= deadline:
-                    reason = SLICE_OVER
-                    break
-                if by_map:
-                    self.step()
-                else:
-                    self.z_step()
+        cdef Py_ssize_t k
+        if self.out_of_memory:
+            return "max_states"
+        try:
+            with nogil:
+                deadline = now_seconds() + seconds
+                while True:
+                    if (self.solved_flag[self.root] if by_map else self.z_exact[self.root]):
+                        reason = SOLVED
+                        break
+                    if max_states >= 0 and self.n_states >= max_states:
+                        reason = STATE_CAP
+                        break
+                    # The clock every walk: it costs tens of nanoseconds, a walk
+                    # microseconds to milliseconds (an exact solve of a cluster).
+                    if now_seconds() >= deadline:
+                        reason = SLICE_OVER
+                        break
+                    if by_map:
+                        self.step()
+                    else:
+                        self.z_step()
+        except MemoryError:
+            # std::bad_alloc in a walk: the memory cap, found the hard way.
+            # The open partial splits (most of the memory) are never read
+            # again: freed, so that the best tree can still be built.
+            self.out_of_memory = True
+            for k in range(<Py_ssize_t>self.generators.size()):
+                release_generator(&self.generators[k])
+            for k in range(<Py_ssize_t>self.split_heap.size()):
+                vector[SplitKey]().swap(self.split_heap[k])
+            reason = STATE_CAP
         return ("optimal", "slice", "max_states")[reason]
 
     @property

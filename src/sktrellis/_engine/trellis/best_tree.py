@@ -8,7 +8,7 @@ import numpy as np
 from ..tree.conversion import splits_from_table
 from . import _best_tree as kernels
 from .._subsets import subsets_by_size
-from .levels import SECONDS_PER_TERM, LevelProgress, chunk_size, level_terms, threads_for
+from .levels import SECONDS_PER_TERM, LevelProgress, level_terms, threads_for
 
 #: Bytes per subset of best_bhc_tree and max_clade_credibility_tree besides
 #: the cluster table: the best value (8), best split (4) and subsets by size (4).
@@ -36,10 +36,8 @@ def _best_tree(log_cluster, log_leaf, log_add_cluster, n_threads, verbose, owner
             progress.level(size)
             parents = order[level_start[size] : level_start[size + 1]]
             n_splits = splits(size)
-            chunk = chunk_size(n_splits)
             threads = threads_for(len(parents) * n_splits, n_threads)
-            for first in range(0, len(parents), chunk):
-                block = parents[first : first + chunk]
+            for block in progress.calls(parents, n_splits, SECONDS_PER_TERM["separable"]):
                 kernels.best_tree_level(
                     block, log_cluster, log_best, best_left, log_add_cluster, threads,
                 )

@@ -15,6 +15,7 @@ from scipy.special import logsumexp
 
 from . import _flat as kernels
 from .._subsets import count_as_int, subsets_by_size
+from ..tables import check_restored_tables
 from .levels import SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, threads_for
 from .posterior import members_mask, most_probable_masks, submasks
 
@@ -134,7 +135,7 @@ class _InsidePass:
         # take the plain one.
         n_points = levels.n_points
         self.blocks = (
-            RowBlocks(n_points, min(BLOCK_BITS, n_points))
+            RowBlocks(n_points, min(BLOCK_BITS, n_points), SECONDS_PER_TERM["flat"])
             if n_points >= BLOCKED_MIN_POINTS and self.counts is None else None
         )
 
@@ -172,7 +173,7 @@ class _InsidePass:
                 )
             # Subsets with no low bit, C(N - bits, size) of them: plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(1 << (size - 1))
+        chunk = chunk_size(1 << (size - 1), SECONDS_PER_TERM["flat"])
         for first in range(0, len(parents), chunk):
             kernels.inside_level(
                 parents[first : first + chunk], levels.log_e, self.log_z, self.log_map,
@@ -226,7 +227,8 @@ class _CountPass:
         self.best_zk = np.full((n_points + 1, n_points + 1), -np.inf)   # [size, clusters]
         self.blocks = None
         if n_points >= BLOCKED_MIN_POINTS:
-            self.blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points - 1))
+            self.blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points - 1),
+                                    SECONDS_PER_TERM["flat count"])
             # Running sums of every S_lo of an item, and the fallback's maxima.
             bits = self.blocks.bits
             self.block_work = np.empty(
@@ -272,7 +274,7 @@ class _CountPass:
                 )
             # Subsets with no low bit (and so without point 0): plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(size << (size - 1))
+        chunk = chunk_size(size << (size - 1), SECONDS_PER_TERM["flat count"])
         for first in range(0, len(parents), chunk):
             kernels.count_level(
                 parents[first : first + chunk], levels.log_e, levels.cluster_scale, gain,
@@ -305,7 +307,7 @@ class _ConstrainedMapPass:
         self.log_mapk = np.full((1 << levels.n_points, depth), -np.inf)
         n_points = levels.n_points
         self.blocks = (
-            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1))
+            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1), SECONDS_PER_TERM["flat count"])
             if n_points >= BLOCKED_MIN_POINTS else None
         )
 
@@ -326,7 +328,7 @@ class _ConstrainedMapPass:
                 )
             # Parents with no low bit (and so without point 0): plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(n_pairs)
+        chunk = chunk_size(n_pairs, SECONDS_PER_TERM["flat count"])
         for first in range(0, len(parents), chunk):
             kernels.constrained_map_level(
                 parents[first : first + chunk], self.levels.log_e, self.log_mapk, threads
@@ -384,7 +386,7 @@ class _MapPass:
         self.log_map = np.zeros(1 << levels.n_points)
         n_points = levels.n_points
         self.blocks = (
-            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1))
+            RowBlocks(n_points, min(BLOCK_BITS, n_points - 1), SECONDS_PER_TERM["flat map"])
             if n_points >= BLOCKED_MIN_POINTS else None
         )
 
@@ -405,7 +407,7 @@ class _MapPass:
                 )
             # Parents with no low bit (and so without point 0): plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(n_pairs)
+        chunk = chunk_size(n_pairs, SECONDS_PER_TERM["flat map"])
         for first in range(0, len(parents), chunk):
             kernels.map_level(
                 parents[first : first + chunk], self.levels.log_e, self.log_map, threads
@@ -494,6 +496,18 @@ class FlatTrellis:
         self._run_inside()
         if n_clusters is not None:
             self._run_constrained()
+
+    def __setstate__(self, state):
+        # What the kernels read, checked (a model file may be crafted).
+        log_e = state.get("log_e")
+        n_points = len(log_e).bit_length() - 1 if isinstance(log_e, np.ndarray) else None
+        check_restored_tables("FlatTrellis", state, n_points, {
+            "log_e": (np.float64, (), False), "log_z": (np.float64, (), False)})
+        n_clusters = state.get("n_clusters")
+        if n_clusters is not None and not (isinstance(n_clusters, int)
+                                           and 1 <= n_clusters <= n_points):
+            raise ValueError(f"a pickled FlatTrellis has n_clusters={n_clusters!r}")
+        self.__dict__.update(state, n_points=n_points)
 
     @property
     def full(self):

@@ -10,11 +10,11 @@ import numpy as np
 
 from .._subsets import canonical_lefts, count_as_int, subsets_by_size
 from ..potential._split_potential import SplitPotential
-from ..tables import subset_sums
+from ..tables import check_restored_tables, subset_sums
 from ..tree.conversion import linkage_from_splits, splits_from_merges, splits_from_table
 from . import _hierarchical as kernels
 from .levels import (
-    SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, level_terms, threads_for,
+    SECONDS_PER_TERM, LevelProgress, RowBlocks, level_terms, threads_for,
 )
 from .posterior import members_mask, most_probable_masks
 
@@ -155,6 +155,29 @@ class HierarchicalTrellis:
         self._log_marginals = None
         self._run()
 
+    def __setstate__(self, state):
+        # What the kernels read, checked (a model file may be crafted); the
+        # subset order is rebuilt, never read from the file.
+        potential = state.get("potential")
+        if not isinstance(potential, SplitPotential):
+            raise TypeError(f"a pickled HierarchicalTrellis has potential={potential!r}")
+        n_points = potential.n_points
+        check_restored_tables("HierarchicalTrellis", state, n_points, {
+            "log_z": (np.float64, (), False), "log_map": (np.float64, (), False),
+            "best_left": (np.uint32, (), False), "_log_marginals": (np.float64, (), True),
+            "counts": (np.uint64, (2,), True)})
+        masks = np.arange(1 << n_points, dtype=np.uint32)
+        left = state["best_left"]
+        proper = (left & ~masks) == 0
+        proper[2:] &= (left[2:] != 0) & (left[2:] != masks[2:])
+        singletons = (masks & (masks - 1)) == 0
+        if not np.all(proper | singletons):
+            raise ValueError("a pickled HierarchicalTrellis has MAP splits that are not "
+                             "splits: the file is damaged or was not written by sktrellis")
+        state = dict(state, n_points=n_points)
+        state["order"], state["level_start"] = subsets_by_size(n_points)
+        self.__dict__.update(state)
+
     def _run(self):
         n_points, n_subsets = self.n_points, 1 << self.n_points
         self.order, self.level_start = subsets_by_size(n_points)
@@ -171,7 +194,7 @@ class HierarchicalTrellis:
         left_factors, right_factors = np.zeros((rows, 2)), np.zeros((rows, 2))
         blocked = separable and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
+            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points), _seconds_per_split(True))
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
         ginkgo = self._uses_ginkgo_kernel()
@@ -202,9 +225,8 @@ class HierarchicalTrellis:
                         progress.update(blocks.n_subsets(low_sizes) * n_splits)
                     # Parents with no low bit, C(N - bits, size) of them: plain kernel.
                     parents = blocks.high_only_parents(size)
-                chunk = chunk_size(n_splits)
-                for first in range(0, len(parents), chunk):
-                    block = parents[first : first + chunk]
+                rate = SECONDS_PER_TERM["ginkgo"] if ginkgo else _seconds_per_split(separable)
+                for block in progress.calls(parents, n_splits, rate):
                     if ginkgo:
                         kernels.inside_level_ginkgo(
                             self.potential, block, self.log_z, self.log_map, self.best_left,
@@ -339,9 +361,9 @@ class HierarchicalTrellis:
                         )
                         progress.update(blocks.n_subsets(low_sizes) * n_terms)
                 else:
-                    chunk = chunk_size(n_terms)
-                    for first in range(0, len(clusters), chunk):
-                        block = clusters[first : first + chunk]
+                    rate = (SECONDS_PER_TERM["ginkgo"] if ginkgo
+                            else _seconds_per_split(separable))
+                    for block in progress.calls(clusters, n_terms, rate):
                         if ginkgo:
                             kernels.outside_level_ginkgo(
                                 potential, block, self.log_z, log_out, records, n_threads)

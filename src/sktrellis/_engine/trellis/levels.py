@@ -1,11 +1,15 @@
 """How the trellises drive their kernels level by level: one policy for all.
 
 Every exact pass processes the subsets of one size ("a level") at a time,
-in kernel calls of at most CHUNK_TERMS terms, so KeyboardInterrupt and the
-progress bar (LevelProgress) come every fraction of a second; and a call
+in kernel calls estimated to take at most CHUNK_SECONDS on one thread (and
+of at most CHUNK_TERMS terms), so KeyboardInterrupt, the deadline and the
+progress bar (LevelProgress) come every fraction of a second whatever a term
+costs (a Ginkgo split twenty times a separable one); and a call
 runs on one thread below PARALLEL_MIN_TERMS terms, where waking a team of
 threads costs more than the work (badly so when the other cores are busy).
 """
+import contextlib
+import contextvars
 import math
 import sys
 import time
@@ -16,8 +20,14 @@ from tqdm import tqdm
 from .._subsets import subsets_by_size
 
 #: A kernel call handles at most about this many terms (splits, or
-#: (subset, cluster) pairs).
+#: (subset, cluster) pairs)...
 CHUNK_TERMS = 1 << 28
+#: ... and at most as many as one thread does in this many seconds at the
+#: rates of SECONDS_PER_TERM: Ctrl-C is answered within about this long
+#: (longer on a loaded machine, whose rate is lower).
+CHUNK_SECONDS = 0.25
+#: A call of at least this many terms measures the pass's rate (``calls``).
+MEASURED_MIN_TERMS = 1 << 16
 #: Below this many terms a kernel call runs on one thread.
 PARALLEL_MIN_TERMS = 1 << 16
 #: One thread's seconds per term, for the estimate that opens a pass's
@@ -59,9 +69,14 @@ def threads_for(n_terms, n_threads):
     return n_threads if n_terms >= PARALLEL_MIN_TERMS else 1
 
 
-def chunk_size(terms_per_subset):
-    """Subsets per kernel call at this many terms each."""
-    return max(1, CHUNK_TERMS // max(1, terms_per_subset))
+def chunk_terms(seconds_per_term):
+    """Terms per kernel call at this cost per term (CHUNK_SECONDS, at most CHUNK_TERMS)."""
+    return max(1, min(CHUNK_TERMS, int(CHUNK_SECONDS / seconds_per_term)))
+
+
+def chunk_size(terms_per_subset, seconds_per_term=SECONDS_PER_TERM["separable"]):
+    """Subsets per kernel call at this many terms each, each term costing this long."""
+    return max(1, chunk_terms(seconds_per_term) // max(1, terms_per_subset))
 
 
 def level_terms(n_points, sizes, terms_per_subset):
@@ -117,7 +132,7 @@ class LevelProgress:
     deadline : float, default=None
         A ``time.perf_counter()`` value: ``update`` raises DeadlinePassed
         once it has passed, so the pass stops within one kernel call of it
-        (at most CHUNK_TERMS terms), or once the pass is seen not to make
+        (at most about CHUNK_SECONDS), or once the pass is seen not to make
         it (see DeadlinePassed). None: no deadline.
     """
 
@@ -149,17 +164,35 @@ class LevelProgress:
         if self.bar is not None:
             self.bar.set_postfix_str(f"subsets of size {size}/{self.n_points}", refresh=False)
 
+    def calls(self, items, terms_per_item, seconds_per_term):
+        """``items`` in consecutive slices, one kernel call each, of about CHUNK_SECONDS.
+
+        Sized by the rate of the pass's last call when that call was long
+        enough to measure (a loaded machine, or a potential dearer than its
+        calibration rate), else by ``seconds_per_term``. The caller runs
+        each slice and then calls ``update``.
+        """
+        first = 0
+        while first < len(items):
+            rate = seconds_per_term
+            if len(self.checkpoints) > 1:
+                (done_before, then), (done, now) = self.checkpoints[-2:]
+                if done - done_before >= MEASURED_MIN_TERMS and now > then:
+                    rate = (now - then) / (done - done_before)
+            size = max(1, chunk_terms(rate) // max(1, terms_per_item))
+            yield items[first : first + size]
+            first += size
+
     def update(self, n_terms):
         """Count terms done; raise DeadlinePassed if the pass will not end by its deadline."""
         if self.bar is not None:
             self.bar.update(n_terms)
-        if self.deadline is None:
-            return
         now = time.perf_counter()
         done = self.checkpoints[-1][0] + n_terms
-        if done >= self.n_terms:
-            return
+        # Every call's end: its rate sizes the next call (``calls``).
         self.checkpoints.append((done, now))
+        if self.deadline is None or done >= self.n_terms:
+            return
         finish = now
         if 16 * done >= self.n_terms:
             # The rate over the last sixteenth of the terms (at least one).
@@ -181,6 +214,33 @@ class LevelProgress:
             self.bar.close()
 
 
+# Who reports a model's own long computations (a DPM's per-subset
+# statistics, before any pass), and how verbosely: set by the estimator's
+# fit, read where the model computes, so that the energy protocol
+# (``cluster_potential(X)``) needs no verbosity argument.
+_REPORTER = contextvars.ContextVar("sktrellis_reporter", default=("sktrellis", 0))
+
+
+@contextlib.contextmanager
+def reporting(owner, verbose):
+    """Within this block, ``model_progress`` reports as `owner` at `verbose`."""
+    token = _REPORTER.set((owner, verbose))
+    try:
+        yield
+    finally:
+        _REPORTER.reset(token)
+
+
+def model_progress(stage, n_points, n_terms, unit, seconds_per_term, n_bytes):
+    """A LevelProgress for a model's own computation, as the estimator fitting it reports.
+
+    Single-threaded (NumPy); silent outside ``reporting`` (verbose 0).
+    """
+    owner, verbose = _REPORTER.get()
+    return LevelProgress(owner, stage, n_points, n_terms, unit, seconds_per_term, 1,
+                         n_bytes, verbose)
+
+
 class RowBlocks:
     """The work items of the cache-blocked passes, level by level.
 
@@ -191,9 +251,10 @@ class RowBlocks:
     at a time.
     """
 
-    def __init__(self, n_points, bits):
+    def __init__(self, n_points, bits, seconds_per_term=SECONDS_PER_TERM["separable"]):
         self.n_points = n_points
         self.bits = bits
+        self.call_terms = chunk_terms(seconds_per_term)
         self.n_high = n_points - bits
         self.high_order, self.high_start = subsets_by_size(self.n_high)
         self.low_order, self.low_start = subsets_by_size(bits)
@@ -209,15 +270,14 @@ class RowBlocks:
                 item_low_sizes.append(np.full(len(level), low_size, dtype=np.int64))
         return np.concatenate(high_parts), np.concatenate(item_low_sizes)
 
-    @staticmethod
-    def _calls(high_parts, low_sizes, work):
-        """The items in kernel calls of about CHUNK_TERMS terms (at least one item each).
+    def _calls(self, high_parts, low_sizes, work):
+        """The items in kernel calls of about ``chunk_terms`` terms (at least one item each).
 
         Largest items first, so the threads' last items are the short ones.
         """
         by_work = np.argsort(-work, kind="stable")
         high_parts, low_sizes, work = high_parts[by_work], low_sizes[by_work], work[by_work]
-        call = (np.cumsum(work) - work) // CHUNK_TERMS
+        call = (np.cumsum(work) - work) // self.call_terms
         bounds = np.flatnonzero(np.diff(call)) + 1
         for first, stop in zip(np.r_[0, bounds], np.r_[bounds, len(work)]):
             yield high_parts[first:stop], low_sizes[first:stop]

@@ -1,0 +1,176 @@
+"""sktrellis.load: a model file builds its own objects and changes nothing else."""
+import importlib
+import io
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+import sktrellis
+from sktrellis import (
+    BestFirstHierarchicalClustering,
+    ExactFlatClustering,
+    ExactHierarchicalClustering,
+    SparseTrellisClustering,
+)
+from sktrellis.baselines import (
+    BayesianHierarchicalClustering,
+    BeamSearchHierarchicalClustering,
+    GreedyHierarchicalClustering,
+    TransitivePropagation,
+)
+from sktrellis.energies import CorrelationClustering, DirichletProcessMixture, GinkgoLikelihood
+
+
+def _loads(data, **kwargs):
+    return sktrellis.load(io.BytesIO(data), **kwargs)
+
+
+def _text(value):
+    encoded = value.encode()
+    return b"\x8c" + bytes([len(encoded)]) + encoded  # SHORT_BINUNICODE
+
+
+def _global(module, name):
+    return b"\x80\x04" + _text(module) + _text(name) + b"\x93"  # STACK_GLOBAL
+
+
+def _models():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(7, 3))
+    from sktrellis.datasets import make_jets
+
+    jet = make_jets(1, n_leaves=5, random_state=0)[0]["momenta"]
+    return [
+        (ExactHierarchicalClustering(random_state=np.random.RandomState(0)), X),
+        (ExactFlatClustering(DirichletProcessMixture()), X),
+        (ExactFlatClustering(CorrelationClustering()), X),
+        (SparseTrellisClustering(), X),
+        (BestFirstHierarchicalClustering(max_time=5.0), X),
+        (GreedyHierarchicalClustering(), X),
+        (BeamSearchHierarchicalClustering(CorrelationClustering()), X),
+        (BayesianHierarchicalClustering(), X),
+        (TransitivePropagation(), np.abs(X @ X.T)),
+        (ExactHierarchicalClustering(GinkgoLikelihood()), jet),
+    ]
+
+
+@pytest.mark.parametrize("protocol", [3, 4, 5])
+def test_every_fitted_model_loads_with_the_listed_globals_only(protocol):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for model, X in _models():
+            model.fit(X)
+            if hasattr(model, "cluster_probability"):
+                model.cluster_probability([0, 1])  # the outside tables pickle too
+            loaded = _loads(pickle.dumps(model, protocol=protocol))
+            assert type(loaded) is type(model)
+            np.testing.assert_array_equal(loaded.labels_, model.labels_)
+            if hasattr(model, "cluster_probability"):
+                assert loaded.cluster_probability([0, 1]) == model.cluster_probability([0, 1])
+
+
+def test_the_list_names_every_estimator_and_energy():
+    from sktrellis import baselines, energies
+
+    names = {f"{cls.__module__}.{cls.__qualname__}" for module in (sktrellis, baselines)
+             for cls in (getattr(module, name) for name in module.__all__)
+             if isinstance(cls, type) and hasattr(cls, "fit")}
+    names |= {f"{cls.__module__}.{cls.__qualname__}" for cls in (
+        energies.Dasgupta, energies.CorrelationClustering, energies.GinkgoLikelihood,
+        energies.DirichletProcessMixture, energies.SplitPotential, sktrellis.Tree)}
+    assert names <= sktrellis.PICKLE_GLOBALS, names - sktrellis.PICKLE_GLOBALS
+    for qualified in sktrellis.PICKLE_GLOBALS:  # every entry resolves
+        module, _, name = qualified.rpartition(".")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # numpy.core's alias
+                assert hasattr(importlib.import_module(module), name), qualified
+        except ModuleNotFoundError:
+            assert qualified.startswith("numpy.core"), qualified  # NumPy 2 renamed it
+
+
+def test_a_pickle_cannot_set_a_module_global():
+    """The issue's 49 bytes set a module global of sktrellis._validation."""
+    from sktrellis import _validation
+
+    before = dict(vars(_validation))
+    crafted = b"\x80\x04csktrellis\n_validation\n}\x8c\x10MAX_EXACT_POINTSK(sb."
+    with pytest.raises(pickle.UnpicklingError, match="sktrellis._validation is not one of"):
+        _loads(crafted)
+    assert dict(vars(_validation)) == before
+
+
+@pytest.mark.parametrize(
+    "crafted, match",
+    [
+        # Any attribute of an admitted module, e.g. os.system through an import.
+        (_global("sktrellis._validation", "os.system") + _text("true") + b"\x85R.",
+         "attribute path"),
+        (_global("builtins", "eval") + _text("1") + b"\x85R.", "builtins.eval is not one"),
+        # BUILD on a class: later code would see the changed attribute.
+        (_global("sktrellis.tree", "Tree") + b"}" + _text("to_newick") + b"K\x01sb.",
+         "BUILD would set attributes of 'Tree'"),
+        (_global("sktrellis.tree", "Tree") + b"N}" + _text("to_newick") + b"K\x01s\x86b.",
+         "BUILD would set attributes"),
+        (_global("numpy", "dtype") + b"}" + _text("x") + b"K\x01sb.", "BUILD would set"),
+        # The live registry lookup and the registration of the issue.
+        (_global("sktrellis._engine.potential._split_potential", "_registered_split_function")
+         + _text("sktrellis._engine.potential._ginkgo") + _text("ginkgo_log_psi") + b"\x86R.",
+         "is not one of"),
+        (_global("sktrellis.energies", "register_split_function") + b")R.", "is not one of"),
+    ],
+)
+def test_hand_built_pickles_are_refused(crafted, match):
+    from sktrellis import tree
+
+    before = dict(vars(tree.Tree))
+    with pytest.raises(pickle.UnpicklingError, match=match):
+        _loads(crafted)
+    assert dict(vars(tree.Tree)) == before
+
+
+def test_a_listed_class_is_still_checked_by_its_constructor():
+    crafted = _global("sktrellis._engine.potential._split_potential", "SplitPotential") + (
+        pickle.dumps((30, 2, {"split_table": np.zeros(1)}, {}), protocol=3)[2:-1] + b"R.")
+    with pytest.raises(ValueError, match="'split_table' must have shape"):
+        _loads(crafted)
+
+
+def _double(X):
+    return 2.0 * X
+
+
+def test_trusted_names_are_admitted_exactly(tmp_path):
+    payload = {"f": _double}
+    data = pickle.dumps(payload)
+    with pytest.raises(pickle.UnpicklingError, match="trusted="):
+        _loads(data)
+    assert _loads(data, trusted=[f"{__name__}._double"])["f"] is _double
+    path = tmp_path / "model.pkl"
+    path.write_bytes(data)
+    assert sktrellis.load(path, trusted=[f"{__name__}._double"])["f"] is _double
+    with pytest.raises(TypeError, match="trusted must be a list"):
+        sktrellis.load(path, trusted=f"{__name__}._double")
+    with pytest.raises(TypeError, match="io.BytesIO"):
+        sktrellis.load(data)
+
+
+@pytest.mark.parametrize("Estimator, table, damage", [
+    (ExactHierarchicalClustering, "log_z", lambda t: t[:5]),
+    (ExactHierarchicalClustering, "best_left", lambda t: np.full_like(t, 2**31)),
+    (ExactHierarchicalClustering, "counts", lambda t: np.zeros((3, 2), np.uint64)),
+    (ExactHierarchicalClustering, "_log_marginals", lambda t: np.zeros(4)),
+    (ExactHierarchicalClustering, "n_threads", lambda t: 10**9),
+    (ExactFlatClustering, "log_z", lambda t: t[:5].astype(np.float32)),
+    (ExactFlatClustering, "log_e", lambda t: np.zeros((2, 2))),
+])
+def test_posterior_tables_of_a_model_file_are_checked_before_any_kernel(Estimator, table, damage):
+    """A table a kernel reads, of the wrong length or dtype, would be read past its end."""
+    model = Estimator().fit(np.random.default_rng(0).normal(size=(7, 2)))
+    model.cluster_probability([0, 1])
+    trellis = model._trellis
+    setattr(trellis, table, damage(getattr(trellis, table)))
+    with pytest.raises((ValueError, TypeError), match=f"a pickled {type(trellis).__name__}"):
+        _loads(pickle.dumps(model))
