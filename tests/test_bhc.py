@@ -846,12 +846,10 @@ def test_constant_columns_of_structureless_binary_data_fit(global_random_seed):
 def test_exact_auto_leaves_out_the_covariance_types_that_cannot_fit(monkeypatch,
                                                                    global_random_seed):
     import sktrellis._validation as validation
-    import sktrellis.baselines._bhc as bhc
 
     # 2 GiB left: full covariances over 3000 features need about 5 GiB at
     # N = 12, diagonal ones a few MiB.
     monkeypatch.setattr(validation, "memory_limits", lambda: [("MemAvailable", 2 << 30)])
-    monkeypatch.setattr(bhc, "memory_limits", validation.memory_limits)
     X = np.random.default_rng(global_random_seed).normal(size=(12, 3000))
     X[:6] += 1.0
     model = BayesianHierarchicalClustering(algorithm="exact").fit(X)

@@ -24,6 +24,8 @@ PICKLE_GLOBALS = frozenset({
     "sktrellis.hierarchical.ExactHierarchicalClustering",
     "sktrellis.flat.ExactFlatClustering",
     "sktrellis.sparse.SparseTrellisClustering",
+    "sktrellis.sparse_flat.SparseFlatClustering",
+    "sktrellis.certified.CertifiedFlatClustering",
     "sktrellis.best_first.BestFirstHierarchicalClustering",
     "sktrellis.baselines._greedy.GreedyHierarchicalClustering",
     "sktrellis.baselines._beam.BeamSearchHierarchicalClustering",
@@ -45,6 +47,7 @@ PICKLE_GLOBALS = frozenset({
     "sktrellis._engine.trellis.hierarchical_trellis.HierarchicalTrellis",
     "sktrellis._engine.trellis.flat_trellis.FlatTrellis",
     "sktrellis._engine.sparse.sparse_trellis.SparseTrellis",
+    "sktrellis._engine.sparse.sparse_flat.SparseFlatTrellis",
     # NumPy.
     "numpy.ndarray",
     "numpy.dtype",
