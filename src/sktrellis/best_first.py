@@ -19,7 +19,7 @@ from ._engine.agglomerative.search import beam_search
 from ._validation import (
     MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, format_bytes, memory_budget,
 )
-from .energies import Dasgupta
+from .energies import Dasgupta, GinkgoLikelihood
 from .sparse import SparseTrellisClustering
 
 
@@ -394,7 +394,11 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         """Estimated time of solving the whole set by the trellis, or None if it cannot."""
         if self.algorithm == "search" or not _trellis_fits(energy, n_points):
             return None
-        return inside_pass_seconds(energy.potential_kind == "separable", n_points, n_threads)
+        if isinstance(energy, GinkgoLikelihood):
+            rate = "ginkgo"
+        else:
+            rate = "separable" if energy.potential_kind == "separable" else "generic"
+        return inside_pass_seconds(rate, n_points, n_threads)
 
     def _solve_by_trellis(self, X, energy, n_threads, deadline):
         """The exact inside pass over every subset, within the deadline.

@@ -86,13 +86,15 @@ def _inside_splits(size):
     return (1 << (size - 1)) - 1
 
 
-def inside_pass_seconds(separable, n_points, n_threads):
+def inside_pass_seconds(rate, n_points, n_threads):
     """Estimated wall time of the inside pass over n_points (see SECONDS_PER_TERM).
 
     Parameters
     ----------
-    separable : bool
-        Whether the potential is separable (else a function or table).
+    rate : {"separable", "generic", "ginkgo"}
+        The kind of potential, a key of ``SECONDS_PER_TERM``: separable,
+        evaluated per split through a function or table, or the Ginkgo
+        likelihood (which runs kernels of its own).
     n_points : int
     n_threads : int
 
@@ -102,7 +104,7 @@ def inside_pass_seconds(separable, n_points, n_threads):
         A quiet-machine estimate: a loaded or slower machine takes longer.
     """
     terms = level_terms(n_points, range(1, n_points + 1), _inside_splits)
-    return terms * _seconds_per_split(separable) / max(1, n_threads)
+    return terms * SECONDS_PER_TERM[rate] / max(1, n_threads)
 
 
 def _seconds_per_split(separable):
