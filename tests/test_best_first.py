@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from scipy.cluster.hierarchy import is_valid_linkage
 from sklearn.datasets import make_blobs
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import BestFirstHierarchicalClustering, ExactHierarchicalClustering
 from sktrellis import best_first as search_module
@@ -15,9 +14,9 @@ from sktrellis.datasets import make_jets
 from sktrellis._engine.tree.conversion import masks_from_merges, merges_from_tree
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
 from sktrellis.metrics import dasgupta_cost
-from sktrellis._engine.search._best_first import MAX_POINTS, BestFirstSearch, SplitGenerator
+from sktrellis._engine.search._best_first import BestFirstSearch, SplitGenerator
 
-from .common import COMMON_CHECK_N_SAMPLES, brute_force
+from .common import brute_force
 
 KINDS = ["dasgupta", "hcc", "ginkgo"]
 
@@ -523,26 +522,6 @@ def test_verbose_reports_bounds(capsys):
 def test_errors(params, X, match):
     with pytest.raises(ValueError, match=match):
         BestFirstHierarchicalClustering(**params).fit(X)
-
-
-# The checks fit 30-150 random points: a short budget, whose stop warns;
-# those above 64 points are refused (restored below at N <= 64).
-_SEARCH_FAILURES = {
-    check: (f"uses {n_samples} samples; the search keys clusters by 64-bit masks "
-            f"(at most {MAX_POINTS} points): restored in test_restored_common_checks")
-    for check, n_samples in COMMON_CHECK_N_SAMPLES.items()
-    if n_samples > MAX_POINTS
-}
-
-
-@pytest.mark.filterwarnings("ignore:BestFirstHierarchicalClustering stopped")
-@parametrize_with_checks(
-    [BestFirstHierarchicalClustering(max_time=0.2)],
-    expected_failed_checks=lambda estimator: _SEARCH_FAILURES,
-    xfail_strict=True,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 @pytest.mark.filterwarnings("ignore:BestFirstHierarchicalClustering stopped")

@@ -6,7 +6,6 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import multivariate_t
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils._param_validation import InvalidParameterError
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis._engine.tree.conversion import masks_from_merges, merges_from_tree
 from sktrellis.baselines import BayesianHierarchicalClustering
@@ -462,41 +461,6 @@ def test_bad_input_is_rejected(params, X, match):
 def test_bad_parameters_are_rejected(params, match):
     with pytest.raises(InvalidParameterError, match=match):
         BayesianHierarchicalClustering(**params).fit(np.eye(3))
-
-
-_TOO_LARGE = (
-    "uses {n} samples; the exact tree needs 2**N subsets, so it raises the memory-limit "
-    "ValueError (the greedy algorithm passes this check, and the exact one is covered "
-    "at small N by the tests above)"
-)
-
-
-@parametrize_with_checks([BayesianHierarchicalClustering()], xfail_strict=True)
-def test_sklearn_common_checks(estimator, check):
-    check(estimator)
-
-
-# The exact tree on the checks' 20-point data runs the 3**20 dynamic program
-# (seconds per check), hence slow; one covariance type, since "auto" would
-# run it three times (the default instance above checks "auto").
-@pytest.mark.slow
-@parametrize_with_checks(
-    [BayesianHierarchicalClustering(algorithm="exact", covariance_type="full")],
-    expected_failed_checks=lambda estimator: {
-        "check_fit_score_takes_y": _TOO_LARGE.format(n=30),
-        "check_pipeline_consistency": _TOO_LARGE.format(n=30),
-        "check_estimators_pickle": _TOO_LARGE.format(n=30),
-        "check_positive_only_tag_during_fit": _TOO_LARGE.format(n=150),
-        "check_dtype_object": _TOO_LARGE.format(n=56),
-        "check_clustering": _TOO_LARGE.format(n=50),
-        "check_fit_idempotent": _TOO_LARGE.format(n=80),
-        "check_fit_check_is_fitted": _TOO_LARGE.format(n=100),
-        "check_n_features_in": _TOO_LARGE.format(n=100),
-    },
-    xfail_strict=True,
-)
-def test_sklearn_common_checks_exact(estimator, check):
-    check(estimator)
 
 
 ###############################################################################

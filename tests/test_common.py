@@ -1,46 +1,185 @@
-"""scikit-learn's common estimator checks for every sktrellis estimator.
+"""scikit-learn's common estimator checks, for every public estimator, in one place.
 
-Exact estimators enumerate 2**N subsets, so checks whose data has more
-samples than their cap (30 to 150) are expected failures, each with its
-reason, and the test_restored_common_checks of tests/test_hierarchical.py and
-tests/test_flat.py cover the same ground at small N. The baselines and the
-sparse trellis run the checks in their own test modules.
+Every estimator of ``sktrellis.__all__`` and ``sktrellis.baselines.__all__``
+has an entry in CHECKED (a test fails when a new one has none), with the
+instance the checks fit and the checks it is expected to fail, each with its
+reason.
+
+The exact estimators (the trellises, exact BHC, Perturb-and-MAP) do 3**N work
+per fit: at the 20 points of most checks one check costs seconds, and
+scikit-learn runs several fits per check. In these checks their cap on N is
+lowered to COMMON_CHECK_CAP, so every check above it meets the size
+ValueError, an expected failure; test_restored_common_checks below (and the
+estimators' own test modules) restore what those checks verify, at small N.
 """
+import copy
+import pickle
+
+import numpy as np
 import pytest
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
-from sktrellis._validation import MAX_EXACT_POINTS
+import sktrellis
+import sktrellis.baselines
+from sktrellis import (
+    BestFirstHierarchicalClustering,
+    ExactFlatClustering,
+    ExactHierarchicalClustering,
+    SparseTrellisClustering,
+    _validation,
+)
+from sktrellis._engine.search._best_first import MAX_POINTS
+from sktrellis.baselines import (
+    BayesianHierarchicalClustering,
+    BeamSearchHierarchicalClustering,
+    GreedyHierarchicalClustering,
+    PerturbAndMAPClustering,
+    TransitivePropagation,
+)
+from sktrellis.energies import Dasgupta
 
 from .common import COMMON_CHECK_N_SAMPLES
 
-# Expected to fail exactly when their data is above the exact estimators'
-# cap on N, which does not depend on the host (so no check starts a
-# 10**14-split dynamic program on a large machine).
-_EXACT_FAILURES = {
-    check: (
-        f"uses {n_samples} samples, above the exact estimators' cap of "
-        f"{MAX_EXACT_POINTS}: the size ValueError naming SparseTrellisClustering "
-        "(restored at small N in test_restored_common_checks)"
-    )
-    for check, n_samples in COMMON_CHECK_N_SAMPLES.items()
-    if n_samples > MAX_EXACT_POINTS
+# 3**15 splits: a fit in milliseconds, and check_n_features_in_after_fitting
+# (15 points) still runs.
+COMMON_CHECK_CAP = 15
+
+
+def _above(cap, why):
+    """Expected failures: every check whose data has more than `cap` points."""
+    return {
+        check: f"uses {n_samples} samples, above {cap}: {why}"
+        for check, n_samples in COMMON_CHECK_N_SAMPLES.items()
+        if n_samples > cap
+    }
+
+
+_EXACT = _above(
+    COMMON_CHECK_CAP,
+    "the size ValueError of an exact estimator, whose cap is lowered to this in the common "
+    "checks (restored at small N in test_restored_common_checks)",
+)
+_SEARCH = _above(
+    MAX_POINTS,
+    "the search keys clusters by 64-bit masks (restored in "
+    "tests/test_best_first.py::test_restored_common_checks)",
+)
+_SQUARE_ONLY = {
+    "check_clustering": (
+        "passes (n, 2) features; the estimator takes only a square matrix of pairwise "
+        "weights (clustering on such input is tested in its own test module)"
+    ),
 }
-EXPECTED_FAILURES = {
-    ExactHierarchicalClustering: _EXACT_FAILURES,
-    ExactFlatClustering: _EXACT_FAILURES,
+
+# Calibrating beta="auto" costs a bootstrap of 20-100 trees per fit and is
+# tested in tests/test_temperature.py; the checks test the estimator's API,
+# so the estimators whose fit would calibrate get a fixed beta.
+_FIXED_BETA = Dasgupta(beta=1.0)
+
+# Class -> [(instance the checks fit, its expected failures)].
+CHECKED = {
+    ExactHierarchicalClustering: [(ExactHierarchicalClustering(), _EXACT)],
+    ExactFlatClustering: [(ExactFlatClustering(), _EXACT)],
+    SparseTrellisClustering: [(SparseTrellisClustering(_FIXED_BETA), {})],
+    # The checks fit 30-150 random points: a short budget, whose stop warns.
+    BestFirstHierarchicalClustering: [
+        (BestFirstHierarchicalClustering(_FIXED_BETA, max_time=0.1), _SEARCH)],
+    GreedyHierarchicalClustering: [(GreedyHierarchicalClustering(), {})],
+    BeamSearchHierarchicalClustering: [(BeamSearchHierarchicalClustering(_FIXED_BETA), {})],
+    BayesianHierarchicalClustering: [
+        (BayesianHierarchicalClustering(), {}),
+        # One covariance type: "auto" would run the exact tree three times
+        # (the default instance above checks "auto").
+        (BayesianHierarchicalClustering(algorithm="exact", covariance_type="full"), _EXACT),
+    ],
+    PerturbAndMAPClustering: [
+        (PerturbAndMAPClustering(n_perturbations=2, n_jobs=1), {**_EXACT, **_SQUARE_ONLY})],
+    TransitivePropagation: [(TransitivePropagation(), _SQUARE_ONLY)],
 }
+
+
+def public_estimators():
+    """Every estimator class the package exports, top level and baselines."""
+    classes = set()
+    for module in (sktrellis, sktrellis.baselines):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, BaseEstimator):
+                classes.add(obj)
+    return sorted(classes, key=lambda cls: cls.__name__)
+
+
+def test_every_public_estimator_is_checked():
+    assert set(public_estimators()) == set(CHECKED)
 
 
 def _expected_failures(estimator):
-    return EXPECTED_FAILURES.get(type(estimator), {})
+    for instance, failures in CHECKED[type(estimator)]:
+        if instance.get_params(deep=False) == estimator.get_params(deep=False):
+            return failures
+    raise AssertionError(f"{estimator!r} is not one of CHECKED's instances")
 
 
-@pytest.mark.slow
+@pytest.fixture
+def common_check_cap(monkeypatch):
+    monkeypatch.setattr(_validation, "MAX_EXACT_POINTS", COMMON_CHECK_CAP)
+
+
+@pytest.mark.filterwarnings("ignore:BestFirstHierarchicalClustering stopped")
 @parametrize_with_checks(
-    [ExactHierarchicalClustering(), ExactFlatClustering()],
+    [instance for instances in CHECKED.values() for instance, _ in instances],
     expected_failed_checks=_expected_failures,
     xfail_strict=True,
 )
-def test_sklearn_common_checks(estimator, check):
+def test_sklearn_common_checks(estimator, check, common_check_cap):
     check(estimator)
+
+
+###############################################################################
+# What the checks above the cap verify, at small N
+
+_CAPPED = [
+    instance
+    for instances in CHECKED.values()
+    for instance, failures in instances
+    if set(_EXACT) <= set(failures)
+]
+
+
+def _data(estimator, rng, n_points=10):
+    X = rng.normal(size=(n_points, 3))
+    if isinstance(estimator, PerturbAndMAPClustering):
+        weights = rng.normal(size=(n_points, n_points))
+        X = weights + weights.T
+    return X
+
+
+@pytest.mark.parametrize("estimator", _CAPPED, ids=lambda e: repr(e).replace(" ", ""))
+def test_restored_common_checks(estimator, global_random_seed, tmp_path):
+    """check_estimators_dtypes, _fit_returns_self, _overwrite_params, _dict_unchanged,
+    check_readonly_memmap_input, check_f_contiguous_array_estimator and
+    check_fit2d_predict1d's fit, at 10 points."""
+    X = _data(estimator, np.random.default_rng(global_random_seed))
+    model = clone(estimator)
+    if hasattr(model, "random_state"):
+        model.set_params(random_state=0)
+    params = copy.deepcopy(model.get_params())
+    assert model.fit(X) is model
+    # check_estimators_overwrite_params, check_dont_overwrite_parameters
+    assert pickle.dumps(model.get_params()) == pickle.dumps(params)
+    labels = model.labels_.copy()
+    # check_dict_unchanged: the queries of a fitted estimator change nothing.
+    state = pickle.dumps(model.__dict__)
+    for method in ("predict", "predict_proba", "score_samples", "transform"):
+        if hasattr(model, method):
+            getattr(model, method)(X)
+    assert pickle.dumps(model.__dict__) == state
+    # check_estimators_dtypes, check_f_contiguous_array_estimator,
+    # check_readonly_memmap_input: the same fit from every layout; other dtypes fit.
+    np.save(tmp_path / "X.npy", X)
+    readonly = np.load(tmp_path / "X.npy", mmap_mode="r")
+    for variant in (np.asfortranarray(X), readonly):
+        np.testing.assert_array_equal(clone(model).fit(variant).labels_, labels)
+    for dtype in (np.float32, np.int64):
+        assert clone(model).fit(np.rint(X * 10).astype(dtype)).labels_.shape == labels.shape

@@ -9,7 +9,6 @@ from scipy.special import logsumexp
 from scipy.stats import chisquare
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import ExactHierarchicalClustering
 from sktrellis.baselines import (
@@ -339,17 +338,6 @@ def test_input_is_not_mutated():
 
 ###############################################################################
 # scikit-learn conventions and bad input
-
-# Every check passes: these estimators have no size limit.
-@pytest.mark.slow
-@parametrize_with_checks(
-    [SparseTrellisClustering()],
-    expected_failed_checks=lambda estimator: {},
-    xfail_strict=True,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
-
 
 @pytest.mark.parametrize(
     "params, X, match",

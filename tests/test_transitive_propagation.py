@@ -9,7 +9,6 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score, euclidean_distances
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis.baselines import TransitivePropagation
 from sktrellis import _validation
@@ -280,21 +279,6 @@ def test_bit_patterns_are_reproducible_and_optionally_ordered():
 def test_bit_pattern_parameters_are_validated(params, match):
     with pytest.raises(InvalidParameterError, match=match):
         make_bit_patterns(2, **params)
-
-
-@parametrize_with_checks(
-    [TransitivePropagation()],
-    expected_failed_checks=lambda estimator: {
-        "check_clustering": (
-            "passes (n, 2) features; TransitivePropagation takes only a square matrix "
-            "of log likelihood ratios (test_planted_blocks_are_recovered covers "
-            "clustering on such input)"
-        ),
-    },
-    xfail_strict=True,
-)
-def test_sklearn_common_checks(estimator, check):
-    check(estimator)
 
 
 @pytest.mark.parametrize("scale", [1e38, 1e300, 1e-300])
