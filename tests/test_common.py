@@ -13,11 +13,12 @@ ValueError, an expected failure; test_restored_common_checks below (and the
 estimators' own test modules) restore what those checks verify, at small N.
 """
 import copy
+import inspect
 import pickle
 
 import numpy as np
 import pytest
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator, ClusterMixin, clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import sktrellis
@@ -112,6 +113,25 @@ def public_estimators():
 
 def test_every_public_estimator_is_checked():
     assert set(public_estimators()) == set(CHECKED)
+
+
+@pytest.mark.parametrize("Estimator", public_estimators(), ids=lambda cls: cls.__name__)
+def test_shared_conventions(Estimator):
+    """What every sktrellis estimator shares, beyond scikit-learn's checks."""
+    parameters = list(inspect.signature(Estimator.__init__).parameters.values())[1:]
+    # Keyword-only parameters after the model: only `energy` may be positional.
+    positional = [p.name for p in parameters if p.kind != p.KEYWORD_ONLY]
+    assert positional in ([], ["energy"]), positional
+    defaults = {p.name: p.default for p in parameters}
+    if "energy" in defaults:
+        assert defaults["energy"] is None  # the estimator's documented default model
+    # Silent by default, as in scikit-learn: verbose=1 announces long passes.
+    assert defaults.get("verbose", 0) == 0
+    assert defaults.get("n_jobs") is None and defaults.get("random_state") is None
+    # Every parameter is validated (scikit-learn's _parameter_constraints).
+    assert set(defaults) <= set(Estimator._parameter_constraints)
+    # Mixins left of BaseEstimator, so that their tags and methods win.
+    assert Estimator.__mro__.index(ClusterMixin) < Estimator.__mro__.index(BaseEstimator)
 
 
 def _expected_failures(estimator):

@@ -60,7 +60,7 @@ def _exact(weights, beta):
 def test_pairwise_probability_is_a_co_clustering_frequency(n_points, beta, global_random_seed):
     rng = np.random.default_rng(global_random_seed + n_points)
     weights = _random_weights(n_points, rng)
-    model = PerturbAndMAPClustering(beta, n_perturbations=30, random_state=0, n_jobs=1)
+    model = PerturbAndMAPClustering(beta=beta, n_perturbations=30, random_state=0, n_jobs=1)
     model.fit(weights)
     probability = model.pairwise_probability_
     assert probability.shape == (n_points, n_points)
@@ -78,7 +78,7 @@ def test_each_draw_is_the_exact_map_of_its_perturbation(n_points, global_random_
     """Certificate: the same noise, maximised over every partition by enumeration."""
     rng = np.random.default_rng(global_random_seed + 10 * n_points)
     weights = _random_weights(n_points, rng)
-    model = PerturbAndMAPClustering(1.3, n_perturbations=25, random_state=global_random_seed)
+    model = PerturbAndMAPClustering(beta=1.3, n_perturbations=25, random_state=global_random_seed)
     model.fit(weights)
     labels, values = _brute_force_draws(weights, 1.3, 25, global_random_seed)
     np.testing.assert_array_equal(model.perturbed_labels_, labels)
@@ -103,7 +103,7 @@ def test_two_points_are_exact(weight, beta, global_random_seed):
     """One pair: the Gumbel-max trick, so P(together) = sigmoid(beta w) and the bound is log Z."""
     n_draws = 4000
     weights = np.array([[0.0, weight], [weight, 0.0]])
-    model = PerturbAndMAPClustering(beta, n_perturbations=n_draws, random_state=global_random_seed)
+    model = PerturbAndMAPClustering(beta=beta, n_perturbations=n_draws, random_state=global_random_seed)
     model.fit(weights)
     expected = expit(beta * weight)
     # Five binomial standard errors (two-sided p ~ 6e-7).
@@ -179,7 +179,7 @@ def test_strong_weights_leave_the_map_partition(beta, global_random_seed):
     """Noise-free limit: with |beta w| >> 1 every draw is the MAP, as is the exact posterior."""
     truth = np.array([0, 1, 0, 2, 1, 1, 0])
     weights = np.where(truth[:, None] == truth[None, :], 1.0, -1.0)
-    model = PerturbAndMAPClustering(beta, n_perturbations=50, random_state=global_random_seed)
+    model = PerturbAndMAPClustering(beta=beta, n_perturbations=50, random_state=global_random_seed)
     model.fit(weights)
     together = (truth[:, None] == truth[None, :]).astype(float)
     np.testing.assert_array_equal(model.pairwise_probability_, together)

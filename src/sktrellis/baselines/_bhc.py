@@ -519,7 +519,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, alpha=1.0, component="gaussian", *, covariance_type="auto",
+    def __init__(self, *, alpha=1.0, component="gaussian", covariance_type="auto",
                  mean_prior=None, mean_precision_prior=None, degrees_of_freedom_prior=None,
                  covariance_prior=None, bernoulli_prior=None, n_clusters=None,
                  algorithm="sparse", hyperparameters="fixed", verbose=0, n_jobs=None):

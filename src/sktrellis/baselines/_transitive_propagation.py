@@ -234,7 +234,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         "threshold": [Real],
     }
 
-    def __init__(self, damping=0.5, max_iter=200, convergence_iter=1000, method="max-sum",
+    def __init__(self, *, damping=0.5, max_iter=200, convergence_iter=1000, method="max-sum",
                  affinity="precomputed", threshold=0.0):
         self.damping = damping
         self.max_iter = max_iter
