@@ -11,7 +11,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from sktrellis import ExactHierarchicalClustering
-from sktrellis._engine.agglomerative.search import (
+from sktrellis._engine.agglomerative.builders import (
     beam_search,
     greedy_tree,
     gumbel_noise,

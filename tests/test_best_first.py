@@ -674,7 +674,7 @@ def test_brackets_hold_on_larger_problems_stopped_early(kind, n_points, seconds,
 
 def _seed_tree(energy, X):
     """The merges of a beam-search tree, as the estimator seeds the search."""
-    from sktrellis._engine.agglomerative.search import beam_search
+    from sktrellis._engine.agglomerative.builders import beam_search
 
     return beam_search(energy.merge_model(X), 2)[0].merges
 

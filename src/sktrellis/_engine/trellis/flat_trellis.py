@@ -15,7 +15,7 @@ import numpy as np
 from . import _flat as kernels
 from .._subsets import count_as_int, subsets_by_size
 from .levels import SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, threads_for
-from .posterior import members_mask, most_probable_masks
+from .cluster_queries import members_mask, most_probable_masks
 
 # The sampler caches the cumulative cluster weights of subsets it meets
 # twice, in a buffer of this many doubles or one per subset, whichever is

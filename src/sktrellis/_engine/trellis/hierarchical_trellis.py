@@ -16,7 +16,7 @@ from . import _hierarchical as kernels
 from .levels import (
     SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, level_terms, threads_for,
 )
-from .posterior import members_mask, most_probable_masks
+from .cluster_queries import members_mask, most_probable_masks
 
 # The sampler caches the cumulative split weights of the subsets it meets
 # twice, in a buffer of at least this many doubles (128 MiB; one per subset
