@@ -578,7 +578,7 @@ def test_ginkgo_exact_size_is_bounded(exact_size):
 
 
 ###############################################################################
-# The partition function and cluster probabilities, bracketed (issue 24)
+# The partition function and cluster probabilities, bracketed
 
 @pytest.mark.parametrize("n_points", [3, 6, 9, 11])
 def test_ginkgo_log_z_upper_holds_on_every_subset(n_points, global_random_seed):

@@ -464,7 +464,7 @@ def test_bad_parameters_are_rejected(params, match):
 
 
 ###############################################################################
-# Predictive distribution (issue 13)
+# Predictive distribution
 
 def _partitions_as_member_lists(children, n_points):
     """Every partition whose clusters are nodes of the tree, as lists of member lists."""
@@ -557,7 +557,7 @@ def test_predictive_rejects_bad_new_points():
 
 
 ###############################################################################
-# Hyperparameter learning (issue 13)
+# Hyperparameter learning
 
 @pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
 def test_learned_hyperparameters_maximise_the_evidence_lower_bound(component):
@@ -596,7 +596,7 @@ def test_learned_hyperparameters_maximise_the_evidence_lower_bound(component):
 
 
 def test_binarised_digits_tree_is_purer_than_average_linkage():
-    """Issue 20: Bernoulli BHC at its defaults on 3 digit classes x 20 (pixel >= 8)."""
+    """Bernoulli BHC at its defaults on 3 digit classes x 20 (pixel >= 8)."""
     from scipy.cluster.hierarchy import linkage
     from sklearn.datasets import load_digits
 
@@ -614,13 +614,13 @@ def test_binarised_digits_tree_is_purer_than_average_linkage():
 
 
 def _previous_gaussian_prior(X):
-    """The "full" default before issue 20's volume rule: Psi_0 = diag(variances), nu_0 = d."""
+    """The "full" default before the volume rule: Psi_0 = diag(variances), nu_0 = d."""
     return dict(covariance_prior=np.diag(X.var(axis=0)), degrees_of_freedom_prior=X.shape[1],
                 mean_precision_prior=1.0)
 
 
 def test_overlapping_blobs_at_defaults_give_their_four_clusters():
-    """Issue 20: the previous default prior chained these blobs into one cluster (ARI 0).
+    """The previous default prior chained these blobs into one cluster (ARI 0).
 
     Measured: 4 clusters, ARI 0.788, spherical chosen by the bound (-859.5;
     diag -863.1, full -866.8, whose 3 clusters give ARI 0.610, as
@@ -642,7 +642,7 @@ def test_overlapping_blobs_at_defaults_give_their_four_clusters():
 
 
 def test_blobs_the_greedy_tree_chains_are_recovered():
-    """Issue 20: on these blobs the greedy tree stops at 2 clusters (ARI 0.330).
+    """On these blobs the greedy tree stops at 2 clusters (ARI 0.330).
 
     Measured: the default (sparse) tree has 4 clusters, ARI 0.874, and a
     DPM lower bound 50.7 nats above the greedy tree's (-872.1 against
@@ -659,7 +659,7 @@ def test_blobs_the_greedy_tree_chains_are_recovered():
 
 
 def test_five_centre_blobs_at_defaults_are_split():
-    """Issue 20: make_blobs(200, centers=5), seeds 0-4.
+    """Make_blobs(200, centers=5), seeds 0-4.
 
     Measured (sparse): k = 3, 4, 3, 5, 4 and ARI 0.449, 0.741, 0.478,
     0.975, 0.779 (mean 0.684); the greedy tree: k = 2, 3, 3, 4, 4 and ARI
@@ -686,7 +686,7 @@ def test_one_gaussian_at_defaults_is_one_cluster(shape):
 
 
 def test_iris_at_defaults_is_not_worse_than_the_previous_prior():
-    """Issue 20: measured purity 0.785 (previous default 0.770), 2 clusters, ARI 0.568."""
+    """Measured purity 0.785 (previous default 0.770), 2 clusters, ARI 0.568."""
     from sklearn.datasets import load_iris
 
     from sktrellis.metrics import dendrogram_purity
@@ -700,7 +700,7 @@ def test_iris_at_defaults_is_not_worse_than_the_previous_prior():
 
 @pytest.mark.slow
 def test_learning_on_overlapping_blobs_keeps_several_clusters():
-    """Issue 20: learning from the previous default fell to alpha = 1e-3 and one cluster.
+    """Learning from the previous default fell to alpha = 1e-3 and one cluster.
 
     Measured (sparse): alpha_ = 0.38, prior_scale_ = 4.6, 3 clusters, ARI
     0.592 (greedy: alpha_ = 1, prior_scale_ = 1, ARI 0.610). On 100 or
@@ -728,7 +728,7 @@ def test_fixed_hyperparameters_are_reported_as_given():
 @pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
 @pytest.mark.parametrize("relative", [1e-150, 1e150])
 def test_prior_scale_far_from_the_data_is_fitted_exactly(covariance_type, relative):
-    """Issue 22, item 7: a scalar covariance_prior 1e150 from the data's scale.
+    """A scalar covariance_prior 1e150 from the data's scale.
 
     main failed inside scipy's linkage check (1e-150: NaN merge scores) or
     the energy's guard; the bound must be the enumerated one and stay below

@@ -381,7 +381,7 @@ def test_bad_sample_requests():
 
 @pytest.mark.parametrize("root_log_z, uniform", [(0.0, 1.0 - 2.0**-53), (1000.0, 0.5)])
 def test_sampler_falls_back_to_a_possible_split_never_index_minus_one(root_log_z, uniform):
-    """Issue 12: with no split chosen (rounding, or every weight underflowing
+    """With no split chosen (rounding, or every weight underflowing
     against an inconsistent log Z) the sampler read right[-1]."""
     from sktrellis._engine.sparse import _sparse as kernels
 

@@ -145,7 +145,7 @@ def test_a_wrong_function_is_refused_by_name_and_signature(user_module):
         SplitPotential.from_cython(4, user_module, "tabulated_log_psi", tables, [np.nan])
 
 
-# Issue 22: the compiled boundary. Every mask and table a kernel reads is
+# The compiled boundary. Every mask and table a kernel reads is
 # checked before it reads it; a pickle resolves only registered functions.
 
 def _ginkgo(n_points=3):
@@ -204,7 +204,7 @@ def test_evaluate_accepts_either_child_and_any_integer_dtype():
     ],
 )
 def test_from_cython_checks_what_the_ginkgo_function_declares(tables, params, match):
-    """Issue 22: one table (the second pointer read uninitialised) or no parameters gave garbage."""
+    """One table (the second pointer read uninitialised) or no parameters gave garbage."""
     with pytest.raises(ValueError, match=match):
         SplitPotential.from_cython(
             3, "sktrellis._engine.potential._ginkgo", "ginkgo_log_psi", tables, params)
@@ -327,7 +327,7 @@ def test_an_allow_list_unpickler_loads_function_potentials(user_module):
 
 
 def test_an_allow_list_unpickler_cannot_be_made_to_import_a_module(probe_module):
-    """Issue 22: a function potential's pickle imported the module it named."""
+    """A function potential's pickle imported the module it named."""
     from sktrellis._engine.potential import _split_potential
     from sktrellis.energies import register_split_function
 
@@ -362,7 +362,7 @@ def test_a_crafted_pickle_cannot_make_a_kernel_read_past_a_table():
 
 @pytest.mark.parametrize("fill, what", [(0.0, "nan"), (1.0, "inf")])
 def test_a_function_returning_nan_or_inf_is_named(user_module, fill, what):
-    """Issue 22: NaN or +inf from a split function was "every tree has zero potential"."""
+    """NaN or +inf from a split function was "every tree has zero potential"."""
     energy = _Tabulated(user_module, np.full((8, 8), fill), scale=np.inf)  # 0 * inf, 1 * inf
     with pytest.raises(ValueError, match=rf"NaN or \+inf for some split of the points \[0, 1\] "
                                          rf"\(n_samples=3; their log Z is {what}\): .*evaluate"):
@@ -379,7 +379,7 @@ def test_a_nan_split_deep_in_the_trellis_is_not_taken_for_a_forbidden_one(user_m
 
 
 ###############################################################################
-# The net (issue 22): random masks, tables and parameter blocks give the
+# The net: random masks, tables and parameter blocks give the
 # correct value or a clear error, never a crash. The hypothesis test runs in
 # a subprocess (so a segfault fails this test instead of killing the run);
 # an oracle in NumPy says which inputs are valid and what they must give.

@@ -283,7 +283,7 @@ def test_bit_pattern_parameters_are_validated(params, match):
 
 @pytest.mark.parametrize("scale", [1e38, 1e300, 1e-300])
 def test_extreme_ratios_give_the_calls_of_moderate_ones(scale):
-    """Issue 12: ratios of 1e38 overflowed the float32 messages (NaN beliefs, singletons)."""
+    """Ratios of 1e38 overflowed the float32 messages (NaN beliefs, singletons)."""
     llr = np.array([[0, 3.0, -1], [3, 0, 3], [-1, 3, 0]])
     reference = TransitivePropagation().fit(llr)
     model = TransitivePropagation().fit(llr * scale)
@@ -298,7 +298,7 @@ def test_ratios_whose_sum_overflows_are_named():
 
 
 ###############################################################################
-# Similarities as AffinityPropagation takes them (issue 20)
+# Similarities as AffinityPropagation takes them
 
 def _blob_similarities(seed):
     """Three separated unit-variance blobs of 40 points and their negative squared distances."""
@@ -311,7 +311,7 @@ def _blob_similarities(seed):
 def test_similarities_with_the_default_threshold_warn_instead_of_silent_singletons(
     global_random_seed,
 ):
-    """Issue 20: negative squared distances gave 40 singletons and no word of why."""
+    """Negative squared distances gave 40 singletons and no word of why."""
     similarities, _ = _blob_similarities(global_random_seed)
     expected = r"n_samples=40 points.*threshold=0\.0.*similarities.*-r\*\*2"
     with pytest.warns(UserWarning, match=expected):
@@ -359,7 +359,7 @@ def test_a_threshold_that_overflows_is_named():
 
 
 ###############################################################################
-# Sum-product marginals (issue 13)
+# Sum-product marginals
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("n_points", [3, 5, 6])
