@@ -256,7 +256,7 @@ def test_flat_noise_map_is_not_confident(seed):
 
 
 @pytest.mark.slow
-def test_planted_groups_in_3000_features_are_supported_at_beta_1():
+def test_planted_groups_in_3000_features_at_beta_1():
     """14 x 3000, three groups planted in 150 features each (rng seed 7): 2-4 % support at beta=1."""
     rng = np.random.default_rng(7)
     groups = np.repeat([0, 1, 2], [5, 5, 4])
