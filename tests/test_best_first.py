@@ -368,7 +368,7 @@ def test_structured_data_past_the_trellis():
     model = BestFirstHierarchicalClustering(n_clusters=3).fit(X)
     assert model.stop_reason_ == "optimal"
     assert model.optimality_gap_ == 0.0
-    assert model.upper_bound_ == pytest.approx(model.map_log_potential_)
+    assert model.log_potential_upper_bound_ == pytest.approx(model.map_log_potential_)
     assert model.map_log_potential_ >= model.incumbent_log_potential_
     assert model.n_clusters_stored_ < 10_000
 
@@ -442,9 +442,9 @@ def test_budget_stop_reports_a_valid_gap(kind, max_clusters, global_random_seed)
     assert max_clusters > 1 or model.stop_reason_ == "max_clusters"
     tol = 1e-9 * abs(exact)
     assert model.map_log_potential_ <= exact + tol
-    assert exact <= model.upper_bound_ + tol
+    assert exact <= model.log_potential_upper_bound_ + tol
     assert model.optimality_gap_ == pytest.approx(
-        model.upper_bound_ - model.map_log_potential_, abs=tol
+        model.log_potential_upper_bound_ - model.map_log_potential_, abs=tol
     )
     assert is_valid_linkage(model.linkage_matrix_)
 
@@ -758,7 +758,7 @@ def test_auto_solves_by_the_trellis_what_the_search_has_not(objective, global_ra
     assert model.stop_reason_ == "optimal"
     assert model.optimality_gap_ == 0.0
     assert model.map_log_potential_ == exact.map_log_potential_
-    assert model.upper_bound_ == exact.map_log_potential_
+    assert model.log_potential_upper_bound_ == exact.map_log_potential_
     assert model.log_partition_bounds_ == (exact.log_partition_, exact.log_partition_)
     np.testing.assert_array_equal(model.linkage_matrix_, exact.linkage_matrix_)
     np.testing.assert_array_equal(model.labels_, exact.labels_)
@@ -780,7 +780,7 @@ def test_auto_keeps_the_search_results_when_the_trellis_overruns(monkeypatch):
     assert model.stop_reason_ == "max_time"
     exact = ExactHierarchicalClustering(GinkgoLikelihood()).fit(jet.momenta)
     assert model.map_log_potential_ <= exact.map_log_potential_ + 1e-9
-    assert exact.map_log_potential_ <= model.upper_bound_ + 1e-9
+    assert exact.map_log_potential_ <= model.log_potential_upper_bound_ + 1e-9
     lower, upper = model.log_partition_bounds_
     assert lower <= exact.log_partition_ + 1e-9 <= upper + 2e-9
 

@@ -393,7 +393,7 @@ def test_auto_keeps_the_covariance_type_of_largest_bound(algorithm, global_rando
         bounds[covariance_type] = model.log_evidence_lower_bound_
         if covariance_type == auto.covariance_type_:
             kept = model
-    assert auto.covariance_type_bounds_ == pytest.approx(bounds, rel=1e-12)
+    assert auto.covariance_type_lower_bounds_ == pytest.approx(bounds, rel=1e-12)
     assert auto.log_evidence_lower_bound_ == max(bounds.values())
     np.testing.assert_array_equal(auto.linkage_matrix_, kept.linkage_matrix_)
     assert auto.dpm_energy().covariance_type == auto.covariance_type_
@@ -406,8 +406,8 @@ def test_auto_follows_the_type_a_covariance_prior_array_names():
     X = np.random.default_rng(0).normal(size=(8, 2))
     diag = BayesianHierarchicalClustering(covariance_prior=[1.0, 2.0]).fit(X)
     full = BayesianHierarchicalClustering(covariance_prior=np.eye(2)).fit(X)
-    assert list(diag.covariance_type_bounds_) == ["diag"]
-    assert list(full.covariance_type_bounds_) == ["full"]
+    assert list(diag.covariance_type_lower_bounds_) == ["diag"]
+    assert list(full.covariance_type_lower_bounds_) == ["full"]
     with pytest.raises(ValueError, match="chosen by fit"):
         BayesianHierarchicalClustering().dpm_energy()
 

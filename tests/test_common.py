@@ -15,6 +15,7 @@ estimators' own test modules) restore what those checks verify, at small N.
 import copy
 import inspect
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -134,6 +135,27 @@ def test_shared_conventions(Estimator):
     assert Estimator.__mro__.index(ClusterMixin) < Estimator.__mro__.index(BaseEstimator)
 
 
+_BOUND_NAME = re.compile(r"[a-z]\w*_(bounds|lower_bounds?|upper_bounds?)_")
+
+
+@pytest.mark.filterwarnings("ignore:BestFirstHierarchicalClustering stopped")
+@pytest.mark.parametrize("Estimator", public_estimators(), ids=lambda cls: cls.__name__)
+def test_bounds_are_named_after_what_they_bound(Estimator):
+    """One scheme: `<quantity>_bounds_` is a (lower, upper) pair,
+    `<quantity>_lower_bound_` / `<quantity>_upper_bound_` one side."""
+    models = [clone(instance) for instance, _ in CHECKED[Estimator]]
+    if Estimator is BestFirstHierarchicalClustering:
+        models.append(clone(models[0]).set_params(objective="log_partition"))
+    for model in models:
+        model.fit(_data(model, np.random.default_rng(0), n_points=8))
+        bounds = [name for name in vars(model) if "bound" in name and name.endswith("_")]
+        for name in bounds:
+            assert _BOUND_NAME.fullmatch(name), name
+            if re.search(r"_(lower|upper)_bounds?_$", name) is None:
+                lower, upper = getattr(model, name)
+                assert lower <= upper, name
+
+
 def _expected_failures(estimator):
     for instance, failures in CHECKED[type(estimator)]:
         if instance.get_params(deep=False) == estimator.get_params(deep=False):
@@ -169,7 +191,7 @@ _CAPPED = [
 
 def _data(estimator, rng, n_points=10):
     X = rng.normal(size=(n_points, 3))
-    if isinstance(estimator, PerturbAndMAPClustering):
+    if isinstance(estimator, (PerturbAndMAPClustering, TransitivePropagation)):
         weights = rng.normal(size=(n_points, n_points))
         X = weights + weights.T
     return X
