@@ -10,10 +10,12 @@ import pickle
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import sktrellis
 from sktrellis import ExactHierarchicalClustering
 from sktrellis.energies import HierarchicalEnergy, SplitPotential
 
@@ -51,9 +53,14 @@ def user_module(tmp_path_factory):
         pytest.skip("no C compiler")
     directory = tmp_path_factory.mktemp("user_energy")
     (directory / f"{_MODULE}.pyx").write_text(_SOURCE)
+    # Cython finds sktrellis/energies/__init__.pxd on the path; an editable
+    # install (README, "For developers") serves the package by an import
+    # hook, which Cython does not consult, so its directory is put there.
+    package_root = str(Path(sktrellis.__file__).resolve().parents[1])
     result = subprocess.run(
         [sys.executable, "-m", "Cython.Build.Cythonize", "-i", "-q", f"{_MODULE}.pyx"],
         cwd=directory, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": package_root},
     )
     assert result.returncode == 0, result.stderr[-2000:]
     sys.path.insert(0, str(directory))
