@@ -658,7 +658,7 @@ def test_log_partition_and_cluster_brackets_hold_at_any_budget(
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [11, 14])
-@pytest.mark.parametrize("seconds", [0.005, 0.05])
+@pytest.mark.parametrize("seconds", [pytest.param(0.005, marks=pytest.mark.slow), 0.05])
 def test_brackets_hold_on_larger_problems_stopped_early(kind, n_points, seconds,
                                                         global_random_seed):
     rng = np.random.default_rng(global_random_seed)

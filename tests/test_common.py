@@ -168,6 +168,8 @@ def common_check_cap(monkeypatch):
     monkeypatch.setattr(_validation, "MAX_EXACT_POINTS", COMMON_CHECK_CAP)
 
 
+# About 30 CPU seconds for the ten instances: slow, run by the full suite.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:BestFirstHierarchicalClustering stopped")
 @parametrize_with_checks(
     [instance for instances in CHECKED.values() for instance, _ in instances],

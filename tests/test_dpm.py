@@ -430,6 +430,7 @@ def _check_planted_and_noise(X, groups, seed):
     assert null.labels_.max() == 0 or np.exp(null.log_probability(null.labels_)) <= 0.5
 
 
+@pytest.mark.slow
 def test_diag_recovers_groups_planted_in_3000_features():
     """14 x 3000 (seed 7): a few seconds with covariance_type="diag"."""
     X, groups = _planted((5, 5, 4), 3000, 7)

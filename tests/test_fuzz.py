@@ -131,6 +131,7 @@ POSTERIOR_ESTIMATORS = [
 _N_FITTED = 5
 
 
+@pytest.mark.slow
 def test_posterior_queries_never_crash():
     run_pytest_in_subprocess(f"{__file__}::test_posterior_queries_in_this_process")
 

@@ -394,6 +394,7 @@ def test_a_nan_split_deep_in_the_trellis_is_not_taken_for_a_forbidden_one(user_m
 _IN_SUBPROCESS = os.environ.get("SKTRELLIS_IN_SUBPROCESS") == "1"
 
 
+@pytest.mark.slow
 def test_random_potentials_and_masks_never_crash(user_module):
     directory = os.path.dirname(user_module.__file__)
     path = os.pathsep.join([directory] + sys.path)
