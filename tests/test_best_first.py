@@ -310,7 +310,7 @@ def test_search_finds_the_trellis_map(kind, n_points, global_random_seed):
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [2, 5, 13])
-@pytest.mark.parametrize("incumbent", ["sparse", "beam"])
+@pytest.mark.parametrize("incumbent", ["sparse", pytest.param("beam", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("algorithm", ["search", "auto"])
 def test_estimator_finds_the_trellis_map(kind, n_points, incumbent, algorithm,
                                          global_random_seed):

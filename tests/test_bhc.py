@@ -677,7 +677,7 @@ def test_five_centre_blobs_at_defaults_are_split():
     assert np.mean(scores) >= 0.65
 
 
-@pytest.mark.parametrize("shape", [(200, 2), (100, 5)])
+@pytest.mark.parametrize("shape", [(200, 2), pytest.param((100, 5), marks=pytest.mark.slow)])
 def test_one_gaussian_at_defaults_is_one_cluster(shape):
     """The default prior on structureless data: one Gaussian stays one cluster (seeds 0-4)."""
     for seed in range(5):

@@ -112,6 +112,7 @@ def test_energy_class_instead_of_instance(make, energy):
 ###############################################################################
 # The memory guard: process and cgroup limits, not only MemAvailable
 
+@pytest.mark.slow
 def test_the_guard_refuses_before_allocating_under_rlimit_as():
     """Under RLIMIT_AS an N=23 fit started and died with a bare MemoryError."""
     import subprocess
