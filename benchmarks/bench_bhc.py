@@ -219,7 +219,7 @@ def defaults(n_draws):
         nearest = ((X[:, None, :] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)
         model = BayesianHierarchicalClustering().fit(X)
         full = BayesianHierarchicalClustering(covariance_type="full").fit(X)
-        bounds = model.covariance_type_bounds_
+        bounds = model.covariance_type_lower_bounds_
         mixtures = [GaussianMixture(k, n_init=3, random_state=0).fit(X) for k in range(1, 9)]
         best = min(mixtures, key=lambda mixture: mixture.bic(X))
         kmeans = KMeans(n_centres, n_init=10, random_state=0).fit_predict(X)

@@ -53,7 +53,7 @@ def compare(weights, beta, n_perturbations, seed):
     exact_s = time.perf_counter() - start
     start = time.perf_counter()
     model = PerturbAndMAPClustering(
-        beta, n_perturbations=n_perturbations, random_state=seed, n_jobs=1
+        beta=beta, n_perturbations=n_perturbations, random_state=seed, n_jobs=1
     ).fit(weights)
     pm_s = time.perf_counter() - start
     truth = exact.pairwise_probability_[off]

@@ -23,7 +23,7 @@ from sklearn.datasets import make_blobs
 from sktrellis import ExactHierarchicalClustering
 from sktrellis._engine.tree.conversion import merges_from_tree
 from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
-from sktrellis._engine.agglomerative.search import replay_tree
+from sktrellis._engine.agglomerative.builders import replay_tree
 from sktrellis.datasets import make_jets
 from sktrellis.energies import Dasgupta, GinkgoLikelihood
 from sktrellis.sparse import SparseTrellisClustering

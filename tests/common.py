@@ -170,6 +170,17 @@ def random_cluster_energy(n_points, rng, forbidden=0.2, scale=3.0):
 # more than a handful of points: the checks an estimator with a cap on N
 # expects to fail (each restored at small N in the estimator's own tests).
 COMMON_CHECK_N_SAMPLES = {
+    "check_n_features_in_after_fitting": 15,
+    "check_dont_overwrite_parameters": 20,
+    "check_estimators_dtypes": 20,
+    "check_f_contiguous_array_estimator": 20,
+    "check_methods_sample_order_invariance": 20,
+    "check_methods_subset_invariance": 20,
+    "check_dict_unchanged": 20,
+    "check_fit2d_predict1d": 20,
+    "check_estimators_overwrite_params": 21,
+    "check_estimators_fit_returns_self": 21,
+    "check_readonly_memmap_input": 21,
     "check_fit_score_takes_y": 30,
     "check_pipeline_consistency": 30,
     "check_estimators_pickle": 30,

@@ -22,7 +22,10 @@ def global_random_seed(request):
     return request.param
 
 
-@pytest.fixture(params=[1, 3], ids=["1-thread", "3-threads"])
+# One thread through the forced parallel path is the full suite's: the quick
+# suite keeps three threads, the path with interleaving threads.
+@pytest.fixture(params=[pytest.param(1, marks=pytest.mark.slow), 3],
+                ids=["1-thread", "3-threads"])
 def kernel_threads(request, monkeypatch):
     """Kernel thread count for the exact estimators, the parallel path forced at any N.
 

@@ -9,10 +9,9 @@ from scipy.cluster.hierarchy import fcluster, is_monotonic, is_valid_linkage
 from sklearn.base import clone
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import ExactHierarchicalClustering
-from sktrellis._engine.agglomerative.search import (
+from sktrellis._engine.agglomerative.builders import (
     beam_search,
     greedy_tree,
     gumbel_noise,
@@ -391,17 +390,6 @@ def test_clone_and_params_reach_the_energy():
 
 ###############################################################################
 # scikit-learn conventions and bad input
-
-# Every check passes: these estimators have no size limit.
-@pytest.mark.slow
-@parametrize_with_checks(
-    [GreedyHierarchicalClustering(), BeamSearchHierarchicalClustering()],
-    expected_failed_checks=lambda estimator: {},
-    xfail_strict=True,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
-
 
 @pytest.mark.parametrize("Estimator", [GreedyHierarchicalClustering, BeamSearchHierarchicalClustering])
 @pytest.mark.parametrize(

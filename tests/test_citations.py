@@ -1,4 +1,4 @@
-"""One correct reference per paper everywhere (issue 12)."""
+"""One correct reference per paper everywhere."""
 import pathlib
 import re
 

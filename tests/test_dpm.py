@@ -251,7 +251,7 @@ def test_log_evidence_subtracts_the_crp_normaliser():
 
 
 ###############################################################################
-# Covariance types (issue 19): each against an independent computation
+# Covariance types: each against an independent computation
 
 def _integrated_over_variance(X, mean, mean_precision, degrees_of_freedom, psi, shared):
     """log p(X) by numerical integration over the variance(s), the means integrated exactly.
@@ -408,7 +408,7 @@ def test_memory_refusal_names_the_size_and_the_way_out(monkeypatch):
 
 
 def _planted(n_per_group, n_features, seed):
-    """Issue 19's data: 3 groups, each shifted by +-1.5 on its own 150 features."""
+    """3 groups, each shifted by +-1.5 on its own 150 features."""
     rng = np.random.default_rng(seed)
     groups = np.repeat(np.arange(len(n_per_group)), n_per_group)
     X = rng.normal(6, 2, size=n_features) + rng.normal(0, 0.8, size=(len(groups), n_features))
@@ -430,8 +430,9 @@ def _check_planted_and_noise(X, groups, seed):
     assert null.labels_.max() == 0 or np.exp(null.log_probability(null.labels_)) <= 0.5
 
 
-def test_diag_recovers_the_issue_19_data():
-    """The issue's 14 x 3000 (seed 7): a few seconds with covariance_type="diag"."""
+@pytest.mark.slow
+def test_diag_recovers_groups_planted_in_3000_features():
+    """14 x 3000 (seed 7): a few seconds with covariance_type="diag"."""
     X, groups = _planted((5, 5, 4), 3000, 7)
     _check_planted_and_noise(X, groups, 7)
 
@@ -455,7 +456,7 @@ def test_diag_keeps_ten_noise_points_together():
 
 
 ###############################################################################
-# Prior scales far from the data's (issue 22, item 7)
+# Prior scales far from the data's
 
 def _exact_log_det(matrix):
     """log det of a small matrix of Fractions, by exact Gaussian elimination."""

@@ -215,7 +215,7 @@ def _tree_estimators():
 @pytest.mark.parametrize("scale", [1e155, 1e300, 1e-300])
 @pytest.mark.parametrize("estimator", _tree_estimators(), ids=lambda e: type(e).__name__)
 def test_feature_scale_changes_nothing_with_the_median_heuristic(estimator, scale):
-    """Issue 12: features of 1e155 gave KeyError, IndexError or NaN linkages.
+    """Features of 1e155 gave KeyError, IndexError or NaN linkages.
 
     RBF similarities with the median-heuristic gamma are scale-free, so the
     fit on X * scale must equal the fit on X.
@@ -271,7 +271,7 @@ def test_values_out_of_float64_range_are_named(energy, X, match):
                                     CorrelationClustering()])
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
 def test_non_finite_features_are_named_not_reported_as_overflow(energy, value):
-    """Issue 22: Dasgupta().split_potential on NaN data reported an overflow."""
+    """Dasgupta().split_potential on NaN data reported an overflow."""
     X = np.arange(6.0).reshape(3, 2)
     X[1, 0] = value
     with pytest.raises(ValueError, match=rf"X contains {value} at index \(1, 0\); the "

@@ -1,12 +1,12 @@
 """What every estimator shares (sktrellis._estimator): a failed fit leaves no stale state.
 
-Issue 22: after a refit that failed (a refused size, n_clusters > n_samples,
+After a refit that failed (a refused size, n_clusters > n_samples,
 an energy error, Ctrl-C), n_features_in_ and the data sketch described the
 new data while the posterior was the old one, so ``log_partition_scorer(m,
 B)`` returned the log Z of A. A fit now either completes or leaves the
 estimator unfitted.
 
-Issue 25: drop_posterior() frees the posterior tables, keeping the fitted
+``drop_posterior()`` frees the posterior tables, keeping the fitted
 tree and summaries; posterior queries then say how to get them back.
 """
 import pickle
@@ -115,7 +115,7 @@ def test_a_failed_refit_leaves_the_estimator_unfitted(estimator, kind, monkeypat
     np.testing.assert_array_equal(model.fit(B).labels_, fresh.fit(B).labels_)
 
 
-def test_the_issue_case_log_partition_scorer_of_a_failed_refit():
+def test_log_partition_scorer_after_a_refused_refit():
     """log_partition_scorer(m, B) returned the log Z of A after a refused refit on B."""
     rng = np.random.default_rng(1)
     A, B = rng.normal(size=(6, 2)), rng.normal(size=(4, 2))
@@ -128,7 +128,7 @@ def test_the_issue_case_log_partition_scorer_of_a_failed_refit():
 
 
 def test_a_potential_for_another_number_of_points_is_refused():
-    """Issue 22: an energy whose potential covered 5 of the 6 rows was fitted silently."""
+    """An energy whose potential covered 5 of the 6 rows was fitted silently."""
     from sktrellis.energies import Dasgupta, HierarchicalEnergy
 
     class FirstFive(HierarchicalEnergy):

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every estimator's fit (issue 12).
+"""Property-based fuzzing of every estimator's fit.
 
 Random shapes, dtypes, scales from 1e-300 to 1e300, NaN/inf placed anywhere,
 duplicate points. The invariant: a valid fitted model (finite outputs of the
@@ -121,7 +121,7 @@ def test_fit_gives_a_valid_model_or_a_clear_error(estimator):
 
 
 ###############################################################################
-# The posterior queries (issue 22): members or trees that do not belong to the
+# The posterior queries: members or trees that do not belong to the
 # fitted data give a clear error, valid ones a probability; never a crash.
 # Run in a subprocess, so that a segfault fails the test instead of the run.
 
@@ -134,6 +134,7 @@ POSTERIOR_ESTIMATORS = [
 _N_FITTED = 5
 
 
+@pytest.mark.slow
 def test_posterior_queries_never_crash():
     run_pytest_in_subprocess(f"{__file__}::test_posterior_queries_in_this_process")
 

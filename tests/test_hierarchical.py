@@ -136,7 +136,7 @@ def test_log_marginals_match_enumeration_at_extreme_temperatures(
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_points", [3, 5, 7])
 def test_clade_support_and_mcc_tree_match_enumeration(kind, n_points, global_random_seed, kernel_threads):
-    """Issue 13: exact support of any tree's clusters, and the MCC tree.
+    """Exact support of any tree's clusters, and the MCC tree.
 
     Oracle: marginals summed over all enumerated trees; the MCC tree is the
     enumerated tree of largest product of its clusters' marginals.
@@ -881,7 +881,7 @@ def test_an_energy_with_a_wrong_table_gets_a_clear_error():
 
 
 ###############################################################################
-# Public method parameters (issue 12)
+# Public method parameters
 
 def _posterior_estimators():
     from sktrellis import ExactFlatClustering, SparseTrellisClustering
@@ -934,7 +934,7 @@ def test_energy_class_instead_of_instance_says_so(estimator):
 
 
 def test_log_probability_is_never_positive_at_low_temperature():
-    """Issue 12: at beta=1e8 rounding in log Z made log P(MAP tree) positive."""
+    """At beta=1e8 rounding in log Z made log P(MAP tree) positive."""
     X = np.random.default_rng(0).normal(size=(8, 2))
     model = ExactHierarchicalClustering(Dasgupta(beta=1e8)).fit(X)
     assert model.log_probability(model.linkage_matrix_) <= 0.0
@@ -942,7 +942,7 @@ def test_log_probability_is_never_positive_at_low_temperature():
 
 
 def test_exact_tree_counts_fit_their_128_bits_up_to_the_cap():
-    """Issue 12: counts wrapped at N=30; the cap keeps (2N-3)!! below 2**128."""
+    """Counts wrapped at N=30; the cap keeps (2N-3)!! below 2**128."""
     from sktrellis._engine.trellis.hierarchical_trellis import double_factorial_trees
     from sktrellis._validation import MAX_EXACT_POINTS
 

@@ -17,7 +17,7 @@ def test_default_run_on_the_bundled_data(capsys):
 
 
 def test_same_estimator_and_defaults_as_the_python_api(tmp_path, capsys):
-    """Issue 19: the CLI fits ExactHierarchicalClustering(Dasgupta()) on the data as given."""
+    """The CLI fits ExactHierarchicalClustering(Dasgupta()) on the data as given."""
     from sktrellis import ExactHierarchicalClustering
 
     X = np.random.default_rng(0).normal(size=(7, 12))
@@ -74,7 +74,7 @@ def test_too_many_rows(tmp_path, capsys):
 
 
 def test_missing_value_names_the_row_and_column(tmp_path, capsys):
-    """Issue 12: a blank numeric cell turned its column into row names."""
+    """A blank numeric cell turned its column into row names."""
     path = tmp_path / "data.csv"
     path.write_text("a,b,name\n1,2,p\n3,,q\n5,6,r\n")
     with pytest.raises(SystemExit) as exit_info:
@@ -85,7 +85,7 @@ def test_missing_value_names_the_row_and_column(tmp_path, capsys):
 
 @pytest.mark.parametrize("cell", ["inf", "-inf", "nan", "1e400"])
 def test_non_finite_cell_names_the_row_and_column(tmp_path, capsys, cell):
-    """Issue 22: an inf cell was reported as "Input X contains NaN", with no place."""
+    """An inf cell was reported as "Input X contains NaN", with no place."""
     path = tmp_path / "data.csv"
     path.write_text(f"a,b,name\n1,2,p\n3,4,q\n5,{cell},r\n")
     with pytest.raises(SystemExit) as exit_info:
@@ -97,7 +97,7 @@ def test_non_finite_cell_names_the_row_and_column(tmp_path, capsys, cell):
 # Powers of two, so that the data are exactly those of unit scale, rescaled.
 @pytest.mark.parametrize("scale", [2.0**-996, 2.0**996, 2.0**1020])
 def test_values_near_the_float_limits_standardise_as_at_unit_scale(tmp_path, capsys, scale):
-    """Issue 22: standardising values near 1e308 overflowed (x - mean, then its square)."""
+    """Standardising values near 1e308 overflowed (x - mean, then its square)."""
     X = np.random.default_rng(0).uniform(-8, 8, size=(6, 2))  # |X * 2**1020| < 9e307
     outputs = []
     for factor in (1.0, scale):

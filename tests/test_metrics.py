@@ -281,7 +281,7 @@ def test_expected_dendrogram_purity_matches_enumeration(kind, n_points, global_r
 def test_expected_dendrogram_purity_of_a_sparse_trellis_matches_enumeration(
     builder, resplit_parts, global_random_seed
 ):
-    """Issue 12: the sparse trellis raised AttributeError. Its posterior is the
+    """The sparse trellis raised AttributeError. Its posterior is the
     exact one restricted to the trees it spans: enumerate all 945 trees of 6
     points, keep those of finite log_probability, and average their purity."""
     from sktrellis import SparseTrellisClustering
@@ -336,7 +336,7 @@ def spanned_trees(model, n_points):
 @pytest.mark.parametrize("n_points", [4, 5, 6])
 @pytest.mark.parametrize("builder", ["greedy", "beam", "sampled"])
 def test_expected_dendrogram_purity_of_sparse_trellis(n_points, builder, global_random_seed):
-    """Over the spanned trees, by enumeration; the reproduction of issue 12."""
+    """Over the spanned trees, by enumeration (the sparse trellis once raised AttributeError)."""
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(n_points, 2))
     energy = Dasgupta(beta=0.7)

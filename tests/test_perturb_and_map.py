@@ -7,9 +7,7 @@ from scipy.special import expit
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sktrellis import _validation
 from sktrellis._validation import MAX_EXACT_POINTS
 from sktrellis.baselines import PerturbAndMAPClustering
 from sktrellis.baselines._perturb_and_map import perturbations
@@ -62,7 +60,7 @@ def _exact(weights, beta):
 def test_pairwise_probability_is_a_co_clustering_frequency(n_points, beta, global_random_seed):
     rng = np.random.default_rng(global_random_seed + n_points)
     weights = _random_weights(n_points, rng)
-    model = PerturbAndMAPClustering(beta, n_perturbations=30, random_state=0, n_jobs=1)
+    model = PerturbAndMAPClustering(beta=beta, n_perturbations=30, random_state=0, n_jobs=1)
     model.fit(weights)
     probability = model.pairwise_probability_
     assert probability.shape == (n_points, n_points)
@@ -80,7 +78,7 @@ def test_each_draw_is_the_exact_map_of_its_perturbation(n_points, global_random_
     """Certificate: the same noise, maximised over every partition by enumeration."""
     rng = np.random.default_rng(global_random_seed + 10 * n_points)
     weights = _random_weights(n_points, rng)
-    model = PerturbAndMAPClustering(1.3, n_perturbations=25, random_state=global_random_seed)
+    model = PerturbAndMAPClustering(beta=1.3, n_perturbations=25, random_state=global_random_seed)
     model.fit(weights)
     labels, values = _brute_force_draws(weights, 1.3, 25, global_random_seed)
     np.testing.assert_array_equal(model.perturbed_labels_, labels)
@@ -105,7 +103,7 @@ def test_two_points_are_exact(weight, beta, global_random_seed):
     """One pair: the Gumbel-max trick, so P(together) = sigmoid(beta w) and the bound is log Z."""
     n_draws = 4000
     weights = np.array([[0.0, weight], [weight, 0.0]])
-    model = PerturbAndMAPClustering(beta, n_perturbations=n_draws, random_state=global_random_seed)
+    model = PerturbAndMAPClustering(beta=beta, n_perturbations=n_draws, random_state=global_random_seed)
     model.fit(weights)
     expected = expit(beta * weight)
     # Five binomial standard errors (two-sided p ~ 6e-7).
@@ -181,7 +179,7 @@ def test_strong_weights_leave_the_map_partition(beta, global_random_seed):
     """Noise-free limit: with |beta w| >> 1 every draw is the MAP, as is the exact posterior."""
     truth = np.array([0, 1, 0, 2, 1, 1, 0])
     weights = np.where(truth[:, None] == truth[None, :], 1.0, -1.0)
-    model = PerturbAndMAPClustering(beta, n_perturbations=50, random_state=global_random_seed)
+    model = PerturbAndMAPClustering(beta=beta, n_perturbations=50, random_state=global_random_seed)
     model.fit(weights)
     together = (truth[:, None] == truth[None, :]).astype(float)
     np.testing.assert_array_equal(model.pairwise_probability_, together)
@@ -250,45 +248,3 @@ def test_what_the_large_common_checks_cover_at_small_n(dtype, global_random_seed
     )
 
 
-# Every draw is an exact MAP over 2**N subsets: at the 20-21 samples of most
-# checks one fit takes minutes, so for the common checks the cap on N is
-# lowered to COMMON_CHECK_CAP. The checks with more points meet the size
-# ValueError (test_bad_input_is_rejected checks its message; the tests above
-# restore what the checks cover, at small N).
-COMMON_CHECK_CAP = 12
-_TOO_LARGE_FOR_THE_CHECKS = {
-    check: f"uses more than {COMMON_CHECK_CAP} samples: the size ValueError"
-    for check in [
-        "check_fit_score_takes_y",
-        "check_estimators_overwrite_params",
-        "check_dont_overwrite_parameters",
-        "check_estimators_fit_returns_self",
-        "check_readonly_memmap_input",
-        "check_n_features_in_after_fitting",
-        "check_positive_only_tag_during_fit",
-        "check_estimators_dtypes",
-        "check_dtype_object",
-        "check_pipeline_consistency",
-        "check_estimators_pickle",
-        "check_f_contiguous_array_estimator",
-        "check_clustering",
-        "check_methods_sample_order_invariance",
-        "check_methods_subset_invariance",
-        "check_dict_unchanged",
-        "check_fit_idempotent",
-        "check_fit_check_is_fitted",
-        "check_n_features_in",
-        "check_fit2d_predict1d",
-    ]
-}
-
-
-@pytest.mark.slow
-@parametrize_with_checks(
-    [PerturbAndMAPClustering(n_perturbations=2, n_jobs=1)],
-    expected_failed_checks=lambda estimator: _TOO_LARGE_FOR_THE_CHECKS,
-    xfail_strict=True,
-)
-def test_sklearn_common_checks(estimator, check, monkeypatch):
-    monkeypatch.setattr(_validation, "MAX_EXACT_POINTS", COMMON_CHECK_CAP)
-    check(estimator)

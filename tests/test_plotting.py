@@ -171,7 +171,7 @@ def test_missing_matplotlib_is_a_clear_import_error(monkeypatch):
 
 
 def test_dendrogram_of_another_tree_shows_its_exact_support():
-    """Issue 13: any tree over the fitted points, each node with its clade support."""
+    """Any tree over the fitted points, each node with its clade support."""
     from scipy.cluster.hierarchy import linkage
 
     X = np.random.default_rng(3).normal(size=(7, 2))

@@ -9,7 +9,6 @@ from scipy.special import logsumexp
 from scipy.stats import chisquare
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import ExactHierarchicalClustering
 from sktrellis.baselines import (
@@ -376,17 +375,6 @@ def test_input_is_not_mutated():
 ###############################################################################
 # scikit-learn conventions and bad input
 
-# Every check passes: these estimators have no size limit.
-@pytest.mark.slow
-@parametrize_with_checks(
-    [SparseTrellisClustering()],
-    expected_failed_checks=lambda estimator: {},
-    xfail_strict=True,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
-
-
 @pytest.mark.parametrize(
     "params, X, match",
     [
@@ -429,7 +417,7 @@ def test_bad_sample_requests():
 
 @pytest.mark.parametrize("root_log_z, uniform", [(0.0, 1.0 - 2.0**-53), (1000.0, 0.5)])
 def test_sampler_falls_back_to_a_possible_split_never_index_minus_one(root_log_z, uniform):
-    """Issue 12: with no split chosen (rounding, or every weight underflowing
+    """With no split chosen (rounding, or every weight underflowing
     against an inconsistent log Z) the sampler read right[-1]."""
     from sktrellis._engine.sparse import _sparse as kernels
 

@@ -9,7 +9,6 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score, euclidean_distances
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis.baselines import TransitivePropagation
 from sktrellis import _validation
@@ -282,24 +281,9 @@ def test_bit_pattern_parameters_are_validated(params, match):
         make_bit_patterns(2, **params)
 
 
-@parametrize_with_checks(
-    [TransitivePropagation()],
-    expected_failed_checks=lambda estimator: {
-        "check_clustering": (
-            "passes (n, 2) features; TransitivePropagation takes only a square matrix "
-            "of log likelihood ratios (test_planted_blocks_are_recovered covers "
-            "clustering on such input)"
-        ),
-    },
-    xfail_strict=True,
-)
-def test_sklearn_common_checks(estimator, check):
-    check(estimator)
-
-
 @pytest.mark.parametrize("scale", [1e38, 1e300, 1e-300])
 def test_extreme_ratios_give_the_calls_of_moderate_ones(scale):
-    """Issue 12: ratios of 1e38 overflowed the float32 messages (NaN beliefs, singletons)."""
+    """Ratios of 1e38 overflowed the float32 messages (NaN beliefs, singletons)."""
     llr = np.array([[0, 3.0, -1], [3, 0, 3], [-1, 3, 0]])
     reference = TransitivePropagation().fit(llr)
     model = TransitivePropagation().fit(llr * scale)
@@ -314,7 +298,7 @@ def test_ratios_whose_sum_overflows_are_named():
 
 
 ###############################################################################
-# Similarities as AffinityPropagation takes them (issue 20)
+# Similarities as AffinityPropagation takes them
 
 def _blob_similarities(seed):
     """Three separated unit-variance blobs of 40 points and their negative squared distances."""
@@ -327,7 +311,7 @@ def _blob_similarities(seed):
 def test_similarities_with_the_default_threshold_warn_instead_of_silent_singletons(
     global_random_seed,
 ):
-    """Issue 20: negative squared distances gave 40 singletons and no word of why."""
+    """Negative squared distances gave 40 singletons and no word of why."""
     similarities, _ = _blob_similarities(global_random_seed)
     expected = r"n_samples=40 points.*threshold=0\.0.*similarities.*-r\*\*2"
     with pytest.warns(UserWarning, match=expected):
@@ -375,7 +359,7 @@ def test_a_threshold_that_overflows_is_named():
 
 
 ###############################################################################
-# Sum-product marginals (issue 13)
+# Sum-product marginals
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("n_points", [3, 5, 6])

@@ -36,7 +36,7 @@ def _check_outputs(estimator):
 
 
 ###############################################################################
-# The reproductions of issue 12: overflow gives the right answer or a clear error
+# Reproductions of overflows at extreme scales: overflow gives the right answer or a clear error
 
 FEATURE_ESTIMATORS = [
     lambda: ExactHierarchicalClustering(n_clusters=3),
@@ -111,8 +111,9 @@ def test_energy_class_instead_of_instance(make, energy):
 
 
 ###############################################################################
-# The memory guard (issue 22 item 10): process and cgroup limits, not only MemAvailable
+# The memory guard: process and cgroup limits, not only MemAvailable
 
+@pytest.mark.slow
 def test_the_guard_refuses_before_allocating_under_rlimit_as():
     """Under RLIMIT_AS an N=23 fit started and died with a bare MemoryError."""
     import subprocess
@@ -188,7 +189,7 @@ def test_a_cgroup_limit_names_itself_in_the_refusal(tmp_path, monkeypatch):
 
 
 def test_one_memory_refusal_for_the_whole_package():
-    """Issue 21: the 90 %-of-memory refusal existed twice; it is check_memory, used everywhere."""
+    """The 90 %-of-memory refusal existed twice; it is check_memory, used everywhere."""
     import pathlib
 
     import sktrellis

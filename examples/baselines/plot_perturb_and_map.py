@@ -46,7 +46,7 @@ beta = 12.0
 energy = CorrelationClustering(affinity="exponential", beta=beta)
 weights = energy.weights(X)
 exact = ExactFlatClustering(energy).fit(X)
-approximate = PerturbAndMAPClustering(beta, n_perturbations=400, random_state=0).fit(weights)
+approximate = PerturbAndMAPClustering(beta=beta, n_perturbations=400, random_state=0).fit(weights)
 
 upper = np.triu_indices(len(X), k=1)
 p_exact = exact.pairwise_probability_[upper]

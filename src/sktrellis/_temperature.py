@@ -70,7 +70,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from ._engine.agglomerative.search import beam_search
+from ._engine.agglomerative.builders import beam_search
 from ._engine.search._best_first import BestFirstSearch
 from ._engine.tree.conversion import splits_from_merges
 from .energies._base import TemperatureMixin

@@ -15,7 +15,7 @@ from ._engine.trellis.hierarchical_trellis import (
 )
 from ._engine.trellis.levels import DeadlinePassed
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
-from ._engine.agglomerative.search import beam_search
+from ._engine.agglomerative.builders import beam_search
 from ._validation import (
     MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, format_bytes, memory_budget,
 )
@@ -193,11 +193,11 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     n_leaves_ : int
     map_log_potential_ : float
         Log potential of the best tree found.
-    upper_bound_ : float
+    log_potential_upper_bound_ : float
         An upper bound on the log potential of every tree.
     optimality_gap_ : float
-        ``upper_bound_ - map_log_potential_`` (>= 0), in nats; 0.0 when
-        proven optimal.
+        ``log_potential_upper_bound_ - map_log_potential_`` (>= 0), in nats;
+        0.0 when proven optimal.
     relative_optimality_gap_ : float
         ``optimality_gap_ / |map_log_potential_|``: the gap as a fraction
         of the best tree's log potential, comparable across data sets and
@@ -428,7 +428,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             return "interrupted"
         trellis.check_feasible(energy)
         self._set_tree(linkage_from_splits(potential, *trellis.map_splits()), self.n_clusters)
-        self.map_log_potential_ = self.upper_bound_ = trellis.map_log_potential
+        self.map_log_potential_ = self.log_potential_upper_bound_ = trellis.map_log_potential
         self.optimality_gap_ = self.relative_optimality_gap_ = 0.0
         self.log_partition_bounds_ = (trellis.log_partition, trellis.log_partition)
         self._trellis = trellis
@@ -450,11 +450,11 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             )
         merges, log_potentials = search.merges()
         self._set_tree_from_merges(merges, log_potentials, energy)
-        self.upper_bound_ = -search.lower
+        self.log_potential_upper_bound_ = -search.lower
         # Unless proven, from the tree returned: the root's own upper bound
         # may lag behind an improvement found through another of its splits.
         self.optimality_gap_ = 0.0 if search.solved else max(
-            0.0, self.upper_bound_ - self.map_log_potential_)
+            0.0, self.log_potential_upper_bound_ - self.map_log_potential_)
         self.relative_optimality_gap_ = _relative_gap(self.optimality_gap_,
                                                       self.map_log_potential_)
         self.log_partition_bounds_ = search.log_partition_bounds()

@@ -60,15 +60,16 @@ class ExactHierarchicalClustering(
         Seed of :meth:`sample` when it is called without one, and of the
         bootstrap calibrating an energy's ``beta="auto"`` (None: a fixed
         seed, so that the same data always get the same ``beta_``).
-    verbose : int, default=1
+    verbose : int, default=0
         Progress of the dynamic program, on stderr: a first line with the
         pass's number of splits, its estimated time and the memory it
-        needs, then a tqdm bar with the time left. 0: silent. 1: only for
-        passes estimated to take 10 s or more (on one thread, from N = 22
-        with Dasgupta, N = 19 with GinkgoLikelihood), so that quick fits --
-        grid searches, ``fit_many`` over small datasets -- print nothing
-        while a long fit says what it will cost before it starts (and can
-        be stopped with Ctrl-C). 2 or more: always.
+        needs, then a tqdm bar with the time left. 0: silent, as every
+        estimator is by default (fits in a grid search or ``fit_many``
+        print nothing). 1: only for passes estimated to take 10 s or more
+        (on one thread, from N = 22 with Dasgupta, N = 19 with
+        GinkgoLikelihood), so that a long fit says what it will cost
+        before it starts (and can be stopped with Ctrl-C) while quick fits
+        stay quiet. 2 or more: always.
     n_jobs : int, default=None
         OpenMP threads of the kernels; None uses all available cores, -1 as
         well, -2 all but one.
@@ -145,7 +146,7 @@ class ExactHierarchicalClustering(
     }
 
     def __init__(self, energy=None, *, n_clusters=2, labels_from="posterior", random_state=None,
-                 verbose=1, n_jobs=None):
+                 verbose=0, n_jobs=None):
         self.energy = energy
         self.n_clusters = n_clusters
         self.labels_from = labels_from

@@ -13,7 +13,7 @@ from ._estimator import (
 from ._engine.trellis.hierarchical_trellis import double_factorial_trees
 from ._engine.sparse.sparse_trellis import SparseTrellis
 from ._engine.tree.conversion import merges_from_tree
-from ._engine.agglomerative.search import beam_search, greedy_tree, gumbel_noise, replay_tree
+from ._engine.agglomerative.builders import beam_search, greedy_tree, gumbel_noise, replay_tree
 from .energies import Dasgupta
 
 

@@ -6,7 +6,7 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from .._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
 from ..energies import Dasgupta
-from .._engine.agglomerative.search import beam_search
+from .._engine.agglomerative.builders import beam_search
 
 
 class BeamSearchHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):

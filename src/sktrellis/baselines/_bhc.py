@@ -416,7 +416,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     covariance_type_ : str
         The covariance type of the tree: ``covariance_type``, or the one
         ``"auto"`` chose (``"full"`` for Bernoulli components).
-    covariance_type_bounds_ : dict
+    covariance_type_lower_bounds_ : dict
         ``"auto"``: ``log_evidence_lower_bound_`` of each candidate type;
         otherwise the given type's only.
     alpha_ : float
@@ -523,7 +523,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     ...     covariance_prior=0.05, mean_precision_prior=0.01).fit(X)
     >>> bhc.labels_.tolist()
     [0, 0, 0, 1, 1, 1]
-    >>> bhc.covariance_type_, round(bhc.covariance_type_bounds_["full"], 2)
+    >>> bhc.covariance_type_, round(bhc.covariance_type_lower_bounds_["full"], 2)
     ('spherical', -14.66)
     >>> round(bhc.log_evidence_lower_bound_, 2)
     -14.62
@@ -542,7 +542,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, alpha=1.0, component="gaussian", *, covariance_type="auto",
+    def __init__(self, *, alpha=1.0, component="gaussian", covariance_type="auto",
                  mean_prior=None, mean_precision_prior=None, degrees_of_freedom_prior=None,
                  covariance_prior=None, bernoulli_prior=None, n_clusters=None,
                  algorithm="sparse", hyperparameters="fixed", verbose=0, n_jobs=None):
@@ -752,7 +752,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         for covariance_type in covariance_types:
             component = self._energy(covariance_type).component_model(X)
             fits[covariance_type] = self._fit_one(X, component)
-        self.covariance_type_bounds_ = {name: fit[0] for name, fit in fits.items()}
+        self.covariance_type_lower_bounds_ = {name: fit[0] for name, fit in fits.items()}
         # The largest bound; the earliest candidate among equals.
         self.covariance_type_ = max(fits, key=lambda name: fits[name][0])
         _, alpha, scale, forest, merges, history = fits[self.covariance_type_]

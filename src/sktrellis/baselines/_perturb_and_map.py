@@ -124,7 +124,7 @@ class PerturbAndMAPClustering(ClusterMixin, BaseEstimator):
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, beta=1.0, *, n_perturbations=100, random_state=None, n_jobs=None):
+    def __init__(self, *, beta=1.0, n_perturbations=100, random_state=None, n_jobs=None):
         self.beta = beta
         self.n_perturbations = n_perturbations
         self.random_state = random_state

@@ -253,7 +253,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
         "threshold": [Real],
     }
 
-    def __init__(self, damping="auto", max_iter=200, convergence_iter=1000, method="max-sum",
+    def __init__(self, *, damping="auto", max_iter=200, convergence_iter=1000, method="max-sum",
                  affinity="precomputed", threshold=0.0):
         self.damping = damping
         self.max_iter = max_iter

@@ -615,8 +615,8 @@ class DirichletProcessMixture(FlatEnergy):
             # the variances, so the prior mean precision is G**(2/d) / v
             # (1 / v at thousands of features, where G**(-2/d) -> 1). The
             # law of total variance's kappa_0 is not used there: it grows
-            # like d / (2 log G) and, at 14 x 3000, put issue 19's planted
-            # groups and noise into singletons (benchmarks/README.md).
+            # like d / (2 log G) and, at 14 x 3000, put three planted
+            # groups (each shifted on its own 150 features) and noise into singletons (benchmarks/README.md).
             variances = self._variances(X, unit)
             if covariance_type == "diag":
                 log_scale = np.log(variances) + np.log(dof) + log_within

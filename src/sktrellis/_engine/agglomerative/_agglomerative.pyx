@@ -1,4 +1,4 @@
-"""Bookkeeping loops of the beam search (``sktrellis._engine.agglomerative.search``).
+"""Bookkeeping loops of the beam search (``sktrellis._engine.agglomerative.builders``).
 
 A forest of the beam keeps, per slot (a cluster sits in the slot of its
 lowest point), a row of up to ``width`` candidate partners: cluster ids

@@ -17,7 +17,7 @@ the four-momenta, for one cluster at a time. A bound provides
 
 Each class's docstring proves its bound; ``tests/test_best_first.py`` checks it
 on every subset against the exact trellis. Everything here trusts its input
-(validated by ``sktrellis.energies._bounds.search_bound``).
+(validated by the energy's ``search_bound(X)``, ``sktrellis.energies``).
 """
 from libc.math cimport INFINITY, exp, lgamma, log, log1p, M_PI, M_LN2, sqrt
 from libc.stdint cimport uint64_t

@@ -17,7 +17,7 @@ from . import _flat as kernels
 from .._subsets import count_as_int, subsets_by_size
 from ..tables import check_restored_tables
 from .levels import SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, threads_for
-from .posterior import members_mask, most_probable_masks, submasks
+from .cluster_queries import members_mask, most_probable_masks, submasks
 
 # The sampler caches the cumulative cluster weights of subsets it meets
 # twice, in a buffer of this many doubles or one per subset, whichever is
@@ -38,7 +38,7 @@ _BYTES_PER_COUNT_ENTRY = 16
 #: Low bits of a subset that index within a row of the cache-blocked passes
 #: (see ``_flat.pyx``): a row pair of the inside pass is 2 x 2**BLOCK_BITS
 #: 16-byte records, of the MAP-only pass 2 x 2**BLOCK_BITS doubles. 10 to
-#: 12 bits measured within 10% of each other at N=20 (issue 23).
+#: 12 bits measured within 10% of each other at N=20.
 BLOCK_BITS = 11
 #: Every flat pass is cache-blocked from this many points on (measured, one
 #: thread: the inside and MAP-only passes 1.5-1.8x faster at N=16, 3.6-4.3x

@@ -16,7 +16,7 @@ from . import _hierarchical as kernels
 from .levels import (
     SECONDS_PER_TERM, LevelProgress, RowBlocks, level_terms, threads_for,
 )
-from .posterior import members_mask, most_probable_masks
+from .cluster_queries import members_mask, most_probable_masks
 
 # The sampler caches the cumulative split weights of the subsets it meets
 # twice, in a buffer of at least this many doubles (128 MiB; one per subset
@@ -44,10 +44,10 @@ _QUERY_BYTES = {"separable": 24, "function": 40, "table": 24}
 #: Low bits of a subset that index within a row of the cache-blocked passes:
 #: a row pair of the inside pass is 2 x 2**11 16-byte records (64 KiB), which
 #: stays in L2 while it serves C(11, j) parents. 9 to 12 bits measured within
-#: 10% of each other at N=20 (issue 23); 11 was the fastest.
+#: 10% of each other at N=20; 11 was the fastest.
 BLOCK_BITS = 11
 #: The separable passes are cache-blocked from this many points on. Measured
-#: (one thread, CPU time, issue 23): the blocked inside pass 1.25x faster at
+#: (one thread, CPU time): the blocked inside pass 1.25x faster at
 #: N=16, 1.5x at N=17, 2x at N=18; the outside pass equal up to N=17, faster
 #: from N=18 on.
 BLOCKED_MIN_POINTS = 16

@@ -45,7 +45,7 @@ PARALLEL_MIN_TERMS = 1 << 16
 #: time left is measured.
 SECONDS_PER_TERM = {"separable": 1e-9, "generic": 20e-9, "flat": 1.2e-9, "flat count": 5e-9,
                     "flat map": 0.7e-9, "ginkgo": 6e-9}
-#: With verbose=1 (the exact estimators' default) progress shows only for
+#: With verbose=1 progress shows only for
 #: passes estimated to take at least this long: the point where one wonders
 #: whether the fit hangs, while quick fits (grid searches, fit_many) stay quiet.
 PROGRESS_MIN_SECONDS = 10.0

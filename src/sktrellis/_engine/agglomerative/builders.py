@@ -1,4 +1,4 @@
-"""Agglomerative search over a merge model: greedy and beam search.
+"""Agglomerative tree builders over a merge model: greedy and beam search.
 
 Both build trees bottom-up from the points, ranking candidate merges by the
 merge model's ``scores``, the energy's merge score (see
@@ -404,7 +404,3 @@ def beam_search(model, width, *, keep_greedy=False, distinct="clusters"):
         trees.append(_tree_from_steps(n_points, steps[::-1]))
     trees.sort(key=lambda tree: -tree.log_potential)
     return trees
-
-
-###############################################################################
-# What the estimators share
