@@ -70,7 +70,7 @@ def main():
             )
             tp, tp_s = timed(lambda: TransitivePropagation().fit(llr))
             greedy, greedy_s = timed(lambda: greedy_partition(llr))
-            bound = model.upper_bound_
+            bound = model.log_potential_upper_bound_
             rows = [
                 ("certified", model.labels_, certified_s,
                  f"{model.n_iter_:>6} {model.n_constraints_:>9}"),

@@ -26,8 +26,10 @@ import sktrellis
 import sktrellis.baselines
 from sktrellis import (
     BestFirstHierarchicalClustering,
+    CertifiedFlatClustering,
     ExactFlatClustering,
     ExactHierarchicalClustering,
+    SparseFlatClustering,
     SparseTrellisClustering,
     _validation,
 )
@@ -84,6 +86,10 @@ CHECKED = {
     ExactHierarchicalClustering: [(ExactHierarchicalClustering(), _EXACT)],
     ExactFlatClustering: [(ExactFlatClustering(), _EXACT)],
     SparseTrellisClustering: [(SparseTrellisClustering(_FIXED_BETA), {})],
+    SparseFlatClustering: [(SparseFlatClustering(), {})],
+    # Structureless data past 25 points can keep the integer program busy
+    # for long: a few rounds, whose unproven stop warns.
+    CertifiedFlatClustering: [(CertifiedFlatClustering(max_iter=3), {})],
     # The checks fit 30-150 random points: a short budget, whose stop warns.
     BestFirstHierarchicalClustering: [
         (BestFirstHierarchicalClustering(_FIXED_BETA, max_time=0.1), _SEARCH)],
@@ -139,6 +145,7 @@ _BOUND_NAME = re.compile(r"[a-z]\w*_(bounds|lower_bounds?|upper_bounds?)_")
 
 
 @pytest.mark.filterwarnings("ignore:BestFirstHierarchicalClustering stopped")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("Estimator", public_estimators(), ids=lambda cls: cls.__name__)
 def test_bounds_are_named_after_what_they_bound(Estimator):
     """One scheme: `<quantity>_bounds_` is a (lower, upper) pair,
@@ -171,6 +178,7 @@ def common_check_cap(monkeypatch):
 # About 30 CPU seconds for the ten instances: slow, run by the full suite.
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:BestFirstHierarchicalClustering stopped")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @parametrize_with_checks(
     [instance for instances in CHECKED.values() for instance, _ in instances],
     expected_failed_checks=_expected_failures,

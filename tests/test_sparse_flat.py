@@ -6,7 +6,6 @@ import pytest
 from scipy.special import logsumexp
 from scipy.stats import chisquare
 from sklearn.datasets import make_blobs
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktrellis import ExactFlatClustering, SparseFlatClustering
 from sktrellis.baselines import BayesianHierarchicalClustering
@@ -262,15 +261,6 @@ def test_query_errors():
         model.together_probability([0, 9])
     assert model.together_probability([3]) == pytest.approx(1.0)
 
-
-@pytest.mark.slow
-@parametrize_with_checks(
-    [SparseFlatClustering()],
-    expected_failed_checks=lambda estimator: {},
-    xfail_strict=True,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 def test_verbose_reports_each_round(capsys):

@@ -84,7 +84,7 @@ class CertifiedFlatClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator)
     optimality_gap_ : float
         Upper bound on how much larger the MAP partition's log potential
         is: 0 when ``labels_`` is proven optimal.
-    upper_bound_ : float
+    log_potential_upper_bound_ : float
         ``map_log_potential_ + optimality_gap_``: no partition's log
         potential exceeds it.
     stop_reason_ : str
@@ -170,7 +170,7 @@ class CertifiedFlatClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator)
         self.optimality_gap_ = 0.0 if result.proven else beta * (
             result.upper_bound - result.objective
         )
-        self.upper_bound_ = self.map_log_potential_ + self.optimality_gap_
+        self.log_potential_upper_bound_ = self.map_log_potential_ + self.optimality_gap_
         self.stop_reason_ = "optimal" if result.proven else result.stopped_by
         self.n_iter_ = result.n_iter
         self.n_constraints_ = result.n_constraints
