@@ -9,10 +9,9 @@
     their mean): the MAP objective (the weight inside clusters) and time of
     a greedy flat agglomeration, the best cut of scipy's linkage trees,
     TransitivePropagation (max-sum, up to ``--max-tp`` points),
-    SparseFlatClustering (defaults) and SparseFlatClustering with the
-    greedy agglomeration's tree as one more seed (``builder`` callable),
-    timed side by side in one run (the last column's time excludes the
-    greedy tree's).
+    SparseFlatClustering seeded with the linkage trees only (``builder``
+    callable) and SparseFlatClustering at its defaults (the linkage trees
+    and the greedy agglomeration's tree), timed side by side in one run.
 (c) DPM (full covariance, BHC's hyperparameters) on blobs: BHC's evidence
     lower bound (the cuts of its tree) against SparseFlatClustering's
     ``log_evidence_`` (default seeds; and seeded with BHC's own tree, so
@@ -20,6 +19,7 @@
 
     python benchmarks/bench_sparse_flat.py
     python benchmarks/bench_sparse_flat.py --exact-sizes 14 --sizes 200 500
+    python benchmarks/bench_sparse_flat.py --exact-sizes --evidence-sizes --sizes 200 500 1000
 """
 import argparse
 import time
@@ -30,6 +30,7 @@ from scipy.spatial.distance import squareform
 from sklearn.datasets import make_blobs
 
 from sktrellis import ExactFlatClustering, SparseFlatClustering
+from sktrellis._engine.multicut import greedy_agglomeration
 from sktrellis.baselines import BayesianHierarchicalClustering, TransitivePropagation
 from sktrellis.energies import CorrelationClustering
 
@@ -72,39 +73,8 @@ def objective(weights, labels):
     return 0.5 * float(weights[together].sum())
 
 
-def greedy_flat_tree(weights):
-    """Merge the two clusters of largest cross weight until one is left.
-
-    Returns the merges (scipy order: points 0..N-1, merge k is node N + k)
-    and the labels when the largest cross weight first stops being positive:
-    the greedy flat partition, one of the tree's cuts.
-    """
-    n_points = len(weights)
-    cross = weights.copy()
-    np.fill_diagonal(cross, -np.inf)
-    node = np.arange(n_points)
-    labels = np.arange(n_points)
-    greedy_labels = None
-    merges = []
-    for k in range(n_points - 1):
-        flat = np.argmax(cross)
-        a, b = divmod(int(flat), n_points)
-        if greedy_labels is None and not cross[a, b] > 0:
-            greedy_labels = labels.copy()
-        cross[a] += cross[b]
-        cross[:, a] += cross[:, b]
-        cross[a, a] = -np.inf
-        cross[b, :] = cross[:, b] = -np.inf
-        labels[labels == b] = a
-        merges.append((node[a], node[b]))
-        node[a] = n_points + k
-    if greedy_labels is None:
-        greedy_labels = labels
-    return np.array(merges, dtype=np.int64), greedy_labels
-
-
 def linkage_trees(weights):
-    """The estimator's default seeds on signed weights, for a builder that adds one tree."""
+    """The linkage seeds of the estimator's default, without the greedy tree."""
     distances = weights.max() - weights
     np.fill_diagonal(distances, 0.0)
     condensed = squareform(distances, checks=False)
@@ -115,7 +85,7 @@ def linkage_trees(weights):
 def scaling_table(sizes, seed, max_tp):
     print("(b) MAP objective (weight inside clusters, higher is better) and seconds")
     print(f"{'N':>5} {'greedy':>17} {'best linkage cut':>17} {'TransitiveProp':>17} "
-          f"{'SparseFlat':>17} {'+ greedy tree':>17} {'states':>7}")
+          f"{'linkage seeds':>17} {'SparseFlat':>17} {'states':>7}")
     for n_points in sizes:
         X, _ = make_blobs(n_samples=n_points, centers=max(3, n_points // 50),
                           cluster_std=2.0, random_state=seed)
@@ -123,10 +93,11 @@ def scaling_table(sizes, seed, max_tp):
         energy = CorrelationClustering(affinity="precomputed", beta=1.0)
         row = {}
         start = time.perf_counter()
-        greedy_merges, greedy_labels = greedy_flat_tree(weights)
+        greedy_labels = greedy_agglomeration(weights).labels
         row["greedy"] = objective(weights, greedy_labels), time.perf_counter() - start
         start = time.perf_counter()
-        cuts = SparseFlatClustering(energy, resplit_parts=0).fit(weights)
+        cuts = SparseFlatClustering(
+            energy, builder=lambda W, rs: linkage_trees(W), resplit_parts=0).fit(weights)
         row["cuts"] = cuts.map_log_potential_, time.perf_counter() - start
         if n_points <= max_tp:
             start = time.perf_counter()
@@ -134,17 +105,17 @@ def scaling_table(sizes, seed, max_tp):
             row["tp"] = objective(weights, tp.labels_), time.perf_counter() - start
         else:
             row["tp"] = np.nan, np.nan
+        # The linkage trees alone as seeds (the default before the greedy
+        # tree joined it), then the default: linkage trees and greedy tree.
+        start = time.perf_counter()
+        linkage_only = SparseFlatClustering(
+            energy, builder=lambda W, rs: linkage_trees(W)).fit(weights)
+        row["linkage"] = linkage_only.map_log_potential_, time.perf_counter() - start
         start = time.perf_counter()
         model = SparseFlatClustering(energy).fit(weights)
         row["sparse"] = model.map_log_potential_, time.perf_counter() - start
         assert abs(objective(weights, model.labels_) - model.map_log_potential_) < 1e-6 * (
             1 + abs(model.map_log_potential_))
-        # The greedy tree as one more seed (a builder of your own): its cuts
-        # hold the greedy partition, so the MAP is at least the greedy one.
-        start = time.perf_counter()
-        seeded = SparseFlatClustering(
-            energy, builder=lambda W, rs: [greedy_merges] + linkage_trees(W)).fit(weights)
-        row["seeded"] = seeded.map_log_potential_, time.perf_counter() - start
         cells = " ".join(f"{value:>10.1f} {seconds:>6.2f}s" for value, seconds in row.values())
         print(f"{n_points:>5} {cells} {model.n_states_:>7}", flush=True)
 

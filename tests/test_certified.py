@@ -8,7 +8,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 
 from sktrellis import CertifiedFlatClustering, ExactFlatClustering
-from sktrellis._engine.multicut import greedy_partition, improve_by_moves, partition_objective
+from sktrellis._engine.multicut import (
+    greedy_agglomeration,
+    greedy_partition,
+    improve_by_moves,
+    partition_objective,
+)
 from sktrellis.baselines import TransitivePropagation
 from sktrellis.datasets import make_bit_patterns
 from sktrellis.energies import CorrelationClustering, Dasgupta
@@ -197,6 +202,37 @@ def test_helpers_never_lose_objective(global_random_seed):
     for a in range(labels.max() + 1):
         for b in range(a + 1, labels.max() + 1):
             assert weights[np.ix_(labels == a, labels == b)].sum() <= 1e-12
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "sparse", "integer"])
+@pytest.mark.parametrize("n_points", [1, 2, 5, 30])
+def test_greedy_partition_is_a_cut_of_the_greedy_tree(kind, n_points, global_random_seed):
+    """The greedy tree is a full tree; its partition is one of its cuts, with no positive merge."""
+    rng = np.random.default_rng(global_random_seed)
+    weights = _signed_weights(n_points, rng, kind)
+    merges, labels = greedy_agglomeration(weights)
+    assert merges.shape == (max(n_points - 1, 0), 2)
+    members = [{i} for i in range(n_points)]
+    for a, b in merges:
+        # Children exist before their parent and each node is used once.
+        assert max(a, b) < len(members) and members[a] and members[b]
+        members.append(members[a] | members[b])
+        members[a] = members[b] = None
+    assert n_points < 2 or members[-1] == set(range(n_points))
+    tree_clusters = {frozenset(m) for m in _all_members(merges, n_points)}
+    for label in np.unique(labels):
+        assert frozenset(np.flatnonzero(labels == label).tolist()) in tree_clusters
+    for a in range(labels.max() + 1):
+        for b in range(a + 1, labels.max() + 1):
+            assert weights[np.ix_(labels == a, labels == b)].sum() <= 1e-12
+    np.testing.assert_array_equal(greedy_partition(weights), labels)
+
+
+def _all_members(merges, n_points):
+    members = [{i} for i in range(n_points)]
+    for a, b in merges:
+        members.append(members[a] | members[b])
+    return members
 
 
 def test_input_is_not_mutated(global_random_seed):

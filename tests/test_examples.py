@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # Examples sit in one folder per gallery section.
@@ -42,3 +43,29 @@ def test_ward_like_energy_recovers_the_blobs(monkeypatch):
     assert min(example["blob_probability"]) > 0.9
     # The MAP is optimal: never below the greedy Ward tree under the same cost.
     assert model.map_log_potential_ >= example["greedy_log_potential"] - 1e-9
+
+
+@pytest.mark.slow
+def test_past_25_points_numbers_mean_what_the_text_says(monkeypatch):
+    """The bounds plot_past_25_points.py explains hold on its data."""
+    import runpy
+
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr(plt, "show", lambda: None)
+    example = runpy.run_path(next(str(p) for p in EXAMPLES if p.name == "plot_past_25_points.py"))
+    plt.close("all")
+    sparse_flat, certified = example["sparse_flat"], example["certified"]
+    sparse_tree, search = example["sparse_tree"], example["search"]
+    lower, upper = example["lower"], example["upper"]
+    # A spanned MAP is never above a certified upper bound over all.
+    assert sparse_flat.map_log_potential_ <= certified.upper_bound_ + 1e-9
+    assert sparse_tree.map_log_potential_ <= search.upper_bound_ + 1e-9
+    assert certified.upper_bound_ == pytest.approx(
+        certified.map_log_potential_ + certified.optimality_gap_)
+    # The spanned log Z is a lower bound of the full one, inside its bracket's top.
+    assert lower <= upper and sparse_tree.log_partition_ <= upper + 1e-9
+    assert sparse_flat.log_partition_ >= sparse_flat.map_log_potential_
+    assert 0.0 < np.exp(sparse_flat.log_probability(sparse_flat.labels_)) <= 1.0

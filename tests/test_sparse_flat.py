@@ -8,6 +8,7 @@ from scipy.stats import chisquare
 from sklearn.datasets import make_blobs
 
 from sktrellis import ExactFlatClustering, SparseFlatClustering
+from sktrellis._engine.multicut import greedy_partition, partition_objective
 from sktrellis.baselines import BayesianHierarchicalClustering
 from sktrellis.energies import ClusterEnergy, CorrelationClustering
 
@@ -215,6 +216,31 @@ def test_growing_never_loses_the_seed_map(global_random_seed):
     assert grown.map_log_potential_ >= seeds.map_log_potential_ - 1e-9
     assert grown.log_partition_ >= seeds.log_partition_ - 1e-9
     assert grown.n_vertices_ >= seeds.n_vertices_
+
+
+@pytest.mark.parametrize("n_points", [12, 60])
+@pytest.mark.parametrize("beta", [0.5, 1.0])
+def test_map_is_never_below_the_greedy_partition(n_points, beta, global_random_seed):
+    """The greedy agglomeration's tree is a default seed on pairwise weights."""
+    rng = np.random.default_rng(global_random_seed)
+    for _ in range(3):
+        weights = rng.normal(size=(n_points, n_points)) - 0.3
+        weights = np.triu(weights, 1) + np.triu(weights, 1).T
+        energy = CorrelationClustering(affinity="precomputed", beta=beta)
+        greedy = greedy_partition(weights)
+        greedy_log_potential = beta * partition_objective(weights, greedy)
+        for resplit_parts in (0, 6):
+            model = SparseFlatClustering(energy, resplit_parts=resplit_parts).fit(weights)
+            assert model.map_log_potential_ >= greedy_log_potential - 1e-9
+            assert np.isfinite(model.log_probability(greedy))
+    # From features too: the greedy partition of the energy's weights.
+    X, _ = make_blobs(n_samples=n_points, centers=4, cluster_std=3.0,
+                      random_state=global_random_seed)
+    energy = CorrelationClustering(beta=beta)
+    weights = energy.weights(X)
+    model = SparseFlatClustering(energy, resplit_parts=0).fit(X)
+    assert model.map_log_potential_ >= beta * partition_objective(
+        weights, greedy_partition(weights)) - 1e-9
 
 
 def test_seed_partitions_are_spanned():

@@ -10,6 +10,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 
+from ._engine.multicut import greedy_agglomeration
 from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
@@ -37,7 +38,10 @@ class SparseFlatClustering(
     co-clustering probabilities, the posterior over the number of clusters,
     the probability of any partition and i.i.d. samples. ``log_partition_``
     is a lower bound of the full log Z, and the MAP is never worse than the
-    best cut of any seed tree.
+    best cut of any seed tree: with pairwise weights
+    (``CorrelationClustering``) the default seeds include the greedy
+    agglomeration's tree, so the MAP is never worse than the greedy
+    correlation clustering either.
 
     Seeds are the clusters of trees (every cut of a tree is then spanned;
     with one tree and a ``DirichletProcessMixture`` energy, ``log_evidence_``
@@ -67,7 +71,10 @@ class SparseFlatClustering(
     builder : "linkage", callable or list of trees, default="linkage"
         Seed trees. "linkage": scipy's Ward, average, complete and single
         linkage trees of X (on features; average, complete and single on
-        ``max(w) - w`` for a precomputed affinity). A callable
+        ``max(w) - w`` for a precomputed affinity), and, for an energy on
+        pairwise weights w (``CorrelationClustering``), the tree of the
+        greedy agglomeration that merges the two clusters of largest cross
+        weight (one of its cuts is the greedy partition). A callable
         ``builder(X, random_state)`` returns a list of trees; a list of trees
         (possibly empty) is used as given. A tree is a scipy linkage matrix
         or an ``AgglomerativeClustering``-style ``children_`` array.
@@ -369,18 +376,22 @@ class SparseFlatClustering(
         if isinstance(builder, str):
             if n_points < 2:
                 return []
+            # On pairwise weights the greedy agglomeration is the classical
+            # correlation-clustering heuristic: with its tree a seed, the MAP
+            # is never below its partition (linkage cuts can be far below).
+            weights = energy.weights(X) if hasattr(energy, "weights") else None
+            trees = [] if weights is None else [greedy_agglomeration(weights).merges]
             if getattr(energy, "affinity", None) == "precomputed":
-                weights = energy.weights(X)
                 distances = weights.max() - weights
                 np.fill_diagonal(distances, 0.0)
                 condensed = squareform(distances, checks=False)
-                return [linkage(condensed, method)[:, :2].astype(np.int64)
-                        for method in _DISTANCE_LINKAGES]
+                return trees + [linkage(condensed, method)[:, :2].astype(np.int64)
+                                for method in _DISTANCE_LINKAGES]
             # Linkage trees do not change when X is divided by a power of
             # two, and at unit scale squared distances cannot overflow.
             unit_X = np.ldexp(X, -unit_exponent(X))
-            return [linkage(unit_X, method)[:, :2].astype(np.int64)
-                    for method in _FEATURE_LINKAGES]
+            return trees + [linkage(unit_X, method)[:, :2].astype(np.int64)
+                            for method in _FEATURE_LINKAGES]
         trees = builder(X, random_state) if callable(builder) else builder
         return [merges_from_tree(tree, n_points) for tree in trees]
 

@@ -18,6 +18,7 @@ pairs of positive weight are already transitive they are the answer.
 """
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -73,28 +74,93 @@ def partition_objective(weights, labels):
     return float(np.triu(np.where(together, weights, 0.0), 1).sum())
 
 
-def greedy_partition(weights):
-    """Merge the two clusters of largest positive cross weight until none is positive.
+class GreedyAgglomeration(NamedTuple):
+    """The result of :func:`greedy_agglomeration`.
 
-    The agglomerative heuristic of correlation clustering, O(N**3).
+    merges : ndarray of shape (N - 1, 2)
+        The tree of the merges, children first (scipy's order: points are
+        0..N-1 and merge k is node N + k).
+    labels : ndarray of shape (N,)
+        The greedy partition: the clusters left when the largest cross
+        weight first stops being positive (a cut of the tree), labels by
+        first appearance.
+    """
+
+    merges: np.ndarray
+    labels: np.ndarray
+
+
+def greedy_agglomeration(weights):
+    """Merge the two clusters of largest cross weight until one cluster is left.
+
+    The agglomerative heuristic of correlation clustering: while some cross
+    weight is positive, merging the largest gains the most weight inside
+    clusters; the partition where none is left is the greedy partition, and
+    the merges carry on (least negative first) to a full tree whose cuts
+    hold it. O(N**2) memory: the cross weights between the current clusters,
+    kept in the row and column of each cluster's slot (a merged cluster takes
+    the slot of its first child), and each slot's best partner. A merge
+    updates one row and one column and rescores only the slots whose best
+    partner it merged away, so a merge costs O(N) unless many slots must be
+    rescored.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (N, N)
+        Symmetric finite signed weights; the diagonal is ignored.
+
+    Returns
+    -------
+    result : GreedyAgglomeration
     """
     n_points = len(weights)
     cross = weights.astype(np.float64, copy=True)
     np.fill_diagonal(cross, -np.inf)
-    owner = np.arange(n_points)
-    while True:
-        flat = int(np.argmax(cross))
-        a, b = divmod(flat, n_points)
-        if not cross[a, b] > 0:
-            break
-        # Merge b into a: a's cross weights become the sums.
-        cross[a, :] += cross[b, :]
-        cross[:, a] = cross[a, :]
-        cross[a, a] = -np.inf
-        cross[b, :] = -np.inf
-        cross[:, b] = -np.inf
+    node = np.arange(n_points)           # tree node held by each slot
+    owner = np.arange(n_points)          # slot of each point's cluster
+    if n_points:
+        best_slot = np.argmax(cross, axis=1)
+        best_score = cross[np.arange(n_points), best_slot]
+    labels = None
+    merges = np.empty((max(n_points - 1, 0), 2), dtype=np.int64)
+    for k in range(n_points - 1):
+        first = int(np.argmax(best_score))
+        second = int(best_slot[first])
+        a, b = min(first, second), max(first, second)
+        if labels is None and not best_score[first] > 0:
+            labels = _first_appearance(owner)
+        merges[k] = node[a], node[b]
+        node[a] = n_points + k
         owner[owner == b] = a
-    return _first_appearance(owner)
+        # b joins a: a's cross weights become the sums, b's row and column die.
+        cross[a] += cross[b]
+        cross[a, a] = cross[a, b] = -np.inf
+        cross[b] = -np.inf
+        cross[:, a] = cross[a]
+        cross[:, b] = -np.inf
+        best_score[b], best_slot[b] = -np.inf, -1   # -1: never stale again
+        if k == n_points - 2:
+            break
+        # The other slots: the new cluster a may now be their best partner;
+        # those whose best was a or b and are not beaten by a look again.
+        row = cross[a]
+        improved = row > best_score
+        stale = np.flatnonzero(~improved & ((best_slot == a) | (best_slot == b)))
+        best_score[improved] = row[improved]
+        best_slot[improved] = a
+        if stale.size:
+            best_slot[stale] = np.argmax(cross[stale], axis=1)
+            best_score[stale] = cross[stale, best_slot[stale]]
+        best_slot[a] = int(np.argmax(row))
+        best_score[a] = row[best_slot[a]]
+    if labels is None:
+        labels = np.zeros(n_points, dtype=np.int64)
+    return GreedyAgglomeration(merges, labels)
+
+
+def greedy_partition(weights):
+    """The greedy partition of :func:`greedy_agglomeration` (labels by first appearance)."""
+    return greedy_agglomeration(weights).labels
 
 
 def improve_by_moves(weights, labels):
