@@ -817,7 +817,7 @@ def test_exact_auto_leaves_out_the_covariance_types_that_cannot_fit(monkeypatch,
     X = np.random.default_rng(global_random_seed).normal(size=(12, 3000))
     X[:6] += 1.0
     model = BayesianHierarchicalClustering(algorithm="exact").fit(X)
-    assert set(model.covariance_type_bounds_) == {"diag", "spherical"}
+    assert set(model.covariance_type_lower_bounds_) == {"diag", "spherical"}
 ###############################################################################
 # Memory at the default (sparse) and greedy algorithms: estimated before any
 # allocation, with full covariances refused (or, for "auto", left out) when
@@ -840,7 +840,7 @@ def test_full_covariances_that_would_not_fit_are_refused_naming_the_way_out(
     # The default leaves full covariances out instead, and fits.
     default = BayesianHierarchicalClustering(algorithm=algorithm).fit(X)
     assert default.covariance_type_ in ("diag", "spherical")
-    assert set(default.covariance_type_bounds_) == {"diag", "spherical"}
+    assert set(default.covariance_type_lower_bounds_) == {"diag", "spherical"}
 
 
 @pytest.mark.parametrize("n_points, n_features", [(20, 30), (40, 60)])

@@ -793,7 +793,8 @@ def test_ctrl_c_interrupts_the_outside_pass(capsys, ctrl_c):
     import threading
 
     X = np.random.default_rng(0).normal(size=(20, 2))
-    model = ExactHierarchicalClustering(verbose=2).fit(X)
+    # labels_ cut from the MAP tree: the fit then leaves the outside pass to the query.
+    model = ExactHierarchicalClustering(labels_from="map_tree", verbose=2).fit(X)
     capsys.readouterr()
     timer = threading.Timer(0.3, _thread.interrupt_main)
     timer.start()
