@@ -62,6 +62,9 @@ Biometrika 106(2), 2019.
 R. Suzuki, H. Shimodaira. Pvclust: an R package for assessing the uncertainty in
 hierarchical clustering. Bioinformatics 22(12), 2006.
 """
+import os
+import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 
@@ -75,7 +78,8 @@ from ._engine.tree.conversion import splits_from_merges
 from .energies._base import TemperatureMixin
 from ._validation import memory_limits
 
-#: Fewest feature columns the bootstrap calibrates with.
+#: Fewest effectively independent feature columns (``effective_n_features``)
+#: the bootstrap calibrates with.
 MIN_FEATURES = 10
 #: Fewest bootstrap resamples of the feature columns.
 MIN_BOOTSTRAP = 20
@@ -126,13 +130,148 @@ def fixed_energy(energy):
     return energy, energy._beta_value()
 
 
-def _can_calibrate(energy, X):
-    return (
-        is_auto(energy)
+def _has_features(energy):
+    """Whether the energy reads X as features (not a precomputed matrix) and has a temperature."""
+    return isinstance(energy, TemperatureMixin) \
         and getattr(energy, "affinity", None) != "precomputed"
-        and X.shape[1] >= MIN_FEATURES
-        and X.shape[0] >= 3
-    )
+
+
+def effective_n_features(X):
+    """How many effectively independent feature columns X has.
+
+    The participation ratio of the column correlation spectrum,
+    ``(sum lambda)**2 / sum lambda**2 = p**2 / tr(R**2)`` over the p columns
+    that vary (R their correlation matrix; cf. the effective number of
+    independent variables of Cheverud 2001 and Nyholt 2004), with the
+    correlation that N rows show by chance subtracted: ``E[r**2] = 1 / (N - 1)``
+    for independent columns, so ``tr(R**2)`` counts only the excess of the
+    off-diagonal ``r**2`` over ``p (p - 1) / (N - 1)``. It is p for
+    independent columns (up to sampling error, about 10 % at N = 20), 1 for
+    any number of copies of one column, about k for k groups of copies, and
+    0 when no column varies. Computed from the N x N Gram matrix of the
+    standardised columns, so p may be large.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+
+    Returns
+    -------
+    n_effective : float
+    """
+    X = np.asarray(X, dtype=np.float64)
+    varying = X[:, np.ptp(X, axis=0) > 0] if X.size else X
+    n_points, n_features = varying.shape
+    if n_features < 2 or n_points < 3:
+        return float(n_features)
+    standardised = (varying - varying.mean(axis=0)) / varying.std(axis=0, ddof=1)
+    gram = standardised @ standardised.T / (n_points - 1)
+    off_diagonal = float(np.sum(gram ** 2)) - n_features   # sum of r_ij**2 over i != j
+    chance = n_features * (n_features - 1) / (n_points - 1)
+    return n_features ** 2 / (n_features + max(off_diagonal - chance, 0.0))
+
+
+def _warn_caller(message):
+    """A UserWarning attributed to the first caller outside the package and scikit-learn.
+
+    The fits reach the calibration through decorators and wrappers of
+    varying depth; the user's line is the one to show.
+    """
+    frame, level = sys._getframe(1), 2
+    while frame is not None and any(
+            f"{os.sep}{package}{os.sep}" in frame.f_code.co_filename
+            for package in ("sktrellis", "sklearn")):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
+
+
+def check_rows(energy, X):
+    """Refuse data without variation; warn about identical rows.
+
+    For an energy with a temperature that reads X as features. All rows
+    identical leave nothing to cluster: every structure is as good as any
+    other, and a fit would report a posterior of the cluster trellis's
+    arbitrary tie-breaking (before this check: ``beta_ = 1000`` and
+    log Z = -2.7e6 on 20 equal rows). Identical rows are legitimate but
+    worth knowing: identical points are as similar as points can be, so
+    they form a cluster with high support whatever the other points say.
+    """
+    if not _has_features(energy) or len(X) < 2:
+        return
+    rows, inverse, counts = np.unique(X, axis=0, return_inverse=True, return_counts=True)
+    inverse = np.ravel(inverse)
+    if len(rows) == 1:
+        raise ValueError(
+            f"X has no variation: all {len(X)} rows are identical, so every clustering "
+            "of them is equally good and none is supported; check the input (a constant "
+            "or empty feature matrix?), there is nothing to cluster"
+        )
+    repeated = np.flatnonzero(counts > 1)
+    if len(repeated):
+        groups = [np.flatnonzero(inverse == k).tolist() for k in repeated]
+        shown = "; ".join(str(group) for group in groups[:3]) + ("; ..." if len(groups) > 3 else "")
+        _warn_caller(
+            f"X has {len(groups)} group(s) of identical rows ({shown}): identical points "
+            "cluster together with high support whatever the other points say; drop "
+            "repeated measurements of one sample (np.unique(X, axis=0)) unless each row "
+            "is a sample of its own")
+
+
+def calibration_plan(energy, X):
+    """How ``beta="auto"`` is resolved on X: a calibration record.
+
+    Parameters
+    ----------
+    energy : Energy
+    X : ndarray of shape (n_samples, n_features)
+
+    Returns
+    -------
+    calibration : dict
+        ``method``: "feature bootstrap" (calibrated), "fixed" (a numeric
+        beta), "uncalibrated" (``"auto"`` means beta = 1, for ``reason``)
+        or None (an energy without a temperature); ``n_effective_features``
+        (``effective_n_features`` of X, or None); ``n_resamples`` (None
+        until a bootstrap ran); ``reason`` (None, or why beta = 1).
+    """
+    plan = {"method": None, "n_effective_features": None, "n_resamples": None,
+            "reason": None}
+    if not isinstance(energy, TemperatureMixin):
+        return plan
+    if not is_auto(energy):
+        plan["method"] = "fixed"
+        return plan
+    plan["method"] = "uncalibrated"
+    if getattr(energy, "affinity", None) == "precomputed":
+        plan["reason"] = "affinity='precomputed': there are no features to resample"
+        return plan
+    n_effective = plan["n_effective_features"] = effective_n_features(X)
+    if X.shape[0] < 3:
+        plan["reason"] = "fewer than three points"
+    elif n_effective < MIN_FEATURES:
+        plan["reason"] = (
+            f"X has {X.shape[1]} feature column(s) but about {n_effective:.1f} effectively "
+            f"independent one(s), fewer than the {MIN_FEATURES} the feature bootstrap needs "
+            "(duplicated or strongly correlated columns count once)"
+        )
+    else:
+        plan["method"] = "feature bootstrap"
+    return plan
+
+
+def _uncalibrated(energy, plan):
+    """beta = 1 for an uncalibrated "auto", said in a warning (not for fewer than three points).
+
+    Below three points there is one tree and at most two partitions: the
+    temperature hardly matters there and the warning would only be noise.
+    """
+    if plan["method"] == "uncalibrated" and plan["reason"] != "fewer than three points":
+        _warn_caller(
+            f"beta='auto' could not be calibrated: {plan['reason']}. beta_ = 1 (the loss "
+            "at the scale given) and the posterior probabilities are not calibrated: on "
+            "structureless data they can exceed 0.5. Pass a numeric beta, or more "
+            "independent features; calibration_ records this")
+    return fixed_energy(energy)
 
 
 def _rngs(random_state):
@@ -171,7 +310,7 @@ def _enough_resamples(excess, max_resamples):
 
 
 def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=1):
-    """D, the resamples' minimisers' mean excess loss over the full-data minimiser.
+    """D, the resamples' minimisers' mean excess loss over the full-data minimiser, and B.
 
     ``resample_loss(Xb)`` is the full-data loss of the minimiser of the
     resample Xb. Resamples are drawn until ``_enough_resamples``, and their
@@ -196,7 +335,7 @@ def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=
             for loss in losses(resample_loss, [next(resamples) for _ in range(n_threads)]):
                 excess.append(loss - map_loss)
                 if _enough_resamples(excess, max_resamples):
-                    return float(np.mean(excess))
+                    return float(np.mean(excess)), len(excess)
 
 
 def _solve(evaluate, target, n_points):
@@ -247,8 +386,90 @@ def _solve(evaluate, target, n_points):
     return float(np.exp(log_beta))
 
 
+def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
+              max_resamples=MIN_BOOTSTRAP, n_threads=1):
+    """Resolve ``beta="auto"`` by the feature bootstrap, for any posterior an estimator computes.
+
+    The one calibration of the package: the exact estimators (over all
+    trees, all partitions) and the sparse ones (over the structures their
+    trellis spans) call it with three callables of their own. It checks
+    the rows (``check_rows``), decides whether the feature bootstrap
+    applies (``calibration_plan``; if not, beta = 1 with a warning),
+    draws the bootstrap, and solves for the beta whose posterior expected
+    excess loss matches the bootstrap's (module docstring).
+
+    Parameters
+    ----------
+    energy : Energy
+        The estimator's energy. A numeric beta, or an energy without a
+        temperature, is used as given.
+    X : ndarray of shape (n_samples, n_features)
+        Validated data.
+    random_state : int, RandomState instance or None
+        The estimator's; None is a fixed seed.
+    fit : callable
+        ``fit(energy, calibrating)``: the fitted posterior over X (a
+        trellis, say) for an energy with a numeric beta. ``calibrating``
+        is False for the one fit of an energy used as given.
+    map_loss : callable
+        ``map_loss(unit, data)``: the loss on the full data X, under the
+        unit energy ``unit`` (beta 1, no tree prior), of the minimum-loss
+        structure the estimator finds on ``data`` -- X itself or a
+        resample of its columns. The same search for both, so that D is 0
+        when every resample agrees.
+    expected_loss : callable
+        ``expected_loss(fitted, rng)``: the posterior expectation of that
+        full-data unit loss under a fitted posterior (exact, or a mean of
+        draws from ``rng``).
+    max_resamples : int, default=MIN_BOOTSTRAP
+        Most bootstrap resamples (at least ``MIN_BOOTSTRAP`` are drawn).
+    n_threads : int, default=1
+        Resamples whose ``map_loss`` runs at once (it must release the GIL
+        to gain from more than one).
+
+    Returns
+    -------
+    energy : Energy
+        The energy with a numeric beta (a clone when it was "auto").
+    beta : float or None
+        ``beta_``; None for an energy without a temperature.
+    fitted : object
+        What ``fit`` returned for that energy.
+    calibration : dict
+        ``calibration_plan``'s record, with ``n_resamples`` when a
+        bootstrap ran.
+    """
+    plan = calibration_plan(energy, X)
+    check_rows(energy, X)
+    if plan["method"] != "feature bootstrap":
+        energy, beta = _uncalibrated(energy, plan)
+        return energy, beta, fit(energy, False), plan
+    bootstrap_rng, rng = _rngs(random_state)
+    unit = _unit_loss(energy)
+    full_loss = map_loss(unit, X)
+    target, plan["n_resamples"] = _bootstrap_excess(
+        lambda Xb: map_loss(unit, Xb), X, full_loss, bootstrap_rng, max_resamples, n_threads)
+    fitted = {}
+
+    def evaluate(beta):
+        fitted.clear()   # one posterior at a time: the memory check counted one
+        scaled = clone(energy).set_params(beta=beta)
+        fitted.update(energy=scaled, posterior=fit(scaled, True))
+        # Rounding (or a search stopped at its state budget) may put the
+        # expectation a hair below the minimum loss found.
+        return max(expected_loss(fitted["posterior"], rng) - full_loss, 0.0)
+
+    beta = _solve(evaluate, target, len(X))
+    if fitted["energy"].beta != beta:
+        evaluate(beta)
+    return fitted["energy"], beta, fitted["posterior"], plan
+
+
 def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1):
     """Resolve ``beta="auto"`` of a hierarchical energy and build its trellis.
+
+    ``calibrate`` over all trees: each MAP by exact best-first search, the
+    expected loss from ``N_POSTERIOR_SAMPLES`` exact posterior draws.
 
     Parameters
     ----------
@@ -269,38 +490,31 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1)
         ``beta_``; None for an energy without a temperature.
     potential : SplitPotential
     trellis : HierarchicalTrellis
+    calibration : dict
+        See ``calibrate``.
     """
-    if not _can_calibrate(energy, X):
-        energy, beta = fixed_energy(energy)
-        potential = energy.split_potential(X)
-        return energy, beta, potential, make_trellis(potential)
-    bootstrap_rng, rng = _rngs(random_state)
-    unit = _unit_loss(energy)
-    unit_potential = unit.split_potential(X)
     n_points = len(X)
-    map_loss = -_search_map_log_potential(unit, X, unit_potential)
-    target = _bootstrap_excess(
-        lambda Xb: -_tree_log_potential(unit_potential, _search_map_merges(unit, Xb), n_points),
-        X, map_loss, bootstrap_rng, MAX_TREE_BOOTSTRAP, _search_threads(n_threads))
-    fitted = {}
+    unit_potential = {}   # the full data's, tabulated once, when first needed
 
-    def evaluate(beta):
-        fitted.clear()   # one trellis at a time: the memory check counted one
-        scaled = clone(energy).set_params(beta=beta)
+    def map_loss(unit, data):
+        if not unit_potential:
+            unit_potential["X"] = unit.split_potential(X)
+        return -_tree_log_potential(unit_potential["X"], _search_map_merges(unit, data), n_points)
+
+    def fit(scaled, calibrating):
         potential = scaled.split_potential(X)
-        trellis = make_trellis(potential)
-        fitted.update(energy=scaled, potential=potential, trellis=trellis)
-        parents, lefts = trellis.sample_splits(N_POSTERIOR_SAMPLES, rng)
-        losses = -unit_potential.evaluate(parents.ravel(), lefts.ravel()).reshape(
-            parents.shape).sum(axis=1)
-        # Rounding (or a search stopped at its state budget) may put a draw
-        # a hair below the minimum loss found.
-        return max(float(losses.mean()) - map_loss, 0.0)
+        return potential, make_trellis(potential)
 
-    beta = _solve(evaluate, target, n_points)
-    if fitted["energy"].beta != beta:
-        evaluate(beta)
-    return fitted["energy"], beta, fitted["potential"], fitted["trellis"]
+    def expected_loss(fitted, rng):
+        parents, lefts = fitted[1].sample_splits(N_POSTERIOR_SAMPLES, rng)
+        losses = -unit_potential["X"].evaluate(parents.ravel(), lefts.ravel()).reshape(
+            parents.shape).sum(axis=1)
+        return float(losses.mean())
+
+    energy, beta, (potential, trellis), calibration = calibrate(
+        energy, X, random_state, fit, map_loss, expected_loss,
+        max_resamples=MAX_TREE_BOOTSTRAP, n_threads=_search_threads(n_threads))
+    return energy, beta, potential, trellis, calibration
 
 
 def _search_threads(n_threads):
@@ -343,17 +557,13 @@ def _search_map_merges(unit, X):
     return merges
 
 
-def _search_map_log_potential(unit, X, unit_potential):
-    return _tree_log_potential(unit_potential, _search_map_merges(unit, X), len(X))
-
-
 def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_labels,
                                   n_clusters):
     """Resolve ``beta="auto"`` of a flat energy and build its trellis.
 
-    The flat loss of correlation clustering is ``-sum of w_ij over pairs
-    clustered together``, so its posterior expectation is exact from the
-    co-clustering probabilities.
+    ``calibrate`` over all partitions. The flat loss of correlation
+    clustering is ``-sum of w_ij over pairs clustered together``, so its
+    posterior expectation is exact from the co-clustering probabilities.
 
     Parameters
     ----------
@@ -376,38 +586,30 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
     energy : FlatEnergy
     beta : float or None
     trellis : FlatTrellis
+    calibration : dict
+        See ``calibrate``.
     """
-    if not _can_calibrate(energy, X):
-        energy, beta = fixed_energy(energy)
-        return energy, beta, make_trellis(energy.cluster_potential(X), n_clusters)
-    # The max-only passes use every thread already: one resample at a time.
-    bootstrap_rng, _ = _rngs(random_state)
-    unit = _unit_loss(energy)
-    weights = unit.weights(X)
     upper = np.triu_indices(len(X), 1)
+    weights = {}   # the full data's unit weights over the pairs, once
 
     def loss(together):
-        return -float(weights[upper] @ together[upper])
+        return -float(weights["X"] @ together[upper])
 
-    def labels_loss(labels):
+    def map_loss(unit, data):
+        if not weights:
+            weights["X"] = unit.weights(X)[upper]
+        labels = map_labels(unit.cluster_potential(data))
         return loss((labels[:, None] == labels[None, :]).astype(np.float64))
 
-    map_loss = labels_loss(map_labels(unit.cluster_potential(X)))
-    target = _bootstrap_excess(
-        lambda Xb: labels_loss(map_labels(unit.cluster_potential(Xb))), X, map_loss,
-        bootstrap_rng, MAX_PARTITION_BOOTSTRAP)
-    fitted = {}
+    def fit(scaled, calibrating):
+        # The max-only passes use every thread already: one resample at a time.
+        return make_trellis(scaled.cluster_potential(X), None if calibrating else n_clusters)
 
-    def evaluate(beta):
-        fitted.clear()   # one trellis at a time: the memory check counted one
-        scaled = clone(energy).set_params(beta=beta)
-        trellis = make_trellis(scaled.cluster_potential(X), None)
-        fitted.update(energy=scaled, trellis=trellis)
-        return max(loss(trellis.pairwise_probability()) - map_loss, 0.0)
-
-    beta = _solve(evaluate, target, len(X))
-    if n_clusters is None and fitted["energy"].beta == beta:
-        return fitted["energy"], beta, fitted["trellis"]
-    # The constrained MAP of n_clusters needs its own pass.
-    energy = clone(energy).set_params(beta=beta)
-    return energy, beta, make_trellis(energy.cluster_potential(X), n_clusters)
+    energy, beta, trellis, calibration = calibrate(
+        energy, X, random_state, fit, map_loss,
+        lambda trellis, rng: loss(trellis.pairwise_probability()),
+        max_resamples=MAX_PARTITION_BOOTSTRAP)
+    if calibration["method"] == "feature bootstrap" and n_clusters is not None:
+        # The constrained MAP of n_clusters needs its own pass.
+        trellis = make_trellis(energy.cluster_potential(X), n_clusters)
+    return energy, beta, trellis, calibration

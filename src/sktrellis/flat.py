@@ -97,6 +97,14 @@ class ExactFlatClustering(
         calibration runs a max-only flat pass on 20 bootstrap resamples and
         the trellis a few times more: 2-11x a plain fit at N = 14-20
         (``benchmarks/bench_calibration.py``); a numeric beta skips it.
+    calibration_ : dict
+        How ``beta_`` was chosen, with an energy that has a temperature:
+        ``method`` ("feature bootstrap"; "fixed" for a numeric beta;
+        "uncalibrated" when ``beta="auto"`` found nothing to calibrate
+        against and means 1, with a warning), ``n_effective_features``
+        (duplicated or correlated columns counted once, see "Reading a
+        posterior"), ``n_resamples`` (bootstrap resamples drawn) and
+        ``reason`` (why uncalibrated, else None).
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: log p(X), the exact
         marginal likelihood of the data under the DP mixture.
@@ -193,7 +201,7 @@ class ExactFlatClustering(
         owner = type(self).__name__
         check_exact_size(n_points, energy.cluster_bytes(n_points), owner)
         n_threads = effective_n_threads(self.n_jobs)
-        energy, beta, trellis = calibrate_partition_posterior(
+        energy, beta, trellis, calibration = calibrate_partition_posterior(
             energy, X, self.random_state,
             lambda log_potential, n_clusters: FlatTrellis(
                 self._check_cluster_potential(log_potential, n_points, energy),
@@ -228,6 +236,7 @@ class ExactFlatClustering(
         self._fitted_energy = clone(energy)
         if beta is not None:
             self.beta_ = self._fitted_energy.beta_ = beta
+            self.calibration_ = calibration
         self.log_partition_ = trellis.log_partition
         self.n_partitions_ = trellis.n_partitions
         self.pairwise_probability_ = trellis.pairwise_probability()

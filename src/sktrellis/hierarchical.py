@@ -87,6 +87,14 @@ class ExactHierarchicalClustering(
         plain fits at N = 20 and 9-16 at N = 14-18, where a plain fit takes
         a second or less (``benchmarks/bench_calibration.py``); a numeric
         beta skips it.
+    calibration_ : dict
+        How ``beta_`` was chosen, with an energy that has a temperature:
+        ``method`` ("feature bootstrap"; "fixed" for a numeric beta;
+        "uncalibrated" when ``beta="auto"`` found nothing to calibrate
+        against and means 1, with a warning), ``n_effective_features``
+        (duplicated or correlated columns counted once, see "Reading a
+        posterior"), ``n_resamples`` (bootstrap resamples drawn) and
+        ``reason`` (why uncalibrated, else None).
     n_features_in_ : int
         Number of features (columns) of X.
 
@@ -159,11 +167,12 @@ class ExactHierarchicalClustering(
             potential = check_built_for(potential, n_points, energy, "split_potential")
             return HierarchicalTrellis(potential, n_threads, self.verbose, type(self).__name__)
 
-        energy, beta, potential, trellis = calibrate_tree_posterior(
+        energy, beta, potential, trellis, calibration = calibrate_tree_posterior(
             energy, X, self.random_state, make_trellis, n_threads
         )
         if beta is not None:
             self.beta_ = beta
+            self.calibration_ = calibration
         trellis.check_feasible(energy)
         self._trellis = trellis
         self.log_partition_ = trellis.log_partition
