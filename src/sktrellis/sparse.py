@@ -54,7 +54,7 @@ class SparseTrellisClustering(
     clusters got 0.86. ``sparsity_`` is the fraction of trees spanned, not
     of mass. A cluster that every spanned tree shares gets probability 1
     whatever the data say beyond the spanned set: on structureless
-    40 x 2000 data some cluster of 3..39 points still gets 0.85-0.95 at the
+    40 x 2000 data some cluster of 3..39 points still gets 0.75-0.94 at the
     calibrated ``beta_`` (user guide, "Reading a posterior").
 
     With ``beta="auto"`` (the default of ``Dasgupta`` and
@@ -63,7 +63,7 @@ class SparseTrellisClustering(
     from the seed search (a beam of ``beam_width``) and the posterior's
     expected loss from 200 exact draws over the spanned trees; every
     temperature tried builds the trellis anew, so a calibrated fit costs
-    20-40 plain ones at N = 40.
+    30-80 plain ones at N = 40 (``benchmarks/bench_calibration.py``).
 
     Parameters
     ----------
