@@ -641,6 +641,35 @@ def _search_map_merges(unit, X):
     return merges
 
 
+def co_clustering(labels):
+    """The (n, n) matrix of 1.0 where two points share a label, else 0.0."""
+    labels = np.asarray(labels)
+    return (labels[:, None] == labels[None, :]).astype(np.float64)
+
+
+def flat_loss(unit, X):
+    """The flat loss of correlation clustering on X, as a function of a co-clustering matrix.
+
+    ``-sum of w_ij over pairs i < j clustered together``: of a partition
+    with ``co_clustering(labels)``, and its posterior expectation with the
+    matrix of co-clustering probabilities (the loss is linear in it).
+
+    Parameters
+    ----------
+    unit : CorrelationClustering
+        The unit energy (``_unit_loss``), whose ``weights`` define the loss.
+    X : ndarray of shape (n_samples, n_features)
+
+    Returns
+    -------
+    loss : callable
+        (n, n) co-clustering matrix -> float.
+    """
+    upper = np.triu_indices(len(X), 1)
+    weights = unit.weights(X)[upper]
+    return lambda together: -float(weights @ np.asarray(together)[upper])
+
+
 def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_labels,
                                   n_clusters):
     """Resolve ``beta="auto"`` of a flat energy and build its trellis.
@@ -673,17 +702,12 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
     calibration : dict
         See ``calibrate``.
     """
-    upper = np.triu_indices(len(X), 1)
-    weights = {}   # the full data's unit weights over the pairs, once
-
-    def loss(together):
-        return -float(weights["X"] @ together[upper])
+    losses = {}   # the full data's loss, once
 
     def map_loss(unit, data):
-        if not weights:
-            weights["X"] = unit.weights(X)[upper]
-        labels = map_labels(unit.cluster_potential(data))
-        return loss((labels[:, None] == labels[None, :]).astype(np.float64))
+        if not losses:
+            losses["X"] = flat_loss(unit, X)
+        return losses["X"](co_clustering(map_labels(unit.cluster_potential(data))))
 
     def fit(scaled, calibrating):
         # The max-only passes use every thread already: one resample at a time.
@@ -691,7 +715,7 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
 
     energy, beta, trellis, calibration = calibrate(
         energy, X, random_state, fit, map_loss,
-        lambda trellis, rng: loss(trellis.pairwise_probability()),
+        lambda trellis, rng: losses["X"](trellis.pairwise_probability()),
         max_resamples=MAX_PARTITION_BOOTSTRAP)
     if calibration["method"] == "feature bootstrap" and n_clusters is not None:
         # The constrained MAP of n_clusters needs its own pass.
