@@ -18,6 +18,8 @@ the same shape:
   under the uniform and the Yule prior over tree shapes;
 - with ``--regime-seeds``, the regimes the feature bootstrap does not cover
   (few features, copies of a column) and small real sets (iris, wine);
+- with ``--no-null-cap``, all of it without the reference-null cap on
+  beta (``N_REFERENCE_DRAWS = 0``), for the figures before it;
 - with ``--sparse-n``, ``SparseTrellisClustering()`` on planted subtypes
   and noise of 2000 genes, and the cost of its calibration.
 
@@ -178,6 +180,10 @@ def _regime_data(regime, seed):
     """(X, class labels or None for structureless data) of each regime."""
     if regime == "4 features, noise (N=12)":
         return np.random.default_rng(seed).normal(size=(12, 4)), None
+    if regime == "3 groups of 4 in 4 features (N=12)":
+        # Group k shifted by 4 standard deviations along feature k: clear groups.
+        y = np.repeat(np.arange(3), 4)
+        return np.random.default_rng(seed).normal(size=(12, 4)) + 4.0 * np.eye(4)[y], y
     if regime == "1 column x 12 copies, noise (N=12)":
         return np.repeat(np.random.default_rng(seed).normal(size=(12, 1)), 12, axis=1), None
     if regime == "iris, 6 per class":
@@ -189,7 +195,8 @@ def _regime_data(regime, seed):
     raise ValueError(regime)
 
 
-REGIMES = ("4 features, noise (N=12)", "1 column x 12 copies, noise (N=12)",
+REGIMES = ("4 features, noise (N=12)", "3 groups of 4 in 4 features (N=12)",
+           "1 column x 12 copies, noise (N=12)",
            "iris, 6 per class", "wine standardised, 6 per class")
 
 
@@ -289,7 +296,11 @@ def main():
     parser.add_argument("--sparse-seeds", type=int, default=3)
     parser.add_argument("--prior-n", type=int, nargs="*", default=[],
                         help="sizes of the noise table by tree prior (e.g. 12 14 16)")
+    parser.add_argument("--no-null-cap", action="store_true",
+                        help="calibrate without the reference-null cap (the figures before it)")
     args = parser.parse_args()
+    if args.no_null_cap:
+        temperature.N_REFERENCE_DRAWS = 0
     if args.seeds:
         behaviour_table(args.check_n, args.seeds)
     if args.prior_n:

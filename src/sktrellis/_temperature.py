@@ -122,6 +122,17 @@ TOLERANCE = 0.05
 MAX_EVALUATIONS = 8
 #: Seed of the calibration when the estimator's random_state is None.
 DEFAULT_SEED = 0
+#: The reference-null cap: beta_ is at most the largest beta at which the
+#: posterior over each of ``N_REFERENCE_DRAWS`` structureless references
+#: (the columns of X permuted across the rows) gives no structure it should
+#: not support more than ``NULL_LEVEL`` (``reference_null_cap``).
+NULL_LEVEL = 0.3
+#: Structureless references the cap is the smallest over (0: no cap).
+N_REFERENCE_DRAWS = 3
+#: Factor between the betas tried while the cap is not bracketed.
+CAP_STEP = 4.0
+#: The cap is found to within this factor (from its humble side).
+CAP_TOLERANCE = 1.25
 # States of one bootstrap MAP search (about 1 KiB each) before it settles
 # for the best tree found so far.
 _MAX_SEARCH_STATES = 200_000
@@ -302,7 +313,8 @@ def calibration_plan(energy, X):
         calibration) is removed before the record is stored.
     """
     plan = {"method": None, "n_distinct_features": None, "n_effective_features": None,
-            "n_resamples": None, "reason": None}
+            "n_resamples": None, "reason": None, "null_cap": None, "null_cap_bound": None,
+            "null_level": None, "n_reference_draws": None}
     if not isinstance(energy, TemperatureMixin):
         return plan
     if not is_auto(energy):
@@ -315,6 +327,7 @@ def calibration_plan(energy, X):
     groups = distinct_columns(X)
     plan["n_distinct_features"] = len(groups)
     plan["n_effective_features"] = effective_n_features(X)
+    plan["groups"] = groups
     if X.shape[0] < 3:
         plan["reason"] = "fewer than three points"
     elif len(groups) < MIN_FEATURES:
@@ -325,7 +338,6 @@ def calibration_plan(energy, X):
         )
     else:
         plan["method"] = "feature bootstrap"
-        plan["groups"] = groups
     return plan
 
 
@@ -347,12 +359,13 @@ def _uncalibrated(energy, plan):
 def _rngs(random_state):
     """Random streams of the bootstrap and of the posterior draws.
 
-    Two streams, so that how many resamples the bootstrap drew (in batches
-    of the thread count) leaves the posterior draws unchanged.
+    Three streams (bootstrap, posterior draws, reference nulls), so that
+    how many resamples the bootstrap drew (in batches of the thread count)
+    leaves the others unchanged.
     """
     seeds = check_random_state(DEFAULT_SEED if random_state is None else random_state) \
-        .randint(np.iinfo(np.int32).max, size=2)
-    return np.random.RandomState(seeds[0]), np.random.RandomState(seeds[1])
+        .randint(np.iinfo(np.int32).max, size=3)
+    return tuple(np.random.RandomState(seed) for seed in seeds)
 
 
 def _bootstrap_columns(X, rng, groups=None):
@@ -469,17 +482,162 @@ def _solve(evaluate, target, n_points):
     return float(np.exp(log_beta))
 
 
+def reference_data(X, groups, rng):
+    """A structureless reference made from X: each column permuted across the rows.
+
+    Every column keeps its values (its marginal distribution), but which
+    row has which value is drawn independently for each column, so any
+    structure shared by the columns -- the clusters -- is gone (the null of
+    M3C and of the gap statistic's reference distribution made from the
+    data). The columns of a group of copies (``distinct_columns``) are
+    permuted together, so that they stay copies; constant columns stay.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    groups : list of ndarray of int
+        ``distinct_columns(X)``.
+    rng : RandomState
+
+    Returns
+    -------
+    reference : ndarray of shape (n_samples, n_features)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    reference = X.copy()
+    if not groups:
+        return reference
+    # One permutation per group: the argsort of uniform keys, a column of keys a group.
+    orders = np.argsort(rng.random_sample((len(X), len(groups))), axis=0)
+    columns = np.concatenate(groups)
+    group_of = np.repeat(np.arange(len(groups)), [len(group) for group in groups])
+    reference[:, columns] = X[orders[:, group_of], columns]
+    return reference
+
+
+def largest_clade_support(posterior, n_points):
+    """The largest posterior probability of a cluster of 3..N-1 points (a trellis over trees).
+
+    The clusters no structureless data should support: singletons and the
+    whole set are in every tree, and pairs of the nearest points are
+    supported on any data.
+    """
+    members, log_marginals = posterior.most_probable_clusters(2, 3)
+    return max((float(np.exp(min(value, 0.0))) for m, value in zip(members, log_marginals)
+                if len(m) < n_points), default=0.0)
+
+
+def largest_together(pairwise):
+    """The largest co-clustering probability that some three points all reach with each other.
+
+    ``max over i, j, k of min(p_ij, p_ik, p_jk)`` from the (n, n)
+    co-clustering matrix, in O(n**3) (a thousand triples at n = 20: nothing
+    next to the trellis that gave the matrix).
+    """
+    pairwise = np.array(pairwise, dtype=np.float64)
+    if len(pairwise) < 3:
+        return 0.0
+    np.fill_diagonal(pairwise, 0.0)
+    # For each pair i, j: the best third point k, then the pair's own probability.
+    third = np.max(np.minimum(pairwise[:, None, :], pairwise[None, :, :]), axis=2)
+    return float(np.max(np.minimum(pairwise, third)))
+
+
+def _largest_humble_beta(humility, start, upper):
+    """The largest beta (within CAP_TOLERANCE, from below) with humility(beta) <= NULL_LEVEL.
+
+    ``humility`` is monotone-ish increasing in beta: steps of ``CAP_STEP``
+    from ``start`` bracket the crossing, then bisection on log beta. Only
+    betas found humble are returned, so a non-monotone stretch costs
+    precision, never a proud cap. None when even ``BETA_RANGE[0]`` is not
+    humble (the posterior supports something at any temperature), and
+    ``upper`` when it is humble there. Returns (beta, fits).
+    """
+    low_bound, high_bound = np.log(BETA_RANGE[0]), np.log(upper)
+    humble, proud, fits = None, None, 0
+
+    def humble_at(log_beta):
+        nonlocal fits
+        fits += 1
+        return humility(float(np.exp(log_beta))) <= NULL_LEVEL
+
+    log_beta = float(np.clip(np.log(start), low_bound, high_bound))
+    while True:
+        if humble_at(log_beta):
+            humble = log_beta
+            if log_beta >= high_bound or proud is not None:
+                break
+            log_beta = min(log_beta + np.log(CAP_STEP), high_bound)
+        else:
+            proud = log_beta
+            if log_beta <= low_bound:
+                return None, fits
+            if humble is not None:
+                break
+            log_beta = max(log_beta - np.log(CAP_STEP), low_bound)
+    while proud is not None and proud - humble > np.log(CAP_TOLERANCE):
+        middle = 0.5 * (humble + proud)
+        if humble_at(middle):
+            humble = middle
+        else:
+            proud = middle
+    return (float(upper) if humble >= high_bound else float(np.exp(humble))), fits
+
+
+def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1]):
+    """The largest beta at which the posterior over structureless references stays humble.
+
+    The smallest, over ``N_REFERENCE_DRAWS`` references (``reference_data``),
+    of the largest beta (up to ``upper``) at which ``humility(beta,
+    reference)`` -- the largest probability the posterior over the
+    reference gives to a structure structureless data should not show --
+    is at most ``NULL_LEVEL``. Each draw after the first starts from the
+    cap so far: when it is humble there, one fit settles it.
+
+    Parameters
+    ----------
+    humility : callable
+        ``humility(beta, data)``, a probability.
+    X : ndarray of shape (n_samples, n_features)
+    groups : list of ndarray of int
+        ``distinct_columns(X)``.
+    rng : RandomState
+    start : float
+        First beta tried.
+    upper : float, default=BETA_RANGE[1]
+        Largest beta considered.
+
+    Returns
+    -------
+    cap : float or None
+        None when some reference is not humble even at ``BETA_RANGE[0]``.
+    fits : int
+        Posteriors fitted.
+    """
+    cap, fits = upper, 0
+    for _ in range(N_REFERENCE_DRAWS):
+        reference = reference_data(X, groups, rng)
+        cap, draw_fits = _largest_humble_beta(lambda beta: humility(beta, reference),
+                                              min(start, cap), cap)
+        fits += draw_fits
+        if cap is None:
+            break
+    return cap, fits
+
+
 def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
-              max_resamples=MIN_BOOTSTRAP, n_threads=1):
-    """Resolve ``beta="auto"`` by the feature bootstrap, for any posterior an estimator computes.
+              humility=None, max_resamples=MIN_BOOTSTRAP, n_threads=1):
+    """Resolve ``beta="auto"`` by the feature bootstrap, capped by a reference null.
 
     The one calibration of the package: the exact estimators (over all
     trees, all partitions) and the sparse ones (over the structures their
-    trellis spans) call it with three callables of their own. It checks
-    the rows (``check_rows``), decides whether the feature bootstrap
-    applies (``calibration_plan``; if not, beta = 1 with a warning),
-    draws the bootstrap, and solves for the beta whose posterior expected
-    excess loss matches the bootstrap's (module docstring).
+    trellis spans) call it with callables of their own. It checks the rows
+    (``check_rows``), decides whether the feature bootstrap applies
+    (``calibration_plan``), draws the bootstrap, and solves for the beta
+    whose posterior expected excess loss matches the bootstrap's (module
+    docstring); then caps beta by ``reference_null_cap``. Where the
+    bootstrap does not apply but X has features, beta_ is the cap alone;
+    without features (or without ``humility``), beta = 1 with a warning.
 
     Parameters
     ----------
@@ -504,6 +662,11 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         ``expected_loss(fitted, rng)``: the posterior expectation of that
         full-data unit loss under a fitted posterior (exact, or a mean of
         draws from ``rng``).
+    humility : callable or None, default=None
+        ``humility(energy, data)``: the largest probability the estimator's
+        posterior over ``data`` (same shape as X) under ``energy`` gives to
+        a structure that structureless data should not show (a cluster of
+        3..N-1 points; three points together). None: no cap.
     max_resamples : int, default=MIN_BOOTSTRAP
         Most bootstrap resamples (at least ``MIN_BOOTSTRAP`` are drawn).
     n_threads : int, default=1
@@ -520,19 +683,16 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         What ``fit`` returned for that energy.
     calibration : dict
         ``calibration_plan``'s record, with ``n_resamples`` when a
-        bootstrap ran.
+        bootstrap ran and the cap's record when it was sought.
     """
     plan = calibration_plan(energy, X)
+    groups = plan.pop("groups", None)
     check_rows(energy, X)
-    if plan["method"] != "feature bootstrap":
+    capped = humility is not None and N_REFERENCE_DRAWS > 0 and groups and len(X) >= 3
+    if plan["method"] != "feature bootstrap" and not (plan["method"] == "uncalibrated" and capped):
         energy, beta = _uncalibrated(energy, plan)
         return energy, beta, fit(energy, False), plan
-    bootstrap_rng, rng = _rngs(random_state)
-    unit = _unit_loss(energy)
-    full_loss = map_loss(unit, X)
-    target, plan["n_resamples"] = _bootstrap_excess(
-        lambda Xb: map_loss(unit, Xb), X, full_loss, bootstrap_rng, max_resamples, n_threads,
-        plan.pop("groups"))
+    bootstrap_rng, rng, reference_rng = _rngs(random_state)
     fitted = {}
 
     def evaluate(beta):
@@ -543,9 +703,43 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         # expectation a hair below the minimum loss found.
         return max(expected_loss(fitted["posterior"], rng) - full_loss, 0.0)
 
-    beta = _solve(evaluate, target, len(X))
-    if fitted["energy"].beta != beta:
-        evaluate(beta)
+    if plan["method"] == "feature bootstrap":
+        unit = _unit_loss(energy)
+        full_loss = map_loss(unit, X)
+        target, plan["n_resamples"] = _bootstrap_excess(
+            lambda Xb: map_loss(unit, Xb), X, full_loss, bootstrap_rng, max_resamples,
+            n_threads, groups)
+        beta = _solve(evaluate, target, len(X))
+        start = upper = beta
+    else:   # too few distinct columns to resample: the cap alone
+        beta, start, upper = None, 1.0, BETA_RANGE[1]
+    if capped:
+        fitted.clear()   # the references' posteriors take its memory
+        cap, _ = reference_null_cap(
+            lambda beta, data: humility(clone(energy).set_params(beta=beta), data),
+            X, groups, reference_rng, start, upper)
+        plan.update(null_level=NULL_LEVEL, n_reference_draws=N_REFERENCE_DRAWS, null_cap=cap,
+                    null_cap_bound=cap is not None and (beta is None or cap < beta))
+        if cap is None and beta is None:
+            plan["reason"] = (
+                f"X has {plan['n_distinct_features']} distinct feature column(s), too few "
+                "for the feature bootstrap, and the posterior over its permuted columns "
+                f"supports some structure above {NULL_LEVEL} at every beta")
+            energy, beta = _uncalibrated(energy, plan)
+            return energy, beta, fit(energy, False), plan
+        if cap is not None and (beta is None or cap < beta):
+            beta = cap
+        if plan["method"] == "uncalibrated":
+            plan["method"] = "reference null"
+            _warn_caller(
+                f"beta='auto' could not use the feature bootstrap: {plan['reason']}. beta_ = "
+                f"{beta:.3g}, the reference-null cap (the largest beta at which the posterior "
+                "over X with its columns permuted supports no structure above "
+                f"{NULL_LEVEL}): it guards against clusters in noise but can understate real "
+                "ones (clear groups in 4 features got 0.03-0.3); calibration_ records this")
+    if fitted.get("energy") is None or fitted["energy"].beta != beta:
+        scaled = clone(energy).set_params(beta=beta)
+        fitted.update(energy=scaled, posterior=fit(scaled, True))
     return fitted["energy"], beta, fitted["posterior"], plan
 
 
@@ -595,8 +789,11 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1)
             parents.shape).sum(axis=1)
         return float(losses.mean())
 
+    def humility(scaled, data):
+        return largest_clade_support(make_trellis(scaled.split_potential(data)), n_points)
+
     energy, beta, (potential, trellis), calibration = calibrate(
-        energy, X, random_state, fit, map_loss, expected_loss,
+        energy, X, random_state, fit, map_loss, expected_loss, humility=humility,
         max_resamples=MAX_TREE_BOOTSTRAP, n_threads=_search_threads(n_threads))
     return energy, beta, potential, trellis, calibration
 
@@ -716,8 +913,11 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
     energy, beta, trellis, calibration = calibrate(
         energy, X, random_state, fit, map_loss,
         lambda trellis, rng: losses["X"](trellis.pairwise_probability()),
+        humility=lambda scaled, data: largest_together(
+            make_trellis(scaled.cluster_potential(data), None).pairwise_probability()),
         max_resamples=MAX_PARTITION_BOOTSTRAP)
-    if calibration["method"] == "feature bootstrap" and n_clusters is not None:
+    if calibration["method"] in ("feature bootstrap", "reference null") \
+            and n_clusters is not None:
         # The constrained MAP of n_clusters needs its own pass.
         trellis = make_trellis(energy.cluster_potential(X), n_clusters)
     return energy, beta, trellis, calibration
