@@ -179,11 +179,6 @@ def run(args):
             how = "given by --beta"
         elif calibration["method"] == "feature bootstrap":
             how = "beta='auto': calibrated by a bootstrap over the features"
-            if calibration["null_cap_bound"]:
-                how += ", capped by the reference null"
-        elif calibration["method"] == "reference null":
-            how = (f"beta='auto': the reference-null cap ({calibration['reason']}); it "
-                   "guards against clusters in noise, may understate real ones")
         else:
             how = f"beta='auto' NOT calibrated ({calibration['reason']}): the loss as given"
         print(f"beta_ = {model.beta_:.4g} ({how})")

@@ -76,28 +76,32 @@ and only betas found humble are kept). beta_ is the smaller of the two.
 The level leaves margin on the data themselves: at N = 12, 3000 genes,
 the flat posterior on noise then puts three points together at 0.21-0.36
 (10 seeds; at levels 0.35-0.4 up to 0.45, at 0.45 up to 0.59), and
-planted subtypes keep a co-clustering of 0.70-0.96 within a subtype
-(0.84-0.96 at levels 0.35-0.4: the flat posterior turns from spread to
+and planted subtypes keep a co-clustering of 0.70-0.96 within a subtype
+(1.00 uncapped; below 0.8 in 1 seed of 10, 2 of 30; 0.84-0.96 at levels
+0.35-0.4: the flat posterior turns from spread to
 committed within a factor of about 2 in beta, on noise and on subtypes
 alike, so the level trades one side against the other). The
 sparse trellis takes no cap: over the trees it spans, a permuted
-reference has a cluster above 0.5 even at beta = 0.001 (its spanned trees
+reference has a cluster above 0.3 even at beta = 0.001 (its spanned trees
 share it), so no beta is humble.
 
-Where the bootstrap has nothing to work with but X has columns -- fewer
-than ``MIN_FEATURES`` distinct columns (two columns have three distinct
-resamples: too coarse to calibrate against) -- beta_ is the cap alone,
-sought from beta = 1, with a warning: on 12 x 4 noise it keeps every
-cluster below 0.26, but with 4 features no beta gives clear groups
-support >= 0.9 while keeping noise below 0.5 (at beta = 3 groups shifted
-by 4 standard deviations get 1.0 and noise clusters 0.76-0.97), so the
-cap takes the noise side and understates real groups. With
-``affinity="precomputed"`` (no columns to permute), or fewer than three
-points, ``beta_ = 1``, the loss at the scale given, with a warning (not
-below three points, where the temperature hardly matters) and the reason
-in ``calibration_``; so too in the sparse estimators with few columns.
-The Dirichlet-weighted bootstrap over few columns was tried and left
-noise of 4 features with clusters at 0.64-0.86. All rows identical is an error,
+Where the bootstrap has nothing to work with -- ``affinity="precomputed"``
+(no features), fewer than ``MIN_FEATURES`` distinct columns (two columns
+have three distinct resamples: too coarse to calibrate against), fewer
+than three points -- ``beta_ = 1``, the loss at the scale given, with a
+warning (not below three points, where the temperature hardly matters)
+and the reason in ``calibration_``. No principle is applied there. The
+Dirichlet-weighted bootstrap over few columns was tried and left noise of
+4 features with clusters at 0.64-0.86. The reference-null cap alone was
+tried too (beta_ = the cap): it kept 12 x 4 noise below 0.26, but with 4
+features no beta gives clear groups support >= 0.9 while keeping noise
+below 0.5 (at beta = 3 groups shifted by 4 standard deviations get 1.0
+and noise clusters 0.76-0.97; at the cap, 0.2-0.6, the groups got at
+most 0.03, iris species 0.001, and two clear groups of 5 points in 2
+features 0.28 instead of 0.73); and with one distinct column the
+permuted reference is X itself with its rows relabelled. So it is not
+applied there: beta = 1, and the warning says the numbers are not
+calibrated. All rows identical is an error,
 identical rows a warning (``check_rows``). The search estimators
 (greedy, beam search, best-first) compute no posterior to calibrate:
 ``beta="auto"`` gives ``beta_ = 1`` there. The sparse trellis calibrates
@@ -342,15 +346,14 @@ def calibration_plan(energy, X):
     -------
     calibration : dict
         ``method``: "feature bootstrap" (calibrated), "fixed" (a numeric
-        beta), "uncalibrated" (``"auto"`` means beta = 1, for ``reason``;
-        ``calibrate`` turns it into "reference null" when the cap applies)
+        beta), "uncalibrated" (``"auto"`` means beta = 1, for ``reason``)
         or None (an energy without a temperature); ``n_distinct_features``
         (groups of ``distinct_columns``: what the bootstrap counts and
         draws), ``n_effective_features`` (``effective_n_features``: how
         many independent directions the columns span, for information; it
         counts cluster structure as correlation too, so it is reported, not
         acted on), ``n_resamples`` (bootstrap resamples drawn) and
-        ``reason`` (None, or why not the bootstrap); ``null_cap``,
+        ``reason`` (None, or why beta = 1); ``null_cap``,
         ``null_cap_bound``, ``null_level``, ``n_reference_draws`` (None
         here, filled by ``calibrate`` when the reference-null cap is
         sought); ``groups`` (private to the calibration) is removed before
@@ -679,9 +682,9 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     (``check_rows``), decides whether the feature bootstrap applies
     (``calibration_plan``), draws the bootstrap, and solves for the beta
     whose posterior expected excess loss matches the bootstrap's (module
-    docstring); then caps beta by ``reference_null_cap``. Where the
-    bootstrap does not apply but X has features, beta_ is the cap alone;
-    without features (or without ``humility``), beta = 1 with a warning.
+    docstring); then caps beta by ``reference_null_cap`` (given
+    ``humility``). Where the bootstrap does not apply, beta = 1 with a
+    warning.
 
     Parameters
     ----------
@@ -732,8 +735,7 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     plan = calibration_plan(energy, X)
     groups = plan.pop("groups", None)
     check_rows(energy, X)
-    capped = humility is not None and N_REFERENCE_DRAWS > 0 and groups and len(X) >= 3
-    if plan["method"] != "feature bootstrap" and not (plan["method"] == "uncalibrated" and capped):
+    if plan["method"] != "feature bootstrap":
         energy, beta = _uncalibrated(energy, plan)
         return energy, beta, fit(energy, False), plan
     bootstrap_rng, rng, reference_rng = _rngs(random_state)
@@ -747,40 +749,21 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         # expectation a hair below the minimum loss found.
         return max(expected_loss(fitted["posterior"], rng) - full_loss, 0.0)
 
-    if plan["method"] == "feature bootstrap":
-        unit = _unit_loss(energy)
-        full_loss = map_loss(unit, X)
-        target, plan["n_resamples"] = _bootstrap_excess(
-            lambda Xb: map_loss(unit, Xb), X, full_loss, bootstrap_rng, max_resamples,
-            n_threads, groups)
-        beta = _solve(evaluate, target, len(X))
-        start = upper = beta
-    else:   # too few distinct columns to resample: the cap alone
-        beta, start, upper = None, 1.0, BETA_RANGE[1]
-    if capped:
+    unit = _unit_loss(energy)
+    full_loss = map_loss(unit, X)
+    target, plan["n_resamples"] = _bootstrap_excess(
+        lambda Xb: map_loss(unit, Xb), X, full_loss, bootstrap_rng, max_resamples, n_threads,
+        groups)
+    beta = _solve(evaluate, target, len(X))
+    if humility is not None and N_REFERENCE_DRAWS > 0:
         fitted.clear()   # the references' posteriors take its memory
         cap, _ = reference_null_cap(
             lambda beta, data: humility(clone(energy).set_params(beta=beta), data),
-            X, groups, reference_rng, start, upper)
+            X, groups, reference_rng, beta, beta)
         plan.update(null_level=NULL_LEVEL, n_reference_draws=N_REFERENCE_DRAWS, null_cap=cap,
-                    null_cap_bound=cap is not None and (beta is None or cap < beta))
-        if cap is None and beta is None:
-            plan["reason"] = (
-                f"X has {plan['n_distinct_features']} distinct feature column(s), too few "
-                "for the feature bootstrap, and the posterior over its permuted columns "
-                f"supports some structure above {NULL_LEVEL} at every beta")
-            energy, beta = _uncalibrated(energy, plan)
-            return energy, beta, fit(energy, False), plan
-        if cap is not None and (beta is None or cap < beta):
+                    null_cap_bound=cap is not None and cap < beta)
+        if plan["null_cap_bound"]:
             beta = cap
-        if plan["method"] == "uncalibrated":
-            plan["method"] = "reference null"
-            _warn_caller(
-                f"beta='auto' could not use the feature bootstrap: {plan['reason']}. beta_ = "
-                f"{beta:.3g}, the reference-null cap (the largest beta at which the posterior "
-                "over X with its columns permuted supports no structure above "
-                f"{NULL_LEVEL}): it guards against clusters in noise but can understate real "
-                "ones (clear groups in 4 features got 0.03-0.3); calibration_ records this")
     if fitted.get("energy") is None or fitted["energy"].beta != beta:
         scaled = clone(energy).set_params(beta=beta)
         fitted.update(energy=scaled, posterior=fit(scaled, True))
@@ -960,8 +943,7 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
         humility=lambda scaled, data: largest_together(
             make_trellis(scaled.cluster_potential(data), None).pairwise_probability()),
         max_resamples=MAX_PARTITION_BOOTSTRAP)
-    if calibration["method"] in ("feature bootstrap", "reference null") \
-            and n_clusters is not None:
+    if calibration["method"] == "feature bootstrap" and n_clusters is not None:
         # The constrained MAP of n_clusters needs its own pass.
         trellis = make_trellis(energy.cluster_potential(X), n_clusters)
     return energy, beta, trellis, calibration

@@ -99,14 +99,13 @@ class ExactFlatClustering(
         (``benchmarks/bench_calibration.py``); a numeric beta skips it.
     calibration_ : dict
         How ``beta_`` was chosen, with an energy that has a temperature:
-        ``method`` ("feature bootstrap"; "reference null" when too few
-        distinct columns leave only the cap below, with a warning; "fixed"
-        for a numeric beta; "uncalibrated" when ``beta="auto"`` found
-        nothing to calibrate against and means 1, with a warning),
-        ``n_effective_features`` (duplicated or correlated columns counted
-        once, see "Reading a posterior"), ``n_resamples`` (bootstrap
-        resamples drawn), ``reason`` (why not the bootstrap, else None),
-        and the reference-null cap: ``null_cap`` (the largest beta at
+        ``method`` ("feature bootstrap"; "fixed" for a numeric beta;
+        "uncalibrated" when ``beta="auto"`` found nothing to calibrate
+        against and means 1, with a warning), ``n_effective_features``
+        (duplicated or correlated columns counted once, see "Reading a
+        posterior"), ``n_resamples`` (bootstrap resamples drawn),
+        ``reason`` (why uncalibrated, else None), and the reference-null
+        cap on the bootstrap's beta (None when uncalibrated): ``null_cap`` (the largest beta at
         which the posterior over X with its columns permuted gives nothing
         more than ``null_level``, the smallest over ``n_reference_draws``
         permutations; sought only up to the bootstrap's beta, so equal

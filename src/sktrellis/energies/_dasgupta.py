@@ -50,14 +50,13 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         most the largest value at which the posterior over X with each
         column permuted across the rows (structureless data with the same
         columns) gives no cluster of 3..N-1 points, or no three points
-        together, more than 0.3; with fewer than 10 distinct feature
-        columns (copies of a column count once), where the bootstrap cannot
-        run, beta is that cap, with a warning. ``"auto"`` means 1, with a
-        warning, with ``affinity="precomputed"`` (no columns), in the
-        sparse estimators with fewer than 10 distinct columns; and without
-        a warning below three points, in the search estimators (greedy,
-        beam, best-first: no posterior to calibrate), and for the energy
-        used on its own.
+        together, more than 0.3. ``"auto"`` means 1, with a warning, where
+        there is nothing to calibrate against: with
+        ``affinity="precomputed"`` or fewer than 10 distinct feature
+        columns (copies of a column count once); and without a warning
+        below three points, in the search estimators (greedy, beam,
+        best-first: no posterior to calibrate), and for the energy used on
+        its own.
     tree_prior : {"yule", "uniform"}, default="yule"
         Prior over tree shapes in the posterior over trees. ``"yule"``: a
         cluster of n points splits into k and n - k points with k uniform
