@@ -622,6 +622,7 @@ def test_calibration_is_recorded(estimator):
     assert calibration["n_resamples"] >= MIN_BOOTSTRAP
     assert calibration["null_level"] == NULL_LEVEL
     assert calibration["n_reference_draws"] == N_REFERENCE_DRAWS
+    assert calibration["n_reference_fits"] >= N_REFERENCE_DRAWS
     if calibration["null_cap_bound"]:
         assert model.beta_ == calibration["null_cap"]
     assert estimator(CorrelationClustering(beta=2.0)).fit(X).calibration_["method"] == "fixed"

@@ -354,14 +354,15 @@ def calibration_plan(energy, X):
         counts cluster structure as correlation too, so it is reported, not
         acted on), ``n_resamples`` (bootstrap resamples drawn) and
         ``reason`` (None, or why beta = 1); ``null_cap``,
-        ``null_cap_bound``, ``null_level``, ``n_reference_draws`` (None
+        ``null_cap_bound``, ``null_level``, ``n_reference_draws``,
+        ``n_reference_fits`` (posteriors fitted to find the cap; None
         here, filled by ``calibrate`` when the reference-null cap is
         sought); ``groups`` (private to the calibration) is removed before
         the record is stored.
     """
     plan = {"method": None, "n_distinct_features": None, "n_effective_features": None,
             "n_resamples": None, "reason": None, "null_cap": None, "null_cap_bound": None,
-            "null_level": None, "n_reference_draws": None}
+            "null_level": None, "n_reference_draws": None, "n_reference_fits": None}
     if not isinstance(energy, TemperatureMixin):
         return plan
     if not is_auto(energy):
@@ -757,11 +758,11 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     beta = _solve(evaluate, target, len(X))
     if humility is not None and N_REFERENCE_DRAWS > 0:
         fitted.clear()   # the references' posteriors take its memory
-        cap, _ = reference_null_cap(
+        cap, n_fits = reference_null_cap(
             lambda beta, data: humility(clone(energy).set_params(beta=beta), data),
             X, groups, reference_rng, beta, beta)
         plan.update(null_level=NULL_LEVEL, n_reference_draws=N_REFERENCE_DRAWS, null_cap=cap,
-                    null_cap_bound=cap is not None and cap < beta)
+                    null_cap_bound=cap is not None and cap < beta, n_reference_fits=n_fits)
         if plan["null_cap_bound"]:
             beta = cap
     if fitted.get("energy") is None or fitted["energy"].beta != beta:

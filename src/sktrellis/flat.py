@@ -111,7 +111,9 @@ class ExactFlatClustering(
         permutations; sought only up to the bootstrap's beta, so equal
         to it when the cap does not bind; None when a permuted posterior
         supports something at every beta), ``null_cap_bound`` (whether it
-        lowered beta_).
+        lowered beta_), ``null_level``, ``n_reference_draws`` and
+        ``n_reference_fits`` (posteriors fitted over references: the cap's
+        cost).
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: log p(X), the exact
         marginal likelihood of the data under the DP mixture.
