@@ -94,9 +94,11 @@ class ExactFlatClustering(
         one (``CorrelationClustering``): the energy's ``beta``, or the
         value ``beta="auto"`` calibrated (see
         :class:`~sktrellis.energies.CorrelationClustering`). The
-        calibration runs a max-only flat pass on 20 bootstrap resamples and
-        the trellis a few times more: 2-11x a plain fit at N = 14-20
-        (``benchmarks/bench_calibration.py``); a numeric beta skips it.
+        calibration runs a max-only flat pass on 20 bootstrap resamples,
+        the trellis a few times more, and the trellis over 3 permuted
+        references 1-4 times each for the cap: 4-31x a plain fit at
+        N = 12-16, 24-26x at N = 20 on noise (loaded machine,
+        ``benchmarks/bench_calibration.py``); a numeric beta skips it.
     calibration_ : dict
         How ``beta_`` was chosen, with an energy that has a temperature:
         ``method`` ("feature bootstrap"; "fixed" for a numeric beta;

@@ -83,10 +83,12 @@ class ExactHierarchicalClustering(
         The inverse temperature of the posterior, with an energy that has
         one (``Dasgupta``, ``CorrelationClustering``): the energy's
         ``beta``, or the value ``beta="auto"`` calibrated (see
-        :class:`~sktrellis.energies.Dasgupta`). The calibration costs 4-6
-        plain fits at N = 20 and 9-16 at N = 14-18, where a plain fit takes
-        a second or less (``benchmarks/bench_calibration.py``); a numeric
-        beta skips it.
+        :class:`~sktrellis.energies.Dasgupta`). The calibration (bootstrap,
+        then the cap over 3 permuted references, each a trellis with its
+        cluster marginals) costs 18-34 plain fits at N = 20 and 33-56 at
+        N = 12-16, where a plain fit takes a second or less (loaded
+        machine, ``benchmarks/bench_calibration.py``); a numeric beta skips
+        it.
     calibration_ : dict
         How ``beta_`` was chosen, with an energy that has a temperature:
         ``method`` ("feature bootstrap"; "fixed" for a numeric beta;
