@@ -1,6 +1,5 @@
 """beta="auto": the calibrated temperature of Dasgupta and CorrelationClustering (issue 19)."""
 import itertools
-import warnings
 
 import numpy as np
 import pytest
@@ -14,7 +13,6 @@ from sktrellis import (
 )
 from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
-from sktrellis._engine.tree.conversion import masks_from_merges
 from sktrellis._temperature import (
     BOOTSTRAP_RELATIVE_ERROR,
     MAX_TREE_BOOTSTRAP,
@@ -30,7 +28,6 @@ from sktrellis._temperature import (
     distinct_columns,
     effective_n_features,
     _rngs,
-    _search_map_merges,
     _unit_loss,
     largest_together,
     reference_data,
@@ -196,37 +193,16 @@ def test_planted_subtypes_are_supported(seed):
         assert model.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
 
 
-def bootstrap_frequency(X, members):
-    """How often the minimum-loss trees of the calibration's resamples hold the cluster.
-
-    Over MAX_TREE_BOOTSTRAP resamples, the most the calibration draws.
-    """
-    n_samples = len(X)
-    target = sum(1 << int(i) for i in members)
-    unit = _unit_loss(Dasgupta())
-    resamples = _bootstrap_columns(X, _rngs(None)[0])
-    hits = [target in {int(mask) for mask in masks_from_merges(
-                _search_map_merges(unit, next(resamples)), n_samples)}
-            for _ in range(MAX_TREE_BOOTSTRAP)]
-    return float(np.mean(hits))
-
-
 @pytest.mark.parametrize("seed", range(10))
-def test_noise_supports_no_clade_beyond_the_bootstrap(seed):
-    """No cluster of 3..N-1 points above 0.5 unless resampling the genes supports it more.
+def test_noise_supports_no_clade(seed):
+    """No cluster of 3..N-1 points above 0.5 on noise (N = 12, 3000 genes).
 
-    Seeds 0-9 include one (seed 5, support 0.61) where the feature
-    bootstrap puts all points but one together in 63 of the calibration's
-    100 resamples (in 111 of 200 others): there the data, not the
-    temperature, say so.
+    Without the reference-null cap seed 5 had one at 0.61 (all points but
+    one, which the feature bootstrap itself put together in 63 of 100
+    resamples); the cap keeps beta_ where permuted data stay below 0.3.
     """
-    X = noise(12, seed)
-    model = ExactHierarchicalClustering().fit(X)
-    support = largest_support(model, 12)
-    if support > 0.5:
-        members, _ = next((members, p) for members, p in model.most_probable_clusters(
-            5, min_size=3) if len(members) < 12)
-        assert support <= bootstrap_frequency(X, members)
+    model = ExactHierarchicalClustering().fit(noise(12, seed))
+    assert largest_support(model, 12) <= 0.5
 
 
 @pytest.mark.slow
