@@ -287,7 +287,7 @@ def test_dasgupta_heights_are_subtree_costs():
 
 
 def test_ties_are_broken_deterministically():
-    X = np.zeros((6, 2))  # every tree has the same Dasgupta cost
+    X = np.eye(6)  # every pair at the same distance: every tree has the same Dasgupta cost
     energy = Dasgupta(tree_prior="uniform")   # and the same prior
     first = ExactHierarchicalClustering(energy, n_clusters=3).fit(X)
     second = ExactHierarchicalClustering(energy, n_clusters=3).fit(X)
@@ -878,7 +878,7 @@ def test_an_energy_with_a_wrong_table_gets_a_clear_error():
             )
 
     with pytest.raises(ValueError, match="'child_term' must have shape"):
-        ExactHierarchicalClustering(Broken()).fit(np.zeros((4, 2)))
+        ExactHierarchicalClustering(Broken()).fit(np.eye(4))
 
 
 ###############################################################################

@@ -1,4 +1,6 @@
 """beta="auto": the calibrated temperature of Dasgupta and CorrelationClustering."""
+import itertools
+
 import numpy as np
 import pytest
 from scipy.special import logsumexp
@@ -11,17 +13,24 @@ from sktrellis import (
 )
 from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
-from sktrellis._engine.tree.conversion import masks_from_merges
 from sktrellis._temperature import (
     BOOTSTRAP_RELATIVE_ERROR,
     MAX_TREE_BOOTSTRAP,
     MIN_BOOTSTRAP,
     MIN_FEATURES,
+    N_REFERENCE_DRAWS,
+    NULL_LEVEL,
+    CAP_TOLERANCE,
+    BETA_RANGE,
     _bootstrap_columns,
+    _largest_humble_beta,
     _bootstrap_excess,
+    distinct_columns,
+    effective_n_features,
     _rngs,
-    _search_map_merges,
     _unit_loss,
+    largest_together,
+    reference_data,
 )
 from sktrellis.datasets import make_planted_subtypes
 
@@ -104,7 +113,7 @@ def test_a_number_is_used_as_given(estimator):
 
 @pytest.mark.parametrize(
     "estimator",
-    [SparseTrellisClustering, BestFirstHierarchicalClustering, GreedyHierarchicalClustering,
+    [BestFirstHierarchicalClustering, GreedyHierarchicalClustering,
      BeamSearchHierarchicalClustering],
 )
 def test_search_estimators_use_beta_one(estimator):
@@ -125,7 +134,9 @@ def test_search_estimators_use_beta_one(estimator):
     ids=["few-features", "precomputed"],
 )
 def test_fallback_is_beta_one(X, energy):
-    auto = ExactHierarchicalClustering(energy).fit(X)
+    with pytest.warns(UserWarning, match="could not be calibrated"):
+        auto = ExactHierarchicalClustering(energy).fit(X)
+    assert auto.calibration_["method"] == "uncalibrated"
     fixed = ExactHierarchicalClustering(energy.set_params(beta=1.0)).fit(X)
     assert auto.beta_ == 1.0
     assert auto.log_partition_ == fixed.log_partition_
@@ -183,36 +194,16 @@ def test_planted_subtypes_are_supported(global_random_seed):
         assert model.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
 
 
-def bootstrap_frequency(X, members):
-    """How often the minimum-loss trees of the calibration's resamples hold the cluster.
+@pytest.mark.parametrize("seed", range(10))
+def test_noise_supports_no_clade(seed):
+    """No cluster of 3..N-1 points above 0.5 on noise (N = 12, 3000 genes).
 
-    Over MAX_TREE_BOOTSTRAP resamples, the most the calibration draws.
+    Without the reference-null cap seed 5 had one at 0.61 (all points but
+    one, which the feature bootstrap itself put together in 63 of 100
+    resamples); the cap keeps beta_ where permuted data stay below 0.3.
     """
-    n_samples = len(X)
-    target = sum(1 << int(i) for i in members)
-    unit = _unit_loss(Dasgupta())
-    resamples = _bootstrap_columns(X, _rngs(None)[0])
-    hits = [target in {int(mask) for mask in masks_from_merges(
-                _search_map_merges(unit, next(resamples)), n_samples)}
-            for _ in range(MAX_TREE_BOOTSTRAP)]
-    return float(np.mean(hits))
-
-
-def test_noise_supports_no_clade_beyond_the_bootstrap(global_random_seed):
-    """No cluster of 3..N-1 points above 0.5 unless resampling the genes supports it more.
-
-    Seeds 0-9 include one (seed 5, support 0.61) where the feature
-    bootstrap puts all points but one together in 63 of the calibration's
-    100 resamples (in 111 of 200 others): there the data, not the
-    temperature, say so.
-    """
-    X = noise(12, global_random_seed)
-    model = ExactHierarchicalClustering().fit(X)
-    support = largest_support(model, 12)
-    if support > 0.5:
-        members, _ = next((members, p) for members, p in model.most_probable_clusters(
-            5, min_size=3) if len(members) < 12)
-        assert support <= bootstrap_frequency(X, members)
+    model = ExactHierarchicalClustering().fit(noise(12, seed))
+    assert largest_support(model, 12) <= 0.5
 
 
 @pytest.mark.slow
@@ -246,8 +237,35 @@ def test_flat_planted_subtypes(global_random_seed):
     assert model.pairwise_probability_[~same].max() <= 0.2
 
 
-def test_flat_noise_map_is_not_confident(global_random_seed):
-    X = noise(12, global_random_seed)
+@pytest.mark.parametrize("seed", range(3))
+def test_largest_together_is_the_best_triple(seed):
+    rng = np.random.default_rng(seed)
+    pairwise = rng.uniform(size=(7, 7))
+    pairwise = (pairwise + pairwise.T) / 2
+    np.fill_diagonal(pairwise, 1.0)
+    assert largest_together(pairwise) == max(
+        min(pairwise[i, j], pairwise[i, k], pairwise[j, k])
+        for i, j, k in itertools.combinations(range(7), 3))
+    assert largest_together(np.ones((2, 2))) == 0.0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_flat_noise_puts_no_three_points_together(seed):
+    """On noise, no three points that all co-cluster above 0.5 (the reference-null cap).
+
+    The feature bootstrap alone put some three noise points together at
+    0.45-0.95 (beta_ 148-232): its own MAP partitions are stable on 3000
+    genes. The cap keeps beta_ below the point where the posterior over
+    the permuted columns puts three points together above NULL_LEVEL.
+    """
+    model = ExactFlatClustering().fit(noise(12, seed))
+    assert model.calibration_["null_cap_bound"]
+    assert largest_together(model.pairwise_probability_) <= 0.5
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_flat_noise_map_is_not_confident(seed):
+    X = noise(12, seed)
     model = ExactFlatClustering().fit(X)
     map_probability = np.exp(model.map_log_potential_ - model.log_partition_)
     assert model.labels_.max() == 0 or map_probability <= 0.5
@@ -321,7 +339,7 @@ def test_resamples_agreeing_with_the_map_give_no_excess(map_loss):
         return map_loss
 
     assert _bootstrap_excess(agreeing, X, map_loss, _rngs(None)[0], MAX_TREE_BOOTSTRAP) \
-        == 0.0
+        == (0.0, MIN_BOOTSTRAP)
     assert len(calls) == MIN_BOOTSTRAP
 
 
@@ -331,10 +349,11 @@ def test_the_bootstrap_resamples_until_its_mean_is_known():
 
     def count_resamples(losses):
         calls = []
-        excess = _bootstrap_excess(
+        excess, n_resamples = _bootstrap_excess(
             lambda Xb: calls.append(Xb) or losses[len(calls) - 1], X, 0.0, _rngs(None)[0],
             MAX_TREE_BOOTSTRAP)
-        return excess, len(calls)
+        assert n_resamples == len(calls)
+        return excess, n_resamples
 
     # Excess 1 in every tenth resample: the standard error stays above 5 % of D.
     assert count_resamples([float(i % 10 == 0) for i in range(500)]) == (
@@ -498,3 +517,207 @@ def test_a_cancelled_search_stops_between_slices():
     with pytest.raises(KeyboardInterrupt):
         _search_map_merges(Dasgupta(beta=1.0), X, cancelled)
     assert _search_map_merges(Dasgupta(beta=1.0), X[:8], threading.Event()).shape == (7, 2)
+# Regimes the feature bootstrap cannot calibrate, and degenerate data.
+
+def test_distinct_columns_groups_copies_and_drops_constants():
+    rng = np.random.default_rng(0)
+    column, others = rng.normal(size=(8, 1)), rng.normal(size=(8, 3))
+    X = np.hstack([column, 3 * column + 1, -column, others, np.ones((8, 1)), 2 * others[:, :1],
+                   column + 1e-3 * rng.normal(size=(8, 1))])
+    assert [group.tolist() for group in distinct_columns(X)] == [
+        [0, 1, 2], [3, 7], [4], [5], [8]]
+    assert distinct_columns(np.ones((5, 4))) == []
+
+
+@pytest.mark.parametrize("n_points", [8, 20])
+def test_effective_n_features_counts_independent_directions(n_points):
+    rng = np.random.default_rng(n_points)
+    assert 0.75 * 300 < effective_n_features(rng.normal(size=(n_points, 300))) < 1.25 * 300
+    copies = np.repeat(rng.normal(size=(n_points, 1)), 12, axis=1)
+    assert effective_n_features(copies) < 1.2
+    three = np.repeat(rng.normal(size=(n_points, 3)), 5, axis=1)
+    assert 2 < effective_n_features(three) < 4
+    assert effective_n_features(np.ones((n_points, 5))) == 0.0
+
+
+def test_copies_of_a_column_are_one_column():
+    """Twelve copies of a column are not twelve measurements: the same warning and posterior."""
+    column = noise(9, 0, n_features=1)
+    fits = []
+    for X in (column, np.repeat(column, 12, axis=1)):
+        with pytest.warns(UserWarning, match=r"has 1 distinct feature column\(s\)"):
+            fits.append(ExactHierarchicalClustering().fit(X))
+    assert fits[1].beta_ == fits[0].beta_ == 1.0
+    assert fits[1].calibration_["method"] == "uncalibrated"
+    assert fits[1].log_partition_ == pytest.approx(fits[0].log_partition_, rel=1e-12)
+
+
+def test_copies_are_drawn_together():
+    """With copies, the bootstrap draws whole groups: a resample holds each group's copies."""
+    X = noise(6, 0, n_features=12)
+    X = np.hstack([X, X[:, :4]])
+    groups = distinct_columns(X)
+    assert len(groups) == 12
+    resample = next(_bootstrap_columns(X, np.random.RandomState(0), groups))
+    drawn = {tuple(column) for column in resample.T}
+    for group in groups:
+        present = [tuple(X[:, c]) in drawn for c in group]
+        assert all(present) or not any(present)
+
+
+def test_reference_data_permutes_each_column_and_keeps_copies_together():
+    rng = np.random.default_rng(0)
+    column, others = rng.normal(size=(30, 1)), rng.normal(size=(30, 4))
+    X = np.hstack([column, 2 * column + 1, others, np.ones((30, 1))])
+    groups = distinct_columns(X)
+    reference = reference_data(X, groups, np.random.RandomState(0))
+    assert np.array_equal(np.sort(reference, axis=0), np.sort(X, axis=0))   # each marginal kept
+    assert np.array_equal(reference[:, 1], 2 * reference[:, 0] + 1)        # copies stay copies
+    assert np.array_equal(reference[:, -1], X[:, -1])
+    moved = [not np.array_equal(reference[:, c], X[:, c]) for c in range(2, 6)]
+    assert all(moved)
+    # Independent permutations: the rows of the reference are not rows of X.
+    assert not any(np.array_equal(reference[:, 2:6], X[np.roll(np.arange(30), k)][:, 2:6])
+                   for k in range(30))
+
+
+@pytest.mark.parametrize("crossing", [1e-2, 0.7, 40.0, 900.0])
+@pytest.mark.parametrize("start", [1.0, 100.0])
+def test_the_cap_is_the_largest_humble_beta(crossing, start):
+    """A humility rising through NULL_LEVEL at ``crossing``: the cap is within CAP_TOLERANCE below."""
+    humility = lambda beta: 1.0 / (1.0 + (crossing / beta) ** 3) * 2 * NULL_LEVEL
+    cap, fits = _largest_humble_beta(humility, start, BETA_RANGE[1])
+    assert humility(cap) <= NULL_LEVEL
+    assert crossing / CAP_TOLERANCE <= cap <= crossing
+    assert fits <= 12
+
+
+def test_the_cap_is_the_upper_end_or_none_at_the_ends():
+    assert _largest_humble_beta(lambda beta: 0.0, 50.0, 50.0) == (50.0, 1)
+    assert _largest_humble_beta(lambda beta: 0.0, 5.0, 50.0) == (50.0, 3)   # 5, 20, 50
+    cap, _ = _largest_humble_beta(lambda beta: 1.0, 5.0, 50.0)
+    assert cap is None
+
+
+@pytest.mark.parametrize("n_features", [2, 5, 9])
+@pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering,
+                                       SparseTrellisClustering])
+def test_few_features_say_they_are_not_calibrated(estimator, n_features):
+    X = noise(7, 1, n_features=n_features)
+    energy = CorrelationClustering() if estimator is ExactFlatClustering else Dasgupta()
+    with pytest.warns(UserWarning, match="beta='auto' could not be calibrated"):
+        model = estimator(energy).fit(X)
+    assert model.beta_ == 1.0
+    assert model.calibration_["method"] == "uncalibrated"
+    assert model.calibration_["n_distinct_features"] == n_features
+    assert model.calibration_["null_cap"] is None
+
+
+@pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering,
+                                       SparseTrellisClustering])
+def test_identical_rows_are_named(estimator):
+    X = noise(8, 0, n_features=40)
+    X[5] = X[3]
+    with pytest.warns(UserWarning, match=r"1 group\(s\) of identical rows \(\[3, 5\]\)"):
+        estimator().fit(X)
+
+
+@pytest.mark.parametrize("beta", ["auto", 2.0])
+@pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering,
+                                       SparseTrellisClustering])
+def test_data_without_variation_is_refused(estimator, beta):
+    energy = CorrelationClustering(beta=beta) if estimator is ExactFlatClustering \
+        else Dasgupta(beta=beta)
+    with pytest.raises(ValueError, match="X has no variation: all 6 rows are identical"):
+        estimator(energy).fit(np.ones((6, 20)))
+
+
+@pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering])
+def test_calibration_is_recorded(estimator):
+    X, _ = planted_subtypes(8, seed=1, n_features=200, n_marked=30)
+    model = estimator().fit(X)
+    calibration = model.calibration_
+    assert calibration["method"] == "feature bootstrap" and calibration["reason"] is None
+    assert calibration["n_distinct_features"] == 200
+    assert calibration["n_resamples"] >= MIN_BOOTSTRAP
+    assert calibration["null_level"] == NULL_LEVEL
+    assert calibration["n_reference_draws"] == N_REFERENCE_DRAWS
+    assert calibration["n_reference_fits"] >= N_REFERENCE_DRAWS
+    if calibration["null_cap_bound"]:
+        assert model.beta_ == calibration["null_cap"]
+    assert estimator(CorrelationClustering(beta=2.0)).fit(X).calibration_["method"] == "fixed"
+
+
+def test_sparse_expected_loss_is_the_loss_of_the_drawn_trees():
+    """The calibration's expected loss over the spanned trees: the mean replayed unit loss.
+
+    Read off the trellis's table at beta 2.5 with the Yule prior in it,
+    it must equal the loss of the same drawn trees replayed under the unit
+    energy (beta 1, no prior).
+    """
+    from sktrellis._engine.agglomerative.search import replay_tree
+    from sktrellis._temperature import N_POSTERIOR_SAMPLES
+
+    X = noise(10, 0, n_features=30)
+    energy = Dasgupta(beta=2.5)
+    trellis = SparseTrellisClustering(energy).fit(X)._trellis
+    splits = trellis.sample_splits(N_POSTERIOR_SAMPLES, np.random.RandomState(0))
+    unit = _unit_loss(energy)
+    replayed = [-replay_tree(unit.merge_model(X), trellis.merges(tree)[0]).log_potential
+                for tree in splits]
+    expected = SparseTrellisClustering._expected_loss(
+        (trellis, None, None, energy), np.random.RandomState(0))
+    assert expected == pytest.approx(np.mean(replayed), rel=1e-10)
+    assert np.ptp(replayed) > 0   # the draws differ: the mean is not one tree's loss
+
+
+def test_sparse_calibration_is_deterministic():
+    X, _ = planted_subtypes(14, seed=0, n_features=300, n_marked=40)
+    model = SparseTrellisClustering()
+    first = model.fit(X).beta_
+    assert model.calibration_["method"] == "feature bootstrap" and 1e-3 <= first <= 1e3
+    assert model.fit(X).beta_ == first
+
+
+@pytest.mark.parametrize("make_data", [
+    lambda: planted_subtypes(8, seed=1, n_features=200, n_marked=30)[0],
+    lambda: noise(8, 2, n_features=200),
+], ids=["planted", "noise"])
+@pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering])
+def test_a_copy_of_every_column_changes_nothing(estimator, make_data):
+    """Copies are drawn with their column: the same resamples, the same beta_ and posterior.
+
+    Resampled one by one, 400 columns of which 200 are copies would vary
+    less than 200 columns do, and the calibration would come out colder.
+    """
+    X = make_data()
+    single, double = estimator().fit(X), estimator().fit(np.hstack([X, X]))
+    assert double.calibration_["n_distinct_features"] == 200
+    assert double.calibration_["n_resamples"] == single.calibration_["n_resamples"]
+    assert double.beta_ == pytest.approx(single.beta_, rel=1e-6)
+    assert double.log_partition_ == pytest.approx(single.log_partition_, rel=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_sparse_planted_subtypes_are_supported(seed):
+    """N = 40, 2000 genes: each planted subtype gets >= 0.9 over the spanned trees."""
+    X, groups = planted_subtypes(40, seed, n_features=2000)
+    model = SparseTrellisClustering(n_clusters=3).fit(X)
+    assert model.calibration_["method"] == "feature bootstrap"
+    for k in range(3):
+        assert model.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="a cluster every spanned tree shares gets high "
+                   "probability at any temperature")
+def test_sparse_noise_supports_no_cluster():
+    """N = 40 noise: no cluster of 3..39 points above 0.5 over the spanned trees: not met.
+
+    The spanned trees are the neighbourhood of the seed search's trees,
+    and most of them share some clusters, which then get 0.75-0.94 (seeds
+    0-2) while the feature bootstrap's own trees need not hold them.
+    """
+    assert all(largest_support(SparseTrellisClustering().fit(noise(40, seed, 2000)), 40) <= 0.5
+               for seed in range(2))

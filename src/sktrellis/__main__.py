@@ -22,7 +22,6 @@ import time
 import numpy as np
 
 from . import ExactHierarchicalClustering
-from ._temperature import MIN_FEATURES
 from ._validation import MAX_EXACT_POINTS, unit_exponent
 from .datasets import load_iris12
 from .tree import Tree
@@ -245,12 +244,13 @@ def run(args):
               f"{', '.join(repr(name) for name in columns['unused'])}")
     print(f"energy: {model._energy()!r}")
     if hasattr(model, "beta_"):
-        if args.beta != "auto":
+        calibration = model.calibration_
+        if calibration["method"] == "fixed":
             how = "given by --beta"
-        elif data.shape[1] >= MIN_FEATURES:
+        elif calibration["method"] == "feature bootstrap":
             how = "beta='auto': calibrated by a bootstrap over the features"
         else:
-            how = f"beta='auto' with fewer than {MIN_FEATURES} features: the loss as given"
+            how = f"beta='auto' NOT calibrated ({calibration['reason']}): the loss as given"
         print(f"beta_ = {model.beta_:.4g} ({how})")
     print(f"trees: {model.n_trees_:,} with non-zero potential")
     tree = Tree(model.linkage_matrix_, names)

@@ -191,7 +191,7 @@ class EnergyEstimatorMixin(TreeEstimatorMixin):
     def _uncalibrated_energy(self):
         """The energy of an estimator that computes no posterior over all trees.
 
-        Such an estimator (greedy, beam search, sparse trellis, best-first)
+        Such an estimator (greedy, beam search, best-first)
         has nothing to calibrate a temperature against: ``beta="auto"``
         means 1 here. Sets ``beta_`` for an energy with a temperature.
         """

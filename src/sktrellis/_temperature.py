@@ -44,14 +44,69 @@ data always get the same ``beta_``). The last trellis evaluated is the
 one fitted, so the calibration costs a few inside passes plus the
 bootstrap (see ``benchmarks/bench_calibration.py``).
 
-Fallbacks, documented on the energies: with ``affinity="precomputed"`` (no
-features to resample), with fewer than ``MIN_FEATURES`` features (two
-columns have three distinct resamples: too coarse a bootstrap to calibrate
-against) or with fewer than three points, ``beta_ = 1``: the matrix or the
-data are used at the scale given. The search estimators (greedy, beam search, sparse trellis,
-best-first) compute no posterior over all trees to calibrate:
-``beta="auto"`` gives ``beta_ = 1`` there, with the energy's tree prior as
-everywhere.
+The feature bootstrap counts distinct columns (``distinct_columns``):
+copies of a column (equal up to scale, shift and sign) form one group and
+are drawn together, constant columns are dropped, so that twelve copies of
+one column are one column, not twelve agreeing measurements. Strongly
+correlated columns that are not copies still count one each; how many
+independent directions the columns span (``effective_n_features``) is
+recorded in ``calibration_`` for information only, since cluster
+structure correlates columns too (standardised wine: 13 columns, about 6
+directions).
+
+The bootstrap can be confident where the data are not structured: on
+20 x 3000 noise the flat MAP partitions of the column resamples are
+stable (3000 genes make the distances precise; the rows nearer the
+centroid form a stable block), and a posterior matched to them put three
+noise points together at 0.45-0.95. So beta is capped by a reference null
+(as in M3C, John et al. 2020, and the gap statistic, Tibshirani, Walther &
+Hastie 2001): ``reference_data`` permutes each column of X across the
+rows (each column keeps its values, the structure shared by the columns
+is gone; copies are permuted together), and ``reference_null_cap`` finds
+the largest beta at which the estimator's posterior over such a reference
+is humble -- its largest support of a cluster of 3..N-1 points (trees),
+its largest probability that three points all co-cluster (partitions:
+the requirement itself, read off the co-clustering matrix at no extra
+cost; the largest pairwise co-clustering would be stricter than needed,
+since pairs of near points co-cluster on any data) at most
+``NULL_LEVEL`` = 0.3 -- the smallest over ``N_REFERENCE_DRAWS`` = 3
+permutations, to ``CAP_TOLERANCE`` (steps of ``CAP_STEP`` from the
+bootstrap's beta, then bisection on log beta: the support rises with beta,
+and only betas found humble are kept). beta_ is the smaller of the two.
+The level leaves margin on the data themselves: at N = 12, 3000 genes,
+the flat posterior on noise then puts three points together at 0.21-0.36
+(10 seeds; at levels 0.35-0.4 up to 0.45, at 0.45 up to 0.59), and
+and planted subtypes keep a co-clustering of 0.70-0.96 within a subtype
+(1.00 uncapped; below 0.8 in 1 seed of 10, 2 of 30; 0.84-0.96 at levels
+0.35-0.4: the flat posterior turns from spread to
+committed within a factor of about 2 in beta, on noise and on subtypes
+alike, so the level trades one side against the other). The
+sparse trellis takes no cap: over the trees it spans, a permuted
+reference has a cluster above 0.3 even at beta = 0.001 (its spanned trees
+share it), so no beta is humble.
+
+Where the bootstrap has nothing to work with -- ``affinity="precomputed"``
+(no features), fewer than ``MIN_FEATURES`` distinct columns (two columns
+have three distinct resamples: too coarse to calibrate against), fewer
+than three points -- ``beta_ = 1``, the loss at the scale given, with a
+warning (not below three points, where the temperature hardly matters)
+and the reason in ``calibration_``. No principle is applied there. The
+Dirichlet-weighted bootstrap over few columns was tried and left noise of
+4 features with clusters at 0.64-0.86. The reference-null cap alone was
+tried too (beta_ = the cap): it kept 12 x 4 noise below 0.26, but with 4
+features no beta gives clear groups support >= 0.9 while keeping noise
+below 0.5 (at beta = 3 groups shifted by 4 standard deviations get 1.0
+and noise clusters 0.76-0.97; at the cap, 0.2-0.6, the groups got at
+most 0.03, iris species 0.001, and two clear groups of 5 points in 2
+features 0.28 instead of 0.73); and with one distinct column the
+permuted reference is X itself with its rows relabelled. So it is not
+applied there: beta = 1, and the warning says the numbers are not
+calibrated. All rows identical is an error,
+identical rows a warning (``check_rows``). The search estimators
+(greedy, beam search, best-first) compute no posterior to calibrate:
+``beta="auto"`` gives ``beta_ = 1`` there. The sparse trellis calibrates
+over the trees it spans (``SparseTrellisClustering``), through
+``calibrate``, the entry point for any estimator with a posterior.
 
 References
 ----------
@@ -61,8 +116,20 @@ N. Syring, R. Martin. Calibrating general posterior credible regions.
 Biometrika 106(2), 2019.
 R. Suzuki, H. Shimodaira. Pvclust: an R package for assessing the uncertainty in
 hierarchical clustering. Bioinformatics 22(12), 2006.
+A. C. Davison, D. V. Hinkley. Bootstrap Methods and their Application.
+Cambridge University Press, 1997.
+C. R. John, D. Watson, D. Russ et al. M3C: Monte Carlo reference-based consensus
+clustering. Scientific Reports 10, 1816 (2020).
+R. Tibshirani, G. Walther, T. Hastie. Estimating the number of clusters in a
+data set via the gap statistic. JRSS B 63(2), 2001.
+D. R. Nyholt. A simple correction for multiple testing for single-nucleotide
+polymorphisms in linkage disequilibrium with each other. American Journal
+of Human Genetics 74(4), 2004.
 """
+import os
+import sys
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 
@@ -76,7 +143,8 @@ from ._engine.tree.conversion import splits_from_merges
 from .energies._base import TemperatureMixin
 from ._validation import memory_limits
 
-#: Fewest feature columns the bootstrap calibrates with.
+#: Fewest effectively independent feature columns (``effective_n_features``)
+#: the bootstrap calibrates with.
 MIN_FEATURES = 10
 #: Fewest bootstrap resamples of the feature columns.
 MIN_BOOTSTRAP = 20
@@ -99,6 +167,17 @@ TOLERANCE = 0.05
 MAX_EVALUATIONS = 8
 #: Seed of the calibration when the estimator's random_state is None.
 DEFAULT_SEED = 0
+#: The reference-null cap: beta_ is at most the largest beta at which the
+#: posterior over each of ``N_REFERENCE_DRAWS`` structureless references
+#: (the columns of X permuted across the rows) gives no structure it should
+#: not support more than ``NULL_LEVEL`` (``reference_null_cap``).
+NULL_LEVEL = 0.3
+#: Structureless references the cap is the smallest over (0: no cap).
+N_REFERENCE_DRAWS = 3
+#: Factor between the betas tried while the cap is not bracketed.
+CAP_STEP = 4.0
+#: The cap is found to within this factor (from its humble side).
+CAP_TOLERANCE = 1.25
 # States of one bootstrap MAP search (about 1 KiB each) before it settles
 # for the best tree found so far.
 _MAX_SEARCH_STATES = 200_000
@@ -127,31 +206,234 @@ def fixed_energy(energy):
     return energy, energy._beta_value()
 
 
-def _can_calibrate(energy, X):
-    return (
-        is_auto(energy)
+def _has_features(energy):
+    """Whether the energy reads X as features (not a precomputed matrix) and has a temperature."""
+    return isinstance(energy, TemperatureMixin) \
         and getattr(energy, "affinity", None) != "precomputed"
-        and X.shape[1] >= MIN_FEATURES
-        and X.shape[0] >= 3
-    )
+
+
+def _unit_columns(X):
+    """The columns of X centred and scaled to unit norm (each brought near 1 first, so that
+    values near the float limits neither overflow nor underflow)."""
+    X = X / np.max(np.abs(X), axis=0)
+    X = X - X.mean(axis=0)
+    return X / np.linalg.norm(X, axis=0)
+
+
+def effective_n_features(X):
+    """How many effectively independent feature columns X has.
+
+    The participation ratio of the column correlation spectrum,
+    ``(sum lambda)**2 / sum lambda**2 = p**2 / tr(R**2)`` over the p columns
+    that vary (R their correlation matrix; cf. the effective number of
+    independent variables of Nyholt 2004), with the
+    correlation that N rows show by chance subtracted: ``E[r**2] = 1 / (N - 1)``
+    for independent columns, so ``tr(R**2)`` counts only the excess of the
+    off-diagonal ``r**2`` over ``p (p - 1) / (N - 1)``. It is p for
+    independent columns (up to sampling error, about 10 % at N = 20), 1 for
+    any number of copies of one column, about k for k groups of copies, and
+    0 when no column varies. Computed from the N x N Gram matrix of the
+    standardised columns, so p may be large.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+
+    Returns
+    -------
+    n_effective : float
+    """
+    X = np.asarray(X, dtype=np.float64)
+    varying = X[:, np.ptp(X, axis=0) > 0] if X.size else X
+    n_points, n_features = varying.shape
+    if n_features < 2 or n_points < 3:
+        return float(n_features)
+    standardised = _unit_columns(varying)
+    # N x N; its squared entries sum to tr(R**2). einsum, not a threaded
+    # BLAS product: that took 0.4 s for 18 x 3000 on a busy machine, einsum 0.3 ms.
+    gram = np.einsum("ik,jk->ij", standardised, standardised)
+    off_diagonal = float(np.sum(gram ** 2)) - n_features   # sum of r_ij**2 over i != j
+    chance = n_features * (n_features - 1) / (n_points - 1)
+    return n_features ** 2 / (n_features + max(off_diagonal - chance, 0.0))
+
+
+def _warn_caller(message):
+    """A UserWarning attributed to the first caller outside the package and scikit-learn.
+
+    The fits reach the calibration through decorators and wrappers of
+    varying depth; the user's line is the one to show.
+    """
+    frame, level = sys._getframe(1), 2
+    while frame is not None and any(
+            f"{os.sep}{package}{os.sep}" in frame.f_code.co_filename
+            for package in ("sktrellis", "sklearn")):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level)
+
+
+def check_rows(energy, X):
+    """Refuse data without variation; warn about identical rows.
+
+    For an energy with a temperature that reads X as features. All rows
+    identical leave nothing to cluster: every structure is as good as any
+    other, and a fit would report a posterior of the cluster trellis's
+    arbitrary tie-breaking (before this check: ``beta_ = 1000`` and
+    log Z = -2.7e6 on 20 equal rows). Identical rows are legitimate but
+    worth knowing: identical points are as similar as points can be, so
+    they form a cluster with high support whatever the other points say.
+    """
+    if not _has_features(energy) or len(X) < 2:
+        return
+    rows, inverse, counts = np.unique(X, axis=0, return_inverse=True, return_counts=True)
+    inverse = np.ravel(inverse)
+    if len(rows) == 1:
+        raise ValueError(
+            f"X has no variation: all {len(X)} rows are identical, so every clustering "
+            "of them is equally good and none is supported; check the input (a constant "
+            "or empty feature matrix?), there is nothing to cluster"
+        )
+    repeated = np.flatnonzero(counts > 1)
+    if len(repeated):
+        groups = [np.flatnonzero(inverse == k).tolist() for k in repeated]
+        shown = "; ".join(str(group) for group in groups[:3]) + ("; ..." if len(groups) > 3 else "")
+        _warn_caller(
+            f"X has {len(groups)} group(s) of identical rows ({shown}): identical points "
+            "cluster together with high support whatever the other points say; drop "
+            "repeated measurements of one sample (np.unique(X, axis=0)) unless each row "
+            "is a sample of its own")
+
+
+def distinct_columns(X):
+    """The varying columns of X in groups of copies: columns equal up to scale, shift and sign.
+
+    A copy of a column (the same measurement in other units, a duplicated
+    gene) adds no information; a constant column adds none at all and
+    changes no distance. The feature bootstrap counts the groups, not the
+    columns, and draws whole groups (``_bootstrap_columns``).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+
+    Returns
+    -------
+    groups : list of ndarray of int
+        Column indices of each group, in order of first column.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    varying = np.flatnonzero(np.ptp(X, axis=0) > 0) if X.size else np.arange(0)
+    if len(varying) == 0:
+        return []
+    standardised = _unit_columns(X[:, varying])
+    # The sign of each column's first clearly non-zero entry made positive,
+    # then rounded far above rounding error and far below any real difference.
+    first = np.argmax(np.abs(standardised) > 1e-6, axis=0)
+    standardised *= np.sign(standardised[first, np.arange(len(varying))])
+    _, first_column, inverse = np.unique(np.round(standardised, 9), axis=1, return_index=True,
+                                         return_inverse=True)
+    inverse = np.ravel(inverse)
+    return [varying[inverse == group] for group in np.argsort(first_column)]
+
+
+def calibration_plan(energy, X):
+    """How ``beta="auto"`` is resolved on X: a calibration record.
+
+    Parameters
+    ----------
+    energy : Energy
+    X : ndarray of shape (n_samples, n_features)
+
+    Returns
+    -------
+    calibration : dict
+        ``method``: "feature bootstrap" (calibrated), "fixed" (a numeric
+        beta), "uncalibrated" (``"auto"`` means beta = 1, for ``reason``)
+        or None (an energy without a temperature); ``n_distinct_features``
+        (groups of ``distinct_columns``: what the bootstrap counts and
+        draws), ``n_effective_features`` (``effective_n_features``: how
+        many independent directions the columns span, for information; it
+        counts cluster structure as correlation too, so it is reported, not
+        acted on), ``n_resamples`` (bootstrap resamples drawn) and
+        ``reason`` (None, or why beta = 1); ``null_cap``,
+        ``null_cap_bound``, ``null_level``, ``n_reference_draws``,
+        ``n_reference_fits`` (posteriors fitted to find the cap; None
+        here, filled by ``calibrate`` when the reference-null cap is
+        sought); ``groups`` (private to the calibration) is removed before
+        the record is stored.
+    """
+    plan = {"method": None, "n_distinct_features": None, "n_effective_features": None,
+            "n_resamples": None, "reason": None, "null_cap": None, "null_cap_bound": None,
+            "null_level": None, "n_reference_draws": None, "n_reference_fits": None}
+    if not isinstance(energy, TemperatureMixin):
+        return plan
+    if not is_auto(energy):
+        plan["method"] = "fixed"
+        return plan
+    plan["method"] = "uncalibrated"
+    if getattr(energy, "affinity", None) == "precomputed":
+        plan["reason"] = "affinity='precomputed': there are no features to resample"
+        return plan
+    groups = distinct_columns(X)
+    plan["n_distinct_features"] = len(groups)
+    plan["n_effective_features"] = effective_n_features(X)
+    plan["groups"] = groups
+    if X.shape[0] < 3:
+        plan["reason"] = "fewer than three points"
+    elif len(groups) < MIN_FEATURES:
+        plan["reason"] = (
+            f"X has {len(groups)} distinct feature column(s) (of {X.shape[1]}; copies of a "
+            f"column and constant columns count once or not at all), fewer than the "
+            f"{MIN_FEATURES} the feature bootstrap needs"
+        )
+    else:
+        plan["method"] = "feature bootstrap"
+    return plan
+
+
+def _uncalibrated(energy, plan):
+    """beta = 1 for an uncalibrated "auto", said in a warning (not for fewer than three points).
+
+    Below three points there is one tree and at most two partitions: the
+    temperature hardly matters there and the warning would only be noise.
+    """
+    if plan["method"] == "uncalibrated" and plan["reason"] != "fewer than three points":
+        _warn_caller(
+            f"beta='auto' could not be calibrated: {plan['reason']}. beta_ = 1 (the loss "
+            "at the scale given) and the posterior probabilities are not calibrated: on "
+            "structureless data they can exceed 0.5. Pass a numeric beta, or more "
+            "independent features; calibration_ records this")
+    return fixed_energy(energy)
 
 
 def _rngs(random_state):
     """Random streams of the bootstrap and of the posterior draws.
 
-    Two streams, so that how many resamples the bootstrap drew (in batches
-    of the thread count) leaves the posterior draws unchanged.
+    Three streams (bootstrap, posterior draws, reference nulls), so that
+    how many resamples the bootstrap drew (in batches of the thread count)
+    leaves the others unchanged.
     """
     seeds = check_random_state(DEFAULT_SEED if random_state is None else random_state) \
-        .randint(np.iinfo(np.int32).max, size=2)
-    return np.random.RandomState(seeds[0]), np.random.RandomState(seeds[1])
+        .randint(np.iinfo(np.int32).max, size=3)
+    return tuple(np.random.RandomState(seed) for seed in seeds)
 
 
-def _bootstrap_columns(X, rng):
-    """Resamples of the columns of X, with replacement, without end."""
+def _bootstrap_columns(X, rng, groups=None):
+    """Resamples of the columns of X, with replacement, without end.
+
+    With ``groups`` (``distinct_columns``), the groups of copies are drawn
+    instead, each bringing all its columns: a copy of a column is no new
+    draw, so resampling columns one by one would understate how the data
+    could vary (the cluster bootstrap over groups; Davison & Hinkley 1997,
+    section 3.8). Without copies this is the plain column bootstrap, with
+    the same draws.
+    """
     n_features = X.shape[1]
+    if groups is None or len(groups) == n_features:
+        while True:
+            yield X[:, rng.randint(n_features, size=n_features)]
     while True:
-        yield X[:, rng.randint(n_features, size=n_features)]
+        drawn = rng.randint(len(groups), size=len(groups))
+        yield X[:, np.concatenate([groups[g] for g in drawn])]
 
 
 def _enough_resamples(excess, max_resamples):
@@ -172,8 +454,8 @@ def _enough_resamples(excess, max_resamples):
 
 
 def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=1,
-                      cancelled=None):
-    """D, the resamples' minimisers' mean excess loss over the full-data minimiser.
+                      groups=None, cancelled=None):
+    """D, the resamples' minimisers' mean excess loss over the full-data minimiser, and B.
 
     ``resample_loss(Xb)`` is the full-data loss of the minimiser of the
     resample Xb. Resamples are drawn until ``_enough_resamples``, and their
@@ -188,7 +470,7 @@ def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=
     taking the coldest beta). ``cancelled``, an Event the searches of
     ``resample_loss`` watch, is set on Ctrl-C.
     """
-    resamples = _bootstrap_columns(X, rng)
+    resamples = _bootstrap_columns(X, rng, groups)
     excess = []
     # One thread: the searches run in this thread, where the kernels see
     # Ctrl-C at once. Several: Ctrl-C reaches the waiting main thread, which
@@ -201,7 +483,7 @@ def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=
                 for loss in losses(resample_loss, [next(resamples) for _ in range(n_threads)]):
                     excess.append(loss - map_loss)
                     if _enough_resamples(excess, max_resamples):
-                        return float(np.mean(excess))
+                        return float(np.mean(excess)), len(excess)
         except KeyboardInterrupt:
             if cancelled is not None:
                 cancelled.set()
@@ -256,8 +538,254 @@ def _solve(evaluate, target, n_points):
     return float(np.exp(log_beta))
 
 
+def reference_data(X, groups, rng):
+    """A structureless reference made from X: each column permuted across the rows.
+
+    Every column keeps its values (its marginal distribution), but which
+    row has which value is drawn independently for each column, so any
+    structure shared by the columns -- the clusters -- is gone (the null of
+    M3C and of the gap statistic's reference distribution made from the
+    data). The columns of a group of copies (``distinct_columns``) are
+    permuted together, so that they stay copies; constant columns stay.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    groups : list of ndarray of int
+        ``distinct_columns(X)``.
+    rng : RandomState
+
+    Returns
+    -------
+    reference : ndarray of shape (n_samples, n_features)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    reference = X.copy()
+    if not groups:
+        return reference
+    # One permutation per group: the argsort of uniform keys, a column of keys a group.
+    orders = np.argsort(rng.random_sample((len(X), len(groups))), axis=0)
+    columns = np.concatenate(groups)
+    group_of = np.repeat(np.arange(len(groups)), [len(group) for group in groups])
+    reference[:, columns] = X[orders[:, group_of], columns]
+    return reference
+
+
+def largest_clade_support(posterior, n_points):
+    """The largest posterior probability of a cluster of 3..N-1 points (a trellis over trees).
+
+    The clusters no structureless data should support: singletons and the
+    whole set are in every tree, and pairs of the nearest points are
+    supported on any data.
+    """
+    members, log_marginals = posterior.most_probable_clusters(2, 3)
+    return max((float(np.exp(min(value, 0.0))) for m, value in zip(members, log_marginals)
+                if len(m) < n_points), default=0.0)
+
+
+def largest_together(pairwise):
+    """The largest co-clustering probability that some three points all reach with each other.
+
+    ``max over i, j, k of min(p_ij, p_ik, p_jk)`` from the (n, n)
+    co-clustering matrix, in O(n**3) (a thousand triples at n = 20: nothing
+    next to the trellis that gave the matrix).
+    """
+    pairwise = np.array(pairwise, dtype=np.float64)
+    if len(pairwise) < 3:
+        return 0.0
+    np.fill_diagonal(pairwise, 0.0)
+    # For each pair i, j: the best third point k, then the pair's own probability.
+    third = np.max(np.minimum(pairwise[:, None, :], pairwise[None, :, :]), axis=2)
+    return float(np.max(np.minimum(pairwise, third)))
+
+
+def _largest_humble_beta(humility, start, upper):
+    """The largest beta (within CAP_TOLERANCE, from below) with humility(beta) <= NULL_LEVEL.
+
+    ``humility`` is monotone-ish increasing in beta: steps of ``CAP_STEP``
+    from ``start`` bracket the crossing, then bisection on log beta. Only
+    betas found humble are returned, so a non-monotone stretch costs
+    precision, never a proud cap. None when even ``BETA_RANGE[0]`` is not
+    humble (the posterior supports something at any temperature), and
+    ``upper`` when it is humble there. Returns (beta, fits).
+    """
+    low_bound, high_bound = np.log(BETA_RANGE[0]), np.log(upper)
+    humble, proud, fits = None, None, 0
+
+    def humble_at(log_beta):
+        nonlocal fits
+        fits += 1
+        return humility(float(np.exp(log_beta))) <= NULL_LEVEL
+
+    log_beta = float(np.clip(np.log(start), low_bound, high_bound))
+    while True:
+        if humble_at(log_beta):
+            humble = log_beta
+            if log_beta >= high_bound or proud is not None:
+                break
+            log_beta = min(log_beta + np.log(CAP_STEP), high_bound)
+        else:
+            proud = log_beta
+            if log_beta <= low_bound:
+                return None, fits
+            if humble is not None:
+                break
+            log_beta = max(log_beta - np.log(CAP_STEP), low_bound)
+    while proud is not None and proud - humble > np.log(CAP_TOLERANCE):
+        middle = 0.5 * (humble + proud)
+        if humble_at(middle):
+            humble = middle
+        else:
+            proud = middle
+    return (float(upper) if humble >= high_bound else float(np.exp(humble))), fits
+
+
+def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1]):
+    """The largest beta at which the posterior over structureless references stays humble.
+
+    The smallest, over ``N_REFERENCE_DRAWS`` references (``reference_data``),
+    of the largest beta (up to ``upper``) at which ``humility(beta,
+    reference)`` -- the largest probability the posterior over the
+    reference gives to a structure structureless data should not show --
+    is at most ``NULL_LEVEL``. Each draw after the first starts from the
+    cap so far: when it is humble there, one fit settles it.
+
+    Parameters
+    ----------
+    humility : callable
+        ``humility(beta, data)``, a probability.
+    X : ndarray of shape (n_samples, n_features)
+    groups : list of ndarray of int
+        ``distinct_columns(X)``.
+    rng : RandomState
+    start : float
+        First beta tried.
+    upper : float, default=BETA_RANGE[1]
+        Largest beta considered.
+
+    Returns
+    -------
+    cap : float or None
+        None when some reference is not humble even at ``BETA_RANGE[0]``.
+    fits : int
+        Posteriors fitted.
+    """
+    cap, fits = upper, 0
+    for _ in range(N_REFERENCE_DRAWS):
+        reference = reference_data(X, groups, rng)
+        cap, draw_fits = _largest_humble_beta(lambda beta: humility(beta, reference),
+                                              min(start, cap), cap)
+        fits += draw_fits
+        if cap is None:
+            break
+    return cap, fits
+
+
+def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
+              humility=None, max_resamples=MIN_BOOTSTRAP, n_threads=1):
+    """Resolve ``beta="auto"`` by the feature bootstrap, capped by a reference null.
+
+    The one calibration of the package: the exact estimators (over all
+    trees, all partitions) and the sparse ones (over the structures their
+    trellis spans) call it with callables of their own. It checks the rows
+    (``check_rows``), decides whether the feature bootstrap applies
+    (``calibration_plan``), draws the bootstrap, and solves for the beta
+    whose posterior expected excess loss matches the bootstrap's (module
+    docstring); then caps beta by ``reference_null_cap`` (given
+    ``humility``). Where the bootstrap does not apply, beta = 1 with a
+    warning.
+
+    Parameters
+    ----------
+    energy : Energy
+        The estimator's energy. A numeric beta, or an energy without a
+        temperature, is used as given.
+    X : ndarray of shape (n_samples, n_features)
+        Validated data.
+    random_state : int, RandomState instance or None
+        The estimator's; None is a fixed seed.
+    fit : callable
+        ``fit(energy, calibrating)``: the fitted posterior over X (a
+        trellis, say) for an energy with a numeric beta. ``calibrating``
+        is False for the one fit of an energy used as given.
+    map_loss : callable
+        ``map_loss(unit, data, cancelled=None)``: the loss on the full data
+        X, under the unit energy ``unit`` (beta 1, no tree prior), of the
+        minimum-loss structure the estimator finds on ``data`` -- X itself
+        or a resample of its columns. The same search for both, so that D
+        is 0 when every resample agrees. ``cancelled`` is an Event set on
+        Ctrl-C, which a search running in a worker thread should watch.
+    expected_loss : callable
+        ``expected_loss(fitted, rng)``: the posterior expectation of that
+        full-data unit loss under a fitted posterior (exact, or a mean of
+        draws from ``rng``).
+    humility : callable or None, default=None
+        ``humility(energy, data)``: the largest probability the estimator's
+        posterior over ``data`` (same shape as X) under ``energy`` gives to
+        a structure that structureless data should not show (a cluster of
+        3..N-1 points; three points together). None: no cap.
+    max_resamples : int, default=MIN_BOOTSTRAP
+        Most bootstrap resamples (at least ``MIN_BOOTSTRAP`` are drawn).
+    n_threads : int, default=1
+        Resamples whose ``map_loss`` runs at once (it must release the GIL
+        to gain from more than one).
+
+    Returns
+    -------
+    energy : Energy
+        The energy with a numeric beta (a clone when it was "auto").
+    beta : float or None
+        ``beta_``; None for an energy without a temperature.
+    fitted : object
+        What ``fit`` returned for that energy.
+    calibration : dict
+        ``calibration_plan``'s record, with ``n_resamples`` when a
+        bootstrap ran and the cap's record when it was sought.
+    """
+    plan = calibration_plan(energy, X)
+    groups = plan.pop("groups", None)
+    check_rows(energy, X)
+    if plan["method"] != "feature bootstrap":
+        energy, beta = _uncalibrated(energy, plan)
+        return energy, beta, fit(energy, False), plan
+    bootstrap_rng, rng, reference_rng = _rngs(random_state)
+    fitted = {}
+
+    def evaluate(beta):
+        fitted.clear()   # one posterior at a time: the memory check counted one
+        scaled = clone(energy).set_params(beta=beta)
+        fitted.update(energy=scaled, posterior=fit(scaled, True))
+        # Rounding (or a search stopped at its state budget) may put the
+        # expectation a hair below the minimum loss found.
+        return max(expected_loss(fitted["posterior"], rng) - full_loss, 0.0)
+
+    unit = _unit_loss(energy)
+    full_loss = map_loss(unit, X)
+    cancelled = threading.Event()
+    target, plan["n_resamples"] = _bootstrap_excess(
+        lambda Xb: map_loss(unit, Xb, cancelled), X, full_loss, bootstrap_rng, max_resamples,
+        n_threads, groups, cancelled)
+    beta = _solve(evaluate, target, len(X))
+    if humility is not None and N_REFERENCE_DRAWS > 0:
+        fitted.clear()   # the references' posteriors take its memory
+        cap, n_fits = reference_null_cap(
+            lambda beta, data: humility(clone(energy).set_params(beta=beta), data),
+            X, groups, reference_rng, beta, beta)
+        plan.update(null_level=NULL_LEVEL, n_reference_draws=N_REFERENCE_DRAWS, null_cap=cap,
+                    null_cap_bound=cap is not None and cap < beta, n_reference_fits=n_fits)
+        if plan["null_cap_bound"]:
+            beta = cap
+    if fitted.get("energy") is None or fitted["energy"].beta != beta:
+        scaled = clone(energy).set_params(beta=beta)
+        fitted.update(energy=scaled, posterior=fit(scaled, True))
+    return fitted["energy"], beta, fitted["posterior"], plan
+
+
 def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1):
     """Resolve ``beta="auto"`` of a hierarchical energy and build its trellis.
+
+    ``calibrate`` over all trees: each MAP by exact best-first search, the
+    expected loss from ``N_POSTERIOR_SAMPLES`` exact posterior draws.
 
     Parameters
     ----------
@@ -278,40 +806,35 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1)
         ``beta_``; None for an energy without a temperature.
     potential : SplitPotential
     trellis : HierarchicalTrellis
+    calibration : dict
+        See ``calibrate``.
     """
-    if not _can_calibrate(energy, X):
-        energy, beta = fixed_energy(energy)
-        potential = energy.split_potential(X)
-        return energy, beta, potential, make_trellis(potential)
-    bootstrap_rng, rng = _rngs(random_state)
-    unit = _unit_loss(energy)
-    unit_potential = unit.split_potential(X)
     n_points = len(X)
-    map_loss = -_search_map_log_potential(unit, X, unit_potential)
-    cancelled = threading.Event()
-    target = _bootstrap_excess(
-        lambda Xb: -_tree_log_potential(unit_potential, _search_map_merges(unit, Xb, cancelled),
-                                        n_points),
-        X, map_loss, bootstrap_rng, MAX_TREE_BOOTSTRAP, _search_threads(n_threads), cancelled)
-    fitted = {}
+    unit_potential = {}   # the full data's, tabulated once, when first needed
 
-    def evaluate(beta):
-        fitted.clear()   # one trellis at a time: the memory check counted one
-        scaled = clone(energy).set_params(beta=beta)
+    def map_loss(unit, data, cancelled=None):
+        if not unit_potential:
+            unit_potential["X"] = unit.split_potential(X)
+        return -_tree_log_potential(unit_potential["X"], _search_map_merges(unit, data, cancelled),
+                                    n_points)
+
+    def fit(scaled, calibrating):
         potential = scaled.split_potential(X)
-        trellis = make_trellis(potential)
-        fitted.update(energy=scaled, potential=potential, trellis=trellis)
-        parents, lefts = trellis.sample_splits(N_POSTERIOR_SAMPLES, rng)
-        losses = -unit_potential.evaluate(parents.ravel(), lefts.ravel()).reshape(
-            parents.shape).sum(axis=1)
-        # Rounding (or a search stopped at its state budget) may put a draw
-        # a hair below the minimum loss found.
-        return max(float(losses.mean()) - map_loss, 0.0)
+        return potential, make_trellis(potential)
 
-    beta = _solve(evaluate, target, n_points)
-    if fitted["energy"].beta != beta:
-        evaluate(beta)
-    return fitted["energy"], beta, fitted["potential"], fitted["trellis"]
+    def expected_loss(fitted, rng):
+        parents, lefts = fitted[1].sample_splits(N_POSTERIOR_SAMPLES, rng)
+        losses = -unit_potential["X"].evaluate(parents.ravel(), lefts.ravel()).reshape(
+            parents.shape).sum(axis=1)
+        return float(losses.mean())
+
+    def humility(scaled, data):
+        return largest_clade_support(make_trellis(scaled.split_potential(data)), n_points)
+
+    energy, beta, (potential, trellis), calibration = calibrate(
+        energy, X, random_state, fit, map_loss, expected_loss, humility=humility,
+        max_resamples=MAX_TREE_BOOTSTRAP, n_threads=_search_threads(n_threads))
+    return energy, beta, potential, trellis, calibration
 
 
 def _search_threads(n_threads):
@@ -360,17 +883,42 @@ def _search_map_merges(unit, X, cancelled=None):
     return merges
 
 
-def _search_map_log_potential(unit, X, unit_potential):
-    return _tree_log_potential(unit_potential, _search_map_merges(unit, X), len(X))
+def co_clustering(labels):
+    """The (n, n) matrix of 1.0 where two points share a label, else 0.0."""
+    labels = np.asarray(labels)
+    return (labels[:, None] == labels[None, :]).astype(np.float64)
+
+
+def flat_loss(unit, X):
+    """The flat loss of correlation clustering on X, as a function of a co-clustering matrix.
+
+    ``-sum of w_ij over pairs i < j clustered together``: of a partition
+    with ``co_clustering(labels)``, and its posterior expectation with the
+    matrix of co-clustering probabilities (the loss is linear in it).
+
+    Parameters
+    ----------
+    unit : CorrelationClustering
+        The unit energy (``_unit_loss``), whose ``weights`` define the loss.
+    X : ndarray of shape (n_samples, n_features)
+
+    Returns
+    -------
+    loss : callable
+        (n, n) co-clustering matrix -> float.
+    """
+    upper = np.triu_indices(len(X), 1)
+    weights = unit.weights(X)[upper]
+    return lambda together: -float(weights @ np.asarray(together)[upper])
 
 
 def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_labels,
                                   n_clusters):
     """Resolve ``beta="auto"`` of a flat energy and build its trellis.
 
-    The flat loss of correlation clustering is ``-sum of w_ij over pairs
-    clustered together``, so its posterior expectation is exact from the
-    co-clustering probabilities.
+    ``calibrate`` over all partitions. The flat loss of correlation
+    clustering is ``-sum of w_ij over pairs clustered together``, so its
+    posterior expectation is exact from the co-clustering probabilities.
 
     Parameters
     ----------
@@ -393,38 +941,28 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
     energy : FlatEnergy
     beta : float or None
     trellis : FlatTrellis
+    calibration : dict
+        See ``calibrate``.
     """
-    if not _can_calibrate(energy, X):
-        energy, beta = fixed_energy(energy)
-        return energy, beta, make_trellis(energy.cluster_potential(X), n_clusters)
-    # The max-only passes use every thread already: one resample at a time.
-    bootstrap_rng, _ = _rngs(random_state)
-    unit = _unit_loss(energy)
-    weights = unit.weights(X)
-    upper = np.triu_indices(len(X), 1)
+    losses = {}   # the full data's loss, once
 
-    def loss(together):
-        return -float(weights[upper] @ together[upper])
+    def map_loss(unit, data, cancelled=None):
+        # One resample at a time, in this thread: its kernel sees Ctrl-C itself.
+        if not losses:
+            losses["X"] = flat_loss(unit, X)
+        return losses["X"](co_clustering(map_labels(unit.cluster_potential(data))))
 
-    def labels_loss(labels):
-        return loss((labels[:, None] == labels[None, :]).astype(np.float64))
+    def fit(scaled, calibrating):
+        # The max-only passes use every thread already: one resample at a time.
+        return make_trellis(scaled.cluster_potential(X), None if calibrating else n_clusters)
 
-    map_loss = labels_loss(map_labels(unit.cluster_potential(X)))
-    target = _bootstrap_excess(
-        lambda Xb: labels_loss(map_labels(unit.cluster_potential(Xb))), X, map_loss,
-        bootstrap_rng, MAX_PARTITION_BOOTSTRAP)
-    fitted = {}
-
-    def evaluate(beta):
-        fitted.clear()   # one trellis at a time: the memory check counted one
-        scaled = clone(energy).set_params(beta=beta)
-        trellis = make_trellis(scaled.cluster_potential(X), None)
-        fitted.update(energy=scaled, trellis=trellis)
-        return max(loss(trellis.pairwise_probability()) - map_loss, 0.0)
-
-    beta = _solve(evaluate, target, len(X))
-    if n_clusters is None and fitted["energy"].beta == beta:
-        return fitted["energy"], beta, fitted["trellis"]
-    # The constrained MAP of n_clusters needs its own pass.
-    energy = clone(energy).set_params(beta=beta)
-    return energy, beta, make_trellis(energy.cluster_potential(X), n_clusters)
+    energy, beta, trellis, calibration = calibrate(
+        energy, X, random_state, fit, map_loss,
+        lambda trellis, rng: losses["X"](trellis.pairwise_probability()),
+        humility=lambda scaled, data: largest_together(
+            make_trellis(scaled.cluster_potential(data), None).pairwise_probability()),
+        max_resamples=MAX_PARTITION_BOOTSTRAP)
+    if calibration["method"] == "feature bootstrap" and n_clusters is not None:
+        # The constrained MAP of n_clusters needs its own pass.
+        trellis = make_trellis(energy.cluster_potential(X), n_clusters)
+    return energy, beta, trellis, calibration

@@ -97,9 +97,28 @@ class ExactFlatClustering(
         one (``CorrelationClustering``): the energy's ``beta``, or the
         value ``beta="auto"`` calibrated (see
         :class:`~sktrellis.energies.CorrelationClustering`). The
-        calibration runs a max-only flat pass on 20 bootstrap resamples and
-        the trellis a few times more: 2-11x a plain fit at N = 14-20
-        (``benchmarks/bench_calibration.py``); a numeric beta skips it.
+        calibration runs a max-only flat pass on 20 bootstrap resamples,
+        the trellis a few times more, and the trellis over 3 permuted
+        references 1-4 times each for the cap: 4-31x a plain fit at
+        N = 12-16, 24-26x at N = 20 on noise (loaded machine,
+        ``benchmarks/bench_calibration.py``); a numeric beta skips it.
+    calibration_ : dict
+        How ``beta_`` was chosen, with an energy that has a temperature:
+        ``method`` ("feature bootstrap"; "fixed" for a numeric beta;
+        "uncalibrated" when ``beta="auto"`` found nothing to calibrate
+        against and means 1, with a warning), ``n_effective_features``
+        (duplicated or correlated columns counted once, see "Reading a
+        posterior"), ``n_resamples`` (bootstrap resamples drawn),
+        ``reason`` (why uncalibrated, else None), and the reference-null
+        cap on the bootstrap's beta (None when uncalibrated): ``null_cap`` (the largest beta at
+        which the posterior over X with its columns permuted gives nothing
+        more than ``null_level``, the smallest over ``n_reference_draws``
+        permutations; sought only up to the bootstrap's beta, so equal
+        to it when the cap does not bind; None when a permuted posterior
+        supports something at every beta), ``null_cap_bound`` (whether it
+        lowered beta_), ``null_level``, ``n_reference_draws`` and
+        ``n_reference_fits`` (posteriors fitted over references: the cap's
+        cost).
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: log p(X), the exact
         marginal likelihood of the data under the DP mixture.
@@ -200,7 +219,7 @@ class ExactFlatClustering(
         # The energy's own long computations (a DPM's per-subset statistics)
         # report like the passes.
         with reporting(owner, self.verbose):
-            energy, beta, trellis = calibrate_partition_posterior(
+            energy, beta, trellis, calibration = calibrate_partition_posterior(
                 energy, X, self.random_state,
                 lambda log_potential, n_clusters: FlatTrellis(
                     self._check_cluster_potential(log_potential, n_points, energy),
@@ -235,6 +254,7 @@ class ExactFlatClustering(
         self._fitted_energy = clone(energy)
         if beta is not None:
             self.beta_ = self._fitted_energy.beta_ = beta
+            self.calibration_ = calibration
         self.log_partition_ = trellis.log_partition
         self.n_partitions_ = trellis.n_partitions
         self.pairwise_probability_ = trellis.pairwise_probability()

@@ -105,10 +105,29 @@ class ExactHierarchicalClustering(
         The inverse temperature of the posterior, with an energy that has
         one (``Dasgupta``, ``CorrelationClustering``): the energy's
         ``beta``, or the value ``beta="auto"`` calibrated (see
-        :class:`~sktrellis.energies.Dasgupta`). The calibration costs 4-6
-        plain fits at N = 20 and 9-16 at N = 14-18, where a plain fit takes
-        a second or less (``benchmarks/bench_calibration.py``); a numeric
-        beta skips it.
+        :class:`~sktrellis.energies.Dasgupta`). The calibration (bootstrap,
+        then the cap over 3 permuted references, each a trellis with its
+        cluster marginals) costs 18-34 plain fits at N = 20 and 33-56 at
+        N = 12-16, where a plain fit takes a second or less (loaded
+        machine, ``benchmarks/bench_calibration.py``); a numeric beta skips
+        it.
+    calibration_ : dict
+        How ``beta_`` was chosen, with an energy that has a temperature:
+        ``method`` ("feature bootstrap"; "fixed" for a numeric beta;
+        "uncalibrated" when ``beta="auto"`` found nothing to calibrate
+        against and means 1, with a warning), ``n_effective_features``
+        (duplicated or correlated columns counted once, see "Reading a
+        posterior"), ``n_resamples`` (bootstrap resamples drawn),
+        ``reason`` (why uncalibrated, else None), and the reference-null
+        cap on the bootstrap's beta (None when uncalibrated): ``null_cap`` (the largest beta at
+        which the posterior over X with its columns permuted gives nothing
+        more than ``null_level``, the smallest over ``n_reference_draws``
+        permutations; sought only up to the bootstrap's beta, so equal
+        to it when the cap does not bind; None when a permuted posterior
+        supports something at every beta), ``null_cap_bound`` (whether it
+        lowered beta_), ``null_level``, ``n_reference_draws`` and
+        ``n_reference_fits`` (posteriors fitted over references: the cap's
+        cost).
     n_features_in_ : int
         Number of features (columns) of X.
 
@@ -185,11 +204,12 @@ class ExactHierarchicalClustering(
             potential = check_built_for(potential, n_points, energy, "split_potential")
             return HierarchicalTrellis(potential, n_threads, self.verbose, type(self).__name__)
 
-        energy, beta, potential, trellis = calibrate_tree_posterior(
+        energy, beta, potential, trellis, calibration = calibrate_tree_posterior(
             energy, X, self.random_state, make_trellis, n_threads
         )
         if beta is not None:
             self.beta_ = beta
+            self.calibration_ = calibration
         trellis.check_feasible(energy)
         self._trellis = trellis
         self.log_partition_ = trellis.log_partition

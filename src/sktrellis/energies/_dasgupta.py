@@ -44,12 +44,19 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         (stored as its ``beta_``): the posterior's expected excess loss over
         the MAP matches that of the MAP structures of bootstrap resamples of
         the feature columns (loss-likelihood bootstrap; Lyddon, Holmes &
-        Walker 2019; user guide "Reading a posterior"). ``"auto"`` means 1
-        where there is nothing to calibrate: with ``affinity="precomputed"``,
-        fewer than 10 features or fewer than three points (too little to
-        resample), in the search estimators (greedy, beam, sparse,
-        best-first: no posterior over all trees), and for the energy used
-        on its own.
+        Walker 2019; user guide "Reading a posterior"); the exact and the
+        sparse estimators calibrate, and record how in ``calibration_``.
+        The exact estimators then cap it by a reference null: beta is at
+        most the largest value at which the posterior over X with each
+        column permuted across the rows (structureless data with the same
+        columns) gives no cluster of 3..N-1 points, or no three points
+        together, more than 0.3. ``"auto"`` means 1, with a warning, where
+        there is nothing to calibrate against: with
+        ``affinity="precomputed"`` or fewer than 10 distinct feature
+        columns (copies of a column count once); and without a warning
+        below three points, in the search estimators (greedy, beam,
+        best-first: no posterior to calibrate), and for the energy used on
+        its own.
     tree_prior : {"yule", "uniform"}, default="yule"
         Prior over tree shapes in the posterior over trees. ``"yule"``: a
         cluster of n points splits into k and n - k points with k uniform

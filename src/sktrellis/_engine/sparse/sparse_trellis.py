@@ -150,13 +150,17 @@ class SparseTrellis:
         """Split indices of the MAP tree, preorder."""
         return kernels.map_splits(self.best, self.left, self.right, self.n_points)
 
+    def sample_splits(self, n_samples, random_state):
+        """Split indices (n_samples, N - 1) of trees drawn exactly from the sparse posterior."""
+        uniforms = random_state.random((n_samples, self.n_points - 1))
+        return np.asarray(kernels.sample_splits(
+            self.split_start, self.left, self.right, self.log_psi, self.log_z, uniforms
+        ))
+
     def sample_linkages(self, n_samples, random_state):
         """Linkage matrices of n_samples trees drawn exactly from the sparse posterior."""
-        uniforms = random_state.random((n_samples, self.n_points - 1))
-        samples = kernels.sample_splits(
-            self.split_start, self.left, self.right, self.log_psi, self.log_z, uniforms
-        )
-        return [linkage_from_merges(*self.merges(splits)) for splits in samples]
+        return [linkage_from_merges(*self.merges(splits))
+                for splits in self.sample_splits(n_samples, random_state)]
 
     def merges(self, splits):
         """Merges (children first, node ids as in scipy) and log psi of a tree's splits."""
