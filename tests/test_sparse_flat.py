@@ -316,3 +316,14 @@ def test_pickle_and_dropped_posterior():
         model.pairwise_probability_
     with pytest.raises(NotFittedError, match="drop_posterior"):
         model.sample()
+
+
+def test_auto_beta_is_said_to_be_uncalibrated():
+    """beta="auto" is never a silent 1: a warning and the reason in calibration_."""
+    X, _ = make_blobs(n_samples=30, n_features=12, centers=3, random_state=0)
+    with pytest.warns(UserWarning, match="beta='auto' could not be calibrated: SparseFlat"):
+        model = SparseFlatClustering().fit(X)
+    assert model.beta_ == 1.0
+    assert model.calibration_["method"] == "uncalibrated"
+    fixed = SparseFlatClustering(CorrelationClustering(beta=2.0)).fit(X)
+    assert fixed.calibration_["method"] == "fixed" and fixed.beta_ == 2.0

@@ -655,7 +655,7 @@ def test_sparse_expected_loss_is_the_loss_of_the_drawn_trees():
     it must equal the loss of the same drawn trees replayed under the unit
     energy (beta 1, no prior).
     """
-    from sktrellis._engine.agglomerative.search import replay_tree
+    from sktrellis._engine.agglomerative.builders import replay_tree
     from sktrellis._temperature import N_POSTERIOR_SAMPLES
 
     X = noise(10, 0, n_features=30)

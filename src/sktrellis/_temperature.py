@@ -390,6 +390,28 @@ def calibration_plan(energy, X):
     return plan
 
 
+def uncalibrated_energy(energy, X, why):
+    """The energy of an estimator with a posterior but no calibration of its own yet.
+
+    ``beta="auto"`` means beta = 1 there, said in a warning (as where the
+    feature bootstrap cannot run) and recorded in the returned
+    ``calibration_`` record, whose ``reason`` is ``why``.
+
+    Returns
+    -------
+    energy : Energy
+    beta : float or None
+    calibration : dict
+        ``calibration_plan``'s record.
+    """
+    plan = calibration_plan(energy, X)
+    plan.pop("groups", None)
+    if plan["method"] in ("feature bootstrap", "uncalibrated"):
+        plan["method"], plan["reason"] = "uncalibrated", why
+    energy, beta = _uncalibrated(energy, plan)
+    return energy, beta, plan
+
+
 def _uncalibrated(energy, plan):
     """beta = 1 for an uncalibrated "auto", said in a warning (not for fewer than three points).
 

@@ -14,6 +14,7 @@ from ._engine.multicut import greedy_agglomeration
 from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
+from ._temperature import uncalibrated_energy
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 
@@ -66,8 +67,11 @@ class SparseFlatClustering(
         Energy model scoring each cluster (see :mod:`sktrellis.energies`):
         ``CorrelationClustering``, ``DirichletProcessMixture`` or a
         ``ClusterEnergy`` (up to 62 points). None means
-        ``CorrelationClustering()``. Its ``beta="auto"`` means 1 here, as for
-        :class:`~sktrellis.SparseTrellisClustering`.
+        ``CorrelationClustering()``. Its ``beta="auto"`` means 1 here, with
+        a warning and the reason in ``calibration_``: the calibration of
+        :class:`~sktrellis.ExactFlatClustering` is not carried over to the
+        spanned partitions yet, so pass a numeric beta when the
+        probabilities are to be read.
     builder : "linkage", callable or list of trees, default="linkage"
         Seed trees. "linkage": scipy's Ward, average, complete and single
         linkage trees of X (on features; average, complete and single on
@@ -135,6 +139,11 @@ class SparseFlatClustering(
         Number of states of the dynamic program (the empty set included).
     beta_ : float
         With an energy that has a temperature: the beta used.
+    calibration_ : dict
+        How ``beta_`` was set: ``"method"`` is "fixed" (a numeric beta),
+        "uncalibrated" (``beta="auto"`` taken as 1, with ``"reason"``) or
+        None (an energy without a temperature); the other keys as
+        ``ExactFlatClustering.calibration_``.
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: the log of the
         summed p(X, partition) over the spanned partitions, a lower bound
@@ -221,7 +230,12 @@ class SparseFlatClustering(
         X = self._validate_training_data(X, ensure_min_samples=1)
         # The temperature is resolved here and nowhere else: the family is
         # built by _build_trellis for whatever energy it is given.
-        energy = self._uncalibrated_energy()
+        energy, beta, self.calibration_ = uncalibrated_energy(
+            self._energy(), X,
+            "SparseFlatClustering has no calibration of its own yet (the feature bootstrap "
+            "of ExactFlatClustering is not carried over to the spanned partitions)")
+        if beta is not None:
+            self.beta_ = beta
         trellis, self.n_seed_trees_ = self._build_trellis(X, energy)
         n_points = len(X)
         if not trellis.log_partition > -np.inf:
