@@ -721,3 +721,14 @@ def test_sparse_noise_supports_no_cluster():
     """
     assert all(largest_support(SparseTrellisClustering().fit(noise(40, seed, 2000)), 40) <= 0.5
                for seed in range(2))
+
+
+def test_a_cap_that_no_temperature_reaches_is_said(monkeypatch):
+    """If even the coldest beta leaves the permuted data confident, the fit says so."""
+    import sktrellis._temperature as temperature
+
+    monkeypatch.setattr(temperature, "largest_together", lambda pairwise: 1.0)
+    with pytest.warns(UserWarning, match="is not capped and probabilities on structureless"):
+        model = ExactFlatClustering().fit(noise(8, 0))
+    assert model.calibration_["null_cap"] is None
+    assert not model.calibration_["null_cap_bound"]

@@ -797,6 +797,17 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
                     null_cap_bound=cap is not None and cap < beta, n_reference_fits=n_fits)
         if plan["null_cap_bound"]:
             beta = cap
+        elif cap is None:
+            # No temperature keeps the reference humble: the structures the
+            # estimator can put its mass on show clusters even in permuted
+            # data, so its probabilities cannot be made to mean "no
+            # structure" on noise. Say so rather than drop the cap quietly.
+            _warn_caller(
+                f"beta='auto': the data with their columns permuted get a probability above "
+                f"{NULL_LEVEL} for a cluster that structureless data should not show at every "
+                f"beta down to {BETA_RANGE[0]:g}, so beta_ = {beta:.4g} (the feature "
+                "bootstrap's) is not capped and probabilities on structureless data can "
+                "exceed 0.5; calibration_ records this (null_cap None)")
     if fitted.get("energy") is None or fitted["energy"].beta != beta:
         scaled = clone(energy).set_params(beta=beta)
         fitted.update(energy=scaled, posterior=fit(scaled, True))
