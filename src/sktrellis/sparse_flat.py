@@ -14,8 +14,7 @@ from ._engine.multicut import greedy_agglomeration
 from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
-from ._temperature import MAX_PARTITION_BOOTSTRAP, calibrate, co_clustering, flat_loss, \
-    largest_together
+from ._temperature import uncalibrated_energy
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 
@@ -23,11 +22,6 @@ from .energies import CorrelationClustering
 # precomputed affinity) the ones defined on any dissimilarity.
 _FEATURE_LINKAGES = ("ward", "average", "complete", "single")
 _DISTANCE_LINKAGES = ("average", "complete", "single")
-#: Largest N at which beta="auto" is capped by the reference null. Each
-#: reference fit grows a sparse trellis of its own (a fit of the data's
-#: cost, 5-10 of them for the cap) and largest_together takes O(N**3) time
-#: and memory (64 MB at N = 200).
-_MAX_NULL_CAP_POINTS = 200
 
 
 class SparseFlatClustering(
@@ -73,11 +67,14 @@ class SparseFlatClustering(
         Energy model scoring each cluster (see :mod:`sktrellis.energies`):
         ``CorrelationClustering``, ``DirichletProcessMixture`` or a
         ``ClusterEnergy`` (up to 62 points). None means
-        ``CorrelationClustering()``. Its ``beta="auto"`` is calibrated as
-        by :class:`~sktrellis.ExactFlatClustering` (a feature bootstrap
-        capped by a reference null), over the spanned partitions: each
-        resample's minimiser is its greedy agglomeration partition, and
-        the cap is sought up to N = 200 only (see ``calibration_``).
+        ``CorrelationClustering()``. Its ``beta="auto"`` means 1 here, with
+        a warning and the reason in ``calibration_``: no temperature
+        calibrates the spanned partitions (on structureless data they
+        mostly put three points together above 0.5 even at beta = 0.001:
+        4 of 6 noise sets at N = 30-60, 2000 features; the
+        calibration of :class:`~sktrellis.ExactFlatClustering` needs them
+        below 0.3), so read the probabilities as relative to the spanned
+        set.
     builder : "linkage", callable or list of trees, default="linkage"
         Seed trees. "linkage": scipy's Ward, average, complete and single
         linkage trees of X (on features; average, complete and single on
@@ -146,13 +143,10 @@ class SparseFlatClustering(
     beta_ : float
         With an energy that has a temperature: the beta used.
     calibration_ : dict
-        How ``beta_`` was set: ``"method"`` is "feature bootstrap"
-        (calibrated), "fixed" (a numeric beta), "uncalibrated"
-        (``beta="auto"`` taken as 1, with ``"reason"``: a precomputed
-        affinity, too few distinct features) or None (an energy without a
-        temperature); the other keys as ``ExactFlatClustering.calibration_``,
-        and ``"null_cap_skipped"`` (the reason) when the reference-null cap
-        was not sought, above N = 200.
+        How ``beta_`` was set: ``"method"`` is "fixed" (a numeric beta),
+        "uncalibrated" (``beta="auto"`` taken as 1, with ``"reason"``) or
+        None (an energy without a temperature); the other keys as
+        ``ExactFlatClustering.calibration_``.
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: the log of the
         summed p(X, partition) over the spanned partitions, a lower bound
@@ -238,12 +232,18 @@ class SparseFlatClustering(
         """
         X = self._validate_training_data(X, ensure_min_samples=1)
         # The temperature is resolved here and nowhere else: the family is
-        # built by _build_trellis for whatever energy it is given, the last
-        # one the calibration built being the one fitted.
-        energy, beta, (trellis, self.n_seed_trees_), self.calibration_ = \
-            self._calibrate(X, self._energy())
+        # built by _build_trellis for whatever energy it is given. No beta
+        # calibrates it: on noise the spanned partitions alone, near-uniformly
+        # weighted (beta = 0.001), mostly put three points together above 0.5
+        # (benchmarks/bench_sparse_flat_calibration.py).
+        energy, beta, self.calibration_ = uncalibrated_energy(
+            self._energy(), X,
+            "SparseFlatClustering has no calibration of its own (on structureless data "
+            "the spanned partitions can put three points together above 0.5 at any beta, so "
+            "the feature bootstrap of ExactFlatClustering cannot make them humble)")
         if beta is not None:
             self.beta_ = beta
+        trellis, self.n_seed_trees_ = self._build_trellis(X, energy)
         n_points = len(X)
         if not trellis.log_partition > -np.inf:
             raise ValueError(
@@ -274,60 +274,6 @@ class SparseFlatClustering(
         if hasattr(energy, "log_evidence"):
             self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
         return self
-
-    def _calibrate(self, X, energy):
-        """Resolve ``beta="auto"`` as ``ExactFlatClustering`` does, over the spanned partitions.
-
-        The one calibration (``_temperature.calibrate``): the feature
-        bootstrap's mean excess loss matched by the posterior's expected
-        excess loss, exact from the co-clustering probabilities of the
-        sparse trellis (the flat loss is a sum over pairs), capped by the
-        reference null while ``N <= _MAX_NULL_CAP_POINTS``.
-
-        Each resample's minimiser is the greedy agglomeration partition,
-        not the sparse trellis's MAP: the bootstrap needs 20 minimisers,
-        and a grown sparse trellis per resample would cost 20 fits. The
-        same search serves X and the resamples, so that the excess loss D
-        is exactly 0 when every resample's greedy partition is X's; it is
-        also a seed of the family, so the spanned MAP is never worse than
-        it, and the posterior's expected loss is matched to a bootstrap of
-        a minimiser at least as loose as the fitted one (a smaller D would
-        only mean a colder beta).
-
-        Returns
-        -------
-        energy : FlatEnergy
-        beta : float or None
-        built : tuple
-            ``_build_trellis``'s (trellis, n_seed_trees) for that energy.
-        calibration : dict
-        """
-        n_points = len(X)
-        losses = {}   # the full data's loss function, once
-
-        def map_loss(unit, data, cancelled=None):
-            if not losses:
-                losses["X"] = flat_loss(unit, X)
-            labels = greedy_agglomeration(unit.weights(data)).labels
-            return losses["X"](co_clustering(labels))
-
-        def expected_loss(built, rng):
-            return losses["X"](built[0].pairwise_probability())
-
-        def humility(scaled, data):
-            return largest_together(self._build_trellis(data, scaled)[0].pairwise_probability())
-
-        cap = n_points <= _MAX_NULL_CAP_POINTS
-        energy, beta, built, calibration = calibrate(
-            energy, X, self.random_state, lambda scaled, calibrating: self._build_trellis(
-                X, scaled), map_loss, expected_loss, humility=humility if cap else None,
-            max_resamples=MAX_PARTITION_BOOTSTRAP)
-        if calibration["method"] == "feature bootstrap" and not cap:
-            calibration["null_cap_skipped"] = (
-                f"n_samples={n_points} > {_MAX_NULL_CAP_POINTS}: the reference-null cap "
-                "(a grown sparse trellis per reference fit and an O(N**3) triple search) "
-                "is not sought, so beta_ is the bootstrap's alone")
-        return energy, beta, built, calibration
 
     def _build_trellis(self, X, energy):
         """The grown sparse flat trellis of validated X, and how many seed trees joined whole."""
