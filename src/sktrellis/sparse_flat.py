@@ -68,10 +68,13 @@ class SparseFlatClustering(
         ``CorrelationClustering``, ``DirichletProcessMixture`` or a
         ``ClusterEnergy`` (up to 62 points). None means
         ``CorrelationClustering()``. Its ``beta="auto"`` means 1 here, with
-        a warning and the reason in ``calibration_``: the calibration of
-        :class:`~sktrellis.ExactFlatClustering` is not carried over to the
-        spanned partitions yet, so pass a numeric beta when the
-        probabilities are to be read.
+        a warning and the reason in ``calibration_``: no temperature
+        calibrates the spanned partitions (on structureless data they
+        mostly put three points together above 0.5 even at beta = 0.001:
+        4 of 6 noise sets at N = 30-60, 2000 features; the
+        calibration of :class:`~sktrellis.ExactFlatClustering` needs them
+        below 0.3), so read the probabilities as relative to the spanned
+        set.
     builder : "linkage", callable or list of trees, default="linkage"
         Seed trees. "linkage": scipy's Ward, average, complete and single
         linkage trees of X (on features; average, complete and single on
@@ -229,11 +232,15 @@ class SparseFlatClustering(
         """
         X = self._validate_training_data(X, ensure_min_samples=1)
         # The temperature is resolved here and nowhere else: the family is
-        # built by _build_trellis for whatever energy it is given.
+        # built by _build_trellis for whatever energy it is given. No beta
+        # calibrates it: on noise the spanned partitions alone, near-uniformly
+        # weighted (beta = 0.001), mostly put three points together above 0.5
+        # (benchmarks/bench_sparse_flat_calibration.py).
         energy, beta, self.calibration_ = uncalibrated_energy(
             self._energy(), X,
-            "SparseFlatClustering has no calibration of its own yet (the feature bootstrap "
-            "of ExactFlatClustering is not carried over to the spanned partitions)")
+            "SparseFlatClustering has no calibration of its own (on structureless data "
+            "the spanned partitions can put three points together above 0.5 at any beta, so "
+            "the feature bootstrap of ExactFlatClustering cannot make them humble)")
         if beta is not None:
             self.beta_ = beta
         trellis, self.n_seed_trees_ = self._build_trellis(X, energy)
