@@ -61,9 +61,9 @@ def test_past_25_points_numbers_mean_what_the_text_says(monkeypatch):
     sparse_tree, search = example["sparse_tree"], example["search"]
     lower, upper = example["lower"], example["upper"]
     # A spanned MAP is never above a certified upper bound over all.
-    assert sparse_flat.map_log_potential_ <= certified.upper_bound_ + 1e-9
-    assert sparse_tree.map_log_potential_ <= search.upper_bound_ + 1e-9
-    assert certified.upper_bound_ == pytest.approx(
+    assert sparse_flat.map_log_potential_ <= certified.log_potential_upper_bound_ + 1e-9
+    assert sparse_tree.map_log_potential_ <= search.log_potential_upper_bound_ + 1e-9
+    assert certified.log_potential_upper_bound_ == pytest.approx(
         certified.map_log_potential_ + certified.optimality_gap_)
     # The spanned log Z is a lower bound of the full one, inside its bracket's top.
     assert lower <= upper and sparse_tree.log_partition_ <= upper + 1e-9

@@ -105,7 +105,8 @@ def test_fit_many_light_results(global_random_seed, processes_always_pay):
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_fit_many_names_the_failing_dataset(n_jobs, processes_always_pay):
-    datasets = [np.zeros((4, 2)), np.zeros((1, 2)), np.zeros((3, 2))]
+    rng = np.random.default_rng(0)
+    datasets = [rng.normal(size=(4, 2)), rng.normal(size=(1, 2)), rng.normal(size=(3, 2))]
     with pytest.raises(ValueError, match="minimum of 2") as info:
         fit_many(ExactHierarchicalClustering(n_jobs=1), datasets, n_jobs=n_jobs)
     assert "datasets[1]" in "".join(getattr(info.value, "__notes__", []))

@@ -49,7 +49,7 @@ energy = CorrelationClustering(beta=1.0)
 # ------------------------------------------------------------------
 # ``n_partitions_`` counts the spanned partitions exactly; ``log_partition_``
 # is a lower bound of the log Z over all Bell(48) (about 10^44) partitions.
-# The certified MAP's ``upper_bound_`` bounds every partition, spanned or
+# The certified MAP's ``log_potential_upper_bound_`` bounds every partition, spanned or
 # not: when ``optimality_gap_`` is 0, ``map_log_potential_`` is the best of
 # all, and the sparse MAP can be checked against it.
 sparse_flat = SparseFlatClustering(energy).fit(X)
@@ -61,7 +61,7 @@ print(f"SparseFlatClustering: {sparse_flat.n_partitions_:.3g} partitions spanned
       f"{sparse_flat.map_log_potential_:.2f}")
 print(f"CertifiedFlatClustering: MAP log potential {certified.map_log_potential_:.2f}, "
       f"optimality gap {certified.optimality_gap_:.3g} ({certified.stop_reason_}); "
-      f"no partition exceeds {certified.upper_bound_:.2f}")
+      f"no partition exceeds {certified.log_potential_upper_bound_:.2f}")
 # The full log Z is at least the spanned one, so a partition's probability
 # among the spanned partitions is an upper bound of its probability among
 # all; the cluster probabilities below are relative to the spanned set.
@@ -97,7 +97,7 @@ print(f"SparseTrellisClustering: about 10^{len(str(sparse_tree.n_trees_)) - 1} t
       f"{sparse_tree.map_log_potential_:.2f}")
 print(f"BestFirstHierarchicalClustering: MAP log potential {search.map_log_potential_:.2f}, "
       f"optimality gap {search.optimality_gap_:.3g} ({search.stop_reason_}): the sparse MAP "
-      f"is at most {search.upper_bound_ - sparse_tree.map_log_potential_:.2f} below the best tree")
+      f"is at most {search.log_potential_upper_bound_ - sparse_tree.map_log_potential_:.2f} below the best tree")
 print(f"{lower:.2f} <= log Z over all trees <= {upper:.2f}: the spanned trees hold between "
       f"{np.exp(sparse_tree.log_partition_ - upper):.2g} and "
       f"{min(1.0, np.exp(sparse_tree.log_partition_ - lower)):.2g} of the posterior mass")

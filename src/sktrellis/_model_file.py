@@ -213,3 +213,9 @@ def _load(file, allowed):
         raise pickle.UnpicklingError(
             f"the file is not a whole, valid pickle ({type(error).__name__}: {error})"
         ) from None
+    except SystemError as error:
+        # A C extension's __setstate__ given a state it never wrote can fail
+        # without saying why (NumPy's dtypes return NULL with no exception).
+        raise pickle.UnpicklingError(
+            f"the file holds a state that an object of the model refuses ({error})"
+        ) from None
