@@ -22,7 +22,8 @@
     At N = 12-16 both are compared with ``ExactFlatClustering``'s exact
     matrix: mean and largest absolute error over the pairs, the mean signed
     error, and a calibration summary (pairs binned by predicted
-    probability: the size-weighted mean |predicted - exact| over the bins).
+    probability: the size-weighted mean over the bins of |mean predicted -
+    mean exact|), and the share of pairs on the other side of 1/2.
     Perturb-and-MAP runs twice there: ``PerturbAndMAPClustering`` (exact
     MAP of each perturbed problem, O(3**N)) and the same perturbations
     with the greedy agglomeration as MAP solver, the only form that runs
