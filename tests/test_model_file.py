@@ -1,6 +1,7 @@
 """sktrellis.load: a model file builds its own objects and changes nothing else."""
 import importlib
 import io
+import os
 import pickle
 import warnings
 
@@ -21,6 +22,9 @@ from sktrellis.baselines import (
     TransitivePropagation,
 )
 from sktrellis.energies import CorrelationClustering, DirichletProcessMixture, GinkgoLikelihood
+from sktrellis.sparse_flat import SparseFlatClustering
+
+from .common import run_pytest_in_subprocess
 
 
 def _loads(data, **kwargs):
@@ -182,8 +186,6 @@ def test_posterior_tables_of_a_model_file_are_checked_before_any_kernel(Estimato
 # a check that lets one through fails this test instead of killing the run.
 
 def _fitted_sparse(name):
-    from sktrellis.sparse_flat import SparseFlatClustering
-
     Estimator = {"hierarchical": SparseTrellisClustering, "flat": SparseFlatClustering}[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -242,12 +244,10 @@ _SPARSE_DAMAGE = {
     ],
 }
 
-_IN_SUBPROCESS = __import__("os").environ.get("SKTRELLIS_IN_SUBPROCESS") == "1"
+_IN_SUBPROCESS = os.environ.get("SKTRELLIS_IN_SUBPROCESS") == "1"
 
 
 def test_damaged_sparse_model_files_are_refused_never_read():
-    from .common import run_pytest_in_subprocess
-
     run_pytest_in_subprocess(f"{__file__}::test_damaged_sparse_model_files_in_this_process")
 
 
