@@ -216,6 +216,7 @@ _SPARSE_DAMAGE = {
         # Sizes that add up, children that do not partition their parent.
         (_at("left", 0, 5), "children do not partition"),
         (_set("log_psi", lambda t: t.astype(np.float32)), "table 'log_psi'"),
+        (_at("log_psi", 3, np.nan), "NaN or \\+inf"),
         (_set("left", lambda t: t[:-3]), "table 'left'"),
         (_set("size", lambda t: t[::-1].copy()), "sizes that are not those"),
         (_set("split_start", lambda t: t + 1), "not grouped by vertex"),
@@ -234,6 +235,7 @@ _SPARSE_DAMAGE = {
         (_set("edge_child", lambda t: t[:-3]), "table 'edge_child'"),
         (_set("state_size", lambda t: t.astype(np.int32)), "table 'state_size'"),
         (_set("log_e", lambda t: t[:-1]), "table 'log_e'"),
+        (_at("log_e", 0, np.inf), "NaN or \\+inf"),
         (_set("edge_start", lambda t: t[::-1].copy()), "not grouped by state"),
         # An edge back to its own state: a walk down the edges would never end.
         (lambda t: setattr(t, "edge_child", t.edge_parent.copy()), "do not remove"),
@@ -263,8 +265,43 @@ def test_damaged_sparse_model_files_in_this_process(name):
             loaded = _loads(pickle.dumps(model))
             # Reached only if a check let the file through: the queries
             # whose kernels would read it.
-            loaded.cluster_probability([0, 1])
-            loaded.sample(5, random_state=0)
+            _query(loaded)
+    # Any entry of any array set to a value near or past its bounds: a clear
+    # error at load, or a model whose queries all answer.
+    rng = np.random.default_rng(0)
+    trellis = pickle.loads(data)._trellis
+    arrays = [attribute for attribute, value in vars(trellis).items()
+              if isinstance(value, np.ndarray) and value.size]
+    for _ in range(300):
+        model = pickle.loads(data)
+        attribute = arrays[rng.integers(len(arrays))]
+        array = getattr(model._trellis, attribute).copy()
+        index = np.unravel_index(rng.integers(array.size), array.shape)
+        if array.dtype.kind == "f":
+            array[index] = rng.choice([np.nan, np.inf, -np.inf, 0.0, 1e300])
+        else:
+            bound = array.shape[0]
+            array[index] = rng.choice([-1, 0, 1, bound - 1, bound, bound + 1, 2**40]).astype(
+                array.dtype)
+        setattr(model._trellis, attribute, array)
+        try:
+            loaded = _loads(pickle.dumps(model))
+        except ValueError as error:
+            assert "a pickled" in str(error)
+        else:
+            _query(loaded)
+
+
+def _query(model):
+    """The queries whose kernels read a sparse trellis's tables."""
+    model.cluster_probability([0, 1])
+    model.sample(5, random_state=0)
+    model.most_probable_clusters(3)
+    if isinstance(model, SparseFlatClustering):
+        model.together_probability([0, 1, 2])
+        model.log_probability(model.labels_)
+    else:
+        model.log_probability(model.linkage_matrix_)
 
 
 @pytest.mark.parametrize("name, tables", [

@@ -622,6 +622,8 @@ def _check_restored_structure(state):
     cluster_size = np.array([len(m) for m in members], dtype=np.int64)
     # In order: each check may index with what the earlier ones let through.
     problems = {
+        "cluster log potentials that are NaN or +inf": lambda: (
+            not np.all(state["log_e"] < np.inf)),
         "an order that is not a permutation of the points": lambda: (
             not np.array_equal(np.sort(state["order"]), np.arange(n_points))),
         "edges that are not grouped by state": lambda: (

@@ -392,6 +392,8 @@ def _check_restored_structure(state):
             not np.array_equal(hashes[:n_points], keys)
             or np.any(hashes[left] + hashes[right] != hashes[parent])
             for hashes, keys in zip((state["first"], state["second"]), _point_keys(n_points))),
+        "split log potentials that are NaN or +inf": lambda: (
+            not np.all(state["log_psi"] < np.inf)),
         "lowest points out of range": lambda: (
             np.any((state["low"] < 0) | (state["low"] >= n_points))),
         "merge-model ids out of range": lambda: (
