@@ -369,7 +369,6 @@ def _check_restored_structure(state):
         "right": (np.int64, splits, False), "log_psi": (np.float64, splits, False)})
     split_start, left, right = state["split_start"], state["left"], state["right"]
     counts = np.diff(split_start)
-    n_ids = getattr(model, "n_ids", None)
     if getattr(model, "n_points", None) != n_points:
         raise ValueError(f"a pickled {owner} has a merge model of "
                          f"n_points={getattr(model, 'n_points', None)!r}, not {n_points}")
