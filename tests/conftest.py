@@ -43,6 +43,16 @@ def kernel_threads(request, monkeypatch):
 
 
 @pytest.fixture
+def fake_clock(monkeypatch):
+    """The clock of the level passes, set by hand: ``fake_clock["now"]`` seconds."""
+    from sktrellis._engine.trellis import levels
+
+    clock = {"now": 0.0}
+    monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
+    return clock
+
+
+@pytest.fixture
 def ctrl_c():
     """``_thread.interrupt_main`` raises KeyboardInterrupt, however pytest was started.
 

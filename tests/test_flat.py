@@ -789,3 +789,42 @@ def test_input_is_not_mutated():
     W_before = W.copy()
     ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(W)
     np.testing.assert_array_equal(W, W_before)
+
+
+@pytest.mark.parametrize("kernel, run", [
+    ("inside_level", lambda log_e: FlatTrellis(log_e).log_z),
+    ("map_level", lambda log_e: map_partition(log_e)[1]),
+    ("count_level", lambda log_e: FlatTrellis(log_e).log_partition_by_count),
+    ("constrained_map_level", lambda log_e: FlatTrellis(log_e, n_clusters=3).map_labels),
+])
+def test_flat_kernel_calls_follow_the_rate_the_pass_measures(kernel, run, fake_clock,
+                                                             monkeypatch):
+    """A pass slower than its calibration rate (a loaded machine) shrinks its next calls.
+
+    Each kernel call takes 40 ns a (subset, cluster) pair on the fake clock,
+    slower than any calibration rate: after the first call of the pass,
+    every call holds at most the pairs of CHUNK_SECONDS at 40 ns (at least
+    one subset), where the calibration rate alone puts more in some; the
+    result is unchanged.
+    """
+    from sktrellis._engine.trellis import flat_trellis, levels
+
+    log_e = np.random.default_rng(0).normal(size=1 << 9)
+    expected = run(log_e)
+    monkeypatch.setattr(levels, "CHUNK_SECONDS", 40e-9 * 256)  # 256 pairs at 40 ns
+    original, calls = getattr(flat_trellis.kernels, kernel), []
+
+    def timed(parents, *args):
+        size = int(parents[0]).bit_count()
+        calls.append((size, len(parents)))
+        fake_clock["now"] += 40e-9 * len(parents) * (1 << (size - 1))
+        return original(parents, *args)
+
+    monkeypatch.setattr(flat_trellis.kernels, kernel, timed)
+    for measured_min_terms, follows in [(1, True), (1 << 60, False)]:
+        monkeypatch.setattr(levels, "MEASURED_MIN_TERMS", measured_min_terms)
+        calls.clear()
+        np.testing.assert_array_equal(run(log_e), expected)
+        assert len(calls) > 10 or not follows
+        within = [n_parents <= max(1, 256 >> (size - 1)) for size, n_parents in calls[1:]]
+        assert all(within) if follows else not all(within)

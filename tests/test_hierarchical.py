@@ -962,14 +962,6 @@ def test_trellis_stops_at_its_deadline():
         HierarchicalTrellis(potential, deadline=0.0)
 
 
-@pytest.fixture
-def fake_clock(monkeypatch):
-    """The clock of the level passes, set by hand: ``fake_clock["now"]`` seconds."""
-    clock = {"now": 0.0}
-    monkeypatch.setattr(levels.time, "perf_counter", lambda: clock["now"])
-    return clock
-
-
 def _pass_with_deadline(n_terms, deadline):
     """The progress of a pass of n_terms terms, quiet, with a deadline."""
     return levels.LevelProgress("owner", "pass", 10, n_terms, "split", 1e-9, 1, 0, 0,
@@ -1078,3 +1070,32 @@ def test_kernel_calls_follow_the_rate_the_pass_measures(fake_clock):
     fake_clock["now"] += 1e-6  # too few terms to measure: the calibration rate again
     progress.update(10)
     assert len(next(calls)) == 249
+    fake_clock["now"] += 1.0  # terms counted without a kernel call measure nothing
+    progress.update(10**9, kernel_call=False)
+    assert len(next(calls)) == 249
+
+
+def test_cache_blocked_calls_follow_the_rate_the_pass_measures(fake_clock):
+    """The blocked passes' calls too: each is sized when it is asked for."""
+    n_points, size = 24, 13
+    blocks = levels.RowBlocks(n_points, 10, 1e-9)
+    progress = _pass_with_deadline(10**12, None)
+
+    def terms(call):
+        # Every subset of the level has 2**(size - 1) splits.
+        return blocks.n_subsets(call[1]) << (size - 1)
+
+    calls = blocks.inside_calls(size, progress)
+    first = terms(next(calls))
+    assert levels.chunk_terms(1e-9) <= first < 1.01 * levels.chunk_terms(1e-9)
+    fake_clock["now"] += 1.0  # 4 ns a term: a quarter of the terms per call
+    progress.update(first)
+    second = terms(next(calls))
+    assert 0.24 * first <= second < 0.26 * first
+    fake_clock["now"] += 1e-6  # too few terms to measure: the calibration rate again
+    progress.update(10)
+    assert terms(next(calls)) >= first - 1
+    # Without a progress, the calibration rate throughout; every item once.
+    items = [item for call in blocks.outside_calls(size) for item in zip(*call)]
+    high_parts, low_sizes = blocks._items(size, range(0, 11))
+    assert sorted(items) == sorted(zip(high_parts.tolist(), low_sizes.tolist()))

@@ -1,6 +1,7 @@
 """sktrellis.load: a model file builds its own objects and changes nothing else."""
 import importlib
 import io
+import os
 import pickle
 import warnings
 
@@ -21,6 +22,9 @@ from sktrellis.baselines import (
     TransitivePropagation,
 )
 from sktrellis.energies import CorrelationClustering, DirichletProcessMixture, GinkgoLikelihood
+from sktrellis.sparse_flat import SparseFlatClustering
+
+from .common import run_pytest_in_subprocess
 
 
 def _loads(data, **kwargs):
@@ -174,3 +178,144 @@ def test_posterior_tables_of_a_model_file_are_checked_before_any_kernel(Estimato
     setattr(trellis, table, damage(getattr(trellis, table)))
     with pytest.raises((ValueError, TypeError), match=f"a pickled {type(trellis).__name__}"):
         _loads(pickle.dumps(model))
+
+
+###############################################################################
+# Sparse trellises: the structure their kernels walk is checked at load, what
+# follows from it is rebuilt. The damaged files load in a subprocess, so that
+# a check that lets one through fails this test instead of killing the run.
+
+def _fitted_sparse(name):
+    Estimator = {"hierarchical": SparseTrellisClustering, "flat": SparseFlatClustering}[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = Estimator().fit(np.random.default_rng(0).normal(size=(9, 2)))
+    model.cluster_probability([0, 1])
+    return model
+
+
+def _set(name, damage):
+    def apply(trellis):
+        setattr(trellis, name, damage(getattr(trellis, name)))
+    return apply
+
+
+def _at(name, index, value):
+    def apply(trellis):
+        array = getattr(trellis, name).copy()
+        array[index] = value
+        setattr(trellis, name, array)
+    return apply
+
+
+_SPARSE_DAMAGE = {
+    "hierarchical": [
+        (_at("left", 0, 10**6), "child is not an earlier vertex"),
+        (_at("right", -1, -1), "child is not an earlier vertex"),
+        (_at("left", -1, 1), "sizes that are not those of its points"),
+        # Sizes that add up, children that do not partition their parent.
+        (_at("left", 0, 5), "children do not partition"),
+        (_set("log_psi", lambda t: t.astype(np.float32)), "table 'log_psi'"),
+        (_at("log_psi", 3, np.nan), "NaN or \\+inf"),
+        (_set("left", lambda t: t[:-3]), "table 'left'"),
+        (_set("size", lambda t: t[::-1].copy()), "sizes that are not those"),
+        (_set("split_start", lambda t: t + 1), "not grouped by vertex"),
+        (_at("split_start", 10, 0), "not grouped by vertex"),
+        (_at("model_id", 0, 10**6), "merge-model ids out of range"),
+        (_at("model_id", 0, -1), "merge-model ids out of range"),
+        (_at("low", 3, 9), "lowest points out of range"),
+        (_set("n_points", lambda n: 10**9), "no vertex tables for n_points"),
+        (_set("n_points", lambda n: n - 1), "merge model of n_points"),
+        (lambda t: setattr(t.model, "inside0", t.model.inside0[:5]), "columns that do not cover"),
+        (lambda t: setattr(t.model, "_n_matrices", 2), "_n_matrices=2"),
+    ],
+    "flat": [
+        (_at("edge_child", 0, 10**6), "cluster or state it does not have"),
+        (_at("edge_cluster", -1, -1), "cluster or state it does not have"),
+        (_set("edge_child", lambda t: t[:-3]), "table 'edge_child'"),
+        (_set("state_size", lambda t: t.astype(np.int32)), "table 'state_size'"),
+        (_set("log_e", lambda t: t[:-1]), "table 'log_e'"),
+        (_at("log_e", 0, np.inf), "NaN or \\+inf"),
+        (_set("edge_start", lambda t: t[::-1].copy()), "not grouped by state"),
+        # An edge back to its own state: a walk down the edges would never end.
+        (lambda t: setattr(t, "edge_child", t.edge_parent.copy()), "do not remove"),
+        (_at("order", 0, 1), "not a permutation"),
+        (lambda t: t.members.__setitem__(0, np.array([0, 10**6])), "sets of its 9 points"),
+        (lambda t: t.members.__setitem__(0, np.array([3, 1])), "sets of its 9 points"),
+        (lambda t: t.members.__setitem__(0, t.members[0].astype(np.int32)), "sets of its 9"),
+    ],
+}
+
+_IN_SUBPROCESS = os.environ.get("SKTRELLIS_IN_SUBPROCESS") == "1"
+
+
+def test_damaged_sparse_model_files_are_refused_never_read():
+    run_pytest_in_subprocess(f"{__file__}::test_damaged_sparse_model_files_in_this_process")
+
+
+@pytest.mark.skipif(not _IN_SUBPROCESS,
+                    reason="run by test_damaged_sparse_model_files_are_refused_never_read")
+@pytest.mark.parametrize("name", ["hierarchical", "flat"])
+def test_damaged_sparse_model_files_in_this_process(name):
+    data = pickle.dumps(_fitted_sparse(name))
+    for damage, match in _SPARSE_DAMAGE[name]:
+        model = pickle.loads(data)
+        damage(model._trellis)
+        with pytest.raises(ValueError, match=match):
+            loaded = _loads(pickle.dumps(model))
+            # Reached only if a check let the file through: the queries
+            # whose kernels would read it.
+            _query(loaded)
+    # Any entry of any array set to a value near or past its bounds: a clear
+    # error at load, or a model whose queries all answer.
+    rng = np.random.default_rng(0)
+    trellis = pickle.loads(data)._trellis
+    arrays = [attribute for attribute, value in vars(trellis).items()
+              if isinstance(value, np.ndarray) and value.size]
+    for _ in range(300):
+        model = pickle.loads(data)
+        attribute = arrays[rng.integers(len(arrays))]
+        array = getattr(model._trellis, attribute).copy()
+        index = np.unravel_index(rng.integers(array.size), array.shape)
+        if array.dtype.kind == "f":
+            array[index] = rng.choice([np.nan, np.inf, -np.inf, 0.0, 1e300])
+        else:
+            bound = array.shape[0]
+            array[index] = rng.choice([-1, 0, 1, bound - 1, bound, bound + 1, 2**40]).astype(
+                array.dtype)
+        setattr(model._trellis, attribute, array)
+        try:
+            loaded = _loads(pickle.dumps(model))
+        except ValueError as error:
+            assert "a pickled" in str(error)
+        else:
+            _query(loaded)
+
+
+def _query(model):
+    """The queries whose kernels read a sparse trellis's tables."""
+    model.cluster_probability([0, 1])
+    model.sample(5, random_state=0)
+    model.most_probable_clusters(3)
+    if isinstance(model, SparseFlatClustering):
+        model.together_probability([0, 1, 2])
+        model.log_probability(model.labels_)
+    else:
+        model.log_probability(model.linkage_matrix_)
+
+
+@pytest.mark.parametrize("name, tables", [
+    ("hierarchical", ["log_z", "log_map", "best", "table", "_log_outside"]),
+    ("flat", ["log_z", "log_map", "best_edge", "words", "rank", "_log_outside"]),
+])
+def test_sparse_tables_that_follow_from_the_structure_are_rebuilt_at_load(name, tables):
+    model = _fitted_sparse(name)
+    expected = (model.cluster_probability([0, 1]), model.sample(5, random_state=0))
+    for table in tables:
+        # Anything a kernel would trust, were it read from the file.
+        setattr(model._trellis, table, np.full(3, 10**6, dtype=np.int64))
+    loaded = _loads(pickle.dumps(model))
+    assert loaded.cluster_probability([0, 1]) == expected[0]
+    samples = loaded.sample(5, random_state=0)
+    for got, want in zip(samples, expected[1]):
+        np.testing.assert_array_equal(got, want)

@@ -120,13 +120,47 @@ def subset_sizes(n_points):
     return sizes
 
 
+def check_restored_arrays(owner, state, arrays):
+    """Check arrays of an unpickled engine object: present, of their dtype, shape and layout.
+
+    A model file may come from anywhere (``sktrellis.load``): an array of
+    the wrong dtype, length or layout would be read past its end by a
+    kernel. Every array must be a C-contiguous ndarray of its dtype and
+    shape.
+
+    Parameters
+    ----------
+    owner : str
+        The class restored, for the message.
+    state : dict
+        Its pickled attributes.
+    arrays : dict of str to (dtype, tuple, bool)
+        Each array's dtype, its full shape and whether it may be None.
+
+    Returns
+    -------
+    None
+    """
+    for name, (dtype, shape, optional) in arrays.items():
+        array = state.get(name)
+        if array is None and optional:
+            continue
+        if not (isinstance(array, np.ndarray) and array.dtype == dtype
+                and array.shape == shape and array.flags.c_contiguous):
+            raise ValueError(
+                f"a pickled {owner} has a table {name!r} of "
+                f"{getattr(array, 'dtype', type(array).__name__)} "
+                f"{getattr(array, 'shape', '')}; it needs {np.dtype(dtype)} of shape "
+                f"{shape}: the file is damaged or was not written by sktrellis"
+            )
+
+
 def check_restored_tables(owner, state, n_points, tables):
     """Check the per-subset tables of an unpickled engine object before a kernel reads them.
 
-    A model file may come from anywhere (``sktrellis.load``): a table of
-    the wrong dtype, length or layout would be read past its end. Every
-    table must be a C-contiguous array of its dtype with ``2**n_points``
-    rows; the object's thread count must be sane.
+    Every table must be a C-contiguous array of its dtype with ``2**n_points``
+    rows (:func:`check_restored_arrays`); the object's thread count must be
+    sane.
 
     Parameters
     ----------
@@ -146,19 +180,9 @@ def check_restored_tables(owner, state, n_points, tables):
     """
     if not (isinstance(n_points, int) and 1 <= n_points <= 30):
         raise ValueError(f"a pickled {owner} has n_points={n_points!r}; 1 to 30 are possible")
-    for name, (dtype, row, optional) in tables.items():
-        table = state.get(name)
-        if table is None and optional:
-            continue
-        if not (isinstance(table, np.ndarray) and table.dtype == dtype
-                and table.shape == (1 << n_points, *row) and table.flags.c_contiguous):
-            raise ValueError(
-                f"a pickled {owner} has a table {name!r} of "
-                f"{getattr(table, 'dtype', type(table).__name__)} "
-                f"{getattr(table, 'shape', '')}; it needs {np.dtype(dtype)} of shape "
-                f"{(1 << n_points, *row)} for n_points={n_points}: the file is damaged or "
-                "was not written by sktrellis"
-            )
+    check_restored_arrays(owner, state, {
+        name: (dtype, (1 << n_points, *row), optional)
+        for name, (dtype, row, optional) in tables.items()})
     n_threads = state.get("n_threads")
     if not (isinstance(n_threads, int) and 1 <= n_threads <= 4096):
         raise ValueError(f"a pickled {owner} has n_threads={n_threads!r}")

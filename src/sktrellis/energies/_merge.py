@@ -56,6 +56,21 @@ class MergeModel:
         self._add_column("size", np.ones(self.n_points, dtype=np.int64))
         self._add_column("low", np.arange(self.n_points, dtype=np.int64))
 
+    def __setstate__(self, state):
+        # A fitted sparse trellis keeps its merge model for split_log_potential,
+        # which gathers the columns at the trellis's ids: a model file may be
+        # crafted, so every column must cover every id.
+        n_points, n_ids, columns = (state.get(name) for name in ("n_points", "n_ids", "_columns"))
+        if not (isinstance(n_points, int) and isinstance(n_ids, int) and 1 <= n_points <= n_ids
+                and isinstance(columns, list) and {"size", "low"} <= set(columns)
+                and all(isinstance(name, str) and isinstance(state.get(name), np.ndarray)
+                        and state[name].ndim == 1 and len(state[name]) >= n_ids
+                        for name in columns)):
+            raise ValueError(
+                f"a pickled {type(self).__name__} has columns that do not cover its "
+                f"n_ids={n_ids!r} clusters: the file is damaged or was not written by sktrellis")
+        self.__dict__.update(state)
+
     def _add_column(self, name, values):
         """A per-cluster statistic, stored as attribute ``name`` indexed by id."""
         self._columns.append(name)
@@ -193,6 +208,16 @@ class PairwiseMergeModel(MergeModel):
         ids = super()._allocate(sizes, lows)
         self.row[ids] = -1
         return ids
+
+    def __setstate__(self, state):
+        n_matrices = state.get("_n_matrices")
+        if not (isinstance(n_matrices, int) and n_matrices >= 1 and all(
+                f"inside{k}" in state.get("_columns", ()) for k in range(n_matrices))):
+            raise ValueError(
+                f"a pickled {type(self).__name__} has _n_matrices={n_matrices!r} without "
+                "a column of inside sums for each: the file is damaged or was not written "
+                "by sktrellis")
+        super().__setstate__(state)
 
     def _inside(self, ids):
         return [getattr(self, f"inside{k}")[ids] for k in range(self._n_matrices)]

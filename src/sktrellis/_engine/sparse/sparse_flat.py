@@ -25,6 +25,7 @@ smaller), vectorised in NumPy.
 import numpy as np
 from scipy import sparse
 
+from ..tables import check_restored_arrays
 from ..tree.conversion import relabel_by_first_appearance
 from . import _sparse_flat as kernels
 
@@ -126,20 +127,7 @@ class SparseFlatTrellis:
         order = np.asarray(order, dtype=np.int64)
         rank = np.empty(n_points, dtype=np.int64)
         rank[order] = np.arange(n_points)
-        sizes = np.array([len(m) for m in self.members], dtype=np.int64)
-        first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        positions = rank[np.concatenate(self.members)]
-        rows = np.repeat(np.arange(len(sizes)), sizes)
-        n_words = (n_points + 63) // 64
-        # OR each cluster's bits into its words: group by (cluster, word), reduce.
-        slots = rows * n_words + (positions >> 6)
-        by_slot = np.argsort(slots, kind="stable")
-        slots = slots[by_slot]
-        starts = np.flatnonzero(np.diff(slots, prepend=-1))
-        words = np.zeros(len(sizes) * n_words, dtype=np.uint64)
-        words[slots[starts]] = np.bitwise_or.reduceat(
-            np.left_shift(np.uint64(1), (positions[by_slot] & 63).astype(np.uint64)), starts)
-        words = words.reshape(len(sizes), n_words)
+        words, positions, first = self._words(rank)
         low = np.minimum.reduceat(positions, first)
         usable = np.flatnonzero(self.log_e > -np.inf)
         by_low = usable[np.argsort(low[usable], kind="stable")]
@@ -167,6 +155,39 @@ class SparseFlatTrellis:
         self.edge_start = np.searchsorted(self.edge_parent, np.arange(n_states + 1))
         self._inside()
         self._log_outside = None
+
+    def _words(self, rank):
+        """Each cluster's state bits as a row of uint64 words, its positions and their starts."""
+        sizes = np.array([len(m) for m in self.members], dtype=np.int64)
+        first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        positions = rank[np.concatenate(self.members)]
+        rows = np.repeat(np.arange(len(sizes)), sizes)
+        n_words = (self.n_points + 63) // 64
+        # OR each cluster's bits into its words: group by (cluster, word), reduce.
+        slots = rows * n_words + (positions >> 6)
+        by_slot = np.argsort(slots, kind="stable")
+        slots = slots[by_slot]
+        starts = np.flatnonzero(np.diff(slots, prepend=-1))
+        words = np.zeros(len(sizes) * n_words, dtype=np.uint64)
+        words[slots[starts]] = np.bitwise_or.reduceat(
+            np.left_shift(np.uint64(1), (positions[by_slot] & 63).astype(np.uint64)), starts)
+        return words.reshape(len(sizes), n_words), positions, first
+
+    def __setstate__(self, state):
+        # A model file may be crafted: the family and the edges between states
+        # are checked, and what follows from them (index, ranks, state bits,
+        # the inside pass) is rebuilt, never read from the file.
+        _check_restored_structure(state)
+        self.__init__(state["n_points"])
+        self.add(state["members"], state["log_e"])
+        self.order = state["order"]
+        self.rank = np.empty_like(self.order)
+        self.rank[self.order] = np.arange(self.n_points)
+        self.words = self._words(self.rank)[0]
+        self._bits_cache = None
+        for name in ("state_size", "edge_parent", "edge_cluster", "edge_child", "edge_start"):
+            setattr(self, name, state[name])
+        self._inside()
 
     @property
     def n_states(self):
@@ -563,6 +584,61 @@ class SparseFlatTrellis:
         for a, b in merges:
             nodes.append(nodes[a] | nodes[b])
         return nodes
+
+
+def _check_restored_structure(state):
+    """Check the family and the state graph of an unpickled SparseFlatTrellis.
+
+    The passes walk edges from state to state: every index must be a
+    cluster or state, and each edge must remove its cluster's points from
+    its state, so that every walk from all points ends at the empty state.
+    """
+    owner = "SparseFlatTrellis"
+    n_points, members = state.get("n_points"), state.get("members")
+    if not (isinstance(n_points, int) and n_points >= 1):
+        raise ValueError(f"a pickled {owner} has n_points={n_points!r}")
+    if not (isinstance(members, list) and all(
+            isinstance(m, np.ndarray) and m.dtype == np.int64 and m.ndim == 1 and m.size
+            and m[0] >= 0 and m[-1] < n_points and np.all(np.diff(m) > 0) for m in members)):
+        raise ValueError(f"a pickled {owner} has clusters that are not sorted, non-empty sets "
+                         f"of its {n_points} points: the file is damaged or was not written "
+                         "by sktrellis")
+    state_size, edge_parent = state.get("state_size"), state.get("edge_parent")
+    n_states = (state_size.shape[0] if isinstance(state_size, np.ndarray)
+                and state_size.ndim == 1 else -1)
+    n_edges = (edge_parent.shape[0] if isinstance(edge_parent, np.ndarray)
+               and edge_parent.ndim == 1 else -1)
+    if n_states < 2 or n_edges < 0:
+        raise ValueError(f"a pickled {owner} has no state tables: the file is damaged or was "
+                         "not written by sktrellis")
+    edges = (n_edges,)
+    check_restored_arrays(owner, state, {
+        "log_e": (np.float64, (len(members),), False), "order": (np.int64, (n_points,), False),
+        "state_size": (np.int64, (n_states,), False), "edge_parent": (np.int64, edges, False),
+        "edge_cluster": (np.int64, edges, False), "edge_child": (np.int64, edges, False),
+        "edge_start": (np.int64, (n_states + 1,), False)})
+    edge_start, cluster, child = state["edge_start"], state["edge_cluster"], state["edge_child"]
+    counts = np.diff(edge_start)
+    cluster_size = np.array([len(m) for m in members], dtype=np.int64)
+    # In order: each check may index with what the earlier ones let through.
+    problems = {
+        "cluster log potentials that are NaN or +inf": lambda: (
+            not np.all(state["log_e"] < np.inf)),
+        "an order that is not a permutation of the points": lambda: (
+            not np.array_equal(np.sort(state["order"]), np.arange(n_points))),
+        "edges that are not grouped by state": lambda: (
+            edge_start[0] != 0 or edge_start[-1] != n_edges or np.any(counts < 0)
+            or not np.array_equal(edge_parent, np.repeat(np.arange(n_states), counts))),
+        "an edge to a cluster or state it does not have": lambda: (
+            np.any((cluster < 0) | (cluster >= len(members)) | (child < 0) | (child >= n_states))),
+        "edges that do not remove their cluster's points": lambda: (
+            state_size[0] != n_points or state_size[1] != 0 or counts[1] != 0
+            or np.any(state_size[child] + cluster_size[cluster] != state_size[edge_parent])),
+    }
+    for problem, found in problems.items():
+        if found():
+            raise ValueError(f"a pickled {owner} has {problem}: the file is damaged or was "
+                             "not written by sktrellis")
 
 
 def _unions(parts):

@@ -10,6 +10,7 @@ from itertools import combinations
 
 import numpy as np
 
+from ..tables import check_restored_arrays
 from ..tree.conversion import linkage_from_merges
 from . import _sparse as kernels
 
@@ -28,17 +29,34 @@ class SparseTrellis:
     def __init__(self, model):
         self.model = model
         self.n_points = n_points = model.n_points
-        # The hashes only need to be independent of the data: fixed keys
-        # keep fits reproducible.
-        keys = np.random.default_rng(0x7E11).integers(
-            0, np.iinfo(np.uint64).max, size=(2, n_points), dtype=np.uint64, endpoint=True
-        )
-        self._point_keys = keys
+        self._point_keys = keys = _point_keys(n_points)
         self._first, self._second = keys[0].tolist(), keys[1].tolist()
         self._low = list(range(n_points))
         self._size = [1] * n_points
         self._model_id = list(range(n_points))
         self._index = {(f, s): i for i, (f, s) in enumerate(zip(self._first, self._second))}
+
+    def __setstate__(self, state):
+        # A model file may be crafted: the structure the kernels walk is
+        # checked, and what can be derived from it (hash table, point keys,
+        # growth lists, the inside pass) is rebuilt, never read from the file.
+        _check_restored_structure(state)
+        n_points, n_vertices = state["n_points"], len(state["size"])
+        self.__init__(state["model"])
+        # The solved numbering becomes the insertion order.
+        self._first, self._second = state["first"].tolist(), state["second"].tolist()
+        self._low, self._size = state["low"].tolist(), state["size"].tolist()
+        self._model_id = state["model_id"].tolist()
+        self._index = {key: v for v, key in enumerate(zip(self._first, self._second))}
+        self.order = np.arange(n_vertices, dtype=np.int64)
+        for name in ("size", "low", "first", "second", "model_id", "split_start", "parent",
+                     "left", "right", "log_psi"):
+            setattr(self, name, state[name])
+        self.table = kernels.build_table(self.first, self.second)
+        self.log_z, self.log_map, self.best = kernels.inside(
+            self.split_start, self.left, self.right, self.log_psi, n_points
+        )
+        self._log_outside = None
 
     @property
     def n_vertices(self):
@@ -313,6 +331,78 @@ class SparseTrellis:
             marginals = self.log_z + self._log_outside - self.log_partition
         marginals[np.isnan(marginals)] = -np.inf
         return np.minimum(marginals, 0.0)
+
+
+def _point_keys(n_points):
+    """The two 64-bit hash keys of every point, shape (2, n_points)."""
+    # The hashes only need to be independent of the data: fixed keys keep
+    # fits reproducible.
+    return np.random.default_rng(0x7E11).integers(
+        0, np.iinfo(np.uint64).max, size=(2, n_points), dtype=np.uint64, endpoint=True)
+
+
+def _check_restored_structure(state):
+    """Check the vertices and splits of an unpickled SparseTrellis before a kernel walks them.
+
+    The kernels trust that every index is a vertex or split, that both
+    children of a split come before their parent and partition it, and that
+    every cluster but a point has a split: then any tree read down from the
+    root has N - 1 inner nodes, the length of the buffers they fill.
+    """
+    owner = "SparseTrellis"
+    n_points, model = state.get("n_points"), state.get("model")
+    if not (isinstance(n_points, int) and n_points >= 2):
+        raise ValueError(f"a pickled {owner} has n_points={n_points!r}; 2 or more are possible")
+    size = state.get("size")
+    parent = state.get("parent")
+    n_vertices = size.shape[0] if isinstance(size, np.ndarray) and size.ndim == 1 else -1
+    n_splits = parent.shape[0] if isinstance(parent, np.ndarray) and parent.ndim == 1 else -1
+    if n_vertices <= n_points or n_splits < 0:
+        raise ValueError(f"a pickled {owner} has no vertex tables for n_points={n_points}: "
+                         "the file is damaged or was not written by sktrellis")
+    vertices, splits = (n_vertices,), (n_splits,)
+    check_restored_arrays(owner, state, {
+        "size": (np.int64, vertices, False), "low": (np.int64, vertices, False),
+        "first": (np.uint64, vertices, False), "second": (np.uint64, vertices, False),
+        "model_id": (np.int64, vertices, False), "split_start": (np.int64, (n_vertices + 1,), False),
+        "parent": (np.int64, splits, False), "left": (np.int64, splits, False),
+        "right": (np.int64, splits, False), "log_psi": (np.float64, splits, False)})
+    split_start, left, right = state["split_start"], state["left"], state["right"]
+    counts = np.diff(split_start)
+    if getattr(model, "n_points", None) != n_points:
+        raise ValueError(f"a pickled {owner} has a merge model of "
+                         f"n_points={getattr(model, 'n_points', None)!r}, not {n_points}")
+    n_ids = getattr(model, "n_ids", None)
+    # In order: each check may index with what the earlier ones let through.
+    problems = {
+        "splits that are not grouped by vertex": lambda: (
+            split_start[0] != 0 or split_start[-1] != n_splits or np.any(counts < 0)
+            or not np.array_equal(parent, np.repeat(np.arange(n_vertices), counts))),
+        "a point with a split, or a cluster without one": lambda: (
+            np.any(counts[:n_points] != 0) or np.any(counts[n_points:] == 0)),
+        "a split whose child is not an earlier vertex": lambda: (
+            np.any((left < 0) | (left >= parent) | (right < 0) | (right >= parent))),
+        "cluster sizes that are not those of its points and splits": lambda: (
+            np.any(size[:n_points] != 1) or np.any(size[n_points:] < 2)
+            or size[-1] != n_points or np.any(size[left] + size[right] != size[parent])),
+        # The hash of a union is the sum of its parts' (mod 2**64), the points'
+        # hashes are their fixed keys: children that partition their parent.
+        "splits whose children do not partition it": lambda: any(
+            not np.array_equal(hashes[:n_points], keys)
+            or np.any(hashes[left] + hashes[right] != hashes[parent])
+            for hashes, keys in zip((state["first"], state["second"]), _point_keys(n_points))),
+        "split log potentials that are NaN or +inf": lambda: (
+            not np.all(state["log_psi"] < np.inf)),
+        "lowest points out of range": lambda: (
+            np.any((state["low"] < 0) | (state["low"] >= n_points))),
+        "merge-model ids out of range": lambda: (
+            not isinstance(n_ids, int)
+            or np.any((state["model_id"] < 0) | (state["model_id"] >= n_ids))),
+    }
+    for problem, found in problems.items():
+        if found():
+            raise ValueError(f"a pickled {owner} has {problem}: the file is damaged or was "
+                             "not written by sktrellis")
 
 
 @lru_cache(maxsize=None)

@@ -16,7 +16,7 @@ from scipy.special import logsumexp
 from . import _flat as kernels
 from .._subsets import count_as_int, subsets_by_size
 from ..tables import check_restored_tables
-from .levels import SECONDS_PER_TERM, LevelProgress, RowBlocks, chunk_size, threads_for
+from .levels import SECONDS_PER_TERM, LevelProgress, RowBlocks, threads_for
 from .cluster_queries import members_mask, most_probable_masks, submasks
 
 # The sampler caches the cumulative cluster weights of subsets it meets
@@ -139,7 +139,7 @@ class _InsidePass:
             if n_points >= BLOCKED_MIN_POINTS and self.counts is None else None
         )
 
-    def level(self, size, parents):
+    def level(self, size, parents, progress):
         levels = self.levels
         if size == 1:
             self.log_z[parents] = self.log_map[parents] = levels.log_e[parents]
@@ -165,21 +165,22 @@ class _InsidePass:
         threads = threads_for(len(parents) << (size - 1), self.n_threads)
         blocks = self.blocks
         if blocks is not None:
-            for high_parts, low_sizes in blocks.inside_calls(size):
+            for high_parts, low_sizes in blocks.inside_calls(size, progress):
                 kernels.inside_level_blocked(
                     blocks.bits, high_parts, low_sizes, blocks.low_order, blocks.low_start,
                     levels.log_e, self.log_z, self.log_map, self.best, level_scale,
                     self.cluster_factors, self.rest_factors, threads,
                 )
+                progress.update(blocks.n_subsets(low_sizes) << (size - 1))
             # Subsets with no low bit, C(N - bits, size) of them: plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(1 << (size - 1), SECONDS_PER_TERM["flat"])
-        for first in range(0, len(parents), chunk):
+        for block in progress.calls(parents, 1 << (size - 1), SECONDS_PER_TERM["flat"]):
             kernels.inside_level(
-                parents[first : first + chunk], levels.log_e, self.log_z, self.log_map,
+                block, levels.log_e, self.log_z, self.log_map,
                 self.best, self.counts, level_scale, self.cluster_factors,
                 self.rest_factors, threads,
             )
+            progress.update(len(block) << (size - 1))
 
     def finish(self, size, parents):
         """Scale the finished level for the levels above it."""
@@ -238,7 +239,7 @@ class _CountPass:
     def rows(self, size):
         return slice(self.entry_start[size], self.entry_start[size + 1])
 
-    def level(self, size, parents):
+    def level(self, size, parents, progress):
         levels = self.levels
         parents = _reached(size, parents, levels.n_points)
         self.offsets[parents] = self.entry_start[size] + size * np.arange(len(parents))
@@ -266,21 +267,24 @@ class _CountPass:
         threads = threads_for(work, self.n_threads)
         blocks = self.blocks
         if blocks is not None and size < n_points:
-            for high_parts, low_sizes in blocks.inside_calls(size):
+            for high_parts, low_sizes in blocks.inside_calls(size, progress):
                 kernels.count_level_blocked(
                     blocks.bits, high_parts, low_sizes, blocks.low_order, blocks.low_start,
                     size, levels.log_e, levels.cluster_scale, gain, count_scale,
                     self.offsets, self.log_zk, self.scaled_zk, self.block_work, threads,
                 )
+                progress.update(blocks.n_subsets(low_sizes, without_lowest=True) << (size - 1))
             # Subsets with no low bit (and so without point 0): plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(size << (size - 1), SECONDS_PER_TERM["flat count"])
-        for first in range(0, len(parents), chunk):
+        # A pair costs one term per number of clusters of the rest.
+        seconds_per_pair = SECONDS_PER_TERM["flat count"] * size
+        for block in progress.calls(parents, 1 << (size - 1), seconds_per_pair):
             kernels.count_level(
-                parents[first : first + chunk], levels.log_e, levels.cluster_scale, gain,
+                block, levels.log_e, levels.cluster_scale, gain,
                 count_scale, self.offsets, self.log_zk, self.scaled_zk,
                 self.binomial, self.work, self.spread, threads,
             )
+            progress.update(len(block) << (size - 1))
 
     def finish(self, size, parents):
         """Scale the finished level for the levels above it."""
@@ -311,7 +315,7 @@ class _ConstrainedMapPass:
             if n_points >= BLOCKED_MIN_POINTS else None
         )
 
-    def level(self, size, parents):
+    def level(self, size, parents, progress):
         n_points = self.levels.n_points
         parents = _reached(size, parents, n_points)
         if size == 1:
@@ -321,18 +325,19 @@ class _ConstrainedMapPass:
         threads = threads_for(len(parents) * n_pairs, self.n_threads)
         blocks = self.blocks
         if blocks is not None and size < n_points:
-            for high_parts, low_sizes in blocks.inside_calls(size):
+            for high_parts, low_sizes in blocks.inside_calls(size, progress):
                 kernels.constrained_map_level_blocked(
                     blocks.bits, high_parts, low_sizes, blocks.low_order, blocks.low_start,
                     self.levels.log_e, self.log_mapk, threads,
                 )
+                progress.update(blocks.n_subsets(low_sizes, without_lowest=True) << (size - 1))
             # Parents with no low bit (and so without point 0): plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(n_pairs, SECONDS_PER_TERM["flat count"])
-        for first in range(0, len(parents), chunk):
-            kernels.constrained_map_level(
-                parents[first : first + chunk], self.levels.log_e, self.log_mapk, threads
-            )
+        # A pair costs one term per number of clusters kept.
+        seconds_per_pair = SECONDS_PER_TERM["flat count"] * self.log_mapk.shape[1]
+        for block in progress.calls(parents, 1 << (size - 1), seconds_per_pair):
+            kernels.constrained_map_level(block, self.levels.log_e, self.log_mapk, threads)
+            progress.update(len(block) << (size - 1))
 
     def finish(self, size, parents):
         """Nothing to rescale: the max table is kept in log space."""
@@ -365,10 +370,17 @@ def _run_levels(log_e, passes, name, n_threads, verbose, owner, seconds_per_term
         for size in sizes:
             progress.level(size)
             parents = levels.level(size)
+            # Each kernel call counts its pairs, so that its rate sizes the
+            # next (``LevelProgress.calls``).
+            done = progress.done
             for one_pass in built:
-                one_pass.level(size, parents)
+                one_pass.level(size, parents, progress)
                 one_pass.finish(size, parents)
-            progress.update(n_level_terms(size))
+            # The pairs of a level without kernel calls (the points, a level
+            # of no feasible subset).
+            unreported = n_level_terms(size) - (progress.done - done)
+            if unreported > 0:
+                progress.update(unreported, kernel_call=False)
     return built
 
 
@@ -390,7 +402,7 @@ class _MapPass:
             if n_points >= BLOCKED_MIN_POINTS else None
         )
 
-    def level(self, size, parents):
+    def level(self, size, parents, progress):
         n_points = self.levels.n_points
         parents = _reached(size, parents, n_points)
         if size == 1:
@@ -400,18 +412,17 @@ class _MapPass:
         threads = threads_for(len(parents) * n_pairs, self.n_threads)
         blocks = self.blocks
         if blocks is not None and size < n_points:
-            for high_parts, low_sizes in blocks.inside_calls(size):
+            for high_parts, low_sizes in blocks.inside_calls(size, progress):
                 kernels.map_level_blocked(
                     blocks.bits, high_parts, low_sizes, blocks.low_order, blocks.low_start,
                     self.levels.log_e, self.log_map, threads,
                 )
+                progress.update(blocks.n_subsets(low_sizes, without_lowest=True) << (size - 1))
             # Parents with no low bit (and so without point 0): plain kernel.
             parents = blocks.high_only_parents(size)
-        chunk = chunk_size(n_pairs, SECONDS_PER_TERM["flat map"])
-        for first in range(0, len(parents), chunk):
-            kernels.map_level(
-                parents[first : first + chunk], self.levels.log_e, self.log_map, threads
-            )
+        for block in progress.calls(parents, n_pairs, SECONDS_PER_TERM["flat map"]):
+            kernels.map_level(block, self.levels.log_e, self.log_map, threads)
+            progress.update(len(block) * n_pairs)
 
     def finish(self, size, parents):
         """Nothing to rescale: the max table is kept in log space."""

@@ -218,7 +218,7 @@ class HierarchicalTrellis:
                         self.log_z, self.log_map, left_factors, right_factors, n_threads,
                     )
                 if blocked:
-                    for high_parts, low_sizes in blocks.inside_calls(size):
+                    for high_parts, low_sizes in blocks.inside_calls(size, progress):
                         kernels.inside_level_blocked(
                             self.potential, blocks.bits, high_parts, low_sizes,
                             blocks.low_order, blocks.low_start, self.log_z, self.log_map,
@@ -354,7 +354,7 @@ class HierarchicalTrellis:
                         sibling_factor, sibling_scale, n_threads,
                     )
                 if blocked:
-                    for high_parts, low_sizes in blocks.outside_calls(size):
+                    for high_parts, low_sizes in blocks.outside_calls(size, progress):
                         kernels.outside_level_blocked(
                             potential, blocks.bits, size, high_parts, low_sizes,
                             blocks.low_order, blocks.low_start, self.log_z, log_out,

@@ -143,6 +143,8 @@ class LevelProgress:
         self.n_terms = n_terms
         # (terms done, time) after each kernel call, for the recent rate.
         self.checkpoints = [(0, time.perf_counter())]
+        # Seconds per term of the last kernel call, if it was long enough to measure.
+        self.measured_rate = None
         estimate = n_terms * seconds_per_term / max(1, n_threads)
         self.bar = None
         if not (verbose >= 2 or (verbose and estimate >= PROGRESS_MIN_SECONDS)):
@@ -164,32 +166,47 @@ class LevelProgress:
         if self.bar is not None:
             self.bar.set_postfix_str(f"subsets of size {size}/{self.n_points}", refresh=False)
 
+    @property
+    def done(self):
+        """Terms done so far (the sum of ``update``'s)."""
+        return self.checkpoints[-1][0]
+
+    def rate(self, seconds_per_term):
+        """Seconds per term of the pass's last kernel call, if it was long enough to measure.
+
+        Else ``seconds_per_term`` (the calibration rate). A loaded machine,
+        or a potential dearer than its calibration rate, makes the next
+        calls smaller.
+        """
+        return seconds_per_term if self.measured_rate is None else self.measured_rate
+
     def calls(self, items, terms_per_item, seconds_per_term):
         """``items`` in consecutive slices, one kernel call each, of about CHUNK_SECONDS.
 
-        Sized by the rate of the pass's last call when that call was long
-        enough to measure (a loaded machine, or a potential dearer than its
-        calibration rate), else by ``seconds_per_term``. The caller runs
-        each slice and then calls ``update``.
+        Each slice is sized by ``rate`` when it is asked for. The caller
+        runs each slice and then calls ``update``.
         """
         first = 0
         while first < len(items):
-            rate = seconds_per_term
-            if len(self.checkpoints) > 1:
-                (done_before, then), (done, now) = self.checkpoints[-2:]
-                if done - done_before >= MEASURED_MIN_TERMS and now > then:
-                    rate = (now - then) / (done - done_before)
-            size = max(1, chunk_terms(rate) // max(1, terms_per_item))
+            size = max(1, chunk_terms(self.rate(seconds_per_term)) // max(1, terms_per_item))
             yield items[first : first + size]
             first += size
 
-    def update(self, n_terms):
-        """Count terms done; raise DeadlinePassed if the pass will not end by its deadline."""
+    def update(self, n_terms, kernel_call=True):
+        """Count terms done; raise DeadlinePassed if the pass will not end by its deadline.
+
+        `kernel_call`: the terms are those of the kernel call that just
+        ended, whose rate then sizes the next calls (``rate``); False for
+        terms counted without a call (a level with nothing to compute).
+        """
         if self.bar is not None:
             self.bar.update(n_terms)
         now = time.perf_counter()
+        then = self.checkpoints[-1][1]
+        if kernel_call:
+            self.measured_rate = (
+                (now - then) / n_terms if n_terms >= MEASURED_MIN_TERMS and now > then else None)
         done = self.checkpoints[-1][0] + n_terms
-        # Every call's end: its rate sizes the next call (``calls``).
         self.checkpoints.append((done, now))
         if self.deadline is None or done >= self.n_terms:
             return
@@ -254,7 +271,7 @@ class RowBlocks:
     def __init__(self, n_points, bits, seconds_per_term=SECONDS_PER_TERM["separable"]):
         self.n_points = n_points
         self.bits = bits
-        self.call_terms = chunk_terms(seconds_per_term)
+        self.seconds_per_term = seconds_per_term
         self.n_high = n_points - bits
         self.high_order, self.high_start = subsets_by_size(self.n_high)
         self.low_order, self.low_start = subsets_by_size(bits)
@@ -270,19 +287,29 @@ class RowBlocks:
                 item_low_sizes.append(np.full(len(level), low_size, dtype=np.int64))
         return np.concatenate(high_parts), np.concatenate(item_low_sizes)
 
-    def _calls(self, high_parts, low_sizes, work):
-        """The items in kernel calls of about ``chunk_terms`` terms (at least one item each).
+    def _calls(self, high_parts, low_sizes, work, progress):
+        """The items in kernel calls of about CHUNK_SECONDS each (at least one item each).
 
-        Largest items first, so the threads' last items are the short ones.
+        Each call is sized when it is asked for, by ``progress.rate`` (the
+        rate the pass's last call measured; the caller runs each call and
+        then updates `progress` with its terms), or without `progress` by
+        the calibration rate. Largest items first, so the threads' last
+        items are the short ones.
         """
         by_work = np.argsort(-work, kind="stable")
         high_parts, low_sizes, work = high_parts[by_work], low_sizes[by_work], work[by_work]
-        call = (np.cumsum(work) - work) // self.call_terms
-        bounds = np.flatnonzero(np.diff(call)) + 1
-        for first, stop in zip(np.r_[0, bounds], np.r_[bounds, len(work)]):
+        starts = np.cumsum(work) - work
+        first = 0
+        while first < len(work):
+            rate = self.seconds_per_term if progress is None else progress.rate(
+                self.seconds_per_term)
+            # The items that start within the call's terms.
+            stop = first + int(np.searchsorted(starts[first:] - starts[first],
+                                               chunk_terms(rate), side="left"))
             yield high_parts[first:stop], low_sizes[first:stop]
+            first = stop
 
-    def inside_calls(self, size):
+    def inside_calls(self, size, progress=None):
         """Items of the parents of `size` with S_lo not empty, in calls.
 
         An item has 2**|S_hi| C(bits, j) 2**(j - 1) splits.
@@ -290,24 +317,28 @@ class RowBlocks:
         high_parts, low_sizes = self._items(size, range(1, min(self.bits, size) + 1))
         high_sizes = size - low_sizes
         work = (2.0 ** high_sizes * _comb(self.bits, low_sizes) * 2.0 ** (low_sizes - 1))
-        return self._calls(high_parts, low_sizes, work)
+        return self._calls(high_parts, low_sizes, work, progress)
 
-    def outside_calls(self, size):
+    def outside_calls(self, size, progress=None):
         """Items of the clusters of `size`, in calls.
 
         An item has 2**(N - |C|) C(bits, j) (parent, sibling) terms.
         """
         high_parts, low_sizes = self._items(size, range(0, min(self.bits, size) + 1))
         work = 2.0 ** (self.n_points - size) * _comb(self.bits, low_sizes)
-        return self._calls(high_parts, low_sizes, work)
+        return self._calls(high_parts, low_sizes, work, progress)
 
     def outside_scratch(self, n_threads):
         """Per-thread weights of `outside_level_blocked`, for any cluster size."""
         return np.empty((n_threads, math.comb(self.bits, self.bits // 2) * (self.n_points + 2)))
 
-    def n_subsets(self, low_sizes):
-        """Number of subsets in the items of these low-part sizes (C(bits, j) each)."""
-        return int(_comb(self.bits, low_sizes).sum())
+    def n_subsets(self, low_sizes, without_lowest=False):
+        """Number of subsets in the items of these low-part sizes (C(bits, j) each).
+
+        `without_lowest`: only those without point 0 (C(bits - 1, j) each),
+        the subsets the flat passes of ``flat_trellis._reached`` count.
+        """
+        return int(_comb(self.bits - without_lowest, low_sizes).sum())
 
     def high_only_parents(self, size):
         """Parents of `size` with no low bit (S_lo empty)."""
