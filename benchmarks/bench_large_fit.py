@@ -2,8 +2,8 @@
 
 Run it alone on a quiet machine (it takes minutes and gigabytes):
 
-    python benchmarks/bench_large_fit.py ginkgo 24 marginals   # a 24-particle jet, then every marginal
-    python benchmarks/bench_large_fit.py dasgupta 26           # 26 Gaussian points, MAP and log Z
+    python benchmarks/bench_large_fit.py ginkgo 24 marginals  # a jet, then every marginal
+    python benchmarks/bench_large_fit.py dasgupta 26          # Gaussian points, MAP, log Z
 
 The estimate is ``energy.split_bytes(N)``, what the fit refuses by; the
 peak is the process's ``ru_maxrss``.
@@ -39,4 +39,5 @@ if len(sys.argv) > 3:
     outside = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(f"  every cluster marginal {outside:.1f} s; peak RSS {rss / 2**30:.2f} GiB", flush=True)
-print(f"  estimated peak (split_bytes, fit and every query) {estimate / 2**30:.2f} GiB", flush=True)
+print(f"  estimated peak (split_bytes, fit and every query) {estimate / 2**30:.2f} GiB",
+      flush=True)
