@@ -48,7 +48,7 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from sklearn.metrics import adjusted_rand_score
 
 from sktrellis.baselines import BayesianHierarchicalClustering
-from sktrellis.flat import ExactFlatClustering
+from sktrellis import ExactFlatClustering
 
 
 def best_time(function, repeat):

@@ -41,7 +41,7 @@ from sklearn.datasets import load_iris, load_wine
 from sklearn.preprocessing import StandardScaler
 
 from sktrellis import ExactFlatClustering, ExactHierarchicalClustering, SparseTrellisClustering
-from sktrellis import _temperature as temperature
+from sktrellis import _calibration as temperature
 from sktrellis._engine.tree.conversion import masks_from_merges
 from sktrellis.datasets import make_planted_subtypes
 from sktrellis.energies import CorrelationClustering, Dasgupta

@@ -28,7 +28,7 @@ from sklearn.preprocessing import StandardScaler
 
 from sktrellis.baselines import PerturbAndMAPClustering, TransitivePropagation
 from sktrellis.energies import CorrelationClustering
-from sktrellis.flat import ExactFlatClustering
+from sktrellis import ExactFlatClustering
 
 
 def random_problem(n_points, seed):

@@ -26,7 +26,7 @@ from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarch
 from sktrellis._engine.agglomerative.builders import replay_tree
 from sktrellis.datasets import make_jets
 from sktrellis.energies import Dasgupta, GinkgoLikelihood
-from sktrellis.sparse import SparseTrellisClustering
+from sktrellis import SparseTrellisClustering
 
 
 def timed_fit(estimator, X):

@@ -1,6 +1,6 @@
 """Why SparseFlatClustering's beta="auto" stays uncalibrated: the two-sided requirement.
 
-(a) The calibration tried: ``_temperature.calibrate`` (the one calibration
+(a) The calibration tried: ``_calibration.calibrate`` (the one calibration
 of the exact estimators) over the spanned partitions -- the feature
 bootstrap with each resample's greedy agglomeration partition as its
 minimiser (20 sparse-trellis MAPs would cost 20 fits; the same search for
@@ -26,7 +26,7 @@ import numpy as np
 
 from sktrellis import SparseFlatClustering
 from sktrellis._engine.multicut import greedy_agglomeration
-from sktrellis._temperature import (
+from sktrellis._calibration import (
     MAX_PARTITION_BOOTSTRAP, calibrate, co_clustering, flat_loss, largest_together)
 from sktrellis.datasets import make_planted_subtypes
 from sktrellis.energies import CorrelationClustering

@@ -12,7 +12,7 @@ import numpy as np
 
 from sktrellis import SparseTrellisClustering
 from sktrellis.energies import Dasgupta, DirichletProcessMixture
-from sktrellis.sparse_flat import SparseFlatClustering
+from sktrellis import SparseFlatClustering
 
 
 def mean_seconds(function, repeats=5):

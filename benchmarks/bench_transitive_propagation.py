@@ -44,7 +44,7 @@ from sklearn.metrics import adjusted_rand_score, euclidean_distances
 from sktrellis.baselines import TransitivePropagation
 from sktrellis.datasets import make_bit_patterns
 from sktrellis.energies import CorrelationClustering
-from sktrellis.flat import ExactFlatClustering
+from sktrellis import ExactFlatClustering
 
 
 def pairwise_clusters(llr):

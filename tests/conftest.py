@@ -33,7 +33,7 @@ def kernel_threads(request, monkeypatch):
     threshold at 0 and 3 threads (more than this 2-core machine has, so
     threads interleave), small brute-force problems exercise the OpenMP loops.
     """
-    from sktrellis import flat, hierarchical
+    from sktrellis import _flat as flat, _hierarchical as hierarchical
     from sktrellis._engine.trellis import levels
 
     monkeypatch.setattr(levels, "PARALLEL_MIN_TERMS", 0)

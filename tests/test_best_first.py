@@ -12,7 +12,7 @@ from scipy.cluster.hierarchy import is_valid_linkage
 from sklearn.datasets import make_blobs
 
 from sktrellis import BestFirstHierarchicalClustering, ExactHierarchicalClustering
-from sktrellis import best_first as search_module
+from sktrellis import _best_first as search_module
 from sktrellis.datasets import make_jets
 from sktrellis._engine.tree.conversion import masks_from_merges, merges_from_tree
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
@@ -746,7 +746,7 @@ def test_estimator_brackets_log_z_and_cluster_probabilities(kind, algorithm,
 def test_auto_solves_by_the_trellis_what_the_search_has_not(objective, global_random_seed,
                                                            monkeypatch):
     """A 14-particle jet not proven when the trellis's time is up: solved exactly."""
-    import sktrellis.best_first as best_first
+    import sktrellis._best_first as best_first
 
     # The trellis estimated at no time, so that the search never finishes
     # first (on a 14-particle jet it needs about 1 s, the trellis 0.1 s).
@@ -774,7 +774,7 @@ def test_auto_solves_by_the_trellis_what_the_search_has_not(objective, global_ra
 
 def test_auto_keeps_the_search_results_when_the_trellis_overruns(monkeypatch):
     """The trellis estimated at no time but past the deadline: the search's results, a warning."""
-    import sktrellis.best_first as best_first
+    import sktrellis._best_first as best_first
 
     monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
     jet = make_jets(n_leaves=14, random_state=0)[0]
@@ -801,7 +801,7 @@ def stepping_clock(monkeypatch):
     """
     import types
 
-    import sktrellis.best_first as best_first
+    import sktrellis._best_first as best_first
 
     clock = {"now": 0.0}
 
@@ -815,7 +815,7 @@ def stepping_clock(monkeypatch):
 
 def test_auto_searches_on_when_the_trellis_gives_up(monkeypatch, stepping_clock):
     """A trellis that will not end in time hands the rest of the budget back to the search."""
-    import sktrellis.best_first as best_first
+    import sktrellis._best_first as best_first
     from sktrellis._engine.trellis.levels import DeadlinePassed
 
     def gives_up(*args, **kwargs):
@@ -842,7 +842,7 @@ def test_auto_searches_on_when_the_trellis_gives_up(monkeypatch, stepping_clock)
 @pytest.mark.parametrize("trellis_ends", [True, False])
 def test_auto_after_the_state_cap(monkeypatch, trellis_ends):
     """Stopped by max_states, the search hands over to the trellis; if that gives up, says so."""
-    import sktrellis.best_first as best_first
+    import sktrellis._best_first as best_first
     from sktrellis._engine.trellis.levels import DeadlinePassed
 
     if not trellis_ends:
@@ -867,7 +867,7 @@ def test_auto_after_the_state_cap(monkeypatch, trellis_ends):
 
 def test_auto_interrupted_in_the_trellis(monkeypatch):
     """Ctrl-C during the trellis ends the fit with the search's results, as during the search."""
-    import sktrellis.best_first as best_first
+    import sktrellis._best_first as best_first
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -895,7 +895,7 @@ def test_auto_on_tiny_sets(objective, n_points):
 
 
 def test_auto_verbose_says_when_the_trellis_takes_over(monkeypatch, capsys):
-    import sktrellis.best_first as best_first
+    import sktrellis._best_first as best_first
 
     monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
     jet = make_jets(n_leaves=14, random_state=0)[0]
@@ -907,7 +907,7 @@ def test_auto_verbose_says_when_the_trellis_takes_over(monkeypatch, capsys):
 def test_auto_searches_the_whole_budget_when_it_cannot_hold_the_trellis(monkeypatch,
                                                                       stepping_clock):
     """A trellis estimated at longer than max_time is never started."""
-    import sktrellis.best_first as best_first
+    import sktrellis._best_first as best_first
 
     monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 1e6)
     calls = []
@@ -1036,7 +1036,7 @@ def test_the_relative_gap_is_the_gap_over_the_log_potential(max_states):
 
 
 def test_the_relative_gap_of_a_zero_log_potential():
-    from sktrellis.best_first import _relative_gap
+    from sktrellis._best_first import _relative_gap
 
     assert _relative_gap(0.0, 0.0) == 0.0
     assert _relative_gap(1.0, 0.0) == np.inf

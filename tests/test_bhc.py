@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sktrellis._engine.tree.conversion import masks_from_merges, merges_from_tree
 from sktrellis.baselines import BayesianHierarchicalClustering
 from sktrellis.energies import DirichletProcessMixture
-from sktrellis.flat import ExactFlatClustering
+from sktrellis import ExactFlatClustering
 
 from .common import all_trees
 

@@ -77,7 +77,7 @@ _SQUARE_ONLY = {
 }
 
 # Calibrating beta="auto" costs a bootstrap of 20-100 trees per fit and is
-# tested in tests/test_temperature.py; the checks test the estimator's API,
+# tested in tests/test_calibration.py; the checks test the estimator's API,
 # so the estimators whose fit would calibrate get a fixed beta.
 _FIXED_BETA = Dasgupta(beta=1.0)
 

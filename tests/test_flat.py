@@ -18,7 +18,7 @@ from sktrellis.energies._conjugate import (
     beta_bernoulli_log_marginal,
     normal_inverse_wishart_log_marginal,
 )
-from sktrellis.flat import ExactFlatClustering
+from sktrellis import ExactFlatClustering
 
 from .common import (
     all_partitions,

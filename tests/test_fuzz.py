@@ -300,10 +300,10 @@ def _text(value):
 
 _PIECES = [
     _text("sktrellis._engine.potential._split_potential") + _text("SplitPotential") + b"\x93",
-    _text("sktrellis.tree") + _text("Tree") + b"\x93",
+    _text("sktrellis._tree") + _text("Tree") + b"\x93",
     _text("numpy") + _text("dtype") + b"\x93",
     _text("numpy._core.multiarray") + _text("_reconstruct") + b"\x93",
-    _text("sktrellis.hierarchical") + _text("ExactHierarchicalClustering") + b"\x93",
+    _text("sktrellis._hierarchical") + _text("ExactHierarchicalClustering") + b"\x93",
     _text("sktrellis._validation") + _text("os.system") + b"\x93",
     _text("sktrellis") + _text("_validation") + b"\x93",
     _text("builtins") + _text("getattr") + b"\x93",

@@ -98,7 +98,7 @@ def test_cluster_marginals_and_tree_probabilities_match_enumeration(
 
 @pytest.mark.parametrize("beta", [1e-6, 1.0, 1e3, 1e6])
 @pytest.mark.parametrize("kind", ["dasgupta", "hcc"])
-def test_log_marginals_match_enumeration_at_extreme_temperatures(
+def test_log_marginals_match_enumeration_at_extreme_calibrations(
     beta, kind, kernel_threads, trellis_kernels
 ):
     """The linear-space outside pass, and its log-space fallback, in log space.
@@ -764,7 +764,7 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     """
     import tracemalloc
 
-    from sktrellis import hierarchical
+    from sktrellis import _hierarchical as hierarchical
     from sktrellis._engine.trellis import hierarchical_trellis, levels
 
     monkeypatch.setattr(levels, "PARALLEL_MIN_TERMS", 0)
@@ -934,7 +934,7 @@ def test_energy_class_instead_of_instance_says_so(estimator):
         clone(estimator).set_params(energy=energy).fit(np.zeros((4, 2)) + np.arange(4)[:, None])
 
 
-def test_log_probability_is_never_positive_at_low_temperature():
+def test_log_probability_is_never_positive_at_low_calibration():
     """At beta=1e8 rounding in log Z made log P(MAP tree) positive."""
     X = np.random.default_rng(0).normal(size=(8, 2))
     model = ExactHierarchicalClustering(Dasgupta(beta=1e8)).fit(X)

@@ -12,7 +12,7 @@ from sktrellis._validation import MAX_EXACT_POINTS
 from sktrellis.baselines import PerturbAndMAPClustering
 from sktrellis.baselines._perturb_and_map import perturbations
 from sktrellis.energies import CorrelationClustering
-from sktrellis.flat import ExactFlatClustering
+from sktrellis import ExactFlatClustering
 
 from .common import all_partitions
 

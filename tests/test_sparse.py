@@ -17,7 +17,7 @@ from sktrellis.baselines import (
 )
 from sktrellis.datasets import make_jets
 from sktrellis.energies import Dasgupta, GinkgoLikelihood
-from sktrellis.sparse import SparseTrellisClustering
+from sktrellis import SparseTrellisClustering
 
 from .common import (
     KINDS,

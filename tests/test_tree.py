@@ -63,7 +63,7 @@ def test_linkage_heights_are_valid_for_scipy():
 
 
 ###############################################################################
-# The public Tree result (sktrellis.tree)
+# The public Tree result (sktrellis._tree)
 
 def test_tree_exports_round_trip_an_estimator_linkage():
     from scipy.cluster.hierarchy import to_tree

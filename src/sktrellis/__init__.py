@@ -2,13 +2,13 @@
 from ._engine.posterior import TreePosterior
 from ._many import fit_many
 from ._model_file import PICKLE_GLOBALS, load
-from .best_first import BestFirstHierarchicalClustering
-from .certified import CertifiedFlatClustering
-from .flat import ExactFlatClustering
-from .hierarchical import ExactHierarchicalClustering
-from .sparse import SparseTrellisClustering
-from .sparse_flat import SparseFlatClustering
-from .tree import Tree
+from ._best_first import BestFirstHierarchicalClustering
+from ._certified import CertifiedFlatClustering
+from ._flat import ExactFlatClustering
+from ._hierarchical import ExactHierarchicalClustering
+from ._sparse import SparseTrellisClustering
+from ._sparse_flat import SparseFlatClustering
+from ._tree import Tree
 
 __version__ = "0.1.0"
 

@@ -24,7 +24,7 @@ import numpy as np
 from . import ExactHierarchicalClustering
 from ._validation import MAX_EXACT_POINTS, unit_exponent
 from .datasets import load_iris12
-from .tree import Tree
+from ._tree import Tree
 from .energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 
 # The API's default, read from its signature so that the two cannot differ.

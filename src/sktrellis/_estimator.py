@@ -18,9 +18,9 @@ from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._engine.tree.conversion import labels_from_linkage, linkage_from_merges, merges_from_tree
-from ._temperature import fixed_energy
+from ._calibration import fixed_energy
 from ._validation import check_members, data_sketch
-from .tree import Tree
+from ._tree import Tree
 
 
 def clears_fit_state_on_failure(fit):

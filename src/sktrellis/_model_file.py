@@ -21,18 +21,18 @@ import types
 #: NumPy's core module, ``numpy.core`` before 2.0 and ``numpy._core`` since).
 PICKLE_GLOBALS = frozenset({
     # Estimators.
-    "sktrellis.hierarchical.ExactHierarchicalClustering",
-    "sktrellis.flat.ExactFlatClustering",
-    "sktrellis.sparse.SparseTrellisClustering",
-    "sktrellis.sparse_flat.SparseFlatClustering",
-    "sktrellis.certified.CertifiedFlatClustering",
-    "sktrellis.best_first.BestFirstHierarchicalClustering",
+    "sktrellis._hierarchical.ExactHierarchicalClustering",
+    "sktrellis._flat.ExactFlatClustering",
+    "sktrellis._sparse.SparseTrellisClustering",
+    "sktrellis._sparse_flat.SparseFlatClustering",
+    "sktrellis._certified.CertifiedFlatClustering",
+    "sktrellis._best_first.BestFirstHierarchicalClustering",
     "sktrellis.baselines._greedy.GreedyHierarchicalClustering",
     "sktrellis.baselines._beam.BeamSearchHierarchicalClustering",
     "sktrellis.baselines._bhc.BayesianHierarchicalClustering",
     "sktrellis.baselines._transitive_propagation.TransitivePropagation",
     "sktrellis.baselines._perturb_and_map.PerturbAndMAPClustering",
-    "sktrellis.tree.Tree",
+    "sktrellis._tree.Tree",
     # Energies and what a fitted model keeps of them.
     "sktrellis.energies._dasgupta.Dasgupta",
     "sktrellis.energies._dasgupta._DasguptaMergeModel",

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._engine.tree.conversion import masks_from_merges, merges_from_tree
 from ._utils import axes, final_step, pyplot
-from .tree import Tree
+from ._tree import Tree
 
 __all__ = ["plot_dendrogram", "plot_pairwise_probability"]
 

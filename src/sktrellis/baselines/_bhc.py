@@ -516,7 +516,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     --------
     >>> import numpy as np
     >>> from sktrellis.baselines import BayesianHierarchicalClustering
-    >>> from sktrellis.flat import ExactFlatClustering
+    >>> from sktrellis import ExactFlatClustering
     >>> X = np.array([[0.0, 0.1], [0.2, 0.0], [0.1, 0.2],
     ...               [5.0, 5.1], [5.2, 4.9], [4.9, 5.0]])
     >>> bhc = BayesianHierarchicalClustering(

@@ -82,7 +82,7 @@ class PerturbAndMAPClustering(ClusterMixin, BaseEstimator):
 
     See Also
     --------
-    sktrellis.flat.ExactFlatClustering : The exact pairwise marginals of the
+    sktrellis._flat.ExactFlatClustering : The exact pairwise marginals of the
         same distribution, ``pairwise_probability_``.
     TransitivePropagation : Loopy sum-product estimates of the same marginals
         (``method="sum-product"``), in ``O(N**3)`` per iteration.

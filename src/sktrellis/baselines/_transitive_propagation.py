@@ -197,7 +197,7 @@ class TransitivePropagation(ClusterMixin, BaseEstimator):
 
     See Also
     --------
-    sktrellis.flat.ExactFlatClustering : The exact optimum and pairwise
+    sktrellis._flat.ExactFlatClustering : The exact optimum and pairwise
         marginals of the same objective for small N, with
         ``CorrelationClustering(affinity="precomputed", beta=1.0)`` on ``X - threshold``.
     PerturbAndMAPClustering : Perturb-and-MAP estimates of the same pairwise

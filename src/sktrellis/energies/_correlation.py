@@ -104,7 +104,7 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
 
     Flat: the exact distribution over all partitions.
 
-    >>> from sktrellis.flat import ExactFlatClustering
+    >>> from sktrellis import ExactFlatClustering
     >>> flat = ExactFlatClustering(CorrelationClustering(affinity="precomputed")).fit(W)
     >>> flat.labels_.tolist()
     [0, 0, 1, 1]

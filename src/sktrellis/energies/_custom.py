@@ -230,7 +230,7 @@ class ClusterEnergy(FlatEnergy):
     mean, plus a fixed price per cluster.
 
     >>> import numpy as np
-    >>> from sktrellis.flat import ExactFlatClustering
+    >>> from sktrellis import ExactFlatClustering
     >>> from sktrellis.energies import ClusterEnergy
     >>> def compactness(X, masks, price=1.0):
     ...     members = (masks[:, None] >> np.arange(len(X))) & 1

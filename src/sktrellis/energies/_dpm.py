@@ -461,7 +461,7 @@ class DirichletProcessMixture(FlatEnergy):
     Examples
     --------
     >>> import numpy as np
-    >>> from sktrellis.flat import ExactFlatClustering
+    >>> from sktrellis import ExactFlatClustering
     >>> from sktrellis.energies import DirichletProcessMixture
     >>> X = np.array([[0.0, 0.1], [0.2, 0.0], [0.1, 0.2],
     ...               [5.0, 5.1], [5.2, 4.9], [4.9, 5.0]])

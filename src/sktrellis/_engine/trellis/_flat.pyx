@@ -3,7 +3,7 @@
 Everything here trusts its input: masks are valid, tables are C-contiguous
 float64 of length 2**N (log E(C) of every cluster, log E of the empty set
 unused), levels are complete. Validation happens once in the Python layer
-(``sktrellis.flat``); the driver is ``flat_trellis.FlatTrellis``.
+(``sktrellis._flat``); the driver is ``flat_trellis.FlatTrellis``.
 
 A partition of S is its cluster C holding low(S) plus a partition of S \\ C:
 

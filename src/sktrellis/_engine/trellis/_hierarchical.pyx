@@ -2,7 +2,7 @@
 
 Everything here trusts its input: masks are valid, tables are C-contiguous
 float64 of length 2**N, levels are complete. Validation happens once in the
-Python layer (``sktrellis.hierarchical``); the split potential it evaluates is
+Python layer (``sktrellis._hierarchical``); the split potential it evaluates is
 ``sktrellis._engine.potential._split_potential``.
 
 For a subset S and a canonical split (A, B = S ^ A), low(S) in A, A != S:

@@ -46,7 +46,7 @@ class Tree:
     Examples
     --------
     >>> import numpy as np
-    >>> from sktrellis.tree import Tree
+    >>> from sktrellis import Tree
     >>> tree = Tree([[0, 1, 1.0, 2], [2, 3, 2.0, 3]], names=["a", "b", "c"])
     >>> tree.to_newick()
     '(c:2,(a:1,b:1):1);'
@@ -94,7 +94,7 @@ class Tree:
 
         Examples
         --------
-        >>> from sktrellis.tree import Tree
+        >>> from sktrellis import Tree
         >>> Tree.from_children([[0, 1], [2, 3]]).to_newick()
         '(2:2,(0:1,1:1):1);'
         """
@@ -162,7 +162,7 @@ class Tree:
 
         Examples
         --------
-        >>> from sktrellis.tree import Tree
+        >>> from sktrellis import Tree
         >>> tree = Tree([[0, 1, 7.0, 2], [2, 3, 9.0, 3]])
         >>> tree.with_heights([[0.0], [1.0], [5.0]], method="complete").to_numpy()[:, 2]
         array([1., 5.])
@@ -223,7 +223,7 @@ class Tree:
 
         Examples
         --------
-        >>> from sktrellis.tree import Tree
+        >>> from sktrellis import Tree
         >>> tree = Tree([[0, 1, 1.0, 2], [2, 3, 2.0, 3]], names=["a", "b", "c"])
         >>> tree.to_newick(support=[0.87, 1.0])
         '(c:2,(a:1,b:1)0.87:1)1;'
@@ -269,7 +269,7 @@ class Tree:
         --------
         >>> import matplotlib
         >>> matplotlib.use("Agg")
-        >>> from sktrellis.tree import Tree
+        >>> from sktrellis import Tree
         >>> ax = Tree([[0, 1, 1.0, 2], [2, 3, 2.0, 3]], names=["a", "b", "c"]).plot()
         >>> [label.get_text() for label in ax.get_xticklabels()]
         ['c', 'a', 'b']

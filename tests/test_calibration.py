@@ -13,7 +13,7 @@ from sktrellis import (
 )
 from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
-from sktrellis._temperature import (
+from sktrellis._calibration import (
     BOOTSTRAP_RELATIVE_ERROR,
     MAX_TREE_BOOTSTRAP,
     MIN_BOOTSTRAP,
@@ -142,7 +142,7 @@ def test_fallback_is_beta_one(X, energy):
     assert auto.log_partition_ == fixed.log_partition_
 
 
-def test_energy_without_temperature_has_no_beta():
+def test_energy_without_calibration_has_no_beta():
     rng = np.random.default_rng(0)
     momenta = np.abs(rng.normal(size=(4, 4))) + np.array([10.0, 0, 0, 0])
     try:
@@ -300,7 +300,7 @@ def test_planted_groups_in_3000_features_at_beta_1():
     ],
 )
 def test_root_search_finds_the_matched_beta_or_the_cap(excess, target):
-    from sktrellis._temperature import BETA_RANGE, MAX_EVALUATIONS, TOLERANCE, _solve
+    from sktrellis._calibration import BETA_RANGE, MAX_EVALUATIONS, TOLERANCE, _solve
 
     seen = []
     beta = _solve(lambda b: seen.append(b) or excess(b), target, 10)
@@ -317,7 +317,7 @@ def test_root_search_finds_the_matched_beta_or_the_cap(excess, target):
 
 def test_root_search_when_the_posterior_sits_on_the_map():
     """No root: the excess drops from above the target to 0 at beta = 30."""
-    from sktrellis._temperature import _solve
+    from sktrellis._calibration import _solve
 
     seen = []
     beta = _solve(lambda b: seen.append(b) or (0.0 if b > 30 else 60.0 / b), 1.0, 10)
@@ -392,7 +392,7 @@ def test_the_bootstrap_does_not_depend_on_the_threads():
 
 def test_flat_calibration_finds_the_maps_with_the_map_only_pass(monkeypatch):
     """The calibration's MAPs are the trellis's: the same beta_ either way."""
-    from sktrellis import flat
+    from sktrellis import _flat as flat
     from sktrellis._engine.trellis.flat_trellis import FlatTrellis
 
     X, _ = planted_subtypes(7, seed=3, n_features=60, n_marked=20)
@@ -415,16 +415,16 @@ def test_ctrl_c_interrupts_the_bootstrap(n_jobs, ctrl_c, monkeypatch):
     import _thread
     import threading
 
-    from sktrellis import _temperature
+    from sktrellis import _calibration
 
     searched = []
-    search = _temperature._search_map_merges
+    search = _calibration._search_map_merges
 
     def counting_search(unit, Xb, cancelled=None):
         searched.append(1)
         return search(unit, Xb, cancelled)
 
-    monkeypatch.setattr(_temperature, "_search_map_merges", counting_search)
+    monkeypatch.setattr(_calibration, "_search_map_merges", counting_search)
     model = ExactHierarchicalClustering(n_jobs=n_jobs, verbose=0)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
@@ -440,17 +440,17 @@ def test_ctrl_c_interrupts_the_bootstrap(n_jobs, ctrl_c, monkeypatch):
 @pytest.mark.parametrize("available, expected", [(None, 8), (2**40, 8), (2**30, 2), (10**6, 1)])
 def test_bootstrap_searches_at_once_fit_in_memory(monkeypatch, available, expected):
     """Each search may hold its state cap (about 200 MiB): half the memory bounds the threads."""
-    from sktrellis import _temperature
+    from sktrellis import _calibration
 
-    monkeypatch.setattr(_temperature, "memory_limits",
+    monkeypatch.setattr(_calibration, "memory_limits",
                         lambda: [] if available is None else [("test", available)])
-    assert _temperature._search_threads(8) == expected
+    assert _calibration._search_threads(8) == expected
 
 
 def test_flat_calibration_draws_twenty_resamples(monkeypatch):
     """Over partitions the bootstrap is not sequential: each MAP costs a fifth of a fit."""
-    from sktrellis import flat
-    from sktrellis._temperature import MAX_PARTITION_BOOTSTRAP
+    from sktrellis import _flat as flat
+    from sktrellis._calibration import MAX_PARTITION_BOOTSTRAP
 
     calls = []
     map_partition = flat.map_partition
@@ -482,7 +482,7 @@ def test_ctrl_c_cancels_the_bootstrap_searches_under_way(ctrl_c):
     import threading
     import time
 
-    from sktrellis._temperature import _bootstrap_excess
+    from sktrellis._calibration import _bootstrap_excess
 
     started, outcomes = threading.Barrier(3), []
     cancelled = threading.Event()
@@ -509,7 +509,7 @@ def test_ctrl_c_cancels_the_bootstrap_searches_under_way(ctrl_c):
 def test_a_cancelled_search_stops_between_slices():
     import threading
 
-    from sktrellis._temperature import _search_map_merges
+    from sktrellis._calibration import _search_map_merges
 
     cancelled = threading.Event()
     cancelled.set()
@@ -656,7 +656,7 @@ def test_sparse_expected_loss_is_the_loss_of_the_drawn_trees():
     energy (beta 1, no prior).
     """
     from sktrellis._engine.agglomerative.builders import replay_tree
-    from sktrellis._temperature import N_POSTERIOR_SAMPLES
+    from sktrellis._calibration import N_POSTERIOR_SAMPLES
 
     X = noise(10, 0, n_features=30)
     energy = Dasgupta(beta=2.5)
@@ -723,9 +723,9 @@ def test_sparse_noise_supports_no_cluster():
                for seed in range(2))
 
 
-def test_a_cap_that_no_temperature_reaches_is_said(monkeypatch):
+def test_a_cap_that_no_calibration_reaches_is_said(monkeypatch):
     """If even the coldest beta leaves the permuted data confident, the fit says so."""
-    import sktrellis._temperature as temperature
+    import sktrellis._calibration as temperature
 
     monkeypatch.setattr(temperature, "largest_together", lambda pairwise: 1.0)
     with pytest.warns(UserWarning, match="is not capped and probabilities on structureless"):

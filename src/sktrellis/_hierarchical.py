@@ -14,7 +14,7 @@ from ._engine.trellis.point_estimate import cluster_kernel, consensus_labels
 from ._engine.tree.conversion import (
     labels_from_linkage, linkage_from_splits, relabel_by_first_appearance,
 )
-from ._temperature import calibrate_tree_posterior
+from ._calibration import calibrate_tree_posterior
 from ._validation import check_exact_size, effective_n_threads
 from .energies import Dasgupta
 

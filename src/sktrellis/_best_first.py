@@ -20,7 +20,7 @@ from ._validation import (
     MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, format_bytes, memory_budget,
 )
 from .energies import Dasgupta, GinkgoLikelihood
-from .sparse import SparseTrellisClustering
+from ._sparse import SparseTrellisClustering
 
 
 # Longest the search kernel runs between two checks of the budget and Ctrl-C.

@@ -14,7 +14,7 @@ from ._engine.trellis.hierarchical_trellis import double_factorial_trees
 from ._engine.sparse.sparse_trellis import SparseTrellis
 from ._engine.tree.conversion import merges_from_tree
 from ._engine.agglomerative.builders import beam_search, greedy_tree, gumbel_noise, replay_tree
-from ._temperature import MAX_TREE_BOOTSTRAP, N_POSTERIOR_SAMPLES, calibrate
+from ._calibration import MAX_TREE_BOOTSTRAP, N_POSTERIOR_SAMPLES, calibrate
 from .energies import Dasgupta
 from .energies._tree_prior import split_log_prior
 
@@ -151,7 +151,7 @@ class SparseTrellisClustering(
     Examples
     --------
     >>> from sklearn.datasets import make_blobs
-    >>> from sktrellis.sparse import SparseTrellisClustering
+    >>> from sktrellis import SparseTrellisClustering
     >>> X, _ = make_blobs(n_samples=60, centers=3, random_state=0)
     >>> model = SparseTrellisClustering(n_clusters=3).fit(X)
     >>> model.labels_.shape

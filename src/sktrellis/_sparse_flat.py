@@ -14,7 +14,7 @@ from ._engine.multicut import greedy_agglomeration
 from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
-from ._temperature import uncalibrated_energy
+from ._calibration import uncalibrated_energy
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 

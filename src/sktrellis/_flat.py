@@ -12,7 +12,7 @@ from ._engine.tree.conversion import relabel_by_first_appearance
 from ._engine.trellis.flat_trellis import FlatTrellis, map_partition
 from ._engine.trellis.levels import reporting
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
-from ._temperature import calibrate_partition_posterior
+from ._calibration import calibrate_partition_posterior
 from ._validation import (
     check_exact_size, check_log_potentials, check_members, effective_n_threads,
 )
@@ -155,7 +155,7 @@ class ExactFlatClustering(
     Examples
     --------
     >>> import numpy as np
-    >>> from sktrellis.flat import ExactFlatClustering
+    >>> from sktrellis import ExactFlatClustering
     >>> from sktrellis.energies import CorrelationClustering
     >>> X = np.array([[0.0, 0.0], [0.1, 0.0], [4.0, 4.0], [4.1, 4.2], [4.0, 4.3]])
     >>> model = ExactFlatClustering(CorrelationClustering(beta=5.0)).fit(X)
