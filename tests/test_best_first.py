@@ -12,11 +12,11 @@ from scipy.cluster.hierarchy import is_valid_linkage
 from sklearn.datasets import make_blobs
 
 from sktrellis import BestFirstHierarchicalClustering, ExactHierarchicalClustering
-from sktrellis import _best_first as search_module
 from sktrellis.datasets import make_jets
 from sktrellis._engine.tree.conversion import masks_from_merges, merges_from_tree
 from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood, SplitEnergy
 from sktrellis.metrics import dasgupta_cost
+from sktrellis._engine.search import driver
 from sktrellis._engine.search._best_first import BestFirstSearch, SplitGenerator
 
 from .common import brute_force
@@ -472,7 +472,7 @@ def test_ctrl_c_returns_the_best_tree_with_its_gap(monkeypatch, ctrl_c):
     """A real SIGINT during the kernel: the fit returns its best tree and gap."""
     calls = []
 
-    class Interrupted(search_module.BestFirstSearch):
+    class Interrupted(BestFirstSearch):
         def run(self, *args, **kwargs):
             if not calls:
                 # Raised in the main thread once the kernel's slice returns.
@@ -480,7 +480,7 @@ def test_ctrl_c_returns_the_best_tree_with_its_gap(monkeypatch, ctrl_c):
             calls.append(1)
             return super().run(*args, **kwargs)
 
-    monkeypatch.setattr(search_module, "BestFirstSearch", Interrupted)
+    monkeypatch.setattr(driver, "BestFirstSearch", Interrupted)
     # Random points: far from proven within max_time, so only Ctrl-C ends it.
     X = np.random.default_rng(0).normal(size=(40, 2))
     with pytest.warns(UserWarning, match=r"stopped \(interrupted\)"):
@@ -746,11 +746,9 @@ def test_estimator_brackets_log_z_and_cluster_probabilities(kind, algorithm,
 def test_auto_solves_by_the_trellis_what_the_search_has_not(objective, global_random_seed,
                                                            monkeypatch):
     """A 14-particle jet not proven when the trellis's time is up: solved exactly."""
-    import sktrellis._best_first as best_first
-
     # The trellis estimated at no time, so that the search never finishes
     # first (on a 14-particle jet it needs about 1 s, the trellis 0.1 s).
-    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 0.0)
     jet = make_jets(n_leaves=14, random_state=global_random_seed)[0]
     # The search's labels are its tree's cut: compare with the MAP tree's.
     exact = ExactHierarchicalClustering(GinkgoLikelihood(), labels_from="map_tree")
@@ -774,9 +772,7 @@ def test_auto_solves_by_the_trellis_what_the_search_has_not(objective, global_ra
 
 def test_auto_keeps_the_search_results_when_the_trellis_overruns(monkeypatch):
     """The trellis estimated at no time but past the deadline: the search's results, a warning."""
-    import sktrellis._best_first as best_first
-
-    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 0.0)
     jet = make_jets(n_leaves=14, random_state=0)[0]
     model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_time=1e-6)
     with pytest.warns(UserWarning, match=r"stopped \(max_time\) before proving"):
@@ -792,7 +788,7 @@ def test_auto_keeps_the_search_results_when_the_trellis_overruns(monkeypatch):
 
 @pytest.fixture
 def stepping_clock(monkeypatch):
-    """The estimator's clock, advanced by 0.1 s each time it is read.
+    """The search driver's clock, advanced by 0.1 s each time it is read.
 
     Its deadlines then fall after a fixed number of search slices (each at
     most 0.1 s of real time), however loaded the machine: the beam-search
@@ -801,28 +797,25 @@ def stepping_clock(monkeypatch):
     """
     import types
 
-    import sktrellis._best_first as best_first
-
     clock = {"now": 0.0}
 
     def perf_counter():
         clock["now"] += 0.1
         return clock["now"]
 
-    monkeypatch.setattr(best_first, "time", types.SimpleNamespace(perf_counter=perf_counter))
+    monkeypatch.setattr(driver, "time", types.SimpleNamespace(perf_counter=perf_counter))
     return clock
 
 
 def test_auto_searches_on_when_the_trellis_gives_up(monkeypatch, stepping_clock):
     """A trellis that will not end in time hands the rest of the budget back to the search."""
-    import sktrellis._best_first as best_first
     from sktrellis._engine.trellis.levels import DeadlinePassed
 
     def gives_up(*args, **kwargs):
         raise DeadlinePassed("it would end 1 s past its deadline")
 
-    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
-    monkeypatch.setattr(best_first, "HierarchicalTrellis", gives_up)
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 0.0)
+    monkeypatch.setattr(driver, "HierarchicalTrellis", gives_up)
     jet = make_jets(n_leaves=16, random_state=0)[0]
     with pytest.warns(UserWarning, match=r"stopped \(max_time\)"):
         model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_time=0.5).fit(
@@ -842,14 +835,13 @@ def test_auto_searches_on_when_the_trellis_gives_up(monkeypatch, stepping_clock)
 @pytest.mark.parametrize("trellis_ends", [True, False])
 def test_auto_after_the_state_cap(monkeypatch, trellis_ends):
     """Stopped by max_states, the search hands over to the trellis; if that gives up, says so."""
-    import sktrellis._best_first as best_first
     from sktrellis._engine.trellis.levels import DeadlinePassed
 
     if not trellis_ends:
         def gives_up(*args, **kwargs):
             raise DeadlinePassed("it would end 1 s past its deadline")
 
-        monkeypatch.setattr(best_first, "HierarchicalTrellis", gives_up)
+        monkeypatch.setattr(driver, "HierarchicalTrellis", gives_up)
     jet = make_jets(n_leaves=14, random_state=0)[0]
     model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_states=1, max_time=60)
     if trellis_ends:
@@ -867,13 +859,11 @@ def test_auto_after_the_state_cap(monkeypatch, trellis_ends):
 
 def test_auto_interrupted_in_the_trellis(monkeypatch):
     """Ctrl-C during the trellis ends the fit with the search's results, as during the search."""
-    import sktrellis._best_first as best_first
-
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
-    monkeypatch.setattr(best_first, "HierarchicalTrellis", interrupted)
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 0.0)
+    monkeypatch.setattr(driver, "HierarchicalTrellis", interrupted)
     jet = make_jets(n_leaves=14, random_state=0)[0]
     with pytest.warns(UserWarning, match=r"stopped \(interrupted\)"):
         model = BestFirstHierarchicalClustering(GinkgoLikelihood()).fit(jet.momenta)
@@ -895,9 +885,7 @@ def test_auto_on_tiny_sets(objective, n_points):
 
 
 def test_auto_verbose_says_when_the_trellis_takes_over(monkeypatch, capsys):
-    import sktrellis._best_first as best_first
-
-    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 0.0)
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 0.0)
     jet = make_jets(n_leaves=14, random_state=0)[0]
     BestFirstHierarchicalClustering(GinkgoLikelihood(), verbose=1).fit(jet.momenta)
     assert "not finished by search: solving the 2**14 subsets by the trellis" in (
@@ -907,11 +895,9 @@ def test_auto_verbose_says_when_the_trellis_takes_over(monkeypatch, capsys):
 def test_auto_searches_the_whole_budget_when_it_cannot_hold_the_trellis(monkeypatch,
                                                                       stepping_clock):
     """A trellis estimated at longer than max_time is never started."""
-    import sktrellis._best_first as best_first
-
-    monkeypatch.setattr(best_first, "inside_pass_seconds", lambda *args: 1e6)
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 1e6)
     calls = []
-    monkeypatch.setattr(best_first, "HierarchicalTrellis", lambda *args, **kwargs: calls.append(1))
+    monkeypatch.setattr(driver, "HierarchicalTrellis", lambda *args, **kwargs: calls.append(1))
     jet = make_jets(n_leaves=14, random_state=0)[0]
     with pytest.warns(UserWarning, match=r"stopped \(max_time\)"):
         model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_time=0.3).fit(

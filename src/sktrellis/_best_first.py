@@ -1,5 +1,4 @@
 """Past the trellis with a certificate: best-first AND/OR search for the MAP tree and log Z."""
-import time
 import warnings
 from numbers import Integral, Real
 
@@ -9,47 +8,15 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
-from ._engine.search._best_first import MAX_EXACT_SIZE, MAX_POINTS, BestFirstSearch
-from ._engine.trellis.hierarchical_trellis import (
-    HierarchicalTrellis, infeasible_error, inside_pass_seconds,
-)
-from ._engine.trellis.levels import DeadlinePassed
+from . import _validation
+from ._engine.search._best_first import MAX_EXACT_SIZE, MAX_POINTS
+from ._engine.search.driver import DEFAULT_MAX_TIME, TrellisFallback, run_search
+from ._engine.trellis.hierarchical_trellis import infeasible_error
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
 from ._engine.agglomerative.builders import beam_search
-from ._validation import (
-    MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, format_bytes, memory_budget,
-)
+from ._validation import MAX_EXACT_POINTS, effective_n_threads, fits_in_memory
 from .energies import Dasgupta, GinkgoLikelihood
 from ._sparse import SparseTrellisClustering
-
-
-# Longest the search kernel runs between two checks of the budget and Ctrl-C.
-_SLICE_SECONDS = 0.1
-# Share of the memory this process can still allocate (the tightest of
-# host, RLIMIT_AS and cgroup, as the exact estimators' guard finds it) that
-# the search's states may take by default, leaving the rest to the process
-# and to the trellis that algorithm="auto" may hand over to; 2 GiB when no
-# limit is readable. Then a state's size besides its penalties (heap record
-# and container slack; measured: 76 bytes for Ginkgo, whose states carry
-# none), and its penalties' size per point of the search, with the
-# generators' pools growing by doubling (measured peaks over 1M Dasgupta
-# states: 627 bytes a state at N = 40, 1,116 at N = 64; this gives 784 and
-# 1,216).
-_MEMORY_SHARE = 0.5
-_UNKNOWN_MEMORY = 2 * 2**30
-# The default time budget: a fit at its defaults returns within about a
-# minute (plus the incumbent's fit), with the certified gap it reached.
-_DEFAULT_MAX_TIME = 60.0
-_STATE_BYTES = 64
-_PENALTY_BYTES_PER_POINT = 18
-# Clusters solved exactly by default when bracketing log Z, unless the
-# bound has an exact size of its own (Ginkgo's 12: its splits cost 20-28 ns
-# each): 14 points, 3**14 / 2 = 2.4M splits at about a nanosecond each.
-# Measured on Dasgupta at beta 2 with 60 s (benchmarks/README.md, issue
-# 24): 14 brings blobs and a planted hierarchy of 32 and 48 points within
-# 0.5 nats; 12 stopped blobs of 48 at the state cap 2.9 nats wide, 16 left
-# the planted 48 7.8 nats wide (each exact solve of 16 points is 9x dearer).
-_LOG_PARTITION_EXACT_SIZE = 14
 
 
 def _relative_gap(gap, log_potential):
@@ -290,7 +257,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, energy=None, *, max_time=_DEFAULT_MAX_TIME, max_states=None,
+    def __init__(self, energy=None, *, max_time=DEFAULT_MAX_TIME, max_states=None,
                  incumbent="sparse",
                  beam_width=5, n_clusters=2, verbose=0, objective="map", exact_size=None,
                  tol=0.01, algorithm="auto", n_jobs=None):
@@ -334,108 +301,61 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 f"is more than {MAX_POINTS}; use SparseTrellisClustering"
             )
         energy = self._uncalibrated_energy()
-        bound = energy.search_bound(X)
-        exact_size = self.exact_size
-        if exact_size is None:
-            exact_size = -1 if self.objective == "map" or bound.exact_size > 2 \
-                else _LOG_PARTITION_EXACT_SIZE
-        search = BestFirstSearch(bound, n_points, objective=self.objective,
-                                 exact_size=exact_size)
-        max_states = self._state_cap(bound, n_points)
-        start = time.perf_counter()
-        deadline = np.inf if self.max_time is None else start + self.max_time
-        n_threads = effective_n_threads(self.n_jobs)
-        trellis_seconds = self._trellis_seconds(energy, n_points, n_threads)
-        search_deadline = deadline
-        if trellis_seconds is not None:
-            # Search for as long as the trellis should take, then solve by
-            # it: at most about twice the time of the faster of the two,
-            # whichever it is on these data (structured data are proven by
-            # the search in a fraction of a trellis pass, flat landscapes
-            # never). Only when the budget leaves the trellis its time.
-            if deadline - trellis_seconds > start:
-                search_deadline = min(start + trellis_seconds, deadline - trellis_seconds)
-            else:
-                trellis_seconds = None
+        result = run_search(
+            energy.search_bound(X), n_points, lambda: self._incumbent(X, energy),
+            objective=self.objective, exact_size=self.exact_size, tol=self.tol,
+            max_time=self.max_time, max_states=self.max_states, host=_validation,
+            trellis=self._trellis_fallback(X, energy), verbose=self.verbose,
+            owner=type(self).__name__)
+        self.stop_reason_ = result.stop_reason
+        self.solver_ = result.solver
+        self.incumbent_log_potential_ = result.incumbent_log_potential
+        self.n_iterations_ = result.n_iterations
+        self.n_expanded_ = result.n_expanded
+        self.n_splits_ = result.n_splits
+        self.n_clusters_stored_ = result.n_clusters_stored
+        self._search, self._trellis = result.search, result.trellis
+        if self.stop_reason_ != "optimal":
+            self._warn_unfinished(result.search, result.trellis_note)
+        if result.trellis is not None:
+            self._set_trellis_results(result.trellis, energy)
+        else:
+            self._set_search_results(result.search, energy)
+        return self
+
+    def _incumbent(self, X, energy):
+        """The tree the search starts from: ``(merges, log potential)``."""
+        n_points = len(X)
         if self.incumbent == "beam":
             model = check_built_for(energy.merge_model(X), n_points, energy, "merge_model")
             tree = beam_search(model, self.beam_width)[0]
-            merges, incumbent = tree.merges, tree.log_potential
-        else:
-            sparse = SparseTrellisClustering(energy, beam_width=self.beam_width).fit(X)
-            merges = merges_from_tree(sparse.linkage_matrix_, n_points)
-            incumbent = sparse.map_log_potential_
-        search.add_tree(merges)
-        self.stop_reason_ = self._run(search, max_states, start, search_deadline)
-        self.incumbent_log_potential_ = incumbent
-        self._search = search
-        self._trellis = None
-        self.solver_ = "search"
-        trellis_note = ""
-        if self.stop_reason_ in ("max_time", "max_states") and trellis_seconds is not None:
-            reason = self._solve_by_trellis(X, energy, n_threads, deadline)
-            if reason == "max_time":
-                trellis_note = (f" (the trellis over the 2**{n_points} subsets was started and "
-                                "would not have ended in time)")
-            if reason in (None, "max_time") and self.stop_reason_ == "max_time":
-                # The trellis does not fit in the memory the search has
-                # left, or will not end in time: the search goes on for
-                # what is left of the budget.
-                self.stop_reason_ = self._run(search, max_states, start, deadline)
-            elif reason in ("optimal", "interrupted"):
-                self.stop_reason_ = reason
-        if self.stop_reason_ != "optimal":
-            self._warn_unfinished(search, trellis_note)
-        if self.solver_ == "search":
-            self._set_search_results(search, energy)
-        return self
+            return tree.merges, tree.log_potential
+        sparse = SparseTrellisClustering(energy, beam_width=self.beam_width).fit(X)
+        return merges_from_tree(sparse.linkage_matrix_, n_points), sparse.map_log_potential_
 
-    def _trellis_seconds(self, energy, n_points, n_threads):
-        """Estimated time of solving the whole set by the trellis, or None if it cannot."""
-        if self.algorithm == "search" or not _trellis_fits(energy, n_points):
+    def _trellis_fallback(self, X, energy):
+        """The exact trellis the search may hand over to (``algorithm="auto"``), or None."""
+        n_points = len(X)
+        if self.algorithm == "search":
             return None
         if isinstance(energy, GinkgoLikelihood):
             rate = "ginkgo"
         else:
             rate = "separable" if energy.potential_kind == "separable" else "generic"
-        return inside_pass_seconds(rate, n_points, n_threads)
+        return TrellisFallback(
+            rate=rate, fits=lambda: _trellis_fits(energy, n_points),
+            split_potential=lambda: check_built_for(energy.split_potential(X), n_points,
+                                                    energy, "split_potential"),
+            n_threads=effective_n_threads(self.n_jobs))
 
-    def _solve_by_trellis(self, X, energy, n_threads, deadline):
-        """The exact inside pass over every subset, within the deadline.
-
-        Returns the stop reason: "optimal" with the exact results set, or
-        why it stopped ("max_time": past the deadline, or seen not to end
-        by it; "interrupted"), leaving the search's; None if the trellis
-        does not fit in the memory the search has left.
-        """
-        n_points = len(X)
-        if not _trellis_fits(energy, n_points):
-            return None
-        if self.verbose:
-            print(f"[{type(self).__name__}] not finished by search: solving the 2**{n_points} "
-                  "subsets by the trellis", flush=True)
-        potential = check_built_for(energy.split_potential(X), n_points, energy,
-                                    "split_potential")
-        try:
-            trellis = HierarchicalTrellis(
-                potential, n_threads, self.verbose, type(self).__name__,
-                deadline=deadline if np.isfinite(deadline) else None)
-        except DeadlinePassed as stop:
-            if self.verbose:
-                print(f"[{type(self).__name__}] trellis given up: {stop}", flush=True)
-            return "max_time"
-        except KeyboardInterrupt:
-            return "interrupted"
+    def _set_trellis_results(self, trellis, energy):
+        """The fitted attributes from the trellis over every subset: exact."""
         trellis.check_feasible(energy)
-        self._set_tree(linkage_from_splits(potential, *trellis.map_splits()), self.n_clusters)
+        self._set_tree(linkage_from_splits(trellis.potential, *trellis.map_splits()),
+                       self.n_clusters)
         self.map_log_potential_ = self.log_potential_upper_bound_ = trellis.map_log_potential
         self.optimality_gap_ = self.relative_optimality_gap_ = 0.0
         self.log_partition_bounds_ = (trellis.log_partition, trellis.log_partition)
-        self._trellis = trellis
-        # Its states (up to the memory cap) are no longer needed.
-        self._search = None
-        self.solver_ = "trellis"
-        return "optimal"
 
     def _set_search_results(self, search, energy):
         """The fitted attributes from the search graph: its best tree and bounds."""
@@ -529,60 +449,6 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         low, high = search.cluster_log_probability_bounds(mask)
         return float(np.exp(low)), float(np.exp(high))
 
-    def _state_cap(self, bound, n_points):
-        """``max_states``, or the states that fit in the memory share; announced at verbose."""
-        if self.max_states is not None:
-            return self.max_states
-        memory, available = memory_budget(_MEMORY_SHARE, _UNKNOWN_MEMORY)
-        state_bytes = _STATE_BYTES + (_PENALTY_BYTES_PER_POINT * n_points if bound.scale else 0)
-        max_states = max(memory // state_bytes, 1)
-        if self.verbose:
-            budget = ("no time limit" if self.max_time is None else
-                      f"max_time={self.max_time:g} s"
-                      + (" (the default)" if self.max_time == _DEFAULT_MAX_TIME else ""))
-            print(f"[{type(self).__name__}] budget: {budget}; at most {max_states:,} search "
-                  f"states, about {format_bytes(max_states * state_bytes)} ("
-                  + ("no memory limit readable" if available is None else
-                     f"half of the {format_bytes(available)} this process can allocate")
-                  + ")", flush=True)
-        return max_states
-
-    def _run(self, search, max_states, start, deadline):
-        """Run the search in slices until it finishes or ``deadline``; the stop reason."""
-        report = start + 1.0
-        reason = "optimal"
-        try:
-            while not search.finished:
-                now = time.perf_counter()
-                if now >= deadline:
-                    reason = "max_time"
-                    break
-                if self.verbose and now >= report:
-                    self._report(search, start)
-                    report = now + 1.0
-                # The kernel runs without the GIL in slices of at most this
-                # long: Ctrl-C, the clock and the report are checked between.
-                outcome = search.run(seconds=min(_SLICE_SECONDS, deadline - now),
-                                     max_states=max_states)
-                if outcome == "max_states":
-                    reason = "max_states"
-                    break
-                if self.objective == "log_partition":
-                    # The root's bracket as the walks left it: revising
-                    # every cluster each slice would cost more than the walks.
-                    lower, upper = search.root_log_partition_bracket
-                    if upper - lower <= self.tol:
-                        break
-        except KeyboardInterrupt:
-            reason = "interrupted"
-        self.n_iterations_ = search.n_iterations
-        self.n_expanded_ = search.n_expanded
-        self.n_splits_ = search.n_splits
-        self.n_clusters_stored_ = search.n_clusters
-        if self.verbose:
-            self._report(search, start)
-        return reason
-
     def _warn_unfinished(self, search, trellis_note):
         """Say that the budget ran out before the objective was reached, and where it stands."""
         if search.out_of_memory:
@@ -605,14 +471,3 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 "max_states to close the gap",
                 stacklevel=5,
             )
-
-    def _report(self, search, start):
-        print(
-            f"[{type(self).__name__}] {search.n_iterations} iterations, "
-            f"{search.n_clusters} clusters, {search.n_splits} splits: log potential "
-            f"{-search.upper:.6g}, bound {-search.lower:.6g}, gap "
-            f"{search.gap:.4g}, {time.perf_counter() - start:.2f} s"
-            + (", {:.6g} <= log Z <= {:.6g}".format(*search.log_partition_bounds())
-               if self.objective == "log_partition" else ""),
-            flush=True,
-        )
