@@ -8,12 +8,12 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._estimator import EnergyEstimatorMixin, check_built_for, clears_fit_state_on_failure
-from . import _validation
 from ._engine.search._best_first import MAX_EXACT_SIZE, MAX_POINTS
 from ._engine.search.driver import DEFAULT_MAX_TIME, TrellisFallback, run_search
 from ._engine.trellis.hierarchical_trellis import infeasible_error
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
 from ._engine.agglomerative.builders import beam_search
+from . import _validation
 from ._validation import MAX_EXACT_POINTS, effective_n_threads, fits_in_memory
 from .energies import Dasgupta, GinkgoLikelihood
 from ._sparse import SparseTrellisClustering

@@ -1,0 +1,155 @@
+"""The best-first search driver: how a search ends, and the record it returns."""
+import threading
+import types
+
+import numpy as np
+import pytest
+
+from sktrellis import ExactHierarchicalClustering
+from sktrellis._engine.agglomerative.builders import beam_search
+from sktrellis._engine.search import driver
+from sktrellis._engine.search.driver import TrellisFallback, run_search
+from sktrellis._engine.trellis.levels import DeadlinePassed
+from sktrellis.energies import Dasgupta
+
+
+ENERGY = Dasgupta(beta=1.0)
+
+
+def points(n_points, seed=0):
+    return np.random.default_rng(seed).normal(size=(n_points, 2))
+
+
+def beam_incumbent(X):
+    def incumbent():
+        tree = beam_search(ENERGY.merge_model(X), 5)[0]
+        return tree.merges, tree.log_potential
+    return incumbent
+
+
+def fallback(X, fits=lambda: True, built=None):
+    def split_potential():
+        if built is not None:
+            built.append(1)
+        return ENERGY.split_potential(X)
+    return TrellisFallback(rate="separable", fits=fits, split_potential=split_potential)
+
+
+def assert_counts_are_the_search(result):
+    search = result.search
+    assert (result.n_iterations, result.n_expanded, result.n_splits,
+            result.n_clusters_stored) == (search.n_iterations, search.n_expanded,
+                                          search.n_splits, search.n_clusters)
+
+
+@pytest.mark.parametrize("objective", ["map", "log_partition"])
+@pytest.mark.parametrize("n_points", [2, 3, 6])
+def test_a_small_set_is_finished_by_the_search(objective, n_points):
+    X = points(n_points)
+    incumbent = beam_incumbent(X)
+    result = run_search(ENERGY.search_bound(X), n_points, incumbent, objective=objective,
+                        max_states=10**6)
+    assert result.stop_reason == "optimal"
+    assert result.solver == "search" and result.trellis is None
+    assert result.incumbent_log_potential == incumbent()[1]
+    assert result.max_states == 10**6
+    assert result.trellis_note == ""
+    assert_counts_are_the_search(result)
+    exact = ExactHierarchicalClustering(ENERGY).fit(X)
+    assert -result.search.upper == pytest.approx(exact.map_log_potential_, abs=1e-9)
+
+
+@pytest.mark.parametrize("budget, reason", [
+    ({"max_time": 1e-9}, "max_time"),
+    ({"max_states": 1}, "max_states"),
+])
+def test_a_budget_ends_the_search_with_its_tree(budget, reason):
+    X = points(40)
+    result = run_search(ENERGY.search_bound(X), 40, beam_incumbent(X),
+                        **{"max_states": 10**6, **budget})
+    assert result.stop_reason == reason
+    assert result.solver == "search"
+    assert_counts_are_the_search(result)
+    # The best tree so far, never worse than the incumbent.
+    assert -result.search.upper >= result.incumbent_log_potential - 1e-9
+    assert result.search.gap > 0.0
+
+
+def test_a_cancelled_search_is_interrupted():
+    cancelled = threading.Event()
+    cancelled.set()
+    X = points(40)
+    result = run_search(ENERGY.search_bound(X), 40, beam_incumbent(X), max_states=10**6,
+                        cancelled=cancelled)
+    assert result.stop_reason == "interrupted"
+    assert result.n_iterations == 0
+
+
+def test_the_trellis_solves_what_the_search_has_not(monkeypatch):
+    # Estimated at no time, the trellis takes over before the first slice.
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 0.0)
+    X = points(10)
+    result = run_search(ENERGY.search_bound(X), 10, beam_incumbent(X), max_time=600,
+                        max_states=10**6, trellis=fallback(X))
+    assert (result.stop_reason, result.solver) == ("optimal", "trellis")
+    # Its states are freed; the counts are the search's before the trellis.
+    assert result.search is None
+    assert result.n_iterations == 0
+    exact = ExactHierarchicalClustering(ENERGY).fit(X)
+    assert result.trellis.map_log_potential == pytest.approx(exact.map_log_potential_,
+                                                             rel=1e-12)
+    assert result.trellis.log_partition == pytest.approx(exact.log_partition_, rel=1e-12)
+
+
+@pytest.mark.parametrize("trellis_fails", ["no longer fits", "gives up"])
+def test_the_search_goes_on_when_the_trellis_cannot_finish(monkeypatch, trellis_fails):
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 0.0)
+    asked = []
+
+    def fits():
+        # It fits at the start, not after the search (memory taken meanwhile).
+        asked.append(1)
+        return trellis_fails == "gives up" or len(asked) == 1
+
+    def gives_up(*args, **kwargs):
+        raise DeadlinePassed("it would end 1 s past its deadline")
+
+    monkeypatch.setattr(driver, "HierarchicalTrellis", gives_up)
+    X = points(8)
+    result = run_search(ENERGY.search_bound(X), 8, beam_incumbent(X), max_time=600,
+                        max_states=10**6, trellis=fallback(X, fits))
+    # Eight points are proven by the search in the rest of the budget.
+    assert (result.stop_reason, result.solver) == ("optimal", "search")
+    assert len(asked) == 2
+    assert_counts_are_the_search(result)
+    assert ("would not have ended in time" in result.trellis_note) == (
+        trellis_fails == "gives up")
+
+
+def test_the_trellis_is_not_tried_when_the_budget_cannot_hold_it(monkeypatch):
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 1e6)
+    built = []
+    X = points(40)
+    result = run_search(ENERGY.search_bound(X), 40, beam_incumbent(X), max_time=1e-9,
+                        max_states=10**6, trellis=fallback(X, built=built))
+    assert (result.stop_reason, result.solver) == ("max_time", "search")
+    assert not built
+
+
+@pytest.mark.parametrize("available", [None, 2**30])
+def test_the_default_state_cap_is_a_share_of_the_memory_found(available, capsys):
+    from sktrellis._validation import format_bytes
+
+    def memory_budget(share, unknown):
+        return (unknown if available is None else int(share * available)), available
+
+    host = types.SimpleNamespace(memory_budget=memory_budget, format_bytes=format_bytes)
+    X = points(5)
+    result = run_search(ENERGY.search_bound(X), 5, beam_incumbent(X), max_time=60.0,
+                        host=host, verbose=1, owner="Owner")
+    memory = 2 * 2**30 if available is None else available // 2
+    # Dasgupta's states carry penalties: 64 + 18 bytes per point.
+    assert result.max_states == memory // (64 + 18 * 5)
+    out = capsys.readouterr().out
+    assert f"[Owner] budget: max_time=60 s (the default); at most {result.max_states:,}" in out
+    assert ("no memory limit readable" in out) == (available is None)
