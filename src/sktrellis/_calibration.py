@@ -138,7 +138,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from ._engine.agglomerative.builders import beam_search
-from ._engine.search._best_first import BestFirstSearch
+from ._engine.search.driver import run_search
 from ._engine.tree.conversion import splits_from_merges
 from .energies._base import TemperatureMixin
 from ._validation import memory_limits
@@ -908,17 +908,20 @@ def _tree_log_potential(potential, merges, n_points):
 def _search_map_merges(unit, X, cancelled=None):
     """Merges of the MAP tree of X under ``unit`` by exact best-first search.
 
-    Raises KeyboardInterrupt within a slice once the Event ``cancelled`` is
-    set (Ctrl-C seen by the main thread while this runs in another).
+    At the state cap, the best tree found so far: still an upper bound on
+    the loss gap. Raises KeyboardInterrupt within a slice once the Event
+    ``cancelled`` is set (Ctrl-C seen by the main thread while this runs in
+    another).
     """
-    search = BestFirstSearch(unit.search_bound(X), len(X))
-    search.add_tree(beam_search(unit.merge_model(X), 5)[0].merges)
-    while not search.solved:
-        if cancelled is not None and cancelled.is_set():
-            raise KeyboardInterrupt
-        if search.run(seconds=0.1, max_states=_MAX_SEARCH_STATES) == "max_states":
-            break   # the best tree found so far: still an upper bound on the loss gap
-    merges, _ = search.merges()
+    def incumbent():
+        tree = beam_search(unit.merge_model(X), 5)[0]
+        return tree.merges, tree.log_potential
+
+    result = run_search(unit.search_bound(X), len(X), incumbent,
+                        max_states=_MAX_SEARCH_STATES, cancelled=cancelled)
+    if result.stop_reason == "interrupted":
+        raise KeyboardInterrupt
+    merges, _ = result.search.merges()
     return merges
 
 
