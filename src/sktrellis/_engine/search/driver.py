@@ -5,6 +5,7 @@ how the search spends its time and memory and returns what it ended with.
 """
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -186,8 +187,8 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
             trellis_seconds = None
     merges, incumbent_log_potential = incumbent()
     search.add_tree(merges)
-    run = (search, max_states, start, objective, tol, cancelled, verbose, owner)
-    stop_reason = _run(*run, search_deadline)
+    run = partial(_run, search, max_states, start, objective, tol, cancelled, verbose, owner)
+    stop_reason = run(search_deadline)
     solved, trellis_note = None, ""
     if stop_reason in ("max_time", "max_states") and trellis_seconds is not None:
         reason, solved = _solve_by_trellis(trellis, n_points, deadline, verbose, owner)
@@ -198,7 +199,7 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
             # The trellis does not fit in the memory the search has
             # left, or will not end in time: the search goes on for
             # what is left of the budget.
-            stop_reason = _run(*run, deadline)
+            stop_reason = run(deadline)
         elif reason in ("optimal", "interrupted"):
             stop_reason = reason
     return SearchResult(
