@@ -1027,3 +1027,16 @@ def test_the_relative_gap_of_a_zero_log_potential():
     assert _relative_gap(0.0, 0.0) == 0.0
     assert _relative_gap(1.0, 0.0) == np.inf
     assert _relative_gap(2.0, -4.0) == 0.5
+
+
+def test_the_sparse_incumbent_is_at_the_searchs_temperature():
+    """beta="auto" is 1 for the search: the incumbent's fit must not calibrate its own."""
+    X, _ = make_blobs(n_samples=20, n_features=12, centers=2, random_state=0)
+    energy = Dasgupta()
+    auto = BestFirstHierarchicalClustering(energy, algorithm="search").fit(X)
+    one = BestFirstHierarchicalClustering(Dasgupta(beta=1.0), algorithm="search").fit(X)
+    assert auto.beta_ == 1.0
+    assert auto.incumbent_log_potential_ == pytest.approx(one.incumbent_log_potential_,
+                                                          rel=1e-12)
+    assert auto.incumbent_log_potential_ <= auto.map_log_potential_ + 1e-9
+    assert energy.beta == "auto"

@@ -3,7 +3,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context, clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -330,6 +330,12 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             model = check_built_for(energy.merge_model(X), n_points, energy, "merge_model")
             tree = beam_search(model, self.beam_width)[0]
             return tree.merges, tree.log_potential
+        if isinstance(getattr(energy, "beta", None), str):
+            # beta="auto" means beta_ here, but the sparse estimator would
+            # calibrate a temperature of its own (a bootstrap of fits, 35x
+            # the search on 20 points of 12 features) and report its tree's
+            # log potential at that temperature, not the search's.
+            energy = clone(energy).set_params(beta=self.beta_)
         sparse = SparseTrellisClustering(energy, beam_width=self.beam_width).fit(X)
         return merges_from_tree(sparse.linkage_matrix_, n_points), sparse.map_log_potential_
 
