@@ -332,9 +332,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             return tree.merges, tree.log_potential
         if isinstance(getattr(energy, "beta", None), str):
             # beta="auto" means beta_ here, but the sparse estimator would
-            # calibrate a temperature of its own (a bootstrap of fits, 35x
-            # the search on 20 points of 12 features) and report its tree's
-            # log potential at that temperature, not the search's.
+            # calibrate a temperature of its own (a bootstrap of fits, often
+            # dearer than the search) and report its tree's log potential
+            # at that temperature, not the search's.
             energy = clone(energy).set_params(beta=self.beta_)
         sparse = SparseTrellisClustering(energy, beam_width=self.beam_width).fit(X)
         return merges_from_tree(sparse.linkage_matrix_, n_points), sparse.map_log_potential_
