@@ -391,9 +391,9 @@ def test_statistics_never_hold_more_than_a_chunk(covariance_type, monkeypatch):
 
 
 def test_memory_refusal_names_the_size_and_the_way_out(monkeypatch):
-    from sktrellis import _validation
+    from sktrellis._engine import resources
 
-    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 16 * 2**30)])
+    monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", 16 * 2**30)])
     X = np.zeros((14, 3000))
     with pytest.raises(
         ValueError,

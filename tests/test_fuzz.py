@@ -396,7 +396,7 @@ from sktrellis.baselines import (BayesianHierarchicalClustering,
                                  BeamSearchHierarchicalClustering,
                                  GreedyHierarchicalClustering, PerturbAndMAPClustering)
 from sktrellis.energies import CorrelationClustering, Dasgupta, DirichletProcessMixture
-from sktrellis._validation import _status_bytes
+from sktrellis._engine.resources import _status_bytes
 
 resource.setrlimit(resource.RLIMIT_AS, (_status_bytes("VmSize") + 300 * 2**20,
                                         resource.RLIM_INFINITY))

@@ -16,7 +16,7 @@ from ._engine.trellis.hierarchical_trellis import (
 from ._engine.trellis.levels import DeadlinePassed
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
 from ._engine.agglomerative.builders import beam_search
-from ._validation import (
+from ._engine.resources import (
     MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, format_bytes, memory_budget,
 )
 from .energies import Dasgupta, GinkgoLikelihood

@@ -13,9 +13,8 @@ from ._engine.trellis.flat_trellis import FlatTrellis, map_partition
 from ._engine.trellis.levels import reporting
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._calibration import calibrate_partition_posterior
-from ._validation import (
-    check_exact_size, check_log_potentials, check_members, effective_n_threads,
-)
+from ._engine.resources import check_exact_size, effective_n_threads
+from ._validation import check_log_potentials, check_members
 from .energies import CorrelationClustering
 
 

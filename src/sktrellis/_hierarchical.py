@@ -15,7 +15,7 @@ from ._engine.tree.conversion import (
     labels_from_linkage, linkage_from_splits, relabel_by_first_appearance,
 )
 from ._calibration import calibrate_tree_posterior
-from ._validation import check_exact_size, effective_n_threads
+from ._engine.resources import check_exact_size, effective_n_threads
 from .energies import Dasgupta
 
 

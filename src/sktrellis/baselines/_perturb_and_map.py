@@ -9,9 +9,8 @@ from sklearn.utils.validation import validate_data
 
 from .._engine.tables import subset_pair_sums
 from .._engine.trellis.flat_trellis import map_partition
-from .._validation import (
-    check_exact_size, check_no_overflow, check_square_matrix, effective_n_threads,
-)
+from .._engine.resources import check_exact_size, effective_n_threads
+from .._validation import check_no_overflow, check_square_matrix
 from ..energies import CorrelationClustering
 
 

@@ -3,7 +3,8 @@ import numpy as np
 
 from .._engine._subsets import canonical_lefts, split_table_layout, subsets_by_size
 from .._engine.potential._split_potential import SplitPotential
-from .._validation import check_exact_size, check_log_potentials
+from .._engine.resources import check_exact_size
+from .._validation import check_log_potentials
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._merge import MergeModel
 

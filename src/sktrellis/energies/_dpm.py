@@ -5,7 +5,7 @@ import numpy as np
 from scipy.special import digamma, gammaln
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._validation import check_memory as check_available_memory
+from .._engine.resources import check_memory as check_available_memory
 from .._validation import check_no_overflow, unit_exponent
 from ._base import FlatEnergy, cluster_indicator_blocks
 from ._conjugate import (
