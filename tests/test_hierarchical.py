@@ -564,10 +564,10 @@ def test_no_fixed_cap_below_the_structural_limit(energy, monkeypatch):
     """26 points are refused by the memory they need only, naming what would fit."""
     from sktrellis._engine import resources
 
-    memory = energy.split_bytes(23) / 0.9 + 1
+    memory = resources.hierarchical_fit_bytes(energy, 23) / 0.9 + 1
     monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", memory)])
     X = make_jets(n_leaves=26, random_state=0)[0].momenta
-    needed = resources.format_bytes(energy.split_bytes(26))
+    needed = resources.format_bytes(resources.hierarchical_fit_bytes(energy, 26))
     with pytest.raises(ValueError, match=(rf"n_samples=26 requires {needed} .*"
                                           r"n_samples=23 would fit\).*SparseTrellisClustering")):
         ExactHierarchicalClustering(energy).fit(X)
@@ -765,6 +765,7 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     import tracemalloc
 
     from sktrellis import _hierarchical as hierarchical
+    from sktrellis._engine.resources import hierarchical_fit_bytes
     from sktrellis._engine.trellis import hierarchical_trellis, levels
 
     monkeypatch.setattr(levels, "PARALLEL_MIN_TERMS", 0)
@@ -783,7 +784,7 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     finally:
         tracemalloc.stop()
     # 64 KiB for Python objects and arrays of O(N) entries.
-    assert peak <= energy.split_bytes(n_points) + 2**16
+    assert peak <= hierarchical_fit_bytes(energy, n_points) + 2**16
 
 
 @pytest.mark.slow

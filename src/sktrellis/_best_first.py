@@ -17,7 +17,8 @@ from ._engine.trellis.levels import DeadlinePassed
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
 from ._engine.agglomerative.builders import beam_search
 from ._engine.resources import (
-    MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, format_bytes, memory_budget,
+    MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, format_bytes, hierarchical_fit_bytes,
+    memory_budget,
 )
 from .energies import Dasgupta, GinkgoLikelihood
 from ._sparse import SparseTrellisClustering
@@ -64,7 +65,8 @@ def _trellis_fits(energy, n_points):
 
     The exact estimators' limit (``check_exact_size``), without its error.
     """
-    return n_points <= MAX_EXACT_POINTS and fits_in_memory(energy.split_bytes(n_points))
+    return (n_points <= MAX_EXACT_POINTS
+            and fits_in_memory(hierarchical_fit_bytes(energy, n_points)))
 
 
 ###############################################################################

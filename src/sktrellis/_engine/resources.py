@@ -1,12 +1,19 @@
-"""What a fit may use of this host: memory limits, thread counts and the refusals.
+"""What a fit needs and what this host has: memory, thread counts and the refusals.
 
 The one module that probes the host: what this process can still allocate
 (``MemAvailable``, the ``RLIMIT_AS``/``RLIMIT_DATA`` process limits, a
-cgroup v1 or v2 memory limit) and how many cores it may run on. Estimators
-refuse a fit here, before allocating anything, with a message that names
-n_samples, the bytes, the limit that binds and the way out.
+cgroup v1 or v2 memory limit) and how many cores it may run on. It also
+accounts for a fit's peak memory from what the energy describes of itself
+(``potential_kind``, ``table_bytes_per_subset``, ``scratch_bytes``,
+``statistics_per_subset``, ``scratch_advice``) and the trellises' own
+per-subset figures, so that estimators refuse a fit here, before
+allocating anything, with a message that names n_samples, the bytes, the
+limit that binds and the way out.
 """
 import os
+
+from .trellis.flat_trellis import flat_trellis_bytes
+from .trellis.hierarchical_trellis import hierarchical_trellis_bytes
 
 # The exact estimators' structural limit on N, the same on every host: the
 # trellises index subsets by 32-bit masks (split potentials hold at most 30
@@ -17,6 +24,9 @@ import os
 # the figures for N = 26-29.
 MAX_EXACT_POINTS = 29
 
+
+###############################################################################
+# The host: what this process may still allocate, and on how many cores
 
 # Where the kernel says what a process may still allocate. Module-level so
 # that tests can point them at a fake tree.
@@ -194,6 +204,7 @@ def check_memory(n_points, bytes_needed, owner, *, holds, way_out):
 
 
 def format_bytes(n_bytes):
+    """``n_bytes`` in words for a message: bytes, or KiB ... PiB with one decimal."""
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n_bytes < 1024 or unit == "PiB":
             return f"{n_bytes:.0f} {unit}" if unit == "bytes" else f"{n_bytes:.1f} {unit}"
@@ -237,3 +248,126 @@ def effective_n_threads(n_jobs):
     if n_jobs < 0:
         return max(1, n_cpus + 1 + n_jobs)
     return min(n_jobs, n_cpus) if n_jobs > 0 else 1
+
+
+###############################################################################
+# A fit's peak memory, from the energy's description of itself
+
+def hierarchical_fit_bytes(energy, n_points):
+    """Peak memory of an exact hierarchical fit and all its queries, in bytes.
+
+    Parameters
+    ----------
+    energy : HierarchicalEnergy
+        Read for its ``potential_kind``, ``table_bytes_per_subset`` (of a
+        "function" potential) and ``scratch_bytes(n_points)``.
+    n_points : int
+        n_samples of the fit.
+
+    Returns
+    -------
+    n_bytes : int
+        The potential's tables, the trellis and the largest of the
+        temporaries of its passes and queries, plus what the energy
+        allocates while building its tables.
+    """
+    return (
+        hierarchical_trellis_bytes(
+            energy.potential_kind, n_points, energy.table_bytes_per_subset
+        )
+        + energy.scratch_bytes(n_points)
+    )
+
+
+def flat_fit_bytes(energy, n_points, n_features=None):
+    """Peak memory of an exact flat fit and all its queries, in bytes.
+
+    Parameters
+    ----------
+    energy : FlatEnergy
+        Read for its ``table_bytes_per_subset`` and
+        ``scratch_bytes(n_points, n_features)``.
+    n_points : int
+        n_samples of the fit.
+    n_features : int, default=None
+        Counted when given (an energy's statistics may grow with it); None
+        counts what does not depend on the features.
+
+    Returns
+    -------
+    n_bytes : int
+        The energy's table, the flat trellis and the energy's scratch.
+    """
+    return (
+        (energy.table_bytes_per_subset << n_points)
+        + flat_trellis_bytes(n_points)
+        + energy.scratch_bytes(n_points, n_features)
+    )
+
+
+def check_hierarchical_fit(energy, n_points, owner):
+    """Refuse an exact hierarchical fit that cannot be held, naming what would fit.
+
+    Parameters
+    ----------
+    energy : HierarchicalEnergy
+        The fit's energy (see ``hierarchical_fit_bytes``).
+    n_points : int
+        n_samples of the fit.
+    owner : str
+        The estimator, for the message.
+    """
+    check_exact_size(n_points, hierarchical_fit_bytes(energy, n_points), owner,
+                     bytes_for=lambda n: hierarchical_fit_bytes(energy, n))
+
+
+def check_flat_fit(energy, n_points, n_features, owner, *, way_out="SparseTrellisClustering"):
+    """Refuse an exact flat fit that cannot be held, first by N, then by its features.
+
+    The table of all subsets and the flat trellis are checked first (naming
+    the largest n_samples that would fit), then the energy's statistics at
+    ``n_features`` (naming the energy's own way out, such as a cheaper
+    covariance type).
+
+    Parameters
+    ----------
+    energy : FlatEnergy
+        The fit's energy (see ``flat_fit_bytes``).
+    n_points : int
+        n_samples of the fit.
+    n_features : int
+        n_features of the fit.
+    owner : str
+        The estimator, for the message.
+    way_out : str, default="SparseTrellisClustering"
+        What to use for larger data.
+    """
+    check_exact_size(n_points, flat_fit_bytes(energy, n_points), owner, way_out=way_out,
+                     bytes_for=lambda n: flat_fit_bytes(energy, n))
+    check_statistics_memory(energy, n_points, n_features, owner)
+
+
+def check_statistics_memory(energy, n_points, n_features, owner):
+    """Refuse a flat energy's statistics of all subsets that would not fit at n_features.
+
+    Parameters
+    ----------
+    energy : FlatEnergy
+        Read for ``statistics_per_subset(n_features)`` and
+        ``scratch_advice``, besides what ``flat_fit_bytes`` reads.
+    n_points : int
+        n_samples of the fit.
+    n_features : int
+        n_features of the fit.
+    owner : str
+        Who allocates, for the message.
+    """
+    needed = flat_fit_bytes(energy, n_points, n_features)
+    if fits_in_memory(needed):
+        return
+    check_memory(
+        n_points, needed, owner,
+        holds=(f"the {type(energy).__name__} statistics of all subsets at n_features="
+               f"{n_features} ({energy.statistics_per_subset(n_features)} per subset)"),
+        way_out=energy.scratch_advice,
+    )
