@@ -5,7 +5,7 @@ Run it alone on a quiet machine (it takes minutes and gigabytes):
     python benchmarks/bench_large_fit.py ginkgo 24 marginals  # a jet, then every marginal
     python benchmarks/bench_large_fit.py dasgupta 26          # Gaussian points, MAP, log Z
 
-The estimate is ``energy.split_bytes(N)``, what the fit refuses by; the
+The estimate is ``hierarchical_fit_bytes(energy, N)``, what the fit refuses by; the
 peak is the process's ``ru_maxrss``.
 """
 import resource
@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from sktrellis import ExactHierarchicalClustering
+from sktrellis._engine.resources import hierarchical_fit_bytes
 from sktrellis.datasets import make_jets
 from sktrellis.energies import Dasgupta, GinkgoLikelihood
 
@@ -25,7 +26,7 @@ if kind == "ginkgo":
 else:
     energy = Dasgupta(beta=1.0)
     X = np.random.default_rng(0).normal(size=(n, 3))
-estimate = energy.split_bytes(n)
+estimate = hierarchical_fit_bytes(energy, n)
 model = ExactHierarchicalClustering(energy, labels_from="map_tree", verbose=1)
 start = time.perf_counter()
 model.fit(X)
@@ -39,5 +40,5 @@ if len(sys.argv) > 3:
     outside = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(f"  every cluster marginal {outside:.1f} s; peak RSS {rss / 2**30:.2f} GiB", flush=True)
-print(f"  estimated peak (split_bytes, fit and every query) {estimate / 2**30:.2f} GiB",
+print(f"  estimated peak (hierarchical_fit_bytes, fit and every query) {estimate / 2**30:.2f} GiB",
       flush=True)

@@ -951,7 +951,7 @@ _UNDER_RLIMIT_AS = """
 import resource, sys, warnings
 import numpy as np
 from sktrellis import BestFirstHierarchicalClustering
-from sktrellis._validation import _status_bytes
+from sktrellis._engine.resources import _status_bytes
 
 resource.setrlimit(resource.RLIMIT_AS, (_status_bytes("VmSize") + 300 * 2**20,
                                         resource.RLIM_INFINITY))
@@ -987,10 +987,10 @@ def test_a_search_under_a_memory_limit_keeps_its_tree(max_states, note):
 
 
 def test_the_default_state_cap_follows_the_memory_found(monkeypatch):
-    from sktrellis import _validation
+    from sktrellis._engine import resources
 
     X = np.random.default_rng(0).normal(size=(40, 2))
-    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 4 * 2**20)])
+    monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", 4 * 2**20)])
     model = BestFirstHierarchicalClustering(incumbent="beam", algorithm="search")
     with pytest.warns(UserWarning, match=r"stopped \(max_states\)"):
         model.fit(X)

@@ -809,11 +809,11 @@ def test_constant_columns_of_structureless_binary_data_fit(global_random_seed):
 
 def test_exact_auto_leaves_out_the_covariance_types_that_cannot_fit(monkeypatch,
                                                                    global_random_seed):
-    import sktrellis._validation as validation
+    from sktrellis._engine import resources
 
     # 2 GiB left: full covariances over 3000 features need about 5 GiB at
     # N = 12, diagonal ones a few MiB.
-    monkeypatch.setattr(validation, "memory_limits", lambda: [("MemAvailable", 2 << 30)])
+    monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", 2 << 30)])
     X = np.random.default_rng(global_random_seed).normal(size=(12, 3000))
     X[:6] += 1.0
     model = BayesianHierarchicalClustering(algorithm="exact").fit(X)
@@ -826,12 +826,12 @@ def test_exact_auto_leaves_out_the_covariance_types_that_cannot_fit(monkeypatch,
 @pytest.mark.parametrize("algorithm", ["sparse", "greedy"])
 def test_full_covariances_that_would_not_fit_are_refused_naming_the_way_out(
         monkeypatch, algorithm):
-    from sktrellis import _validation
+    from sktrellis._engine import resources
 
     X = np.random.default_rng(0).normal(size=(40, 100))
     model = BayesianHierarchicalClustering(covariance_type="full", algorithm=algorithm)
     need = model._fit_bytes(X, "full")
-    monkeypatch.setattr(_validation, "memory_limits",
+    monkeypatch.setattr(resources, "memory_limits",
                         lambda: [("the process limit RLIMIT_AS (ulimit -v)", need)])
     with pytest.raises(ValueError, match=r'covariance_type="full" statistics of '
                                          r'n_features=100 .* n_samples=40 requires .* use '

@@ -31,8 +31,8 @@ from sktrellis import (
     ExactHierarchicalClustering,
     SparseFlatClustering,
     SparseTrellisClustering,
-    _validation,
 )
+from sktrellis._engine import resources
 from sktrellis._engine.search._best_first import MAX_POINTS
 from sktrellis.baselines import (
     BayesianHierarchicalClustering,
@@ -172,7 +172,7 @@ def _expected_failures(estimator):
 
 @pytest.fixture
 def common_check_cap(monkeypatch):
-    monkeypatch.setattr(_validation, "MAX_EXACT_POINTS", COMMON_CHECK_CAP)
+    monkeypatch.setattr(resources, "MAX_EXACT_POINTS", COMMON_CHECK_CAP)
 
 
 # About 30 CPU seconds for the ten instances: slow, run by the full suite.

@@ -391,19 +391,20 @@ def test_statistics_never_hold_more_than_a_chunk(covariance_type, monkeypatch):
 
 
 def test_memory_refusal_names_the_size_and_the_way_out(monkeypatch):
-    from sktrellis import _validation
+    from sktrellis._engine import resources
 
-    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 16 * 2**30)])
+    monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", 16 * 2**30)])
     X = np.zeros((14, 3000))
     with pytest.raises(
         ValueError,
-        match=r"covariance_type='full'\) needs .*n_features=3000.*n_samples=14 requires "
-              r"[0-9.]+ GiB.*covariance_type='diag'",
+        match=r"ExactFlatClustering needs .*DirichletProcessMixture statistics .*"
+              r"n_features=3000 \(9003001 per subset\).*n_samples=14 requires "
+              r"[0-9.]+ GiB.*covariance_type='diag'.* where 'full' has O\(n_features\*\*2\)",
     ):
         ExactFlatClustering(DirichletProcessMixture()).fit(X)
     # The estimate counts d**2 for "full" only.
-    full = DirichletProcessMixture().cluster_bytes(14, 3000)
-    diag = DirichletProcessMixture(covariance_type="diag").cluster_bytes(14, 3000)
+    full = resources.flat_fit_bytes(DirichletProcessMixture(), 14, 3000)
+    diag = resources.flat_fit_bytes(DirichletProcessMixture(covariance_type="diag"), 14, 3000)
     assert full > 16 * 2**30 > 100 * diag
 
 

@@ -23,7 +23,7 @@ from sktrellis import (
     ExactHierarchicalClustering,
     SparseTrellisClustering,
 )
-from sktrellis import _validation
+from sktrellis._engine import resources
 from sktrellis.baselines import (
     BayesianHierarchicalClustering,
     BeamSearchHierarchicalClustering,
@@ -44,7 +44,7 @@ def _inject_failure(model, kind, monkeypatch, n_samples):
         model.set_params(n_clusters=n_samples + 1)
         return ValueError
     if kind == "size":
-        monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 1)])
+        monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", 1)])
         return ValueError
     error = ValueError("the energy failed") if kind == "energy" else KeyboardInterrupt()
 

@@ -595,6 +595,8 @@ def test_memory_estimate_covers_the_peak(kind, n_clusters):
     """The bytes promised by the size check are an upper bound of what fit allocates."""
     import tracemalloc
 
+    from sktrellis._engine.resources import flat_fit_bytes
+
     n_points = 12
     energy, X = _problem(kind, n_points, np.random.default_rng(0))
     model = ExactFlatClustering(energy, n_clusters=n_clusters)
@@ -607,7 +609,7 @@ def test_memory_estimate_covers_the_peak(kind, n_clusters):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak <= energy.cluster_bytes(n_points) + 2**20
+    assert peak <= flat_fit_bytes(energy, n_points) + 2**20
 
 
 def test_single_point():

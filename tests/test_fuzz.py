@@ -304,7 +304,7 @@ _PIECES = [
     _text("numpy") + _text("dtype") + b"\x93",
     _text("numpy._core.multiarray") + _text("_reconstruct") + b"\x93",
     _text("sktrellis._hierarchical") + _text("ExactHierarchicalClustering") + b"\x93",
-    _text("sktrellis._validation") + _text("os.system") + b"\x93",
+    _text("sktrellis._engine.resources") + _text("os.system") + b"\x93",
     _text("sktrellis") + _text("_validation") + b"\x93",
     _text("builtins") + _text("getattr") + b"\x93",
     b"K\x03", b"K\x1e", b"K\x00", b"J\xff\xff\xff\x7f", b"G\x7f\xf0\x00\x00\x00\x00\x00\x00",
@@ -396,7 +396,7 @@ from sktrellis.baselines import (BayesianHierarchicalClustering,
                                  BeamSearchHierarchicalClustering,
                                  GreedyHierarchicalClustering, PerturbAndMAPClustering)
 from sktrellis.energies import CorrelationClustering, Dasgupta, DirichletProcessMixture
-from sktrellis._validation import _status_bytes
+from sktrellis._engine.resources import _status_bytes
 
 resource.setrlimit(resource.RLIMIT_AS, (_status_bytes("VmSize") + 300 * 2**20,
                                         resource.RLIM_INFINITY))

@@ -551,9 +551,9 @@ def test_bad_arrays_are_rejected(X, match):
 @pytest.mark.parametrize("n_points", [30, 40])
 def test_too_many_points_names_the_memory_and_the_way_out(n_points, monkeypatch):
     """Above 29 points (128-bit tree counts) the refusal does not depend on the host's memory."""
-    from sktrellis import _validation
+    from sktrellis._engine import resources
 
-    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 2**60)])
+    monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", 2**60)])
     X = np.zeros((n_points, 2))
     with pytest.raises(ValueError, match=rf"n_samples={n_points}.*SparseTrellisClustering"):
         ExactHierarchicalClustering().fit(X)
@@ -562,21 +562,21 @@ def test_too_many_points_names_the_memory_and_the_way_out(n_points, monkeypatch)
 @pytest.mark.parametrize("energy", [Dasgupta(), GinkgoLikelihood()])
 def test_no_fixed_cap_below_the_structural_limit(energy, monkeypatch):
     """26 points are refused by the memory they need only, naming what would fit."""
-    from sktrellis import _validation
+    from sktrellis._engine import resources
 
-    memory = energy.split_bytes(23) / 0.9 + 1
-    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", memory)])
+    memory = resources.hierarchical_fit_bytes(energy, 23) / 0.9 + 1
+    monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", memory)])
     X = make_jets(n_leaves=26, random_state=0)[0].momenta
-    needed = _validation.format_bytes(energy.split_bytes(26))
+    needed = resources.format_bytes(resources.hierarchical_fit_bytes(energy, 26))
     with pytest.raises(ValueError, match=(rf"n_samples=26 requires {needed} .*"
                                           r"n_samples=23 would fit\).*SparseTrellisClustering")):
         ExactHierarchicalClustering(energy).fit(X)
 
 
 def test_memory_limit_below_the_cap_names_the_bytes(monkeypatch):
-    from sktrellis import _validation
+    from sktrellis._engine import resources
 
-    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 10**6)])
+    monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", 10**6)])
     with pytest.raises(ValueError, match=r"n_samples=16 requires .*MiB.*SparseTrellisClustering"):
         ExactHierarchicalClustering().fit(np.random.default_rng(0).normal(size=(16, 2)))
 
@@ -765,6 +765,7 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     import tracemalloc
 
     from sktrellis import _hierarchical as hierarchical
+    from sktrellis._engine.resources import hierarchical_fit_bytes
     from sktrellis._engine.trellis import hierarchical_trellis, levels
 
     monkeypatch.setattr(levels, "PARALLEL_MIN_TERMS", 0)
@@ -783,7 +784,7 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     finally:
         tracemalloc.stop()
     # 64 KiB for Python objects and arrays of O(N) entries.
-    assert peak <= energy.split_bytes(n_points) + 2**16
+    assert peak <= hierarchical_fit_bytes(energy, n_points) + 2**16
 
 
 @pytest.mark.slow
@@ -945,7 +946,7 @@ def test_log_probability_is_never_positive_at_low_calibration():
 def test_exact_tree_counts_fit_their_128_bits_up_to_the_cap():
     """Counts wrapped at N=30; the cap keeps (2N-3)!! below 2**128."""
     from sktrellis._engine.trellis.hierarchical_trellis import double_factorial_trees
-    from sktrellis._validation import MAX_EXACT_POINTS
+    from sktrellis._engine.resources import MAX_EXACT_POINTS
 
     assert double_factorial_trees(MAX_EXACT_POINTS) < 2**128
     assert double_factorial_trees(30) > 2**128  # why the cap matters

@@ -110,7 +110,7 @@ def test_a_pickle_cannot_set_a_module_global():
     "crafted, match",
     [
         # Any attribute of an admitted module, e.g. os.system through an import.
-        (_global("sktrellis._validation", "os.system") + _text("true") + b"\x85R.",
+        (_global("sktrellis._engine.resources", "os.system") + _text("true") + b"\x85R.",
          "attribute path"),
         (_global("builtins", "eval") + _text("1") + b"\x85R.", "builtins.eval is not one"),
         # BUILD on a class: later code would see the changed attribute.

@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sktrellis._validation import MAX_EXACT_POINTS
+from sktrellis._engine.resources import MAX_EXACT_POINTS
 from sktrellis.baselines import PerturbAndMAPClustering
 from sktrellis.baselines._perturb_and_map import perturbations
 from sktrellis.energies import CorrelationClustering

@@ -1,6 +1,5 @@
 """The best-first search driver: how a search ends, and the record it returns."""
 import threading
-import types
 
 import numpy as np
 import pytest
@@ -137,16 +136,16 @@ def test_the_trellis_is_not_tried_when_the_budget_cannot_hold_it(monkeypatch):
 
 
 @pytest.mark.parametrize("available", [None, 2**30])
-def test_the_default_state_cap_is_a_share_of_the_memory_found(available, capsys):
-    from sktrellis._validation import format_bytes
+def test_the_default_state_cap_is_a_share_of_the_memory_found(available, capsys, monkeypatch):
+    from sktrellis._engine import resources
 
     def memory_budget(share, unknown):
         return (unknown if available is None else int(share * available)), available
 
-    host = types.SimpleNamespace(memory_budget=memory_budget, format_bytes=format_bytes)
+    monkeypatch.setattr(resources, "memory_budget", memory_budget)
     X = points(5)
     result = run_search(ENERGY.search_bound(X), 5, beam_incumbent(X), max_time=60.0,
-                        host=host, verbose=1, owner="Owner")
+                        verbose=1, owner="Owner")
     memory = 2 * 2**30 if available is None else available // 2
     # Dasgupta's states carry penalties: 64 + 18 bytes per point.
     assert result.max_states == memory // (64 + 18 * 5)

@@ -11,7 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sktrellis.baselines import TransitivePropagation
-from sktrellis import _validation
+from sktrellis._engine import resources
 from sktrellis.baselines import _transitive_propagation
 from sktrellis.datasets import make_bit_patterns
 
@@ -218,7 +218,7 @@ def test_bad_parameters_are_rejected(params, message):
 
 
 def test_memory_limit_names_the_size(monkeypatch):
-    monkeypatch.setattr(_validation, "memory_limits", lambda: [("MemAvailable", 1000)])
+    monkeypatch.setattr(resources, "memory_limits", lambda: [("MemAvailable", 1000)])
     with pytest.raises(ValueError, match=r"n_samples=20 requires .* but only"):
         TransitivePropagation().fit(np.zeros((20, 20)))
 

@@ -22,7 +22,8 @@ import time
 import numpy as np
 
 from . import ExactHierarchicalClustering
-from ._validation import MAX_EXACT_POINTS, unit_exponent
+from ._engine.resources import MAX_EXACT_POINTS
+from ._validation import unit_exponent
 from .datasets import load_iris12
 from ._tree import Tree
 from .energies import CorrelationClustering, Dasgupta, GinkgoLikelihood

@@ -13,8 +13,9 @@ from ._engine.search.driver import DEFAULT_MAX_TIME, TrellisFallback, run_search
 from ._engine.trellis.hierarchical_trellis import infeasible_error
 from ._engine.tree.conversion import linkage_from_splits, merges_from_tree
 from ._engine.agglomerative.builders import beam_search
-from . import _validation
-from ._validation import MAX_EXACT_POINTS, effective_n_threads, fits_in_memory
+from ._engine.resources import (
+    MAX_EXACT_POINTS, effective_n_threads, fits_in_memory, hierarchical_fit_bytes,
+)
 from .energies import Dasgupta, GinkgoLikelihood
 from ._sparse import SparseTrellisClustering
 
@@ -31,7 +32,8 @@ def _trellis_fits(energy, n_points):
 
     The exact estimators' limit (``check_exact_size``), without its error.
     """
-    return n_points <= MAX_EXACT_POINTS and fits_in_memory(energy.split_bytes(n_points))
+    return (n_points <= MAX_EXACT_POINTS
+            and fits_in_memory(hierarchical_fit_bytes(energy, n_points)))
 
 
 ###############################################################################
@@ -304,7 +306,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         result = run_search(
             energy.search_bound(X), n_points, lambda: self._incumbent(X, energy),
             objective=self.objective, exact_size=self.exact_size, tol=self.tol,
-            max_time=self.max_time, max_states=self.max_states, host=_validation,
+            max_time=self.max_time, max_states=self.max_states,
             trellis=self._trellis_fallback(X, energy), verbose=self.verbose,
             owner=type(self).__name__)
         self.stop_reason_ = result.stop_reason

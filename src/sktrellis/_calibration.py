@@ -141,7 +141,7 @@ from ._engine.agglomerative.builders import beam_search
 from ._engine.search.driver import run_search
 from ._engine.tree.conversion import splits_from_merges
 from .energies._base import TemperatureMixin
-from ._validation import memory_limits
+from ._engine.resources import memory_limits
 
 #: Fewest effectively independent feature columns (``effective_n_features``)
 #: the bootstrap calibrates with.

@@ -13,9 +13,8 @@ from ._engine.trellis.flat_trellis import FlatTrellis, map_partition
 from ._engine.trellis.levels import reporting
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._calibration import calibrate_partition_posterior
-from ._validation import (
-    check_exact_size, check_log_potentials, check_members, effective_n_threads,
-)
+from ._engine.resources import check_flat_fit, effective_n_threads
+from ._validation import check_log_potentials, check_members
 from .energies import CorrelationClustering
 
 
@@ -174,7 +173,7 @@ class ExactFlatClustering(
     """
 
     _parameter_constraints = {
-        "energy": [HasMethods(["cluster_potential", "cluster_bytes"]), None],
+        "energy": [HasMethods(["cluster_potential", "scratch_bytes"]), None],
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -213,8 +212,7 @@ class ExactFlatClustering(
         n_points = X.shape[0]
         energy = self._energy()
         owner = type(self).__name__
-        check_exact_size(n_points, energy.cluster_bytes(n_points), owner,
-                         bytes_for=energy.cluster_bytes)
+        check_flat_fit(energy, n_points, X.shape[1], owner)
         n_threads = effective_n_threads(self.n_jobs)
         # The energy's own long computations (a DPM's per-subset statistics)
         # report like the passes.

@@ -15,7 +15,7 @@ from ._engine.tree.conversion import (
     labels_from_linkage, linkage_from_splits, relabel_by_first_appearance,
 )
 from ._calibration import calibrate_tree_posterior
-from ._validation import check_exact_size, effective_n_threads
+from ._engine.resources import check_hierarchical_fit, effective_n_threads
 from .energies import Dasgupta
 
 
@@ -156,7 +156,7 @@ class ExactHierarchicalClustering(
     """
 
     _parameter_constraints = {
-        "energy": [HasMethods(["split_potential", "split_bytes"]), None],
+        "energy": [HasMethods(["split_potential", "scratch_bytes"]), None],
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "labels_from": [StrOptions({"posterior", "map_tree", "mcc_tree"})],
         "random_state": ["random_state"],
@@ -196,8 +196,7 @@ class ExactHierarchicalClustering(
         X = self._validate_training_data(X)
         n_points = X.shape[0]
         energy = self._energy()
-        check_exact_size(n_points, energy.split_bytes(n_points), type(self).__name__,
-                         bytes_for=energy.split_bytes)
+        check_hierarchical_fit(energy, n_points, type(self).__name__)
         n_threads = effective_n_threads(self.n_jobs)
 
         def make_trellis(potential):

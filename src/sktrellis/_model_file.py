@@ -2,13 +2,14 @@
 
 ``pickle.load`` runs whatever a file names. An unpickler that admits whole
 packages ("every name under ``sktrellis`` and ``numpy``") is not safe either:
-a pickle may name any attribute of an admitted module (``sktrellis._validation``
-imports ``os``, so ``os.system`` is reachable as ``sktrellis._validation``'s
-``os.system``), take a module itself and rewrite its globals with ``BUILD``, or
-call a module-level function that hands out internal state. :func:`load`
-admits exactly the globals a model pickle needs (:data:`PICKLE_GLOBALS`), calls
-only those, and never lets ``BUILD`` set attributes on a class, module or
-function, so that loading a model file cannot change what later code trusts.
+a pickle may name any attribute of an admitted module
+(``sktrellis._engine.resources`` imports ``os``, so ``os.system`` is reachable
+as ``sktrellis._engine.resources``'s ``os.system``), take a module itself and
+rewrite its globals with ``BUILD``, or call a module-level function that hands
+out internal state. :func:`load` admits exactly the globals a model pickle
+needs (:data:`PICKLE_GLOBALS`), calls only those, and never lets ``BUILD`` set
+attributes on a class, module or function, so that loading a model file cannot
+change what later code trusts.
 """
 import os
 import pickle

@@ -12,9 +12,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._estimator import TreeEstimatorMixin, clears_fit_state_on_failure
 from .._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
 from .._engine.tree.conversion import linkage_from_heights, merges_from_splits
-from .._validation import (
-    check_exact_size, check_memory, effective_n_threads, fits_in_memory, unit_exponent,
+from .._engine.resources import (
+    check_exact_size, check_memory, check_statistics_memory, effective_n_threads, fits_in_memory,
 )
+from .._validation import unit_exponent
 from ..energies import DirichletProcessMixture
 from ..energies._dpm import statistics_width
 
@@ -958,7 +959,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
                     'BayesianHierarchicalClustering(algorithm="exact")',
                     way_out='algorithm="greedy"',
                 )
-                energy.check_memory(n_points, n_features)
+                check_statistics_memory(energy, n_points, n_features, type(self).__name__)
             except ValueError as error:
                 refusal = refusal or error
                 continue

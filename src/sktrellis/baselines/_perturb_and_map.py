@@ -9,9 +9,8 @@ from sklearn.utils.validation import validate_data
 
 from .._engine.tables import subset_pair_sums
 from .._engine.trellis.flat_trellis import map_partition
-from .._validation import (
-    check_exact_size, check_no_overflow, check_square_matrix, effective_n_threads,
-)
+from .._engine.resources import check_exact_size, effective_n_threads, flat_fit_bytes
+from .._validation import check_no_overflow, check_square_matrix
 from ..energies import CorrelationClustering
 
 
@@ -158,7 +157,7 @@ class PerturbAndMAPClustering(ClusterMixin, BaseEstimator):
         n_points = len(weights)
         owner = type(self).__name__
         check_exact_size(
-            n_points, CorrelationClustering(affinity="precomputed").cluster_bytes(n_points),
+            n_points, flat_fit_bytes(CorrelationClustering(affinity="precomputed"), n_points),
             owner, way_out='TransitivePropagation(method="sum-product")',
         )
         with np.errstate(over="ignore"):

@@ -12,8 +12,8 @@ from sklearn.utils.validation import validate_data
 
 from .._engine.tree.conversion import relabel_by_first_appearance
 from .._estimator import clears_fit_state_on_failure
+from .._engine.resources import check_memory
 from .._validation import (
-    check_memory,
     check_no_overflow,
     check_square_matrix,
     data_sketch,

@@ -2,7 +2,8 @@
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
 
-from .._validation import check_memory, check_square_matrix
+from .._engine.resources import check_memory
+from .._validation import check_square_matrix
 
 AFFINITIES = ("rbf", "exponential", "precomputed")
 

@@ -3,9 +3,6 @@ import numpy as np
 from scipy import sparse
 from sklearn.base import BaseEstimator
 
-from .._engine.trellis.flat_trellis import flat_trellis_bytes
-from .._engine.trellis.hierarchical_trellis import hierarchical_trellis_bytes
-
 # Largest N whose table of all subsets the default cluster_scorer reads.
 _MAX_TABLE_POINTS = 20
 # Entries of a dense block of (clusters x points) products a scorer holds at once.
@@ -44,9 +41,11 @@ class HierarchicalEnergy(BaseEstimator):
       :class:`~sktrellis.energies.SplitPotential`, per-subset tables from
       which the kernels evaluate any split in O(1);
     - ``potential_kind`` names the kind it returns (``"separable"``,
-      ``"function"`` or ``"table"``), from which :meth:`split_bytes`
-      estimates the memory before anything is allocated (with
-      ``table_bytes_per_subset`` for a function potential's own tables);
+      ``"function"`` or ``"table"``), ``table_bytes_per_subset`` the bytes
+      per subset of a function potential's own tables and
+      :meth:`scratch_bytes` what building them takes besides: from these
+      the estimators account for a fit's peak memory, and refuse one that
+      would not fit, before anything is allocated;
     - optionally ``merge_model(X)`` (:mod:`sktrellis.energies._merge`), for
       the greedy, beam-search and sparse-trellis estimators, and
       ``search_bound(X)``, an admissible bound on the cost of the best tree
@@ -93,24 +92,26 @@ class HierarchicalEnergy(BaseEstimator):
     #: kinds have a fixed layout), counted by the memory estimate.
     table_bytes_per_subset = 0
 
-    def split_bytes(self, n_points):
-        """Peak memory of the energy's tables, the trellis and its queries, in bytes.
+    def scratch_bytes(self, n_points, n_features=None):
+        """Count the bytes the energy allocates besides its tables while building them (0 here).
+
+        A description of the model, not a check: the estimators add it to
+        the trellis's memory to decide whether a fit can be held.
 
         Parameters
         ----------
         n_points : int
             Number of points.
+        n_features : int, default=None
+            Number of features, for an energy whose temporaries grow with
+            them; None counts what does not depend on the features.
 
         Returns
         -------
         n_bytes : int
-            What a fit on ``n_points`` points allocates at its peak; the
-            exact estimators refuse a fit that would not fit in memory
-            before allocating anything.
+            Bytes of temporaries at the peak of ``split_potential``.
         """
-        return hierarchical_trellis_bytes(
-            self.potential_kind, n_points, self.table_bytes_per_subset
-        )
+        return 0
 
     def split_potential(self, X):
         """Validate X and build the per-subset tables of every split potential.
@@ -184,6 +185,14 @@ class FlatEnergy(BaseEstimator):
     O(1). Parameters are plain constructor arguments, so an estimator's
     ``energy__<name>`` can be grid-searched.
 
+    An energy describes its memory and the estimators account for it: before
+    anything is allocated they add to the flat trellis
+    ``table_bytes_per_subset`` per subset (the energy's table and its
+    temporaries) and :meth:`scratch_bytes` (what else building the table
+    takes, such as per-subset statistics), and refuse a fit that would not
+    fit, naming :meth:`statistics_per_subset` and ``scratch_advice`` when
+    the statistics are what does not fit.
+
     See Also
     --------
     HierarchicalEnergy : The base class of energies over binary trees.
@@ -215,23 +224,44 @@ class FlatEnergy(BaseEstimator):
 
     #: Bytes per subset taken by the energy's own table and its temporaries.
     table_bytes_per_subset = 16
+    #: What to change when the energy's statistics would not fit in memory.
+    scratch_advice = "use fewer samples or fewer features"
 
-    def cluster_bytes(self, n_points):
-        """Peak memory of the energy's table and the flat trellis for n_points, in bytes.
+    def scratch_bytes(self, n_points, n_features=None):
+        """Count the bytes the energy allocates besides its table while building it (0 here).
+
+        A description of the model, not a check: the estimators add it to
+        the table and the flat trellis to decide whether a fit can be held.
 
         Parameters
         ----------
         n_points : int
             Number of points.
+        n_features : int, default=None
+            Number of features, for an energy whose statistics grow with
+            them; None counts what does not depend on the features.
 
         Returns
         -------
         n_bytes : int
-            What a fit on ``n_points`` points allocates at its peak:
-            ``table_bytes_per_subset`` per subset for the energy's table and
-            temporaries, plus the flat trellis.
+            Bytes of temporaries at the peak of ``cluster_potential``.
         """
-        return self.table_bytes_per_subset * 2**n_points + flat_trellis_bytes(n_points)
+        return 0
+
+    def statistics_per_subset(self, n_features):
+        """Number of sufficient statistics the energy sums per subset (0 here: none).
+
+        Parameters
+        ----------
+        n_features : int
+            Number of features.
+
+        Returns
+        -------
+        n_statistics : int
+            Statistics per subset, named in a refusal for lack of memory.
+        """
+        return 0
 
     def cluster_scorer(self, X):
         """Validate X and return a function scoring explicit clusters of its rows.

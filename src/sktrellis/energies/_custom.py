@@ -3,7 +3,7 @@ import numpy as np
 
 from .._engine._subsets import canonical_lefts, split_table_layout, subsets_by_size
 from .._engine.potential._split_potential import SplitPotential
-from .._validation import check_exact_size, check_log_potentials
+from .._validation import check_log_potentials
 from ._base import FlatEnergy, HierarchicalEnergy
 from ._merge import MergeModel
 
@@ -73,24 +73,28 @@ class SplitEnergy(HierarchicalEnergy):
         self.func = func
         self.kw_args = kw_args
 
-    def split_bytes(self, n_points):
-        """Peak memory of the split table, the trellis and a batch of calls, in bytes.
+    def scratch_bytes(self, n_points, n_features=None):
+        """Count the bytes of one batch of arguments handed to ``func``, besides the split table.
+
+        The table of all 3**N / 2 splits (8 bytes each) is counted from
+        ``potential_kind = "table"``.
 
         Parameters
         ----------
         n_points : int
             Number of points.
+        n_features : int, default=None
+            Ignored: the batches do not depend on the features.
 
         Returns
         -------
         n_bytes : int
-            The trellis with its table of all 3**N / 2 splits (8 bytes
-            each), plus one batch of arguments handed to ``func``.
+            Bytes of one batch.
         """
         # One batch of index arrays handed to func (uint32 and two int64
         # masks, its result and as much again for what a vectorised func
         # typically allocates).
-        return super().split_bytes(n_points) + 48 * min(3**n_points // 2, _BATCH_SPLITS)
+        return 48 * min(3**n_points // 2, _BATCH_SPLITS)
 
     def split_potential(self, X):
         """Tabulate ``func`` on every split of every subset of the rows of X.
@@ -109,12 +113,10 @@ class SplitEnergy(HierarchicalEnergy):
         ------
         ValueError
             If ``func`` returns a value that is NaN or +inf, or an array of
-            the wrong shape, or if n_samples is too large for the table to
-            fit in memory.
+            the wrong shape.
         """
         self._validate_params()
         n_points = len(X)
-        check_exact_size(n_points, self.split_bytes(n_points), "SplitEnergy")
         order, level_start = subsets_by_size(n_points)
         level_offset, rank_in_level, table_length = split_table_layout(n_points)
         table = np.empty(table_length)

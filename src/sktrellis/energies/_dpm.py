@@ -5,7 +5,6 @@ import numpy as np
 from scipy.special import digamma, gammaln
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._validation import check_memory as check_available_memory
 from .._validation import check_no_overflow, unit_exponent
 from ._base import FlatEnergy, cluster_indicator_blocks
 from ._conjugate import (
@@ -334,8 +333,10 @@ class DirichletProcessMixture(FlatEnergy):
     The per-subset sufficient statistics are summed in chunks of subsets
     (never all 2**N at once); their number per subset is 1 + d + d**2 for
     ``covariance_type="full"`` and 1 + 2 d or 2 + d for ``"diag"`` and
-    ``"spherical"`` (d features), and ``cluster_potential`` refuses up front,
-    naming the size, when they would not fit in memory.
+    ``"spherical"`` (d features) (:meth:`statistics_per_subset`); the exact
+    estimators refuse up front, naming the size and the way out
+    (``scratch_advice``), when they would not fit in memory
+    (:meth:`scratch_bytes`).
 
     Parameters
     ----------
@@ -695,25 +696,45 @@ class DirichletProcessMixture(FlatEnergy):
         variances[constant] = variances[variances > 0].mean()
         return variances
 
-    def statistics_bytes(self, n_points, n_features):
+    def statistics_per_subset(self, n_features):
+        """Number of sufficient statistics summed per subset: 1 + d + d**2 for "full".
+
+        Parameters
+        ----------
+        n_features : int
+            Number of features d.
+
+        Returns
+        -------
+        n_statistics : int
+            1 + d + d**2 (``covariance_type="full"``), 1 + 2 d ("diag"),
+            2 + d ("spherical") or 1 + d (``component="bernoulli"``).
+        """
+        return statistics_width(self.component, self.covariance_type, n_features)
+
+    def scratch_bytes(self, n_points, n_features=None):
         """Peak memory of the per-subset statistics and their marginal likelihoods, in bytes.
 
         The per-point statistics, the two half tables of 2**(N/2) rows and
-        the temporaries of one chunk of subsets.
+        the temporaries of one chunk of subsets; the table itself is
+        ``table_bytes_per_subset`` per subset.
 
         Parameters
         ----------
         n_points : int
             Number of samples N.
-        n_features : int
-            Number of features d.
+        n_features : int, default=None
+            Number of features d (the statistics grow with it, as d**2 for
+            ``covariance_type="full"``); None counts one chunk only.
 
         Returns
         -------
         n_bytes : int
             Peak bytes of the statistics.
         """
-        width = statistics_width(self.component, self.covariance_type, n_features)
+        if n_features is None:
+            return 8 * _TEMPORARY_COPIES * _CHUNK_DOUBLES
+        width = self.statistics_per_subset(n_features)
         n_low = n_points // 2
         rows = n_points + (1 << n_low) + (1 << (n_points - n_low))
         chunk = _TEMPORARY_COPIES * max(_CHUNK_DOUBLES, width)
@@ -722,64 +743,16 @@ class DirichletProcessMixture(FlatEnergy):
             chunk = max(chunk, _TEMPORARY_COPIES * _chunk_rows(width) * width)
         return 8 * (rows * width + chunk)
 
-    def cluster_bytes(self, n_points, n_features=None):
-        """Peak memory of the table, its chunked statistics and the flat trellis, in bytes.
-
-        Parameters
-        ----------
-        n_points : int
-            Number of samples N.
-        n_features : int, default=None
-            Counted when given (the statistics grow with it, as d**2 for
-            ``covariance_type="full"``); None counts one chunk only.
-
-        Returns
-        -------
-        n_bytes : int
-            Peak bytes of the fit.
-        """
-        if n_features is None:
-            return super().cluster_bytes(n_points) + 8 * _TEMPORARY_COPIES * _CHUNK_DOUBLES
-        return super().cluster_bytes(n_points) + self.statistics_bytes(n_points, n_features)
-
-    def check_memory(self, n_points, n_features):
-        """Refuse, before anything is allocated, a table that would not fit in memory.
-
-        Parameters
-        ----------
-        n_points : int
-            Number of samples N.
-        n_features : int
-            Number of features d.
-
-        Raises
-        ------
-        ValueError
-            Naming n_samples, n_features, the bytes needed and the way out,
-            when ``cluster_bytes(n_points, n_features)`` exceeds 90 % of the
-            memory available now.
-
-        Examples
-        --------
-        >>> from sktrellis.energies import DirichletProcessMixture
-        >>> DirichletProcessMixture().check_memory(14, 3)
-        """
-        width = statistics_width(self.component, self.covariance_type, n_features)
+    @property
+    def scratch_advice(self):
+        """What to change when the statistics of all subsets would not fit in memory."""
         if self.component == "gaussian" and self.covariance_type == "full":
-            way_out = (
-                "use covariance_type='diag' or 'spherical' (O(n_features) statistics), "
-                "or reduce the features (e.g. sklearn.decomposition.PCA)"
+            return (
+                "use covariance_type='diag' or 'spherical' (O(n_features) statistics, "
+                "where 'full' has O(n_features**2)), or reduce the features "
+                "(e.g. sklearn.decomposition.PCA)"
             )
-        else:
-            way_out = "use fewer samples or fewer features (e.g. sklearn.decomposition.PCA)"
-        check_available_memory(
-            n_points, self.cluster_bytes(n_points, n_features),
-            f"DirichletProcessMixture(component={self.component!r}, "
-            f"covariance_type={self.covariance_type!r})",
-            holds=f"the statistics of all subsets at n_features={n_features} "
-                  f"({width} per subset)",
-            way_out=way_out,
-        )
+        return "use fewer samples or fewer features (e.g. sklearn.decomposition.PCA)"
 
     def cluster_potential(self, X):
         """Tabulate ``log alpha + log Gamma(|C|) + log p(X_C)`` for every subset C.
@@ -796,8 +769,7 @@ class DirichletProcessMixture(FlatEnergy):
         """
         self._validate_params()
         X = np.asarray(X, dtype=np.float64)
-        n_points, n_features = X.shape
-        self.check_memory(n_points, n_features)
+        n_points = len(X)
         table = self.component_model(X).subset_log_marginals(X)
         # log alpha + log Gamma(|C|) by size, added a chunk of masks at a time.
         log_size_factor = np.log(self.alpha) + gammaln(np.maximum(np.arange(n_points + 1), 1))

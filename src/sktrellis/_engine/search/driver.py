@@ -10,6 +10,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import resources
 from ._best_first import BestFirstSearch
 from ..trellis.hierarchical_trellis import HierarchicalTrellis, inside_pass_seconds
 from ..trellis.levels import DeadlinePassed
@@ -118,7 +119,7 @@ class SearchResult:
 
 
 def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, tol=0.0,
-               max_time=None, max_states=None, host=None, trellis=None,
+               max_time=None, max_states=None, trellis=None,
                cancelled=None, verbose=0, owner="search"):
     """Run the best-first search from an incumbent until proof, budget or Ctrl-C.
 
@@ -145,12 +146,7 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
         Seconds of budget; None: no limit.
     max_states : int or None, default=None
         Cap on stored search states; None: as many as fit in half the
-        memory this process can still allocate, as ``host`` reads it.
-    host : module or None, default=None
-        Where that memory is read: an object with ``memory_budget(share,
-        unknown) -> (bytes, available or None)`` and ``format_bytes``
-        (``sktrellis._validation``, which the engine does not import).
-        Needed when ``max_states`` is None.
+        memory this process can still allocate (``resources.memory_budget``).
     trellis : TrellisFallback or None, default=None
         The trellis to race the search against; None: the search only.
     cancelled : threading.Event or None, default=None
@@ -169,7 +165,7 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
         exact_size = -1 if objective == "map" or bound.exact_size > 2 \
             else _LOG_PARTITION_EXACT_SIZE
     search = BestFirstSearch(bound, n_points, objective=objective, exact_size=exact_size)
-    max_states = _state_cap(bound, n_points, max_states, host, max_time, verbose, owner)
+    max_states = _state_cap(bound, n_points, max_states, max_time, verbose, owner)
     start = time.perf_counter()
     deadline = np.inf if max_time is None else start + max_time
     trellis_seconds = None if trellis is None or not trellis.fits() else \
@@ -219,11 +215,11 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
     )
 
 
-def _state_cap(bound, n_points, max_states, host, max_time, verbose, owner):
+def _state_cap(bound, n_points, max_states, max_time, verbose, owner):
     """``max_states``, or the states that fit in the memory share; announced at verbose."""
     if max_states is not None:
         return max_states
-    memory, available = host.memory_budget(_MEMORY_SHARE, _UNKNOWN_MEMORY)
+    memory, available = resources.memory_budget(_MEMORY_SHARE, _UNKNOWN_MEMORY)
     state_bytes = _STATE_BYTES + (_PENALTY_BYTES_PER_POINT * n_points if bound.scale else 0)
     max_states = max(memory // state_bytes, 1)
     if verbose:
@@ -231,9 +227,9 @@ def _state_cap(bound, n_points, max_states, host, max_time, verbose, owner):
                   f"max_time={max_time:g} s"
                   + (" (the default)" if max_time == DEFAULT_MAX_TIME else ""))
         print(f"[{owner}] budget: {budget}; at most {max_states:,} search "
-              f"states, about {host.format_bytes(max_states * state_bytes)} ("
+              f"states, about {resources.format_bytes(max_states * state_bytes)} ("
               + ("no memory limit readable" if available is None else
-                 f"half of the {host.format_bytes(available)} this process can allocate")
+                 f"half of the {resources.format_bytes(available)} this process can allocate")
               + ")", flush=True)
     return max_states
 
