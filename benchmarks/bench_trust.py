@@ -19,7 +19,8 @@ import numpy as np
 import sktrellis
 from sktrellis import ExactHierarchicalClustering
 from sktrellis._engine.trellis import hierarchical_trellis, levels
-from sktrellis.baselines import BayesianHierarchicalClustering, _bhc
+from sktrellis.baselines import BayesianHierarchicalClustering
+from sktrellis.baselines._bhc import bhc as _bhc
 from sktrellis.datasets import make_jets
 from sktrellis.energies import Dasgupta, GinkgoLikelihood
 

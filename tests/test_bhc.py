@@ -752,7 +752,7 @@ def test_prior_scale_far_from_the_data_is_fitted_exactly(covariance_type, relati
 
 def test_exact_refuses_tables_that_cannot_fit_before_any_work(monkeypatch):
     """14 x 3000 spent 347 s on the leaves of a full covariance before refusing."""
-    import sktrellis.baselines._bhc as bhc
+    import sktrellis.baselines._bhc.bhc as bhc
 
     def no_work(*args, **kwargs):
         raise AssertionError("the tree was started before the memory check")
@@ -859,7 +859,7 @@ def test_the_estimate_covers_the_measured_peak(n_points, n_features):
 
 
 def test_scored_pairs_come_in_blocks_bounded_in_bytes():
-    from sktrellis.baselines._bhc import _BLOCK_BYTES, _block_rows
+    from sktrellis.baselines._bhc.bhc import _BLOCK_BYTES, _block_rows
 
     width = 1 + 400 + 400**2  # full covariances of 400 features
     assert _block_rows(width) == _BLOCK_BYTES // (8 * width) == 52

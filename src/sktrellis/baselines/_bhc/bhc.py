@@ -9,14 +9,14 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._estimator import TreeEstimatorMixin, clears_fit_state_on_failure
-from .._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
-from .._engine.tree.conversion import linkage_from_heights, merges_from_splits
-from .._validation import (
+from ..._estimator import TreeEstimatorMixin, clears_fit_state_on_failure
+from ..._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
+from ..._engine.tree.conversion import linkage_from_heights, merges_from_splits
+from ..._validation import (
     check_exact_size, check_memory, effective_n_threads, fits_in_memory, unit_exponent,
 )
-from ..energies import DirichletProcessMixture
-from ..energies._dpm import statistics_width
+from ...energies import DirichletProcessMixture
+from ...energies._dpm import statistics_width
 
 # Candidate merges are scored this many at a time.
 _BLOCK_PAIRS = 1 << 15
