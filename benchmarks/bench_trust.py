@@ -20,13 +20,13 @@ import sktrellis
 from sktrellis import ExactHierarchicalClustering
 from sktrellis._engine.trellis import hierarchical_trellis, levels
 from sktrellis.baselines import BayesianHierarchicalClustering
-from sktrellis.baselines._bhc import bhc as _bhc
+from sktrellis.baselines._bhc import _recursion
 from sktrellis.datasets import make_jets
 from sktrellis.energies import Dasgupta, GinkgoLikelihood
 
 
 def bhc_peak(block_bytes, X):
-    _bhc._BLOCK_BYTES = block_bytes
+    _recursion._BLOCK_BYTES = block_bytes
     model = BayesianHierarchicalClustering(covariance_type="full")
     tracemalloc.start()
     start = time.perf_counter()

@@ -859,7 +859,7 @@ def test_the_estimate_covers_the_measured_peak(n_points, n_features):
 
 
 def test_scored_pairs_come_in_blocks_bounded_in_bytes():
-    from sktrellis.baselines._bhc.bhc import _BLOCK_BYTES, _block_rows
+    from sktrellis.baselines._bhc._recursion import _BLOCK_BYTES, _block_rows
 
     width = 1 + 400 + 400**2  # full covariances of 400 features
     assert _block_rows(width) == _BLOCK_BYTES // (8 * width) == 52

@@ -3,301 +3,26 @@ from numbers import Integral
 
 import numpy as np
 from scipy.cluster.hierarchy import linkage
-from scipy.optimize import minimize
 from scipy.special import gammaln, logsumexp
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..._estimator import TreeEstimatorMixin, clears_fit_state_on_failure
-from ..._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET, best_bhc_tree
+from ..._engine.trellis.best_tree import best_bhc_tree
 from ..._engine.tree.conversion import linkage_from_heights, merges_from_splits
-from ..._validation import (
-    check_exact_size, check_memory, effective_n_threads, fits_in_memory, unit_exponent,
-)
+from ..._validation import check_memory, effective_n_threads, unit_exponent
 from ...energies import DirichletProcessMixture
 from ...energies._dpm import statistics_width
+from ._covariance import covariance_types, exact_types_that_fit, named_type
+from ._cut import cut, heights
+from ._greedy import greedy_merges
+from ._hyperparameters import fit_hyperparameters
+from ._recursion import _ROWS_PER_SCORED_PAIR, _NodeTable, _block_rows, lower_bound
+from ._spanned import _SEED_LINKAGES, best_spanned_merges
 
-# Candidate merges are scored this many at a time.
-_BLOCK_PAIRS = 1 << 15
-# ... and at most this many bytes of statistics rows a block: scoring a pair
-# holds about five rows of statistics at its peak (the two rows gathered,
-# their sum and the factorisation's temporaries; measured 5.2 for "full"),
-# so a block of full covariances of 400 features is 52 pairs, not 780 pairs
-# and 5 GiB. The memory estimate counts six.
-_BLOCK_BYTES = 64 * 2**20
-_ROWS_PER_SCORED_PAIR = 6
-_LOG_HALF = np.log(0.5)
-# Hyperparameter learning stops after this many E steps, or when log p(D | T)
-# improves by less than this relative amount.
-_EM_MAX_ITER = 20
-_EM_TOLERANCE = 1e-9
-# The box of hyperparameter learning: alpha within [1e-3, n_samples] (a
-# concentration below 1e-3 says one cluster with near certainty whatever
-# the data), the prior scale factor within [1e-4, 1e4].
-_ALPHA_MIN = 1e-3
-_SCALE_RANGE = (1e-4, 1e4)
 # New points x nodes whose predictive densities are evaluated at once.
 _PREDICT_BLOCK = 1 << 16
-# algorithm="sparse": seed trees besides the greedy one (scipy's linkage
-# methods). Ward's and average linkage build every cluster bottom-up at
-# once, so their trees hold the clusters that the greedy tree's chaining
-# misses (benchmarks/README.md, "Bayesian hierarchical clustering").
-_SEED_LINKAGES = ("ward", "average")
-_MASK64 = (1 << 64) - 1
-# covariance_type="auto": the candidates, in the order that breaks exact ties.
-_AUTO_COVARIANCE_TYPES = ("full", "diag", "spherical")
-
-
-def merge_recursion(log_alpha, size, log_marginal, log_d_left, log_tree_left,
-                    log_d_right, log_tree_right):
-    """One step of BHC's recursion, in log space and vectorised over merges.
-
-    For a node k of ``size`` points whose data D_k has log marginal
-    likelihood ``log_marginal`` under one component (hypothesis H1),
-    children with d and p(D | T) given::
-
-        d_k = alpha Gamma(n_k) + d_left d_right,   pi_k = alpha Gamma(n_k) / d_k,
-        p(D_k | T_k) = pi_k p(D_k | H1) + (1 - pi_k) p(D_left | T_left) p(D_right | T_right),
-        r_k = pi_k p(D_k | H1) / p(D_k | T_k).
-
-    Returns
-    -------
-    log_d, log_tree, log_r : ndarray
-        log d_k, log p(D_k | T_k) and log r_k.
-    """
-    log_one_cluster = log_alpha + gammaln(size)
-    log_split = log_d_left + log_d_right
-    log_d = np.logaddexp(log_one_cluster, log_split)
-    # pi_k p(D_k | H1) and (1 - pi_k) p_left p_right, with 1 - pi_k = d_l d_r / d_k.
-    merged = log_one_cluster - log_d + log_marginal
-    apart = log_split - log_d + log_tree_left + log_tree_right
-    log_tree = np.logaddexp(merged, apart)
-    return log_d, log_tree, merged - log_tree
-
-
-class _NodeTable:
-    """Every node's statistics and BHC quantities, leaves 0..N-1 then merges."""
-
-    def __init__(self, component, X, log_alpha):
-        self.component = component
-        self.log_alpha = log_alpha
-        leaves = component.statistics(X)
-        n_points = len(leaves)
-        n_nodes = 2 * n_points - 1
-        self.statistics = np.empty((n_nodes, leaves.shape[1]))
-        self.statistics[:n_points] = leaves
-        self.size = np.ones(n_nodes)
-        self.log_marginal = np.empty(n_nodes)
-        self.log_marginal[:n_points] = component.log_marginal(leaves)
-        # A leaf has d = alpha and p(D | T) = p(D | H1).
-        self.log_d = np.full(n_nodes, log_alpha)
-        self.log_tree = self.log_marginal.copy()
-        self.log_r = np.zeros(n_nodes)
-
-    def score(self, a, b):
-        """log r_k of merging nodes a and b (arrays), without storing anything."""
-        log_marginal = self.component.log_marginal(self.statistics[a] + self.statistics[b])
-        return merge_recursion(
-            self.log_alpha, self.size[a] + self.size[b], log_marginal,
-            self.log_d[a], self.log_tree[a], self.log_d[b], self.log_tree[b],
-        )[2]
-
-    def merge(self, node, a, b):
-        """Store node = a + b and its BHC quantities."""
-        self.statistics[node] = self.statistics[a] + self.statistics[b]
-        self.size[node] = self.size[a] + self.size[b]
-        self.log_marginal[node] = self.component.log_marginal(self.statistics[node])[0]
-        self.log_d[node], self.log_tree[node], self.log_r[node] = merge_recursion(
-            self.log_alpha, self.size[node], self.log_marginal[node],
-            self.log_d[a], self.log_tree[a], self.log_d[b], self.log_tree[b],
-        )
-
-
-def _block_rows(width):
-    """Pairs (or clusters) scored at once for statistics of ``width`` floats."""
-    return int(max(1, min(_BLOCK_PAIRS, _BLOCK_BYTES // (8 * width))))
-
-
-def greedy_merges(forest, n_points):
-    """Heller & Ghahramani's agglomeration: always merge the pair of largest r_k.
-
-    The log r_k of every pair of current clusters is kept in a matrix
-    indexed by *slot* (a merged cluster takes the lower slot of its two
-    children, the other slot dies), with each slot's best partner and its
-    score in two arrays. A merge takes the slot of largest best score (one
-    vectorised argmax over N slots, cheaper than a heap of candidates whose
-    Python pushes and stale pops dominated at N in the thousands) and scores
-    the new cluster against all others in one vectorised batch of marginal
-    likelihoods. A slot whose best partner was consumed keeps its old best
-    score as an upper bound and rescans its row only if that bound comes
-    first (lazy rescans). O(N**2) scores, O(N) vectorised work per merge
-    besides the rescans, and one N x N float64 matrix of memory. Exact ties go to the
-    pair of smallest (lower slot, higher slot), a slot being the lowest
-    point index of its cluster.
-    """
-    scores = np.full((n_points, n_points), -np.inf)
-    first, second = np.triu_indices(n_points, 1)
-    block_pairs = _block_rows(forest.statistics.shape[1])
-    for start in range(0, len(first), block_pairs):
-        a = first[start : start + block_pairs]
-        b = second[start : start + block_pairs]
-        scores[a, b] = scores[b, a] = forest.score(a, b)
-    del first, second
-    node_of = np.arange(n_points)
-    live = np.ones(n_points, dtype=bool)
-    # argmax takes the first of equal values: the lowest partner of the
-    # lowest slot among the best pairs, i.e. the smallest such pair.
-    best = scores.argmax(axis=1)
-    best_score = scores[np.arange(n_points), best]
-    # A stale slot's best_score is only an upper bound of its row (best is
-    # then meaningless); its row is rescanned when that bound comes first.
-    stale = np.zeros(n_points, dtype=bool)
-    merges = np.empty((n_points - 1, 2), dtype=np.int64)
-    for k in range(n_points - 1):
-        while True:
-            slot = int(best_score.argmax())
-            if not stale[slot]:
-                break
-            best[slot] = scores[slot].argmax()
-            best_score[slot] = scores[slot, best[slot]]
-            stale[slot] = False
-        partner = int(best[slot])
-        kept, gone = min(slot, partner), max(slot, partner)
-        node = n_points + k
-        merges[k] = node_of[kept], node_of[gone]
-        forest.merge(node, node_of[kept], node_of[gone])
-        node_of[kept] = node
-        live[gone] = stale[gone] = False
-        best_score[gone] = -np.inf
-        scores[gone, :] = scores[:, gone] = -np.inf
-        others = np.flatnonzero(live)
-        others = others[others != kept]
-        if not len(others):
-            break
-        row = np.empty(len(others))
-        for start in range(0, len(others), block_pairs):
-            block = others[start : start + block_pairs]
-            row[start : start + len(block)] = forest.score(
-                node_of[block], np.full(len(block), node)
-            )
-        scores[kept, others] = scores[others, kept] = row
-        # Only the entries of columns kept and gone changed. An exact slot
-        # whose best partner survives takes the new cluster if it beats (or
-        # ties from a lower slot) its best. A slot whose best partner was
-        # consumed, like a stale one, keeps its old best score as an upper
-        # bound of its row, unless the new cluster is strictly above it and
-        # so is the exact best; rescanning such rows at once instead
-        # costs hundreds of rows per merge on clustered data.
-        their_best, old = best[others], best_score[others]
-        loose = stale[others] | (their_best == kept) | (their_best == gone)
-        takes_new = np.where(
-            loose, row > old, (row > old) | ((row == old) & (kept < their_best))
-        )
-        best[others[takes_new]] = kept
-        best_score[others[takes_new]] = row[takes_new]
-        stale[others] = loose & ~takes_new
-        best[kept] = scores[kept].argmax()
-        best_score[kept] = scores[kept, best[kept]]
-    return merges
-
-
-def best_spanned_merges(component, X, log_alpha, trees):
-    """The tree of largest DPM lower bound among those spanned by the clusters of seed trees.
-
-    The vertices are the clusters of the seed trees (the same set of points
-    in two trees is one vertex) and the splits of a vertex are those the
-    seed trees make of it; a tree is spanned if each of its inner nodes is
-    a vertex split in one of those ways, so seed trees that share a cluster
-    can be combined above and below it. Over these trees, BHC's
-    ``q(S) = d_S p(D_S | T_S) = alpha Gamma(|S|) p(D_S) + q(left) q(right)``
-    is maximised by a dynamic program in order of size, as the exact
-    algorithm does over all 2**N subsets (Greenberg et al. 2021's sparse
-    trellis): every seed tree is spanned, so the result's bound is at least
-    each seed tree's. Exact ties go to the split of the earliest seed tree.
-
-    Parameters
-    ----------
-    component : ConjugateComponent
-        The cluster model.
-    X : ndarray of shape (n_points, n_features)
-        The data, n_points >= 2.
-    log_alpha : float
-        log of the DP concentration.
-    trees : list of ndarray of shape (n_points - 1, 2)
-        Children-first merges of each seed tree (node n_points + k is row k).
-
-    Returns
-    -------
-    merges : ndarray of shape (n_points - 1, 2)
-        Children-first merges of the best spanned tree.
-    """
-    n_points = len(X)
-    # Content hashes of clusters: two sums modulo 2**64 of random per-point
-    # keys, so a cluster has the same key in every tree; fixed keys keep
-    # fits reproducible.
-    keys = np.random.default_rng(0x7E11).integers(
-        0, np.iinfo(np.uint64).max, size=(2, n_points), dtype=np.uint64, endpoint=True
-    )
-    vertex_of = {key: i for i, key in enumerate(zip(keys[0].tolist(), keys[1].tolist()))}
-    point_statistics = component.statistics(X)
-    statistics = list(point_statistics)
-    size = [1] * n_points
-    splits = [[] for _ in range(n_points)]
-    for merges in trees:
-        key = list(zip(keys[0].tolist(), keys[1].tolist()))
-        vertex = list(range(n_points))
-        for a, b in merges:
-            (a0, a1), (b0, b1) = key[a], key[b]
-            union = ((a0 + b0) & _MASK64, (a1 + b1) & _MASK64)
-            left, right = vertex[a], vertex[b]
-            if union not in vertex_of:
-                vertex_of[union] = len(size)
-                statistics.append(statistics[left] + statistics[right])
-                size.append(size[left] + size[right])
-                splits.append([])
-            node = vertex_of[union]
-            if (left, right) not in splits[node] and (right, left) not in splits[node]:
-                splits[node].append((left, right))
-            key.append(union)
-            vertex.append(node)
-    size = np.array(size, dtype=np.float64)
-    block = _block_rows(point_statistics.shape[1])
-    log_marginal = np.concatenate([
-        component.log_marginal(np.array(statistics[start : start + block]))
-        for start in range(0, len(statistics), block)
-    ])
-    log_cluster = log_alpha + gammaln(size) + log_marginal
-    # log q of every vertex, smallest first (a split's parts are smaller).
-    log_q = log_cluster.copy()
-    best_split = [None] * len(size)
-    for node in np.argsort(size, kind="stable"):
-        for left, right in splits[node]:
-            value = log_q[left] + log_q[right]
-            if best_split[node] is None or value > best_value:
-                best_split[node], best_value = (left, right), value
-        if best_split[node] is not None:
-            log_q[node] = np.logaddexp(log_cluster[node], best_value)
-    # The root (all points) is the last vertex of every tree; emit its best
-    # tree children-first, left subtree before right.
-    root = vertex_of[key[-1]]
-    merges = np.empty((n_points - 1, 2), dtype=np.int64)
-    node_id = list(range(n_points)) + [-1] * (len(size) - n_points)
-    n_merged = 0
-    stack = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if node < n_points:
-            continue
-        if children_done:
-            left, right = best_split[node]
-            merges[n_merged] = node_id[left], node_id[right]
-            node_id[node] = n_points + n_merged
-            n_merged += 1
-        else:
-            left, right = best_split[node]
-            stack += [(node, True), (right, False), (left, False)]
-    return merges
 
 
 class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstimator):
@@ -586,7 +311,8 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         """
         covariance_type = self.covariance_type
         if covariance_type == "auto":
-            covariance_type = getattr(self, "covariance_type_", None) or self._named_type()
+            covariance_type = (getattr(self, "covariance_type_", None)
+                               or named_type(self.covariance_prior))
             if covariance_type is None:
                 if self.component == "gaussian":
                     raise ValueError(
@@ -602,28 +328,6 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
                   for name in DirichletProcessMixture._get_param_names()}
         params["covariance_type"] = covariance_type
         return DirichletProcessMixture(**params)
-
-    def _named_type(self):
-        """The covariance type a covariance_prior array names, or None.
-
-        One scale per feature is ``"diag"``'s, a matrix ``"full"``'s; a
-        float (or None) suits all three types.
-        """
-        if self.covariance_prior is None:
-            return None
-        return {1: "diag", 2: "full"}.get(np.ndim(self.covariance_prior))
-
-    def _covariance_types(self, X):
-        """The covariance types fit tries: the given one, or auto's candidates that fit."""
-        if self.component == "bernoulli":
-            return ["full"]
-        if self.covariance_type != "auto":
-            return [self.covariance_type]
-        if self._named_type() is not None:
-            return [self._named_type()]
-        if not fits_in_memory(self._fit_bytes(X, "full")):
-            return list(_AUTO_COVARIANCE_TYPES[1:])
-        return list(_AUTO_COVARIANCE_TYPES)
 
     def _fit_bytes(self, X, covariance_type):
         """Peak bytes of a greedy or sparse fit: statistics rows of every node and block.
@@ -666,57 +370,6 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
             forest.merge(n_points + k, a, b)
         return forest, merges
 
-    @staticmethod
-    def _lower_bound(forest, alpha):
-        """log p(D | T) + log d_T + log Gamma(alpha) - log Gamma(alpha + N) at the root."""
-        n_points = (len(forest.size) + 1) // 2
-        return float(
-            forest.log_tree[-1] + forest.log_d[-1] + gammaln(alpha) - gammaln(alpha + n_points)
-        )
-
-    def _tree_lower_bound(self, X, merges, component, alpha):
-        """The DPM evidence lower bound of a fixed tree under these hyperparameters."""
-        n_points = X.shape[0]
-        forest = _NodeTable(component, X, float(np.log(alpha)))
-        for k, (a, b) in enumerate(merges):
-            forest.merge(n_points + k, a, b)
-        return self._lower_bound(forest, alpha)
-
-    def _best_hyperparameters(self, X, merges, component, alpha, scale):
-        """M step: alpha and the prior scale maximising the lower bound for this tree."""
-        def objective(log_values):
-            alpha, factor = np.exp(log_values)
-            value = self._tree_lower_bound(X, merges, component.rescaled(factor), alpha)
-            return -value if np.isfinite(value) else np.inf
-
-        result = minimize(
-            objective, np.log([alpha, scale]), method="Nelder-Mead",
-            bounds=self._log_bounds(len(X)),
-            options={"xatol": 1e-4, "fatol": 1e-9, "maxiter": 400},
-        )
-        return tuple(float(v) for v in np.exp(result.x))
-
-    @staticmethod
-    def _log_bounds(n_points):
-        """Search box of (log alpha, log scale): alpha in [1e-3, N], scale in [1e-4, 1e4]."""
-        return [(np.log(_ALPHA_MIN), np.log(max(n_points, 2.0))),
-                (np.log(_SCALE_RANGE[0]), np.log(_SCALE_RANGE[1]))]
-
-    def _learn(self, X, component, alpha, scale):
-        """EM from one start: (bound, alpha, scale, forest, merges, history) of the best E step."""
-        forest, merges = self._build_tree(X, component.rescaled(scale), alpha)
-        history = [self._lower_bound(forest, alpha)]
-        best = (history[-1], alpha, scale, forest, merges)
-        for _ in range(_EM_MAX_ITER):
-            alpha, scale = self._best_hyperparameters(X, merges, component, alpha, scale)
-            forest, merges = self._build_tree(X, component.rescaled(scale), alpha)
-            history.append(self._lower_bound(forest, alpha))
-            if history[-1] > best[0] + _EM_TOLERANCE * max(1.0, abs(best[0])):
-                best = (history[-1], alpha, scale, forest, merges)
-            else:
-                break
-        return (*best, history)
-
     @clears_fit_state_on_failure
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -736,11 +389,12 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         """
         X = self._validate_training_data(X)
         n_points = X.shape[0]
-        covariance_types = self._covariance_types(X)
+        types = covariance_types(self.component, self.covariance_type, self.covariance_prior,
+                                 lambda covariance_type: self._fit_bytes(X, covariance_type))
         if self.algorithm == "exact":
-            covariance_types = self._exact_types_that_fit(X, covariance_types)
+            types = exact_types_that_fit(self._energy, X, types)
         else:
-            for covariance_type in covariance_types:
+            for covariance_type in types:
                 check_memory(
                     n_points, self._fit_bytes(X, covariance_type), type(self).__name__,
                     holds=(f'covariance_type="{covariance_type}" statistics of n_features='
@@ -749,9 +403,12 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
                              'instead of n_features**2) or fewer features'),
                 )
         fits = {}
-        for covariance_type in covariance_types:
+        for covariance_type in types:
             component = self._energy(covariance_type).component_model(X)
-            fits[covariance_type] = self._fit_one(X, component)
+            fits[covariance_type] = fit_hyperparameters(
+                self._build_tree, X, component, float(self.alpha),
+                self.hyperparameters == "learn",
+            )
         self.covariance_type_lower_bounds_ = {name: fit[0] for name, fit in fits.items()}
         # The largest bound; the earliest candidate among equals.
         self.covariance_type_ = max(fits, key=lambda name: fits[name][0])
@@ -760,34 +417,16 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         self.hyperparameter_log_likelihoods_ = np.array(history)
         root = 2 * n_points - 2
         self.log_marginal_likelihood_ = float(forest.log_tree[root])
-        self.log_evidence_lower_bound_ = self._lower_bound(forest, alpha)
+        self.log_evidence_lower_bound_ = lower_bound(forest, alpha)
         log_r = forest.log_r[n_points:]
-        split = self._cut(merges, log_r)
-        linkage, order = linkage_from_heights(merges, self._heights(merges, log_r, split))
+        split = cut(merges, log_r)
+        linkage, order = linkage_from_heights(merges, heights(merges, log_r, split))
         self.merge_log_probability_ = log_r[order]
         n_clusters = int(split.sum()) + 1 if self.n_clusters is None else self.n_clusters
         self._set_tree(linkage, n_clusters)
         self.n_clusters_ = n_clusters
         self._store_predictive(forest, merges)
         return self
-
-    def _fit_one(self, X, component):
-        """(bound, alpha, scale, forest, merges, history) of one component model."""
-        alpha, scale = float(self.alpha), 1.0
-        if self.hyperparameters == "learn":
-            low, high = np.exp(self._log_bounds(X.shape[0])).T
-            starts = [(alpha, scale)] + [
-                (a, s) for a in (alpha / 10, alpha * 10) for s in (scale / 10, scale * 10)
-            ]
-            runs = [
-                self._learn(X, component, *np.clip((a, s), low, high)) for a, s in starts
-            ]
-            # The best bound; the first (the given values) among equals.
-            best = max(range(len(runs)), key=lambda i: (runs[i][0], -i))
-            return runs[best]
-        forest, merges = self._build_tree(X, component, alpha)
-        history = [self._lower_bound(forest, alpha)]
-        return history[-1], alpha, scale, forest, merges, history
 
     def _store_predictive(self, forest, merges):
         """Per-node statistics and log weights of the predictive distribution.
@@ -937,36 +576,6 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         """
         return np.argmax(self.predict_proba(X), axis=1)
 
-    def _exact_types_that_fit(self, X, covariance_types):
-        """The covariance types whose exact tables fit in memory now, checked before any work.
-
-        The 2**N-subset tables are refused before the first statistic is
-        computed (a full covariance over thousands of features would
-        otherwise spend minutes on its leaves first). With
-        ``covariance_type="auto"`` the candidates that do not fit are left
-        out, as the default algorithm leaves out "full"; a given type, or
-        no candidate fitting, raises the ValueError of the check.
-        """
-        n_points, n_features = X.shape
-        fitting, refusal = [], None
-        for covariance_type in covariance_types:
-            energy = self._energy(covariance_type)
-            try:
-                check_exact_size(
-                    n_points,
-                    (energy.table_bytes_per_subset + BEST_TREE_BYTES_PER_SUBSET) << n_points,
-                    'BayesianHierarchicalClustering(algorithm="exact")',
-                    way_out='algorithm="greedy"',
-                )
-                energy.check_memory(n_points, n_features)
-            except ValueError as error:
-                refusal = refusal or error
-                continue
-            fitting.append(covariance_type)
-        if not fitting:
-            raise refusal
-        return fitting
-
     def _exact_merges(self, component, X, alpha):
         """Children-first merges of the tree of largest d_T p(D | T), by the trellis."""
         n_points = X.shape[0]
@@ -978,30 +587,3 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
             table, effective_n_threads(self.n_jobs), self.verbose, type(self).__name__,
         )
         return merges_from_splits(parents, lefts)
-
-    @staticmethod
-    def _cut(merges, log_r):
-        """Merges undone by the r_k < 0.5 cut: top-down, while r_k < 0.5."""
-        n_points = len(merges) + 1
-        split = np.zeros(len(merges), dtype=bool)
-        split[-1] = log_r[-1] < _LOG_HALF
-        for k in range(len(merges) - 1, -1, -1):
-            if not split[k]:
-                continue
-            for child in merges[k]:
-                if child >= n_points:
-                    split[child - n_points] = log_r[child - n_points] < _LOG_HALF
-        return split
-
-    @staticmethod
-    def _heights(merges, log_r, split):
-        """Largest -log r in each subtree, capped at log 2 below the cut."""
-        n_points = len(merges) + 1
-        heights = np.empty(len(merges))
-        for k, (a, b) in enumerate(merges):
-            height = -log_r[k]
-            for child in (a, b):
-                if child >= n_points:
-                    height = max(height, heights[child - n_points])
-            heights[k] = height if split[k] else min(height, -_LOG_HALF)
-        return np.maximum(heights, 0.0)
