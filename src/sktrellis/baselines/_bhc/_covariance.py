@@ -1,5 +1,6 @@
 """``covariance_type="auto"``: the candidate covariance types, and those whose tables fit."""
 import numpy as np
+from sklearn.base import clone
 
 from ..._engine.trellis.best_tree import BEST_TREE_BYTES_PER_SUBSET
 from ..._validation import check_exact_size, fits_in_memory
@@ -19,17 +20,28 @@ def named_type(covariance_prior):
     return {1: "diag", 2: "full"}.get(np.ndim(covariance_prior))
 
 
-def covariance_types(component, covariance_type, covariance_prior, fit_bytes):
-    """The covariance types fit tries: the given one, or auto's candidates that fit.
+def with_covariance_type(energy, covariance_type):
+    """A clone of a DirichletProcessMixture energy with this covariance type."""
+    return clone(energy).set_params(covariance_type=covariance_type)
+
+
+def covariance_types(energy, covariance_type, fit_bytes):
+    """The covariance types fit tries: auto's candidates that fit, or the energy's own.
 
     ``fit_bytes(covariance_type)`` is the peak memory of a fit of that type.
     """
-    if component == "bernoulli":
-        return ["full"]
-    if covariance_type != "auto":
-        return [covariance_type]
-    if named_type(covariance_prior) is not None:
-        return [named_type(covariance_prior)]
+    if energy.component == "bernoulli" or covariance_type is None:
+        return [energy.covariance_type]
+    # "full" is the energy's default: any other type was asked for, and
+    # "auto" would silently replace it.
+    if energy.covariance_type != "full":
+        raise ValueError(
+            "covariance_type='auto' chooses among 'full', 'diag' and 'spherical' and would "
+            f"ignore the energy's covariance_type={energy.covariance_type!r}: pass "
+            "covariance_type=None to fit that type only"
+        )
+    if named_type(energy.covariance_prior) is not None:
+        return [named_type(energy.covariance_prior)]
     if not fits_in_memory(fit_bytes("full")):
         return list(_AUTO_COVARIANCE_TYPES[1:])
     return list(_AUTO_COVARIANCE_TYPES)

@@ -8,13 +8,13 @@ from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..._estimator import TreeEstimatorMixin, clears_fit_state_on_failure
+from ..._estimator import EnergyEstimatorMixin, clears_fit_state_on_failure
 from ..._engine.trellis.best_tree import best_bhc_tree
 from ..._engine.tree.conversion import linkage_from_heights, merges_from_splits
 from ..._validation import check_memory, effective_n_threads, unit_exponent
 from ...energies import DirichletProcessMixture
 from ...energies._dpm import statistics_width
-from ._covariance import covariance_types, exact_types_that_fit, named_type
+from ._covariance import covariance_types, exact_types_that_fit, with_covariance_type
 from ._cut import cut, heights
 from ._greedy import greedy_merges
 from ._hyperparameters import fit_hyperparameters
@@ -25,7 +25,7 @@ from ._spanned import _SEED_LINKAGES, best_spanned_merges
 _PREDICT_BLOCK = 1 << 16
 
 
-class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstimator):
+class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEstimator):
     """Bayesian hierarchical clustering (Heller & Ghahramani 2005).
 
     Agglomerative clustering under a Dirichlet process mixture (DPM) with
@@ -42,50 +42,39 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     merges the pair of largest posterior merge probability r_k (by
     default, the greedy tree is then improved with two linkage trees, see
     ``algorithm``). The component marginal likelihoods p(D_k | H1) come
-    from sufficient statistics, with the priors of
-    :class:`~sktrellis.energies.DirichletProcessMixture` (same parameters,
-    same defaults): the exact DPM posterior of that energy
-    (``ExactFlatClustering(model.dpm_energy())``) is what BHC approximates.
+    from sufficient statistics, under the model ``energy``, a
+    :class:`~sktrellis.energies.DirichletProcessMixture`: the exact DPM
+    posterior of that energy (``ExactFlatClustering(model.energy_)``) is
+    what BHC approximates.
 
     Parameters
     ----------
-    alpha : float, default=1.0
-        Concentration of the Dirichlet process.
-    component : {"gaussian", "bernoulli"}, default="gaussian"
-        Gaussian components, or independent binary features with Beta
-        priors (X of 0 and 1 only).
-    covariance_type : {"auto", "full", "diag", "spherical"}, default="auto"
-        Gaussian: the covariance of each cluster, as in ``GaussianMixture``.
-        ``"auto"``: a tree for each of ``"full"``, ``"diag"`` and
-        ``"spherical"``, each with its default prior (the other parameters
-        apply to all three; a ``covariance_prior`` array restricts them to
-        its type, ``"diag"`` for one scale per feature and ``"full"`` for
-        a matrix), and the one of largest
-        ``log_evidence_lower_bound_`` is kept (``covariance_type_``): the
-        choice of covariance model by its marginal likelihood, as mclust
-        chooses it by BIC (Fraley & Raftery 2007). About three times the
-        cost of one type; ``"full"`` is left out when its d**2 statistics
-        per node would not fit in memory. Bernoulli: ignored.
-    mean_prior : array-like of shape (n_features,), default=None
-        Gaussian: prior mean of the cluster means; None uses the mean of X.
-    mean_precision_prior : float, default=None
-        Gaussian: kappa_0, the prior mean's weight in points; None is
-        ``DirichletProcessMixture``'s default (``"full"``: the value for
-        which a point's prior covariance is the data's variances).
-    degrees_of_freedom_prior : float, default=None
-        Gaussian: nu_0 of the covariance prior; None uses the
-        ``DirichletProcessMixture`` default (``"full"``: n_features + 2).
-    covariance_prior : float or array-like, default=None
-        Gaussian: scale of the covariance prior (a float means that times
-        the identity); None is ``DirichletProcessMixture``'s empirical
-        Bayes rule, from the per-feature variances of X (``"full"``:
-        Fraley & Raftery's G**(-2/d) times them, G the number of clusters
-        the Dirichlet process expects among the points).
-    bernoulli_prior : tuple of two floats, default=None
-        Bernoulli: the Beta(a, b) prior of every feature; None is
-        ``DirichletProcessMixture``'s empirical Bayes rule, ``a_f = 2 m_f``,
-        ``b_f = 2 (1 - m_f)`` from the feature means m_f (Heller &
-        Ghahramani's choice in their experiments).
+    energy : DirichletProcessMixture, default=None
+        The model: the concentration ``alpha`` of the Dirichlet process,
+        the component (``"gaussian"``, or ``"bernoulli"`` for X of 0 and 1
+        only) and its conjugate priors, whose defaults are data-dependent
+        empirical Bayes values (see
+        :class:`~sktrellis.energies.DirichletProcessMixture`). None:
+        ``DirichletProcessMixture()``. Its parameters can be searched as
+        ``energy__<name>`` (``energy__alpha``). Fitting never changes it:
+        the covariance types of ``covariance_type="auto"`` are tried on
+        clones, hyperparameter learning rescales the component models built
+        from it, and the energy of the tree is ``energy_``.
+    covariance_type : {"auto"} or None, default="auto"
+        Gaussian components. ``"auto"``: a tree for each of ``"full"``,
+        ``"diag"`` and ``"spherical"`` (clones of ``energy`` with that
+        ``covariance_type``, the other parameters shared; a
+        ``covariance_prior`` array restricts them to its type, ``"diag"``
+        for one scale per feature and ``"full"`` for a matrix), and the one
+        of largest ``log_evidence_lower_bound_`` is kept
+        (``covariance_type_``): the choice of covariance model by its
+        marginal likelihood, as mclust chooses it by BIC (Fraley & Raftery
+        2007). About three times the cost of one type; ``"full"`` is left
+        out when its d**2 statistics per node would not fit in memory. The
+        energy's ``covariance_type`` is then replaced, so it must be the
+        default ``"full"`` (another type is refused, naming the way out).
+        None: the energy's ``covariance_type`` only. Bernoulli components:
+        ignored.
     n_clusters : int, default=None
         None: ``labels_`` is the paper's cut of the tree at the merges with
         r_k < 0.5. Otherwise the tree is cut into exactly this many clusters
@@ -106,12 +95,13 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         fit is refused at once (with ``covariance_type="auto"``, left out of
         the candidates).
     hyperparameters : {"fixed", "learn"}, default="fixed"
+        ``"fixed"``: the energy's ``alpha`` and component prior.
         ``"learn"``: maximise the DPM evidence lower bound
         ``log_evidence_lower_bound_`` (a proper marginal likelihood of the
         hyperparameters, unlike p(D | T), which is renormalised over the
-        tree and rewards alpha -> 0) over ``alpha`` and the scale of the
-        component prior (a factor on ``covariance_prior``, or on both Beta
-        pseudo-counts), EM-like (section "Learning and prediction"): the
+        tree and rewards alpha -> 0) over the energy's ``alpha`` and the
+        scale of its component prior (a factor on the covariance prior, or
+        on both Beta pseudo-counts), EM-like (section "Learning and prediction"): the
         tree for the current values (E step), then both values for that
         tree by a bounded Nelder-Mead search in log space (M step), until
         the bound stops improving. Restarts from the given values and from
@@ -138,14 +128,25 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         probable one.
     n_clusters_ : int
         Number of clusters of ``labels_``.
+    energy_ : DirichletProcessMixture
+        The energy of the tree: a clone of ``energy`` (of
+        ``DirichletProcessMixture()`` for None) with covariance type
+        ``covariance_type_``. ``ExactFlatClustering(model.energy_)`` gives
+        the exact DPM posterior that BHC approximates: its
+        ``log_evidence_`` is the quantity ``log_evidence_lower_bound_``
+        bounds, its ``labels_`` the MAP partition. With
+        ``hyperparameters="learn"`` the tree's concentration is ``alpha_``
+        and its component prior's scale ``prior_scale_`` times this
+        energy's.
     covariance_type_ : str
-        The covariance type of the tree: ``covariance_type``, or the one
-        ``"auto"`` chose (``"full"`` for Bernoulli components).
+        The covariance type of the tree: the one ``"auto"`` chose, or the
+        energy's.
     covariance_type_lower_bounds_ : dict
         ``"auto"``: ``log_evidence_lower_bound_`` of each candidate type;
         otherwise the given type's only.
     alpha_ : float
-        The concentration used for the tree: ``alpha``, or the learned one.
+        The concentration used for the tree: the energy's ``alpha``, or the
+        learned one.
     prior_scale_ : float
         The factor applied to the component prior's scale (1.0 unless
         ``hyperparameters="learn"``).
@@ -179,14 +180,14 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         P(partition) itself, not renormalised. p(D | T) alone is not a
         bound: it renormalises the prior over the tree-consistent
         partitions. Compare with ``log_evidence_`` of
-        ``ExactFlatClustering(model.dpm_energy())``.
+        ``ExactFlatClustering(model.energy_)``.
     n_features_in_ : int
         Number of features of X.
 
     See Also
     --------
     sktrellis.ExactFlatClustering : The exact DPM posterior (evidence, MAP
-        partition, co-clustering probabilities) with ``dpm_energy()``.
+        partition, co-clustering probabilities) of ``energy_``.
 
     Notes
     -----
@@ -242,24 +243,28 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
     >>> import numpy as np
     >>> from sktrellis.baselines import BayesianHierarchicalClustering
     >>> from sktrellis import ExactFlatClustering
+    >>> from sktrellis.energies import DirichletProcessMixture
     >>> X = np.array([[0.0, 0.1], [0.2, 0.0], [0.1, 0.2],
     ...               [5.0, 5.1], [5.2, 4.9], [4.9, 5.0]])
-    >>> bhc = BayesianHierarchicalClustering(
-    ...     covariance_prior=0.05, mean_precision_prior=0.01).fit(X)
+    >>> dpm = DirichletProcessMixture(covariance_prior=0.05, mean_precision_prior=0.01)
+    >>> bhc = BayesianHierarchicalClustering(dpm).fit(X)
     >>> bhc.labels_.tolist()
     [0, 0, 0, 1, 1, 1]
     >>> bhc.covariance_type_, round(bhc.covariance_type_lower_bounds_["full"], 2)
     ('spherical', -14.66)
     >>> round(bhc.log_evidence_lower_bound_, 2)
     -14.62
-    >>> exact = ExactFlatClustering(bhc.dpm_energy()).fit(X)
+    >>> bhc.energy_
+    DirichletProcessMixture(covariance_prior=0.05, covariance_type='spherical',
+                            mean_precision_prior=0.01)
+    >>> exact = ExactFlatClustering(bhc.energy_).fit(X)
     >>> round(exact.log_evidence_, 2)
     -14.62
     """
 
     _parameter_constraints = {
-        **DirichletProcessMixture._parameter_constraints,
-        "covariance_type": [StrOptions({"auto", "full", "diag", "spherical"})],
+        "energy": [DirichletProcessMixture, None],
+        "covariance_type": [StrOptions({"auto"}), None],
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "algorithm": [StrOptions({"sparse", "greedy", "exact"})],
         "hyperparameters": [StrOptions({"fixed", "learn"})],
@@ -267,67 +272,21 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, *, alpha=1.0, component="gaussian", covariance_type="auto",
-                 mean_prior=None, mean_precision_prior=None, degrees_of_freedom_prior=None,
-                 covariance_prior=None, bernoulli_prior=None, n_clusters=None,
+    def __init__(self, energy=None, *, covariance_type="auto", n_clusters=None,
                  algorithm="sparse", hyperparameters="fixed", verbose=0, n_jobs=None):
-        self.alpha = alpha
-        self.component = component
+        self.energy = energy
         self.covariance_type = covariance_type
-        self.mean_prior = mean_prior
-        self.mean_precision_prior = mean_precision_prior
-        self.degrees_of_freedom_prior = degrees_of_freedom_prior
-        self.covariance_prior = covariance_prior
-        self.bernoulli_prior = bernoulli_prior
         self.n_clusters = n_clusters
         self.algorithm = algorithm
         self.hyperparameters = hyperparameters
         self.verbose = verbose
         self.n_jobs = n_jobs
 
-    def dpm_energy(self):
-        """The Dirichlet process mixture energy with this model's hyperparameters.
+    _default_energy = DirichletProcessMixture
 
-        ``ExactFlatClustering(model.dpm_energy()).fit(X)`` gives the exact
-        DPM posterior that BHC approximates: its ``log_evidence_`` is the
-        quantity ``log_evidence_lower_bound_`` bounds, its ``labels_`` the
-        MAP partition.
-
-        With ``covariance_type="auto"`` the energy has the type that fit
-        chose (``covariance_type_``); before fit, the type that a
-        ``covariance_prior`` array names, else a ValueError for Gaussian
-        components (Bernoulli ones take ``"full"``, unused).
-
-        Returns
-        -------
-        energy : DirichletProcessMixture
-            An unfitted energy with this model's prior parameters.
-
-        Examples
-        --------
-        >>> from sktrellis.baselines import BayesianHierarchicalClustering
-        >>> BayesianHierarchicalClustering(alpha=2.0, component="bernoulli").dpm_energy()
-        DirichletProcessMixture(alpha=2.0, component='bernoulli')
-        """
-        covariance_type = self.covariance_type
-        if covariance_type == "auto":
-            covariance_type = (getattr(self, "covariance_type_", None)
-                               or named_type(self.covariance_prior))
-            if covariance_type is None:
-                if self.component == "gaussian":
-                    raise ValueError(
-                        "covariance_type='auto' is chosen by fit: call fit first, or pass "
-                        "covariance_type='full', 'diag' or 'spherical'"
-                    )
-                covariance_type = "full"
-        return self._energy(covariance_type)
-
-    def _energy(self, covariance_type):
-        """The DPM energy of this model's parameters with this covariance type."""
-        params = {name: getattr(self, name)
-                  for name in DirichletProcessMixture._get_param_names()}
-        params["covariance_type"] = covariance_type
-        return DirichletProcessMixture(**params)
+    def _energy_of(self, covariance_type):
+        """A clone of the energy with this covariance type."""
+        return with_covariance_type(self._energy(), covariance_type)
 
     def _fit_bytes(self, X, covariance_type):
         """Peak bytes of a greedy or sparse fit: statistics rows of every node and block.
@@ -338,7 +297,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         and a block of scored pairs. The exact algorithm has its own.
         """
         n_points, n_features = X.shape
-        width = statistics_width(self.component, covariance_type, n_features)
+        width = statistics_width(self._energy().component, covariance_type, n_features)
         tables = 2 + (5 if self.hyperparameters == "learn" else 0)
         vertices = 0 if self.algorithm == "greedy" else n_points + (
             1 + len(_SEED_LINKAGES)) * (n_points - 1)
@@ -378,7 +337,7 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Data; 0/1 only for ``component="bernoulli"``.
+            Data; 0/1 only for the energy's ``component="bernoulli"``.
         y : Ignored
             Not used, present for API consistency.
 
@@ -389,10 +348,12 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
         """
         X = self._validate_training_data(X)
         n_points = X.shape[0]
-        types = covariance_types(self.component, self.covariance_type, self.covariance_prior,
+        energy = self._energy()
+        energy._validate_params()   # a bad prior is named before any memory is estimated
+        types = covariance_types(energy, self.covariance_type,
                                  lambda covariance_type: self._fit_bytes(X, covariance_type))
         if self.algorithm == "exact":
-            types = exact_types_that_fit(self._energy, X, types)
+            types = exact_types_that_fit(self._energy_of, X, types)
         else:
             for covariance_type in types:
                 check_memory(
@@ -404,14 +365,15 @@ class BayesianHierarchicalClustering(TreeEstimatorMixin, ClusterMixin, BaseEstim
                 )
         fits = {}
         for covariance_type in types:
-            component = self._energy(covariance_type).component_model(X)
+            component = self._energy_of(covariance_type).component_model(X)
             fits[covariance_type] = fit_hyperparameters(
-                self._build_tree, X, component, float(self.alpha),
+                self._build_tree, X, component, float(energy.alpha),
                 self.hyperparameters == "learn",
             )
         self.covariance_type_lower_bounds_ = {name: fit[0] for name, fit in fits.items()}
         # The largest bound; the earliest candidate among equals.
         self.covariance_type_ = max(fits, key=lambda name: fits[name][0])
+        self.energy_ = self._energy_of(self.covariance_type_)
         _, alpha, scale, forest, merges, history = fits[self.covariance_type_]
         self.alpha_, self.prior_scale_ = float(alpha), float(scale)
         self.hyperparameter_log_likelihoods_ = np.array(history)
