@@ -101,10 +101,10 @@ class BayesianHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEst
         hyperparameters, unlike p(D | T), which is renormalised over the
         tree and rewards alpha -> 0) over the energy's ``alpha`` and the
         scale of its component prior (a factor on the covariance prior, or
-        on both Beta pseudo-counts), EM-like (section "Learning and prediction"): the
-        tree for the current values (E step), then both values for that
-        tree by a bounded Nelder-Mead search in log space (M step), until
-        the bound stops improving. Restarts from the given values and from
+        on both Beta pseudo-counts), EM-like (section "Learning and
+        prediction"): the tree for the current values (E step), then both
+        values for that tree by a bounded Nelder-Mead search in log space
+        (M step), until the bound stops improving. Restarts from the given values and from
         alpha and scale 10 times smaller and larger; alpha stays within
         [1e-3, n_samples] and the scale within [1e-4, 1e4]. The best
         values found are ``alpha_`` and ``prior_scale_``.
