@@ -36,9 +36,10 @@ def covariance_types(energy, covariance_type, fit_bytes):
     # "auto" would silently replace it.
     if energy.covariance_type != "full":
         raise ValueError(
-            "covariance_type='auto' chooses among 'full', 'diag' and 'spherical' and would "
-            f"ignore the energy's covariance_type={energy.covariance_type!r}: pass "
-            "covariance_type=None to fit that type only"
+            "BayesianHierarchicalClustering(covariance_type='auto') chooses among 'full', "
+            "'diag' and 'spherical' and would ignore the energy's "
+            f"covariance_type={energy.covariance_type!r}: pass covariance_type=None to fit "
+            "that type only"
         )
     if named_type(energy.covariance_prior) is not None:
         return [named_type(energy.covariance_prior)]
