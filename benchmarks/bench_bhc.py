@@ -49,6 +49,15 @@ from sklearn.metrics import adjusted_rand_score
 
 from sktrellis.baselines import BayesianHierarchicalClustering
 from sktrellis import ExactFlatClustering
+from sktrellis.energies import DirichletProcessMixture
+
+
+def bhc(energy=None, **params):
+    """BHC under DirichletProcessMixture(**energy); a covariance type named there is kept."""
+    energy = energy or {}
+    if "covariance_type" in energy:
+        params.setdefault("covariance_type", None)
+    return BayesianHierarchicalClustering(DirichletProcessMixture(**energy), **params)
 
 
 def best_time(function, repeat):
@@ -73,8 +82,7 @@ def speed(max_n):
             rows.append(("blobs, 5 centres", X, y, 1))
     for name, X, y, repeat in rows:
         seconds, model = best_time(
-            lambda: BayesianHierarchicalClustering(
-                algorithm="greedy", covariance_type="full").fit(X), repeat
+            lambda: bhc({"covariance_type": "full"}, algorithm="greedy").fit(X), repeat
         )
         print(f"{name:>22} {len(X):>5} {X.shape[1]:>2} {seconds:>8.3f} {model.n_clusters_:>9} "
               f"{adjusted_rand_score(y, model.labels_):>6.3f} "
@@ -125,13 +133,13 @@ def bounds(sizes, n_subsets):
                 if params.get("component") == "bernoulli":
                     X = X[:, X.std(axis=0) > 0]
                 start = time.perf_counter()
-                greedy = BayesianHierarchicalClustering(algorithm="greedy", **params).fit(X)
+                greedy = bhc(params, algorithm="greedy").fit(X)
                 greedy_s = time.perf_counter() - start
                 start = time.perf_counter()
-                best = BayesianHierarchicalClustering(algorithm="exact", **params).fit(X)
+                best = bhc(params, algorithm="exact").fit(X)
                 best_s = time.perf_counter() - start
                 start = time.perf_counter()
-                exact = ExactFlatClustering(greedy.dpm_energy()).fit(X)
+                exact = ExactFlatClustering(greedy.energy_).fit(X)
                 exact_s = time.perf_counter() - start
                 assert greedy.log_evidence_lower_bound_ <= best.log_evidence_lower_bound_ + 1e-9
                 assert best.log_evidence_lower_bound_ <= exact.log_evidence_ + 1e-9
@@ -175,11 +183,9 @@ def learning(sizes, n_subsets):
                 X, y = X_all[index], y_all[index]
                 if params.get("component") == "bernoulli":
                     X = X[:, X.std(axis=0) > 0]
-                fixed = BayesianHierarchicalClustering(algorithm="greedy", **params).fit(X)
+                fixed = bhc(params, algorithm="greedy").fit(X)
                 start = time.perf_counter()
-                learned = BayesianHierarchicalClustering(
-                    algorithm="greedy", hyperparameters="learn", **params
-                ).fit(X)
+                learned = bhc(params, algorithm="greedy", hyperparameters="learn").fit(X)
                 seconds = time.perf_counter() - start
                 cells.append([
                     fixed.log_evidence_lower_bound_, learned.log_evidence_lower_bound_,
@@ -218,7 +224,7 @@ def defaults(n_draws):
                                    return_centers=True)
         nearest = ((X[:, None, :] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)
         model = BayesianHierarchicalClustering().fit(X)
-        full = BayesianHierarchicalClustering(covariance_type="full").fit(X)
+        full = bhc({"covariance_type": "full"}).fit(X)
         bounds = model.covariance_type_lower_bounds_
         mixtures = [GaussianMixture(k, n_init=3, random_state=0).fit(X) for k in range(1, 9)]
         best = min(mixtures, key=lambda mixture: mixture.bic(X))
@@ -245,8 +251,7 @@ def defaults(n_draws):
             X = draw(np.random.default_rng(seed))
             mixtures = [GaussianMixture(k, n_init=3, random_state=0).fit(X) for k in range(1, 9)]
             counts.append((BayesianHierarchicalClustering().fit(X).n_clusters_,
-                           BayesianHierarchicalClustering(covariance_type="full")
-                           .fit(X).n_clusters_,
+                           bhc({"covariance_type": "full"}).fit(X).n_clusters_,
                            min(mixtures, key=lambda mixture: mixture.bic(X)).n_components))
         columns = (" ".join(str(c[k]) for c in counts) for k in range(3))
         print(f"{name:>22} " + " ".join(f"{column:>10}" for column in columns), flush=True)
@@ -255,7 +260,7 @@ def defaults(n_draws):
     wine_X = StandardScaler().fit_transform(wine.data)
     for name, X, y in [("iris", iris_X, iris_y), ("wine (standardized)", wine_X, wine.target)]:
         for label, params in [("default", {}), ("full", {"covariance_type": "full"})]:
-            model = BayesianHierarchicalClustering(**params).fit(X)
+            model = bhc(params).fit(X)
             print(f"{name}, {label}: BHC ARI {adjusted_rand_score(y, model.labels_):.3f} "
                   f"(k = {model.n_clusters_}, {model.covariance_type_}), purity "
                   f"{dendrogram_purity(y, model.linkage_matrix_):.3f}, bound "
@@ -273,9 +278,8 @@ def defaults(n_draws):
             rows = np.concatenate([rng.choice(np.flatnonzero(target == c), 20, replace=False)
                                    for c in range(n_classes)])
             X, y = binary[rows], target[rows]
-            model = BayesianHierarchicalClustering(component="bernoulli").fit(X)
-            greedy = BayesianHierarchicalClustering(component="bernoulli",
-                                                    algorithm="greedy").fit(X)
+            model = bhc({"component": "bernoulli"}).fit(X)
+            greedy = bhc({"component": "bernoulli"}, algorithm="greedy").fit(X)
             cells.append([dendrogram_purity(y, model.linkage_matrix_),
                           dendrogram_purity(y, greedy.linkage_matrix_)]
                          + [dendrogram_purity(y, linkage(X, method))

@@ -1,6 +1,6 @@
 """Resource bounds of issue-35 fixes, each measured against the old behaviour in one run.
 
-1. BayesianHierarchicalClustering(covariance_type="full") at 40 x 200: peak
+1. BayesianHierarchicalClustering with full covariances at 40 x 200: peak
    traced memory with pairs scored in blocks of at most 64 MiB of statistics
    beside the old fixed blocks of 2**15 pairs (its estimate, too).
 2. Longest kernel call of a Ginkgo inside pass (what Ctrl-C waits for) with
@@ -19,14 +19,16 @@ import numpy as np
 import sktrellis
 from sktrellis import ExactHierarchicalClustering
 from sktrellis._engine.trellis import hierarchical_trellis, levels
-from sktrellis.baselines import BayesianHierarchicalClustering, _bhc
+from sktrellis.baselines import BayesianHierarchicalClustering
+from sktrellis.baselines._bhc import _recursion
 from sktrellis.datasets import make_jets
-from sktrellis.energies import Dasgupta, GinkgoLikelihood
+from sktrellis.energies import Dasgupta, DirichletProcessMixture, GinkgoLikelihood
 
 
 def bhc_peak(block_bytes, X):
-    _bhc._BLOCK_BYTES = block_bytes
-    model = BayesianHierarchicalClustering(covariance_type="full")
+    _recursion._BLOCK_BYTES = block_bytes
+    model = BayesianHierarchicalClustering(DirichletProcessMixture(covariance_type="full"),
+                                           covariance_type=None)
     tracemalloc.start()
     start = time.perf_counter()
     model.fit(X)

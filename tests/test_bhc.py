@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from sktrellis._engine.tree.conversion import masks_from_merges, merges_from_tree
 from sktrellis.baselines import BayesianHierarchicalClustering
-from sktrellis.energies import DirichletProcessMixture
+from sktrellis.energies import Dasgupta, DirichletProcessMixture
 from sktrellis import ExactFlatClustering
 
 from .common import all_trees
@@ -25,17 +25,27 @@ def _problem(component, n_points, rng, alpha=0.8):
     if component == "gaussian":
         centres = rng.normal(scale=3.0, size=(3, 2))
         X = centres[rng.integers(3, size=n_points)] + rng.normal(size=(n_points, 2))
-        return BayesianHierarchicalClustering(alpha=alpha, **GAUSSIAN_PRIOR), X
+        return BayesianHierarchicalClustering(
+            DirichletProcessMixture(alpha=alpha, **GAUSSIAN_PRIOR)
+        ), X
     X = (rng.random((n_points, 5)) < 0.4).astype(float)
     model = BayesianHierarchicalClustering(
-        alpha=alpha, component="bernoulli", bernoulli_prior=(0.5, 0.8)
+        DirichletProcessMixture(alpha=alpha, component="bernoulli", bernoulli_prior=(0.5, 0.8))
     )
     return model, X
 
 
+def _one_type(covariance_type, **params):
+    """BHC under the default DPM prior of one covariance type (no "auto" choice)."""
+    return BayesianHierarchicalClustering(
+        DirichletProcessMixture(covariance_type=covariance_type), covariance_type=None, **params
+    )
+
+
 def _cluster_table(model, X):
-    """log a(C) = log alpha + log Gamma(|C|) + log p(D_C) of every subset C."""
-    return model.dpm_energy().cluster_potential(X)
+    """log a(C) = log alpha + log Gamma(|C|) + log p(D_C) of every subset C, under the
+    model's energy (of one covariance type: the prior's matrix, or Bernoulli)."""
+    return model.energy.cluster_potential(X)
 
 
 def _log_marginals(model, X):
@@ -43,7 +53,7 @@ def _log_marginals(model, X):
     table = _cluster_table(model, X)
     sizes = np.bitwise_count(np.arange(len(table), dtype=np.uint64)).astype(float)
     sizes[0] = 1.0
-    return table - np.log(model.alpha) - gammaln(sizes)
+    return table - np.log(model.energy.alpha) - gammaln(sizes)
 
 
 def _subtree_masks(model):
@@ -80,7 +90,7 @@ def test_recursion_matches_tree_consistent_partitions(component, n_points, algor
     log_cluster = _cluster_table(model, X)
     merges, masks = _subtree_masks(model)
     partitions = _tree_consistent_partitions(merges, n_points)
-    log_alpha = np.log(model.alpha)
+    log_alpha = np.log(model.energy.alpha)
 
     for k in range(n_points - 1):
         node = n_points + k
@@ -98,7 +108,7 @@ def test_recursion_matches_tree_consistent_partitions(component, n_points, algor
             log_tree = logsumexp(weights) - log_d
             assert model.log_marginal_likelihood_ == pytest.approx(log_tree, abs=1e-9)
             # The bound: DPM (CRP) prior times likelihood, over these partitions only.
-            crp = weights + gammaln(model.alpha) - gammaln(model.alpha + n_points)
+            crp = weights + gammaln(model.energy.alpha) - gammaln(model.energy.alpha + n_points)
             assert model.log_evidence_lower_bound_ == pytest.approx(logsumexp(crp), abs=1e-9)
     # c_k = c_i c_j + 1 tree-consistent partitions (Proposition 1).
     counts = [1] * n_points
@@ -227,7 +237,7 @@ def test_exact_tree_maximises_the_bound_over_all_trees(component, n_points, glob
     model, X = _problem(component, n_points, rng, alpha=rng.uniform(0.2, 3.0))
     exact = model.set_params(algorithm="exact").fit(X)
     best = _best_q_by_enumeration(_cluster_table(model, X), n_points)
-    shift = gammaln(model.alpha) - gammaln(model.alpha + n_points)
+    shift = gammaln(model.energy.alpha) - gammaln(model.energy.alpha + n_points)
     assert exact.log_evidence_lower_bound_ == pytest.approx(best + shift, abs=1e-9)
     greedy = model.set_params(algorithm="greedy").fit(X)
     assert greedy.log_evidence_lower_bound_ <= exact.log_evidence_lower_bound_ + 1e-9
@@ -272,7 +282,7 @@ def test_sparse_tree_is_the_best_tree_spanned_by_the_seed_trees(component, n_poi
                if all((p, frozenset((a, p ^ a))) in allowed for p, a in tree)]
     best = max(log_q(full, dict(tree)) for tree in spanned)
     sparse = model.set_params(algorithm="sparse").fit(X)
-    shift = gammaln(model.alpha) - gammaln(model.alpha + n_points)
+    shift = gammaln(model.energy.alpha) - gammaln(model.energy.alpha + n_points)
     assert sparse.log_evidence_lower_bound_ == pytest.approx(best + shift, abs=1e-9)
     assert _splits_of(merges_from_tree(sparse.linkage_matrix_, n_points), n_points) <= allowed
 
@@ -284,7 +294,7 @@ def test_bound_is_below_the_exact_dpm_evidence(component, algorithm, alpha, glob
     rng = np.random.default_rng(global_random_seed)
     model, X = _problem(component, 10, rng, alpha=alpha)
     model.set_params(algorithm=algorithm).fit(X)
-    exact = ExactFlatClustering(model.dpm_energy()).fit(X)
+    exact = ExactFlatClustering(model.energy_).fit(X)
     assert model.log_evidence_lower_bound_ <= exact.log_evidence_ + 1e-9
     # p(D | T) renormalises the prior over tree-consistent partitions and is
     # not itself a bound; the gap to the bound is log of their prior mass.
@@ -341,7 +351,9 @@ def test_separated_blobs_are_recovered(global_random_seed):
     truth = np.repeat(np.arange(4), 25)
     centres = 10.0 * np.vstack([np.zeros(3), np.eye(3)])
     X = centres[truth] + rng.uniform(-1.0, 1.0, size=(100, 3))
-    model = BayesianHierarchicalClustering(covariance_prior=1.0, mean_precision_prior=0.1)
+    model = BayesianHierarchicalClustering(
+        DirichletProcessMixture(covariance_prior=1.0, mean_precision_prior=0.1)
+    )
     assert adjusted_rand_score(truth, model.fit_predict(X)) == 1.0
     assert model.n_clusters_ == 4
 
@@ -362,21 +374,23 @@ def test_default_priors_are_the_dpm_defaults(global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(9, 3)) * [1.0, 2.0, 0.5]
     alpha = 0.7
-    default = BayesianHierarchicalClustering(alpha=alpha, covariance_type="full").fit(X)
+    default = BayesianHierarchicalClustering(
+        DirichletProcessMixture(alpha=alpha), covariance_type=None
+    ).fit(X)
     # The documented rule: G = sum_{i < N} alpha / (alpha + i) clusters
     # expected, E[Sigma] = G**(-2/d) diag(variances) with nu_0 = d + 2, and
     # kappa_0 such that E[Sigma] (1 + 1 / kappa_0) = diag(variances).
     expected_clusters = sum(alpha / (alpha + i) for i in range(len(X)))
     within = expected_clusters ** (-2.0 / X.shape[1])
-    explicit = BayesianHierarchicalClustering(
-        alpha=alpha, covariance_type="full", mean_prior=X.mean(axis=0), degrees_of_freedom_prior=5,
+    explicit = BayesianHierarchicalClustering(DirichletProcessMixture(
+        alpha=alpha, mean_prior=X.mean(axis=0), degrees_of_freedom_prior=5,
         covariance_prior=within * np.diag(X.var(axis=0)),
         mean_precision_prior=within / (1.0 - within),
-    ).fit(X)
+    ), covariance_type=None).fit(X)
     assert default.log_evidence_lower_bound_ == pytest.approx(
         explicit.log_evidence_lower_bound_, rel=1e-12
     )
-    params = default.dpm_energy().get_params()
+    params = default.energy_.get_params()
     assert params == DirichletProcessMixture(alpha=alpha).get_params()
 
 
@@ -387,29 +401,39 @@ def test_auto_keeps_the_covariance_type_of_largest_bound(algorithm, global_rando
     auto = BayesianHierarchicalClustering(algorithm=algorithm).fit(X)
     bounds = {}
     for covariance_type in ("full", "diag", "spherical"):
-        model = BayesianHierarchicalClustering(
-            algorithm=algorithm, covariance_type=covariance_type
-        ).fit(X)
+        model = _one_type(covariance_type, algorithm=algorithm).fit(X)
         bounds[covariance_type] = model.log_evidence_lower_bound_
         if covariance_type == auto.covariance_type_:
             kept = model
     assert auto.covariance_type_lower_bounds_ == pytest.approx(bounds, rel=1e-12)
     assert auto.log_evidence_lower_bound_ == max(bounds.values())
     np.testing.assert_array_equal(auto.linkage_matrix_, kept.linkage_matrix_)
-    assert auto.dpm_energy().covariance_type == auto.covariance_type_
+    assert auto.energy_.covariance_type == auto.covariance_type_
     # The bound is below the exact DPM evidence of the kept type.
-    exact = ExactFlatClustering(auto.dpm_energy()).fit(X)
+    exact = ExactFlatClustering(auto.energy_).fit(X)
     assert auto.log_evidence_lower_bound_ <= exact.log_evidence_ + 1e-9
 
 
 def test_auto_follows_the_type_a_covariance_prior_array_names():
     X = np.random.default_rng(0).normal(size=(8, 2))
-    diag = BayesianHierarchicalClustering(covariance_prior=[1.0, 2.0]).fit(X)
-    full = BayesianHierarchicalClustering(covariance_prior=np.eye(2)).fit(X)
+    diag = BayesianHierarchicalClustering(DirichletProcessMixture(covariance_prior=[1.0, 2.0]))
+    full = BayesianHierarchicalClustering(DirichletProcessMixture(covariance_prior=np.eye(2)))
+    diag.fit(X)
+    full.fit(X)
     assert list(diag.covariance_type_lower_bounds_) == ["diag"]
     assert list(full.covariance_type_lower_bounds_) == ["full"]
-    with pytest.raises(ValueError, match="chosen by fit"):
-        BayesianHierarchicalClustering().dpm_energy()
+
+
+@pytest.mark.parametrize("covariance_type", ["diag", "spherical"])
+def test_auto_refuses_to_ignore_the_covariance_type_of_the_energy(covariance_type):
+    """An energy of another type than the default would be silently overridden by "auto"."""
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    energy = DirichletProcessMixture(covariance_type=covariance_type)
+    with pytest.raises(ValueError, match=f"covariance_type={covariance_type!r}.* "
+                                         "covariance_type=None"):
+        BayesianHierarchicalClustering(energy).fit(X)
+    model = BayesianHierarchicalClustering(energy, covariance_type=None).fit(X)
+    assert list(model.covariance_type_lower_bounds_) == [covariance_type]
 
 
 def test_exact_verbose_shows_the_progress_of_the_best_tree(capsys, global_random_seed):
@@ -433,11 +457,13 @@ def test_input_is_not_mutated(global_random_seed):
     [
         ({}, [[0.0, 1.0]], "minimum of 2 is required"),
         ({}, [[0.0, np.nan], [1.0, 2.0]], "NaN"),
-        ({"component": "bernoulli"}, [[0.0, 1.0], [0.5, 1.0]], r"binary data .* is 0.5"),
+        ({"energy": DirichletProcessMixture(component="bernoulli")}, [[0.0, 1.0], [0.5, 1.0]],
+         r"binary data .* is 0.5"),
         ({"n_clusters": 3}, [[0.0], [1.0]], "n_clusters=3 must be at most n_samples=2"),
-        ({"degrees_of_freedom_prior": 0.5}, [[0.0, 1.0], [1.0, 0.0]], "exceed n_features - 1"),
-        ({"covariance_prior": [[1.0, 2.0], [2.0, 1.0]]}, [[0.0, 1.0], [1.0, 0.0]],
-         "positive definite"),
+        ({"energy": DirichletProcessMixture(degrees_of_freedom_prior=0.5)},
+         [[0.0, 1.0], [1.0, 0.0]], "exceed n_features - 1"),
+        ({"energy": DirichletProcessMixture(covariance_prior=[[1.0, 2.0], [2.0, 1.0]])},
+         [[0.0, 1.0], [1.0, 0.0]], "positive definite"),
         ({}, [[1.0, 0.0], [1.0, 0.0]], "every feature of X is constant"),
         ({"algorithm": "exact"}, np.arange(62.0).reshape(31, 2),
          r'n_samples=31 .* use algorithm="greedy"'),
@@ -451,11 +477,14 @@ def test_bad_input_is_rejected(params, X, match):
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"alpha": 0.0}, "alpha"),
-        ({"component": "poisson"}, "component"),
+        ({"energy": DirichletProcessMixture(alpha=0.0)}, "alpha"),
+        ({"energy": DirichletProcessMixture(component="poisson")}, "component"),
+        ({"energy": DirichletProcessMixture(mean_precision_prior=-1.0)}, "mean_precision_prior"),
+        ({"energy": Dasgupta()}, "'energy' parameter .*DirichletProcessMixture"),
+        ({"energy": DirichletProcessMixture}, "'energy' parameter .*DirichletProcessMixture"),
+        ({"covariance_type": "full"}, "covariance_type"),
         ({"n_clusters": 0}, "n_clusters"),
         ({"algorithm": "beam"}, "algorithm"),
-        ({"mean_precision_prior": -1.0}, "mean_precision_prior"),
     ],
 )
 def test_bad_parameters_are_rejected(params, match):
@@ -511,9 +540,9 @@ def test_predictive_matches_the_sum_over_tree_consistent_partitions(
         X = rng.integers(0, 2, (n_points, 4)).astype(float)
         X_new = rng.integers(0, 2, (5, 4)).astype(float)
     model = BayesianHierarchicalClustering(
-        alpha=0.7, component=component, algorithm=algorithm
+        DirichletProcessMixture(alpha=0.7, component=component), algorithm=algorithm
     ).fit(X)
-    energy = model.dpm_energy()
+    energy = model.energy_
     log_a = energy.cluster_potential(X)            # log alpha Gamma(n_C) p(D_C)
     partitions = _partitions_as_member_lists(model.children_, n_points)
     log_weights = np.array([
@@ -549,7 +578,7 @@ def test_predictive_rejects_bad_new_points():
         model.predict_proba(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="NaN"):
         model.score_samples([[np.nan, 0.0]])
-    binary = BayesianHierarchicalClustering(component="bernoulli").fit(
+    binary = BayesianHierarchicalClustering(DirichletProcessMixture(component="bernoulli")).fit(
         np.random.default_rng(0).integers(0, 2, (6, 3)).astype(float)
     )
     with pytest.raises(ValueError, match="binary"):
@@ -566,8 +595,10 @@ def test_learned_hyperparameters_maximise_the_evidence_lower_bound(component):
         X = np.r_[rng.normal(0, 0.5, (4, 2)), rng.normal(3, 0.5, (3, 2))]
     else:
         X = np.r_[rng.random((4, 5)) < 0.85, rng.random((3, 5)) < 0.15].astype(float)
-    fixed = BayesianHierarchicalClustering(component=component).fit(X)
-    model = BayesianHierarchicalClustering(component=component, hyperparameters="learn").fit(X)
+    fixed = BayesianHierarchicalClustering(DirichletProcessMixture(component=component)).fit(X)
+    model = BayesianHierarchicalClustering(
+        DirichletProcessMixture(component=component), hyperparameters="learn"
+    ).fit(X)
     assert model.log_evidence_lower_bound_ >= fixed.log_evidence_lower_bound_ - 1e-12
     # The best E step is kept (later ones improved by less than 1e-9 relative).
     assert model.log_evidence_lower_bound_ == pytest.approx(
@@ -575,7 +606,7 @@ def test_learned_hyperparameters_maximise_the_evidence_lower_bound(component):
     )
     # The search stays in its box: no collapse to alpha -> 0.
     assert 1e-3 <= model.alpha_ <= len(X)
-    component_model = model.dpm_energy().component_model(X)
+    component_model = model.energy_.component_model(X)
 
     def value(alpha, scale):
         """The bound by enumeration: sum over tree-consistent partitions of prod a(C)."""
@@ -607,7 +638,8 @@ def test_binarised_digits_tree_is_purer_than_average_linkage():
     rng = np.random.default_rng(0)
     rows = np.concatenate([rng.choice(np.flatnonzero(target == c), 20, replace=False)
                            for c in range(3)])
-    model = BayesianHierarchicalClustering(component="bernoulli").fit(X[rows])
+    model = BayesianHierarchicalClustering(DirichletProcessMixture(component="bernoulli"))
+    model.fit(X[rows])
     purity = dendrogram_purity(target[rows], model.linkage_matrix_)
     assert purity >= dendrogram_purity(target[rows], linkage(X[rows], "average"))
     assert purity >= 0.9
@@ -633,10 +665,10 @@ def test_overlapping_blobs_at_defaults_give_their_four_clusters():
     model = BayesianHierarchicalClustering().fit(X)
     assert model.n_clusters_ == 4
     assert adjusted_rand_score(y, model.labels_) >= 0.75
-    full = BayesianHierarchicalClustering(covariance_type="full").fit(X)
+    full = _one_type("full").fit(X)
     assert model.log_evidence_lower_bound_ > full.log_evidence_lower_bound_
     previous = BayesianHierarchicalClustering(
-        algorithm="greedy", **_previous_gaussian_prior(X)
+        DirichletProcessMixture(**_previous_gaussian_prior(X)), algorithm="greedy"
     ).fit(X)
     assert previous.n_clusters_ == 1
 
@@ -712,7 +744,7 @@ def test_learning_on_overlapping_blobs_keeps_several_clusters():
     X, y = make_blobs(200, centers=4, random_state=0)
     # "full", whose learning collapsed (covariance_type="auto" learns each
     # type in turn: three times the cost).
-    model = BayesianHierarchicalClustering(covariance_type="full", hyperparameters="learn").fit(X)
+    model = _one_type("full", hyperparameters="learn").fit(X)
     assert model.alpha_ > 0.01
     assert model.n_clusters_ >= 3
     assert adjusted_rand_score(y, model.labels_) >= 0.5
@@ -720,7 +752,7 @@ def test_learning_on_overlapping_blobs_keeps_several_clusters():
 
 def test_fixed_hyperparameters_are_reported_as_given():
     X = np.random.default_rng(0).normal(size=(6, 2))
-    model = BayesianHierarchicalClustering(alpha=2.5).fit(X)
+    model = BayesianHierarchicalClustering(DirichletProcessMixture(alpha=2.5)).fit(X)
     assert model.alpha_ == 2.5 and model.prior_scale_ == 1.0
     assert len(model.hyperparameter_log_likelihoods_) == 1
 
@@ -736,23 +768,24 @@ def test_prior_scale_far_from_the_data_is_fitted_exactly(covariance_type, relati
     """
     X = np.random.default_rng(0).normal(size=(6, 2))
     model = BayesianHierarchicalClustering(
-        covariance_type=covariance_type, covariance_prior=relative
+        DirichletProcessMixture(covariance_type=covariance_type, covariance_prior=relative),
+        covariance_type=None,
     ).fit(X)
-    log_marginal = model.dpm_energy().component_model(X).subset_log_marginals(X)
+    log_marginal = model.energy_.component_model(X).subset_log_marginals(X)
     partitions = _partitions_as_member_lists(model.children_, len(X))
     bound = logsumexp([
         sum(gammaln(len(c)) + log_marginal[sum(1 << i for i in c)] for c in p)
         for p in partitions
     ]) - gammaln(1.0 + len(X))
     assert model.log_evidence_lower_bound_ == pytest.approx(bound, rel=1e-10)
-    exact = ExactFlatClustering(model.dpm_energy()).fit(X)
+    exact = ExactFlatClustering(model.energy_).fit(X)
     assert np.isfinite(exact.log_evidence_)
     assert model.log_evidence_lower_bound_ <= exact.log_evidence_ + 1e-9
 
 
 def test_exact_refuses_tables_that_cannot_fit_before_any_work(monkeypatch):
     """14 x 3000 spent 347 s on the leaves of a full covariance before refusing."""
-    import sktrellis.baselines._bhc as bhc
+    import sktrellis.baselines._bhc.bhc as bhc
 
     def no_work(*args, **kwargs):
         raise AssertionError("the tree was started before the memory check")
@@ -761,7 +794,7 @@ def test_exact_refuses_tables_that_cannot_fit_before_any_work(monkeypatch):
     # Full covariances: 2**20 subsets of 3000**2 statistics, terabytes.
     X = np.random.default_rng(0).normal(size=(20, 3000))
     with pytest.raises(ValueError, match=r"n_samples=20.*covariance_type='diag'"):
-        BayesianHierarchicalClustering(algorithm="exact", covariance_type="full").fit(X)
+        _one_type("full", algorithm="exact").fit(X)
     with pytest.raises(ValueError, match="n_samples=31"):
         BayesianHierarchicalClustering(algorithm="exact").fit(
             np.random.default_rng(0).normal(size=(31, 2)))
@@ -789,7 +822,7 @@ def test_constant_columns_of_binary_data_fit_at_the_defaults():
 def test_constant_columns_get_the_mean_variance_as_prior():
     """Binarised digits have always-0 pixels; the default prior refused them."""
     X, _ = _binarised_digits(12)
-    model = BayesianHierarchicalClustering(covariance_type="diag").fit(X)
+    model = _one_type("diag").fit(X)
     assert np.isfinite(model.log_evidence_lower_bound_)
     # A constant feature's prior variance is the mean of the others'.
     from sktrellis.energies import DirichletProcessMixture
@@ -829,7 +862,7 @@ def test_full_covariances_that_would_not_fit_are_refused_naming_the_way_out(
     from sktrellis._engine import resources
 
     X = np.random.default_rng(0).normal(size=(40, 100))
-    model = BayesianHierarchicalClustering(covariance_type="full", algorithm=algorithm)
+    model = _one_type("full", algorithm=algorithm)
     need = model._fit_bytes(X, "full")
     monkeypatch.setattr(resources, "memory_limits",
                         lambda: [("the process limit RLIMIT_AS (ulimit -v)", need)])
@@ -848,7 +881,7 @@ def test_the_estimate_covers_the_measured_peak(n_points, n_features):
     import tracemalloc
 
     X = np.random.default_rng(0).normal(size=(n_points, n_features))
-    model = BayesianHierarchicalClustering(covariance_type="full")
+    model = _one_type("full")
     tracemalloc.start()
     try:
         model.fit(X)
@@ -859,9 +892,56 @@ def test_the_estimate_covers_the_measured_peak(n_points, n_features):
 
 
 def test_scored_pairs_come_in_blocks_bounded_in_bytes():
-    from sktrellis.baselines._bhc import _BLOCK_BYTES, _block_rows
+    from sktrellis.baselines._bhc._recursion import _BLOCK_BYTES, _block_rows
 
     width = 1 + 400 + 400**2  # full covariances of 400 features
     assert _block_rows(width) == _BLOCK_BYTES // (8 * width) == 52
     assert _block_rows(3) == 1 << 15
     assert _block_rows(10**9) == 1
+
+
+###############################################################################
+# The model parameter: an energy the estimator reads and never changes
+
+@pytest.mark.parametrize("covariance_type", ["auto", None])
+@pytest.mark.parametrize("hyperparameters", ["fixed", "learn"])
+def test_the_energy_is_not_changed_and_the_fitted_one_is_a_clone(covariance_type,
+                                                                  hyperparameters):
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    energy = DirichletProcessMixture(alpha=0.5, covariance_prior=0.3)
+    params = energy.get_params()
+    model = BayesianHierarchicalClustering(
+        energy, covariance_type=covariance_type, hyperparameters=hyperparameters
+    ).fit(X)
+    assert model.energy is energy and energy.get_params() == params
+    assert model.energy_ is not energy
+    assert model.energy_.get_params() == {**params, "covariance_type": model.covariance_type_}
+    # The bound of the fixed hyperparameters is the energy_'s: fitting it again gives the same.
+    if hyperparameters == "fixed":
+        again = BayesianHierarchicalClustering(model.energy_, covariance_type=None).fit(X)
+        assert again.log_evidence_lower_bound_ == model.log_evidence_lower_bound_
+
+
+def test_energy_parameters_are_searched_as_nested_parameters():
+    from sklearn.model_selection import GridSearchCV
+
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    X[5:] += 3.0
+    everything = [(np.arange(len(X)), np.arange(len(X)))]
+
+    def bound(estimator, X, y=None):
+        return estimator.log_evidence_lower_bound_
+
+    search = GridSearchCV(BayesianHierarchicalClustering(),
+                          {"energy__alpha": [0.01, 1.0, 5.0]}, scoring=bound, cv=everything)
+    search.fit(X)
+    expected = [
+        BayesianHierarchicalClustering(DirichletProcessMixture(alpha=alpha)).fit(X)
+        .log_evidence_lower_bound_ for alpha in (0.01, 1.0, 5.0)
+    ]
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"], expected, rtol=1e-12)
+    best = search.best_estimator_
+    assert best.alpha_ == best.energy.alpha == search.best_params_["energy__alpha"]
+    # energy=None takes the nested parameter on its default energy.
+    model = BayesianHierarchicalClustering().set_params(energy__alpha=2.0)
+    assert model.energy.get_params() == DirichletProcessMixture(alpha=2.0).get_params()

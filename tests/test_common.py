@@ -41,7 +41,7 @@ from sktrellis.baselines import (
     PerturbAndMAPClustering,
     TransitivePropagation,
 )
-from sktrellis.energies import Dasgupta
+from sktrellis.energies import Dasgupta, DirichletProcessMixture
 
 from .common import COMMON_CHECK_N_SAMPLES
 
@@ -99,7 +99,8 @@ CHECKED = {
         (BayesianHierarchicalClustering(), {}),
         # One covariance type: "auto" would run the exact tree three times
         # (the default instance above checks "auto").
-        (BayesianHierarchicalClustering(algorithm="exact", covariance_type="full"), _EXACT),
+        (BayesianHierarchicalClustering(DirichletProcessMixture(covariance_type="full"),
+                                        covariance_type=None, algorithm="exact"), _EXACT),
     ],
     PerturbAndMAPClustering: [
         (PerturbAndMAPClustering(n_perturbations=2, n_jobs=1), {**_EXACT, **_SQUARE_ONLY})],

@@ -10,7 +10,7 @@ from sklearn.datasets import make_blobs
 from sktrellis import ExactFlatClustering, SparseFlatClustering
 from sktrellis._engine.multicut import greedy_partition, partition_objective
 from sktrellis.baselines import BayesianHierarchicalClustering
-from sktrellis.energies import ClusterEnergy, CorrelationClustering
+from sktrellis.energies import ClusterEnergy, CorrelationClustering, DirichletProcessMixture
 
 from .common import all_partitions, partition_log_potentials, partition_masks
 from .test_flat import KINDS, _problem
@@ -112,8 +112,9 @@ def test_n_clusters_equals_the_exact_trellis(kind, n_clusters, global_random_see
 def test_cuts_of_one_tree_give_the_bhc_bound(covariance_type, n_points, global_random_seed):
     X, _ = make_blobs(n_samples=n_points, centers=3, n_features=2,
                       random_state=global_random_seed)
-    bhc = BayesianHierarchicalClustering(covariance_type=covariance_type).fit(X)
-    model = SparseFlatClustering(bhc.dpm_energy(), builder=[bhc.linkage_matrix_],
+    bhc = BayesianHierarchicalClustering(DirichletProcessMixture(covariance_type=covariance_type),
+                                         covariance_type=None).fit(X)
+    model = SparseFlatClustering(bhc.energy_, builder=[bhc.linkage_matrix_],
                                  resplit_parts=0).fit(X)
     assert model.log_evidence_ == pytest.approx(bhc.log_evidence_lower_bound_, rel=1e-10)
     # A tree's cuts: one per node, or a cut of each child.

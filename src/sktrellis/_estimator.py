@@ -1,11 +1,11 @@
 """What every sktrellis estimator shares, in one place.
 
 ``TreeEstimatorMixin``: validation of the training data, the ``n_clusters``
-check and the fitted attributes of a tree (BHC, which has no energy, uses it
-alone). ``EnergyEstimatorMixin`` adds the energy parameter (default, "pass an
-instance") and the pairwise tag. ``ClusterPosteriorMixin``: the cluster
-queries of an estimator holding an exact posterior (``self._trellis``, read
-through :class:`sktrellis._engine.posterior.TreePosterior`);
+check and the fitted attributes of a tree. ``EnergyEstimatorMixin`` adds the
+energy parameter (default, "pass an instance") and the pairwise tag.
+``ClusterPosteriorMixin``: the cluster queries of an estimator holding an
+exact posterior (``self._trellis``, read through
+:class:`sktrellis._engine.posterior.TreePosterior`);
 ``TreePosteriorMixin`` exposes it as ``posterior_``.
 """
 import functools

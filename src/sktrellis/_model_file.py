@@ -30,7 +30,7 @@ PICKLE_GLOBALS = frozenset({
     "sktrellis._best_first.BestFirstHierarchicalClustering",
     "sktrellis.baselines._greedy.GreedyHierarchicalClustering",
     "sktrellis.baselines._beam.BeamSearchHierarchicalClustering",
-    "sktrellis.baselines._bhc.BayesianHierarchicalClustering",
+    "sktrellis.baselines._bhc.bhc.BayesianHierarchicalClustering",
     "sktrellis.baselines._transitive_propagation.TransitivePropagation",
     "sktrellis.baselines._perturb_and_map.PerturbAndMAPClustering",
     "sktrellis._tree.Tree",
