@@ -573,7 +573,7 @@ def test_kernel_refuses_sizes_its_masks_cannot_hold(n_points):
 
 @pytest.mark.parametrize("exact_size", [-1, 21])
 def test_ginkgo_exact_size_is_bounded(exact_size):
-    from sktrellis._engine.search._search_bounds import GinkgoBound
+    from sktrellis._engine.search._ginkgo_bound import GinkgoBound
 
     momenta = make_jets(n_leaves=4, random_state=0)[0].momenta
     with pytest.raises(ValueError, match=f"exact_size must be 0 to 20 .* got {exact_size}"):

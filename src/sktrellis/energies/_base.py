@@ -167,7 +167,7 @@ class HierarchicalEnergy(BaseEstimator):
         Returns
         -------
         bound : SearchBound
-            A bound of ``sktrellis._engine.search._search_bounds``.
+            A ``SearchBound`` (``sktrellis._engine.search._search_bounds``).
         """
         raise ValueError(
             f"best-first search needs an admissible bound, which {type(self).__name__} "

@@ -5,7 +5,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._engine.potential._split_potential import SplitPotential
-from .._engine.search._search_bounds import CorrelationBound
+from .._engine.search._correlation_bound import CorrelationBound
 from .._engine.tables import subset_pair_sums
 from .._validation import check_no_overflow
 from ._affinity import similarity_matrix

@@ -5,7 +5,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._engine.potential._split_potential import SplitPotential
-from .._engine.search._search_bounds import DasguptaBound
+from .._engine.search._dasgupta_bound import DasguptaBound
 from .._engine.tables import subset_pair_sums, subset_sizes
 from .._validation import check_no_overflow
 from ._affinity import similarity_matrix

@@ -5,7 +5,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from .._engine.potential._ginkgo import ginkgo_potential, log_psi_of_mass_arrays
-from .._engine.search._search_bounds import GinkgoBound
+from .._engine.search._ginkgo_bound import GinkgoBound
 from .._engine.tables import subset_sums
 from ._base import HierarchicalEnergy
 from ._merge import MergeModel

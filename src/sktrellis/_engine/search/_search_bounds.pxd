@@ -14,6 +14,12 @@ from .._common cimport float64_t
 # Clusters are keyed by 64-bit masks.
 cdef enum:
     MAX_SEARCH_POINTS = 64
+    # Largest cluster a search may solve exactly: 3**20 / 2 = 1.7e9 splits.
+    MAX_EXACT_POINTS = 20
+
+
+cdef inline int side_of(uint64_t sides, int k) noexcept nogil:
+    return <int>((sides >> k) & 1)
 
 
 cdef class SearchBound:
@@ -44,3 +50,9 @@ cdef class SearchBound:
     # The order in which the split generator assigns a cluster's points
     # (in place; any order is correct, a good one prunes sooner).
     cdef void order_(self, int* members, int m) noexcept nogil
+
+
+# The order of bounds over pairwise weights (Dasgupta, correlation
+# clustering): each point the most tied to the points before it.
+cdef void connected_first(const float64_t* weight, Py_ssize_t n, int* members,
+                          int m) noexcept nogil

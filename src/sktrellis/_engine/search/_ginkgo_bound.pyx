@@ -1,0 +1,659 @@
+"""The Ginkgo bound: an upper bound on the log likelihood of every tree over a cluster.
+
+``GinkgoBound`` gives the best-first search (``_best_first.pyx``) the
+admissible bound of :class:`~sktrellis.energies.GinkgoLikelihood` (the
+contract is ``_search_bounds.pxd``; its docstring proves the bound). The
+jet's tables sit in a ``GinkgoJet`` record read by the kernels below, module
+functions without the GIL; the class owns the arrays they point into and a
+memo of ``lower(S)`` by cluster mask.
+"""
+from libc.math cimport INFINITY, exp, lgamma, log, log1p, M_PI, M_LN2, sqrt
+from libc.stdint cimport uint64_t
+from libc.stdlib cimport calloc, free
+
+import numpy as np
+
+from .._common cimport float64_t, log_add
+from ..potential._ginkgo cimport LOG_LAM, LOG_NORM, N_PARAMS, log_psi_of_masses
+from ._search_bounds cimport MAX_EXACT_POINTS, MAX_SEARCH_POINTS, SearchBound, side_of
+
+from ..potential._ginkgo import ginkgo_params
+
+
+cdef enum:
+    # GinkgoBound knows the lightest nodes of up to this many points ...
+    SMALL_NODE_SIZE = 4
+    # ... and looks at most this many of each size before it bounds the rest.
+    NODE_SCAN = 256
+
+
+def _small_nodes(momenta, double t_cut, int largest):
+    """The jet's k-nodes for k = 2..largest, as (masks, t less a margin), lightest first.
+
+    A set of k points is a k-node if a tree over it has non-zero likelihood:
+    its t reaches t_cut and it splits into parts that are nodes or single
+    points (a pair: its t alone; a triple: it holds a 2-node; four points:
+    a 3-node, or two 2-nodes). t is summed from the four-momenta as the
+    likelihood sums it, and is taken 1e-12 of the squared energy higher
+    against the cut and as much lower for the bound, so rounding can
+    neither exclude a node nor make one lighter than its bound.
+    """
+    from itertools import combinations
+
+    n = momenta.shape[0]
+    bit = np.left_shift(np.uint64(1), np.arange(n, dtype=np.uint64))
+    nodes, found = [], {1: bit}
+    for k in range(2, largest + 1):
+        points = np.array(list(combinations(range(n), k)), dtype=np.intp).reshape(-1, k)
+        total = momenta[points].sum(axis=1)
+        t = total[:, 0] ** 2 - np.sum(total[:, 1:] ** 2, axis=1)
+        margin = 1e-12 * total[:, 0] ** 2
+        masks = np.bitwise_or.reduce(bit[points], axis=1) if len(points) else np.zeros(0, np.uint64)
+        is_node = t + margin >= t_cut
+        # Some split of the k points into a (k - h)-node and an h-node or point.
+        splits = np.zeros(len(points), dtype=bool)
+        for h in range(1, k // 2 + 1):
+            for part in combinations(range(k), h):
+                side = np.bitwise_or.reduce(bit[points[:, list(part)]], axis=1)
+                splits |= np.isin(side, found[h]) & np.isin(masks ^ side, found[k - h])
+        is_node &= splits
+        order = np.argsort(t[is_node], kind="stable")
+        found[k] = masks[is_node]
+        nodes.append((np.ascontiguousarray(masks[is_node][order]),
+                      np.ascontiguousarray((t - margin)[is_node][order])))
+    return nodes
+
+
+###############################################################################
+# The jet, as the kernels read it
+
+cdef struct GinkgoJet:
+    const float64_t* p4          # four-momenta, (n, 4)
+    const float64_t* pair_t      # t_ij = 2 p_i.p_j, (n, n)
+    const float64_t* self_t      # the points' own t_i
+    Py_ssize_t n
+    double lam, t_cut
+    double params[N_PARAMS]
+    double log_lam, log_norm, kappa
+    # The jet's k-nodes, k = 2..SMALL_NODE_SIZE: masks and t (less a
+    # rounding margin), lightest first.
+    const uint64_t* node_mask[SMALL_NODE_SIZE + 1]
+    const float64_t* node_low[SMALL_NODE_SIZE + 1]
+    Py_ssize_t node_count[SMALL_NODE_SIZE + 1]
+
+
+###############################################################################
+# Kernels: the bound of the class docstring, one cluster at a time
+
+
+cdef double mass2(const GinkgoJet* jet, const int* members, int m, uint64_t sides,
+                  int side) noexcept nogil:
+    """t of the points of ``members`` on ``side`` (leaves: 0)."""
+    cdef double total[4]
+    cdef int x, c, count = 0
+    total[0] = total[1] = total[2] = total[3] = 0.0
+    for x in range(m):
+        if side_of(sides, x) == side:
+            count += 1
+            for c in range(4):
+                total[c] += jet.p4[4 * members[x] + c]
+    if count < 2:
+        return 0.0
+    return total[0] * total[0] - total[1] * total[1] - total[2] * total[2] - total[3] * total[3]
+
+
+cdef double split_cost(const GinkgoJet* jet, const int* members, int m,
+                       uint64_t sides) noexcept nogil:
+    cdef double t_parent = mass2(jet, members, m, 0, 0)
+    cdef double t_left = mass2(jet, members, m, sides, 0)
+    cdef double t_right = mass2(jet, members, m, sides, 1)
+    return -log_psi_of_masses(jet.params, t_parent, sqrt(max(t_parent, 0.0)),
+                              t_left, sqrt(max(t_left, 0.0)),
+                              t_right, sqrt(max(t_right, 0.0)))
+
+
+cdef inline double inner_max(const GinkgoJet* jet, double tau_low, double t_low,
+                             double log_t_low) noexcept nogil:
+    """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T)."""
+    cdef double c = jet.lam if jet.lam > 1.0 else 1.0
+    if c * t_low >= tau_low:
+        return jet.kappa - log_t_low
+    return jet.log_lam - log(tau_low) - jet.lam * t_low / tau_low - jet.log_norm
+
+
+cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* low,
+                      double* single) noexcept nogil:
+    """low[k] = L_k for k = 1..m - 1 (L_1 = 0) and single[q] = R_q for q = 1..m - 2.
+
+    Returns False when no two points of S make a node (no pair reaches
+    t_cut): then no tree over S has a non-zero likelihood.
+    """
+    cdef double rows[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
+    cdef double column[MAX_SEARCH_POINTS]
+    cdef double negative = 0.0, value, total, smallest
+    cdef int x, y, z, k, q, l
+    cdef Py_ssize_t row
+    for x in range(m):
+        row = members[x] * jet.n
+        if jet.self_t[members[x]] < 0.0:
+            negative += jet.self_t[members[x]]
+        # Insertion sort of the row's m - 1 pair masses (m <= 64).
+        q = 0
+        for y in range(m):
+            if y == x:
+                continue
+            value = jet.pair_t[row + members[y]]
+            z = q
+            while z > 0 and rows[x][z - 1] > value:
+                rows[x][z] = rows[x][z - 1]
+                z -= 1
+            rows[x][z] = value
+            q += 1
+        # rows[x][j] becomes r_x(j + 1), the sum of its j + 1 smallest.
+        for y in range(1, m - 1):
+            rows[x][y] += rows[x][y - 1]
+    low[0] = low[1] = 0.0
+    for k in range(2, m):
+        # The k smallest r_x(k - 1) over the points x of S.
+        for x in range(m):
+            value = rows[x][k - 2]
+            z = x
+            while z > 0 and column[z - 1] > value:
+                column[z] = column[z - 1]
+                z -= 1
+            column[z] = value
+        total = 0.0
+        for x in range(k):
+            total += column[x]
+        single[k - 1] = column[0]
+        low[k] = max(0.5 * total + negative, jet.t_cut)
+    if not raise_to_small_nodes(jet, members, m, low):
+        return False
+    # A node of k points splits into children of h + l points.
+    for k in range(3, m):
+        smallest = INFINITY
+        for l in range(1, k // 2 + 1):
+            value = split_mass(low, single, negative, k, k - l, l)
+            if value < smallest:
+                smallest = value
+        low[k] = max(low[k], smallest)
+    return True
+
+
+cdef bint raise_to_small_nodes(const GinkgoJet* jet, const int* members, int m,
+                               double* low) noexcept nogil:
+    """Raise L_k, k = 2..min(SMALL_NODE_SIZE, m - 1), to the least t of a k-node in S.
+
+    The jet's k-nodes (subsets of k points that can be a node of a tree
+    of non-zero likelihood) are sorted by t: the first that lies in S is
+    the lightest of S. After NODE_SCAN without one, every k-node of S
+    is at least as heavy as the next in the list. Returns False when S
+    holds no pair that can be a node (no tree over S, m >= 2).
+    """
+    cdef uint64_t mask = 0
+    cdef const uint64_t* node_mask
+    cdef Py_ssize_t count, k_node
+    cdef double least
+    cdef int x, k
+    for x in range(m):
+        mask |= (<uint64_t>1) << members[x]
+    for k in range(2, min(SMALL_NODE_SIZE, m - 1) + 1):
+        node_mask = jet.node_mask[k]
+        count = jet.node_count[k]
+        least = INFINITY
+        for k_node in range(count):
+            if k_node == NODE_SCAN and k != 2:
+                least = jet.node_low[k][k_node]
+                break
+            if node_mask[k_node] & mask == node_mask[k_node]:
+                least = jet.node_low[k][k_node]
+                break
+        if k == 2 and least == INFINITY:
+            return False
+        if least > low[k]:
+            low[k] = least
+    return True
+
+
+cdef inline double split_mass(const double* low, const double* single, double negative,
+                              int k, int h, int l) noexcept nogil:
+    """ell(k, h, l): the least t of a node of k points with children of h and l points."""
+    cdef double value
+    if k == 2:
+        return low[2]
+    if l == 1 or h == 1:
+        value = low[k - 1] + single[k - 1] + negative
+    else:
+        value = sqrt(low[h]) + sqrt(low[l])
+        value *= value
+    return value if value > low[k] else low[k]
+
+
+cdef double size_programme(const GinkgoJet* jet, const int* members, int m) noexcept nogil:
+    """lower(S) by the dynamic programme over the sizes (the class docstring)."""
+    cdef double low[MAX_SEARCH_POINTS + 1]
+    cdef double log_low[MAX_SEARCH_POINTS + 1]
+    cdef double single[MAX_SEARCH_POINTS + 1]
+    # Best log potential of a subtree of k points: with its own incoming
+    # term as a lighter child (with_term), and without it (inside).
+    cdef double with_term[MAX_SEARCH_POINTS + 1]
+    cdef double inside[MAX_SEARCH_POINTS + 1]
+    cdef double t, value, heavy, top_in, top_with, top, cherry, negative = 0.0
+    cdef double log_4pi = log(4 * M_PI)
+    cdef int k, h, l, h1, x
+    if m == 1:
+        return 0.0
+    if m == 2:
+        return split_cost(jet, members, m, 2)
+    t = mass2(jet, members, m, 0, 0)
+    if t < jet.t_cut:
+        return INFINITY
+    for x in range(m):
+        if jet.self_t[members[x]] < 0.0:
+            negative += jet.self_t[members[x]]
+    if not node_masses(jet, members, m, low, single):
+        return INFINITY
+    for k in range(2, m):
+        log_low[k] = log(low[k])
+    with_term[1] = -jet.log_norm
+    inside[1] = 0.0
+    cherry = log1p(-exp(-jet.lam * jet.t_cut / low[2])) - jet.log_norm
+    inside[2] = 2 * cherry - log_4pi
+    with_term[2] = jet.kappa - log_low[2] + inside[2]
+    for k in range(3, m):
+        top_in = top_with = -INFINITY
+        for h in range(2, k):
+            l = k - h
+            heavy = heavy_child(jet, low, log_low, with_term, inside, k, h, l)
+            value = heavy + with_term[l] - log_4pi
+            if value > top_in:
+                top_in = value
+            value += jet.kappa - log(split_mass(low, single, negative, k, h, l))
+            if value > top_with:
+                top_with = value
+        inside[k] = top_in
+        with_term[k] = top_with
+    # The root: its heavier child c (h points) has tau = t_S exactly and
+    # t_c >= max(ell of c's split, L_l).
+    top = -INFINITY
+    for h in range(2, m):
+        l = m - h
+        if h == 2:
+            heavy = root_heavy(jet, t, max(low[2], low[l])) + inside[2]
+        else:
+            heavy = -INFINITY
+            for h1 in range(2, h):
+                value = (root_heavy(jet, t, max(split_mass(low, single, negative, h, h1, h - h1),
+                                                low[l]))
+                         + heavy_child(jet, low, log_low, with_term, inside, h, h1, h - h1)
+                         + with_term[h - h1] - log_4pi)
+                if value > heavy:
+                    heavy = value
+        value = heavy + with_term[l] - log_4pi
+        if value > top:
+            top = value
+    return -top
+
+
+cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcept nogil:
+    cdef double low[MAX_SEARCH_POINTS + 1]
+    cdef double log_low[MAX_SEARCH_POINTS + 1]
+    cdef double single[MAX_SEARCH_POINTS + 1]
+    # log Zin(k), log Zwith(k): sums over the subtrees of any k points.
+    cdef double z_with[MAX_SEARCH_POINTS + 1]
+    cdef double z_in[MAX_SEARCH_POINTS + 1]
+    cdef double t, negative = 0.0, count, best_in, best_with, value, heavy, total
+    cdef double total_in, total_with, cherry, log_4pi = log(4 * M_PI)
+    cdef int k, p, q, h, l, turn, big, x
+    if m == 1:
+        return 0.0
+    if m == 2:
+        return -split_cost(jet, members, m, 2)
+    t = mass2(jet, members, m, 0, 0)
+    if t < jet.t_cut:
+        return -INFINITY
+    for x in range(m):
+        if jet.self_t[members[x]] < 0.0:
+            negative += jet.self_t[members[x]]
+    if not node_masses(jet, members, m, low, single):
+        return -INFINITY
+    for k in range(2, m):
+        log_low[k] = log(low[k])
+    z_in[1] = 0.0
+    z_with[1] = -jet.log_norm
+    cherry = log1p(-exp(-jet.lam * jet.t_cut / low[2])) - jet.log_norm
+    z_in[2] = 2 * cherry - log_4pi
+    z_with[2] = jet.kappa - log_low[2] + z_in[2]
+    for k in range(3, m + 1):
+        total_in = total_with = -INFINITY
+        for p in range(1, k // 2 + 1):
+            q = k - p
+            count = lgamma(k + 1.0) - lgamma(p + 1.0) - lgamma(q + 1.0)
+            if p == q:
+                count -= M_LN2
+            best_in = best_with = -INFINITY
+            for turn in range(2):
+                # Which part is the heavier, h points.
+                h, l = (q, p) if turn == 0 else (p, q)
+                if h < 2 or (turn == 1 and p == q):
+                    continue
+                big = h if low[h] >= low[l] else l
+                if k < m:
+                    heavy = inner_max(jet, low[k], low[big], log_low[big]) + z_in[h]
+                else:
+                    heavy = root_heavy(jet, t, low[big]) + z_in[h]
+                heavy = min(heavy, z_with[h])
+                value = heavy + z_with[l] - log_4pi
+                best_in = max(best_in, value)
+                if k < m:
+                    best_with = max(best_with, value + jet.kappa - log(
+                        split_mass(low, single, negative, k, h, l)))
+            total_in = log_add(total_in, count + best_in)
+            total_with = log_add(total_with, count + best_with)
+        z_in[k] = total_in
+        z_with[k] = total_with
+    return z_in[m]
+
+
+cdef inline double root_heavy(const GinkgoJet* jet, double t_root, double t_low) noexcept nogil:
+    """g(t_S, t) at its largest over t >= t_low."""
+    return jet.log_lam - log(t_root) - jet.lam * t_low / t_root - jet.log_norm
+
+
+cdef inline double heavy_child(const GinkgoJet* jet, const double* low, const double* log_low,
+                               const double* with_term, const double* inside,
+                               int k, int h, int l) noexcept nogil:
+    """Bound on term + subtree of the heavier child (h points) of a node of k = h + l."""
+    # t_c >= L_h and >= t of the lighter child >= L_l; tau = t_v >= L_k.
+    cdef int big = h if low[h] >= low[l] else l
+    cdef double value = inner_max(jet, low[k], low[big], log_low[big]) + inside[h]
+    return value if value < with_term[h] else with_term[h]
+
+
+
+###############################################################################
+# lower(S) remembered by cluster mask
+
+cdef enum:
+    # GinkgoBound remembers lower(S) of clusters of at least this many points
+    # (below, recomputing costs about as much as a look-up) ...
+    MEMO_MIN_SIZE = 5
+    # ... in a table of at most 2**MEMO_MAX_LOG2 slots (16 bytes each, 256 MiB).
+    MEMO_MAX_LOG2 = 24
+    MEMO_START_LOG2 = 12
+
+
+cdef inline uint64_t mix_bits(uint64_t x) noexcept nogil:
+    """splitmix64's finaliser: spreads a cluster mask over the table's slots."""
+    x ^= x >> 30
+    x *= <uint64_t>0xbf58476d1ce4e5b9
+    x ^= x >> 27
+    x *= <uint64_t>0x94d049bb133111eb
+    return x ^ (x >> 31)
+
+
+cdef struct MaskMemo:
+    # Open addressing, linear probing, key 0 empty; at most half full.
+    uint64_t* keys
+    double* values
+    size_t slots, used
+
+
+cdef bint memo_start(MaskMemo* memo) noexcept nogil:
+    """An empty table of 2**MEMO_START_LOG2 slots; False out of memory."""
+    memo.slots = (<size_t>1) << MEMO_START_LOG2
+    memo.used = 0
+    memo.keys = <uint64_t*>calloc(memo.slots, sizeof(uint64_t))
+    memo.values = <double*>calloc(memo.slots, sizeof(double))
+    return memo.keys != NULL and memo.values != NULL
+
+
+cdef void memo_free(MaskMemo* memo) noexcept nogil:
+    free(memo.keys)
+    free(memo.values)
+
+
+cdef size_t memo_slot(const MaskMemo* memo, uint64_t mask) noexcept nogil:
+    """The slot holding ``mask``, or the empty slot where it would go."""
+    cdef size_t slot = <size_t>mix_bits(mask) & (memo.slots - 1)
+    while memo.keys[slot] != 0 and memo.keys[slot] != mask:
+        slot = (slot + 1) & (memo.slots - 1)
+    return slot
+
+
+cdef bint memo_grow(MaskMemo* memo) noexcept nogil:
+    """Double the table; False at its largest or out of memory (the table is kept)."""
+    cdef MaskMemo grown
+    cdef size_t k, slot
+    grown.slots = 2 * memo.slots
+    grown.used = memo.used
+    if grown.slots > (<size_t>1) << MEMO_MAX_LOG2:
+        return False
+    grown.keys = <uint64_t*>calloc(grown.slots, sizeof(uint64_t))
+    grown.values = <double*>calloc(grown.slots, sizeof(double))
+    if grown.keys == NULL or grown.values == NULL:
+        memo_free(&grown)
+        return False
+    for k in range(memo.slots):
+        if memo.keys[k] != 0:
+            slot = memo_slot(&grown, memo.keys[k])
+            grown.keys[slot] = memo.keys[k]
+            grown.values[slot] = memo.values[k]
+    memo_free(memo)
+    memo[0] = grown
+    return True
+
+
+cdef void memo_store(MaskMemo* memo, uint64_t mask, double value) noexcept nogil:
+    """Remember ``value`` for ``mask`` (not yet stored); silently not past the largest table."""
+    cdef size_t slot
+    if 2 * (memo.used + 1) > memo.slots and not memo_grow(memo):
+        return
+    slot = memo_slot(memo, mask)
+    memo.keys[slot] = mask
+    memo.values[slot] = value
+    memo.used += 1
+
+
+###############################################################################
+# The bound
+
+
+cdef class GinkgoBound(SearchBound):
+    """An upper bound on the Ginkgo log likelihood of any tree over a cluster.
+
+    Write ``n = log(1 - exp(-lam))`` (< 0), ``g(tau, t)`` the child term of
+    :class:`~sktrellis.energies.GinkgoLikelihood`, ``t_C`` the mass squared
+    of a set C of points and
+    ``t_ij = 2 p_i.p_j = t_{ij} - t_i - t_j``, so that ``t_C = sum over i in
+    C of t_i + sum over pairs i < j in C of t_ij`` (bilinearity; the points'
+    own ``t_i`` are 0 up to rounding, and only their negative part, summed
+    over S as ``neg <= 0``, is kept below). Inner nodes are future-directed
+    and timelike, so ``sqrt t_v >= sqrt t_a + sqrt t_b`` (reverse
+    Cauchy-Schwarz, ``p_a.p_b >= sqrt(t_a t_b)``): the lighter child's scale
+    ``t_v' = (sqrt t_v - sqrt t_a)**2 >= t_b``.
+
+    **Least mass of a node of k points, L_k** (a tree of non-zero
+    likelihood over S, every inner node v has ``t_v >= t_cut``):
+
+    - ``2 (t_v - sum of its t_i) = sum over i in v of sum over j in v - i
+      of t_ij >= sum over i in v of r_i(k - 1)``, with ``r_i(q)`` the sum
+      of the q smallest ``t_ij``, j in S: at least the sum of the k smallest
+      ``r_i(k - 1)`` over i in S (the q smallest of a subset's row are no
+      smaller than those of S's row);
+    - by the node's split into children of h >= l points: with l = 1 (leaf
+      x), ``t_v = t_a + t_x + sum over j in a of t_xj >= L_{k-1} + neg +
+      R_{k-1}`` (``t_x >= neg``), ``R_q = min over x in S of r_x(q)``;
+      with h, l >= 2 (two inner children),
+      ``t_v >= (sqrt L_h + sqrt L_l)**2``. Call this ``ell(k, h, l)``;
+    - by the cut, for k = 2, 3, 4: a node is a set whose own t reaches
+      t_cut and that splits into parts that are nodes or single points
+      (its subtree has non-zero likelihood), so L_k is at least the least t
+      of the jet's k-nodes inside S. They are enumerated once per jet and
+      sorted by t (``_small_nodes``, with a margin of 1e-12 of the squared
+      energy for rounding against the likelihood's own sums); a cluster
+      takes the first inside it, or, after 256 without one, the t of the
+      next (no k-node of S is lighter). If S holds no 2-node, no tree over
+      it has a non-zero likelihood (every tree has a cherry): ``lower(S) =
+      +inf``, ``log_z_upper(S) = -inf``. Where the cut forbids the lightest
+      pairs (collinear particles) this raises L_2 to L_4 well above t_cut,
+      and every L_k above them through ell;
+    - L_k is the largest of ``t_cut``, the first bound + neg, the cut's
+      bound (k <= 4) and the least ``ell(k, h, k - h)`` over the splits
+      (each is a bound for every node of k points; L_1 = 0).
+
+    **The terms by sizes.** A child c with ``t_c >= L``: ``g(tau, t_c) =
+    log(lam / tau) - lam t_c / tau - n`` decreases in ``t_c`` and, over
+    ``tau >= max(t_c, T)``, peaks at ``tau = max(lam t_c, t_c, T)``: ``g <=
+    I(T, L)``, its value at ``t_c = L`` and that tau; ``I(0, L) = kappa -
+    log L``, ``kappa = log(lam / c) - lam / c - n``, ``c = max(lam, 1)``.
+    A leaf child: ``g = log(1 - exp(-lam t_cut / tau)) - n <= -n``; in a
+    cherry both leaves have ``tau = t_v`` (``t_v' = t_v`` as ``t_a = 0``),
+    and g decreases in tau: ``<= log(1 - exp(-lam t_cut / L_2)) - n``.
+    An inner child is the heavier (inner t >= t_cut > 0); of two inner
+    children either may be, so both are tried, and the heavier has ``t_c >=
+    max(L_h, L_l)`` (it outweighs the other) and ``tau = t_v >= L_k``.
+
+    **Dynamic programme over the sizes.** For a non-root node of k points,
+    ``inside(k)`` bounds the log potential of its subtree, ``with(k)`` that
+    plus its own term when it is a lighter child: ``with(1) = -n``,
+    ``inside(2) = 2 log(1 - exp(-lam t_cut / L_2)) - 2 n - log(4 pi)``,
+    ``with(2) = I(0, L_2) + inside(2)`` and, for k >= 3, over h + l = k,
+    h >= 2 the heavier, ``inside(k) = max [heavy(k, h, l) + with(l)] -
+    log(4 pi)`` and ``with(k)`` the same max with ``I(0, ell(k, h, l))``
+    added inside it (the node's own term, given its split), where the
+    heavier child's term and subtree are at most ``heavy(k, h, l) =
+    min(with(h), I(L_k, max(L_h, L_l)) + inside(h))`` (the max over its
+    splits of a min is at most the min of the maxes). At the root S the
+    heavier child c (h points) has ``tau = t_S`` exactly, so for each split
+    h1 + h2 = h of c (h1 >= 2 the heavier) its term is at most
+    ``log(lam / t_S) - lam t / t_S - n`` with ``t = max(ell(h, h1, h2),
+    L_l)``, and its subtree at most ``heavy(h, h1, h2) + with(h2) - log(4
+    pi)`` (a cherry: L_2 and inside(2)); the root's value is the max over
+    h + l = |S| of that max over c's splits + ``with(l) - log(4 pi)``. By
+    induction every tree's log potential is at most the root's value
+    (each bound holds for the tree's own sizes); ``lower(S)`` is minus it,
+    +inf when ``t_S < t_cut``, exact for one and two points. It costs
+    O(|S|**2) logs and O(|S|**3) comparisons (small sorts).
+
+    The bound knows the sizes of the nodes, not which points they hold: it
+    lets disjoint nodes of one size share the lightest points and pays each
+    node's ``g`` at its best tau.
+
+    ``lower`` remembers its value for every cluster of at least 5 points
+    (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
+    computes again): a split generator asks for the bound of both parts of
+    each of a cluster's 2**(|S| - 1) splits, and every subset is a part of
+    a split of each of its supersets. So a bound must not be shared by
+    searches running in different threads.
+
+    **The partition function** (``log_z_upper``). Every bound above holds
+    for any node of the given sizes, whatever its points, so the same
+    programme with sums over splits in place of maxima bounds ``Z(S)``, the
+    sum over every tree over S of its likelihood: the subtrees of a set of k
+    points are the products of the subtrees of its two parts over its
+    unordered splits, ``C(k, p)`` of them into parts of p > q points and
+    ``C(k, p) / 2`` for p = q. A split's term, its parts' terms and
+    subtrees summed, is at most ``exp(-log(4 pi))`` times the larger, over
+    which part is the heavier (only an inner part can be), of ``Zheavy(k,
+    h, l) * Zwith(l)``, with ``Zheavy = min(Zwith(h), exp(I(L_k, max(L_h,
+    L_l))) Zin(h))`` (the heavier child's term is bounded whatever its
+    subtree); ``Zwith(k)`` adds the node's own term ``I(0, ell(k, h,
+    l))``; ``Zin(1) = 1``, ``Zwith(1) = exp(-n)``, and for two points the
+    cherry bounds. At the root the heavier child has ``tau = t_S``, so its
+    term is at most ``log(lam / t_S) - lam max(L_h, L_l) / t_S - n``.
+    ``log_z_upper(S)`` is the log of the root's sum, exact for one and two
+    points, ``-inf`` when ``t_S < t_cut``; it replaces the count of trees
+    times the best tree's bound, which the search would use otherwise.
+
+    Parameters
+    ----------
+    momenta : ndarray of shape (n, 4)
+        Four-momenta (E, px, py, pz), validated.
+    lam, t_cut : float
+        Parameters of :class:`~sktrellis.energies.GinkgoLikelihood`.
+    exact_size : int, default=12
+        Clusters of at most this many points are solved exactly (the bound
+        would have the search enumerate their splits anyway).
+    """
+
+
+    cdef readonly object momenta, pair_mass, point_mass
+    cdef readonly double lam, t_cut
+    cdef readonly list small_nodes
+    cdef GinkgoJet jet
+    cdef MaskMemo memo
+
+    def __cinit__(self):
+        # On failure __dealloc__ frees what was allocated.
+        if not memo_start(&self.memo):
+            raise MemoryError("GinkgoBound: no memory for its table of cluster bounds")
+
+    def __dealloc__(self):
+        memo_free(&self.memo)
+
+    def __init__(self, momenta, double lam, double t_cut, int exact_size=12):
+        momenta = np.ascontiguousarray(momenta, dtype=np.float64)
+        cdef const float64_t[:, ::1] view = momenta
+        self.momenta = momenta
+        self.jet.n = momenta.shape[0]
+        self.jet.p4 = &view[0, 0] if self.jet.n else NULL
+        # t_ij = 2 p_i.p_j = t({i, j}) - t_i - t_j, and the points' own t_i.
+        energy, p = momenta[:, 0], momenta[:, 1:]
+        pair_mass = np.ascontiguousarray(2.0 * (np.outer(energy, energy) - p @ p.T))
+        np.fill_diagonal(pair_mass, 0.0)
+        point_mass = np.ascontiguousarray(energy ** 2 - np.sum(p ** 2, axis=1))
+        cdef const float64_t[:, ::1] pair_view = pair_mass
+        cdef const float64_t[::1] point_view = point_mass
+        self.pair_mass, self.point_mass = pair_mass, point_mass
+        self.jet.pair_t = &pair_view[0, 0] if self.jet.n else NULL
+        self.jet.self_t = &point_view[0] if self.jet.n else NULL
+        self.lam, self.t_cut = lam, t_cut
+        self.jet.lam, self.jet.t_cut = lam, t_cut
+        for k, value in enumerate(ginkgo_params(lam, t_cut)):
+            self.jet.params[k] = value
+        self.jet.log_lam = self.jet.params[LOG_LAM]
+        self.jet.log_norm = self.jet.params[LOG_NORM]
+        # I(0, L) = kappa - log L: g(tau, L) at tau = max(lam, 1) L.
+        cdef double c = max(lam, 1.0)
+        self.jet.kappa = self.jet.log_lam - log(c) - lam / c - self.jet.log_norm
+        self.scale = 0.0
+        # The split order comes from the complete split's own bound.
+        self.refine = True
+        self.bounds_log_z = True
+        if not 0 <= exact_size <= MAX_EXACT_POINTS:
+            raise ValueError(
+                f"exact_size must be 0 to {MAX_EXACT_POINTS} (3**k / 2 splits per cluster), "
+                f"got {exact_size}")
+        self.exact_size = exact_size
+        self.small_nodes = _small_nodes(momenta, t_cut, SMALL_NODE_SIZE)
+        cdef const uint64_t[::1] masks
+        cdef const float64_t[::1] lows
+        for k, (masks, lows) in enumerate(self.small_nodes, start=2):
+            self.jet.node_count[k] = masks.shape[0]
+            self.jet.node_mask[k] = &masks[0] if masks.shape[0] else NULL
+            self.jet.node_low[k] = &lows[0] if lows.shape[0] else NULL
+
+    cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil:
+        return split_cost(&self.jet, members, m, sides)
+
+    cdef double lower_(self, const int* members, int m) noexcept nogil:
+        # The search asks for the same clusters again and again (a subset is
+        # a part of a split of each of its supersets): remembered by mask.
+        cdef uint64_t mask = 0
+        cdef size_t slot
+        cdef double value
+        cdef int x
+        if m < MEMO_MIN_SIZE:
+            return size_programme(&self.jet, members, m)
+        for x in range(m):
+            mask |= (<uint64_t>1) << members[x]
+        slot = memo_slot(&self.memo, mask)
+        if self.memo.keys[slot] == mask:
+            return self.memo.values[slot]
+        value = size_programme(&self.jet, members, m)
+        memo_store(&self.memo, mask, value)
+        return value
+
+    cdef double log_z_upper_(self, const int* members, int m) noexcept nogil:
+        return log_z_upper(&self.jet, members, m)
