@@ -48,7 +48,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
     by their 64-bit mask (so at most 64 points), and the splits of a
     cluster are generated lazily, cheapest lower bound first. Lower bounds
     on the cost ``-log phi`` of the best subtree over each cluster
-    (admissible, proven in ``sktrellis._engine.search._search_bounds``) prune the
+    (admissible, proven beside each bound in ``sktrellis._engine.search``) prune the
     rest. The search starts from the sparse trellis's or beam search's tree
     (the incumbent) and is anytime: when the budget runs out
     (``max_time``, a minute by default; ``max_states``, the memory; or
