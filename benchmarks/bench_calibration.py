@@ -180,6 +180,12 @@ def _regime_data(regime, seed):
     """(X, class labels or None for structureless data) of each regime."""
     if regime == "4 features, noise (N=12)":
         return np.random.default_rng(seed).normal(size=(12, 4)), None
+    if regime == "2 features, noise (N=12)":
+        return np.random.default_rng(seed).normal(size=(12, 2)), None
+    if regime == "2 groups of 5 in 2 features (N=10)":
+        # Shifted by 6 standard deviations: the MAP structure recovers them in every seed.
+        y = np.repeat(np.arange(2), 5)
+        return np.random.default_rng(seed).normal(size=(10, 2)) + 6.0 * np.eye(2)[y], y
     if regime == "3 groups of 4 in 4 features (N=12)":
         # Group k shifted by 4 standard deviations along feature k: clear groups.
         y = np.repeat(np.arange(3), 4)
@@ -195,7 +201,8 @@ def _regime_data(regime, seed):
     raise ValueError(regime)
 
 
-REGIMES = ("4 features, noise (N=12)", "3 groups of 4 in 4 features (N=12)",
+REGIMES = ("2 features, noise (N=12)", "2 groups of 5 in 2 features (N=10)",
+           "4 features, noise (N=12)", "3 groups of 4 in 4 features (N=12)",
            "1 column x 12 copies, noise (N=12)",
            "iris, 6 per class", "wine standardised, 6 per class")
 
