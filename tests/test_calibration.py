@@ -613,6 +613,23 @@ def test_few_features_say_they_are_not_calibrated(estimator, n_features):
     assert model.calibration_["null_cap"] is None
 
 
+@pytest.mark.parametrize("n_features", [2, 4])
+@pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering])
+def test_few_features_with_clear_groups_say_they_are_not_calibrated(estimator, n_features,
+                                                                      global_random_seed):
+    # No temperature of the default energies is two-sided with few features
+    # (benchmarks/bench_few_features.py): clear groups get beta = 1 and the
+    # warning too, not a calibration that would look like one.
+    rng = np.random.default_rng(global_random_seed)
+    labels = np.arange(8) % 2
+    X = rng.normal(size=(8, n_features)) + 6.0 * np.eye(n_features)[labels]
+    with pytest.warns(UserWarning, match=f"X has {n_features} distinct feature column"):
+        model = estimator().fit(X)
+    assert model.beta_ == 1.0
+    assert model.calibration_["method"] == "uncalibrated"
+    assert "fewer than the 10" in model.calibration_["reason"]
+
+
 @pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering,
                                        SparseTrellisClustering])
 def test_identical_rows_are_named(estimator):
