@@ -14,6 +14,10 @@ temperature:
 - ``windows``: the requirement's statistic at fixed betas, per regime;
 - ``DPM``: the posterior of ``DirichletProcessMixture`` itself, its
   prior's scale and kappa_0 chosen by the evidence over a grid;
+- ``significance``: over trees, the largest beta at which no cluster of
+  the MAP tree is supported above max(0.3, 1 - p), p its p-value against
+  Gaussian references with X's covariance (a reference-null cap that
+  lets significant clusters through);
 - ``candidates``: the beta each principle picks and the requirement's
   failures at it. Each principle gives a reference excess loss D, and beta
   is the grid value whose posterior expected excess loss over the MAP is
@@ -33,6 +37,7 @@ temperature:
 
     python benchmarks/bench_few_features.py
     python benchmarks/bench_few_features.py --seeds 5 --resamples 40
+    python benchmarks/bench_few_features.py --only significance dpm
 """
 import argparse
 import itertools
@@ -46,6 +51,7 @@ from sklearn.datasets import load_iris
 
 from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
 from sktrellis import _calibration as calibration
+from sktrellis._engine.tree.conversion import masks_from_merges
 from sktrellis._engine.trellis.flat_trellis import map_partition
 from sktrellis.energies import CorrelationClustering, Dasgupta, DirichletProcessMixture
 
@@ -239,6 +245,77 @@ def dpm_table(n_seeds):
               f"{min(one):>5.2f}-{max(one):<5.2f}", flush=True)
 
 
+def map_clusters(X, unit):
+    """Clusters of 3..N-1 points of the minimum-loss tree of X, as index arrays."""
+    n_points = len(X)
+    masks = masks_from_merges(calibration._search_map_merges(unit, X), n_points)[n_points:]
+    return [np.flatnonzero([mask >> i & 1 for i in range(n_points)]) for mask in masks
+            if 3 <= bin(mask).count("1") <= n_points - 1]
+
+
+def cohesion(members, similarities):
+    """Mean similarity inside a cluster minus its mean similarity to the other points."""
+    inside = np.zeros(len(similarities), dtype=bool)
+    inside[members] = True
+    size = inside.sum()
+    within = similarities[np.ix_(inside, inside)].sum() / (size * (size - 1))
+    return within - similarities[np.ix_(inside, ~inside)].mean()
+
+
+def significance(X, unit, rng, n_references=30):
+    """Each MAP cluster with its p-value against Gaussian references of X's covariance.
+
+    The p-value of a cluster of k points: the share of references whose most
+    cohesive MAP cluster of k points is at least as cohesive (a familywise
+    test, as the requirement looks at the largest cluster).
+    """
+    best = []
+    for _ in range(n_references):
+        reference = rng.multivariate_normal(X.mean(axis=0), np.atleast_2d(np.cov(X.T)),
+                                            size=len(X))
+        similarities = unit.similarities(reference)
+        top = {}
+        for members in map_clusters(reference, unit):
+            top[len(members)] = max(top.get(len(members), -np.inf),
+                                    cohesion(members, similarities))
+        best.append(top)
+    similarities = unit.similarities(X)
+    return [(members, (1 + sum(top.get(len(members), -np.inf) >= cohesion(members, similarities)
+                               for top in best)) / (1 + n_references))
+            for members in map_clusters(X, unit)]
+
+
+def significance_table(n_seeds):
+    """Trees: the largest beta at which no MAP cluster is surer than its significance allows.
+
+    Every cluster S of 3..N-1 points of the MAP tree may have support up to
+    max(0.3, 1 - p(S)), p(S) its p-value against Gaussian references
+    (``significance``): a reference-null cap that lets significant clusters
+    through.
+    """
+    print(f"\ntrees, significance cap: beta and the requirement's statistic, seeds "
+          f"0..{n_seeds - 1}")
+    print(f"{'regime':>28} {'beta (median)':>13} {'worst':>6} {'fail':>5}")
+    for regime in REGIMES:
+        betas, values = [], []
+        for seed in range(n_seeds):
+            X, y = regime_data(regime, seed)
+            posteriors = Posteriors(X, False)
+            tested = significance(X, posteriors.unit, np.random.RandomState(seed))
+            chosen = BETAS[0]
+            for beta in BETAS:
+                model = posteriors.model(beta)
+                if any(model.cluster_probability(members) > max(0.3, 1.0 - p)
+                       for members, p in tested):
+                    break
+                chosen = beta
+            betas.append(chosen)
+            values.append(statistic(posteriors.model(chosen), y, False))
+        worst = max(values) if y is None else min(values)
+        print(f"{regime:>28} {np.median(betas):>13.3g} {worst:>6.2f} "
+              f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
+
+
 def window_table(n_seeds):
     print(f"\nwindows: the requirement's statistic at fixed beta, seeds 0..{n_seeds - 1} "
           "(noise: the largest, must be <= 0.5; groups: the smallest, must be >= 0.9)")
@@ -287,13 +364,21 @@ def main():
     parser.add_argument("--resamples", type=int, default=40)
     parser.add_argument("--shift", type=float, default=SHIFT,
                         help="standard deviations between a planted group and the rest")
+    parser.add_argument("--only", nargs="*", default=["windows", "candidates", "dpm",
+                                                      "significance"],
+                        help="tables to print (each takes 1-5 minutes at 5 seeds)")
     args = parser.parse_args()
     globals()["SHIFT"] = args.shift
     warnings.simplefilter("ignore", UserWarning)
     start = time.perf_counter()
-    window_table(args.seeds)
-    candidate_table(args.seeds, args.resamples)
-    dpm_table(args.seeds)
+    if "windows" in args.only:
+        window_table(args.seeds)
+    if "candidates" in args.only:
+        candidate_table(args.seeds, args.resamples)
+    if "dpm" in args.only:
+        dpm_table(args.seeds)
+    if "significance" in args.only:
+        significance_table(args.seeds)
     print(f"\n{time.perf_counter() - start:.0f} s")
 
 
