@@ -72,7 +72,9 @@ since pairs of near points co-cluster on any data) at most
 ``NULL_LEVEL`` = 0.3 -- the smallest over ``N_REFERENCE_DRAWS`` = 3
 permutations, to ``CAP_TOLERANCE`` (steps of ``CAP_STEP`` from the
 bootstrap's beta, then bisection on log beta: the support rises with beta,
-and only betas found humble are kept). beta_ is the smaller of the two.
+and only betas found humble are kept; over trees each check is first
+screened by posterior draws, ``screened_clade_support``, which spares the
+outside pass away from the level). beta_ is the smaller of the two.
 The level leaves margin on the data themselves: at N = 12, 3000 genes,
 the flat posterior on noise then puts three points together at 0.21-0.36
 (10 seeds; at levels 0.35-0.4 up to 0.45, at 0.45 up to 0.59), and
