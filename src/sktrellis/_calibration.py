@@ -403,7 +403,8 @@ def calibration_plan(energy, X):
         plan["reason"] = (
             f"X has {len(groups)} distinct feature column(s) (of {X.shape[1]}; copies of a "
             f"column and constant columns count once or not at all), fewer than the "
-            f"{MIN_FEATURES} the feature bootstrap needs"
+            f"{MIN_FEATURES} the feature bootstrap needs, and no other principle measured "
+            "calibrates so few (doc: reading_a_posterior, 'Few features')"
         )
     else:
         plan["method"] = "feature bootstrap"
@@ -442,7 +443,8 @@ def _uncalibrated(energy, plan):
         _warn_caller(
             f"beta='auto' could not be calibrated: {plan['reason']}. beta_ = 1 (the loss "
             "at the scale given) and the posterior probabilities are not calibrated: on "
-            "structureless data they can exceed 0.5. Pass a numeric beta, or more "
+            "structureless data they can exceed 0.5, and clear groups can get little "
+            "support. Pass a numeric beta, or more "
             "independent features; calibration_ records this")
     return fixed_energy(energy)
 
