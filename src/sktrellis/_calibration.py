@@ -655,12 +655,13 @@ def screened_clade_support(posterior, n_points):
     it is returned, otherwise the exact support. By Chernoff's bound a
     cluster of support at most 0.3 reaches a frequency of 0.4 in 1000 draws
     with probability below exp(-1000 KL(0.4 || 0.3)) = 1.5e-10, and one of
-    support at least 0.3 falls to 0.2 with probability below 7e-12; over
-    the at most (N - 1) / 0.3 clusters of support >= 0.3, and the clusters
-    below it (whose bounds shrink geometrically with their support), the
-    screen decides differently from the exact support with probability
-    below 1e-8 per check. The draws are seeded (``DEFAULT_SEED``), so the
-    cap stays a function of the data and ``random_state``.
+    support at least 0.3 falls to 0.2 with probability below 7e-12. A
+    tree has at most N - 2 clusters of 3..N-1 points, so at most
+    (N - 2) / 0.15 clusters have support above 0.15 (below it the bound is
+    under e**-180), and at N <= 25 the screen decides differently from the
+    exact support with probability below 1e-7 per check. The draws are
+    seeded (``DEFAULT_SEED``), so the cap stays a function of the data and
+    ``random_state``.
 
     Parameters
     ----------
