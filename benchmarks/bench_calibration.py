@@ -20,6 +20,8 @@ the same shape:
   (few features, copies of a column) and small real sets (iris, wine);
 - with ``--no-null-cap``, all of it without the reference-null cap on
   beta (``N_REFERENCE_DRAWS = 0``), for the figures before it;
+- with ``--screen-n``, the tree calibration with the reference-null cap
+  screened by posterior draws against the exact cap (one thread);
 - with ``--sparse-n``, ``SparseTrellisClustering()`` on planted subtypes
   and noise of 2000 genes, and the cost of its calibration.
 
@@ -72,6 +74,35 @@ def cost_table(estimator, energy_class, sizes, repeats, n_jobs=None):
             plain, calibrated = np.median(plain_times), np.median(auto_times)
             print(f"{name:>8} {n_samples:>4} {auto.beta_:>9.3g} {n_resamples:>4} {plain:>9.2f} "
                   f"{calibrated:>9.2f} {calibrated / plain:>7.1f}", flush=True)
+
+
+def screen_table(sizes, n_jobs=1):
+    """The tree calibration with the screened cap against the exact cap, side by side.
+
+    ``SCREEN_MARGIN = 2`` sends every check of the reference-null cap to the
+    exact outside pass (the calibration before the screen); both runs must
+    give the same beta_. A plain fit at that beta for the ratios.
+    """
+    print(f"\nExactHierarchicalClustering, cap screened by 1000 draws vs exact, n_jobs={n_jobs}")
+    print(f"{'data':>8} {'N':>4} {'beta_':>9} {'fits':>4} {'plain s':>8} {'exact s':>8} "
+          f"{'screen s':>8} {'exact x':>7} {'screen x':>8} {'same':>5}")
+    margin = temperature.SCREEN_MARGIN
+    for n_samples in sizes:
+        for name, X in (("planted", make_planted_subtypes(n_samples, random_state=7)[0]),
+                        ("noise", np.random.default_rng(7).normal(size=(n_samples, 3000)))):
+            temperature.SCREEN_MARGIN = 2.0
+            exact_time, exact = timed(
+                lambda: ExactHierarchicalClustering(verbose=0, n_jobs=n_jobs).fit(X))
+            temperature.SCREEN_MARGIN = margin
+            screen_time, screened = timed(
+                lambda: ExactHierarchicalClustering(verbose=0, n_jobs=n_jobs).fit(X))
+            plain_time, _ = timed(lambda: ExactHierarchicalClustering(
+                Dasgupta(beta=screened.beta_), verbose=0, n_jobs=n_jobs).fit(X))
+            print(f"{name:>8} {n_samples:>4} {screened.beta_:>9.3g} "
+                  f"{screened.calibration_['n_reference_fits']:>4} {plain_time:>8.2f} "
+                  f"{exact_time:>8.2f} {screen_time:>8.2f} {exact_time / plain_time:>7.1f} "
+                  f"{screen_time / plain_time:>8.1f} {str(exact.beta_ == screened.beta_):>5}",
+                  flush=True)
 
 
 def largest_support(model, n_samples):
@@ -180,6 +211,12 @@ def _regime_data(regime, seed):
     """(X, class labels or None for structureless data) of each regime."""
     if regime == "4 features, noise (N=12)":
         return np.random.default_rng(seed).normal(size=(12, 4)), None
+    if regime == "2 features, noise (N=12)":
+        return np.random.default_rng(seed).normal(size=(12, 2)), None
+    if regime == "2 groups of 5 in 2 features (N=10)":
+        # Shifted by 6 standard deviations: the MAP structure recovers them in every seed.
+        y = np.repeat(np.arange(2), 5)
+        return np.random.default_rng(seed).normal(size=(10, 2)) + 6.0 * np.eye(2)[y], y
     if regime == "3 groups of 4 in 4 features (N=12)":
         # Group k shifted by 4 standard deviations along feature k: clear groups.
         y = np.repeat(np.arange(3), 4)
@@ -195,7 +232,8 @@ def _regime_data(regime, seed):
     raise ValueError(regime)
 
 
-REGIMES = ("4 features, noise (N=12)", "3 groups of 4 in 4 features (N=12)",
+REGIMES = ("2 features, noise (N=12)", "2 groups of 5 in 2 features (N=10)",
+           "4 features, noise (N=12)", "3 groups of 4 in 4 features (N=12)",
            "1 column x 12 copies, noise (N=12)",
            "iris, 6 per class", "wine standardised, 6 per class")
 
@@ -296,6 +334,8 @@ def main():
     parser.add_argument("--sparse-seeds", type=int, default=3)
     parser.add_argument("--prior-n", type=int, nargs="*", default=[],
                         help="sizes of the noise table by tree prior (e.g. 12 14 16)")
+    parser.add_argument("--screen-n", type=int, nargs="*", default=[],
+                        help="sizes of the table of the screened against the exact cap (trees)")
     parser.add_argument("--no-null-cap", action="store_true",
                         help="calibrate without the reference-null cap (the figures before it)")
     args = parser.parse_args()
@@ -307,6 +347,8 @@ def main():
         tree_prior_table(args.prior_n, args.seeds)
     if args.regime_seeds:
         regime_table(args.regime_seeds)
+    if args.screen_n:
+        screen_table(args.screen_n)
     for n_samples in args.sparse_n:
         sparse_table(n_samples, args.sparse_seeds)
     for n_jobs in args.n_jobs:

@@ -29,8 +29,10 @@ from sktrellis._calibration import (
     effective_n_features,
     _rngs,
     _unit_loss,
+    largest_clade_support,
     largest_together,
     reference_data,
+    screened_clade_support,
 )
 from sktrellis.datasets import make_planted_subtypes
 
@@ -611,6 +613,56 @@ def test_few_features_say_they_are_not_calibrated(estimator, n_features):
     assert model.calibration_["method"] == "uncalibrated"
     assert model.calibration_["n_distinct_features"] == n_features
     assert model.calibration_["null_cap"] is None
+
+
+@pytest.mark.parametrize("beta", [0.3, 3.0, 30.0, 300.0])
+def test_the_screen_decides_the_cap_as_the_exact_support(beta, global_random_seed):
+    # Posteriors from spread to committed: wherever the sampled frequency is
+    # returned it is on the exact support's side of the level, and near it.
+    X = noise(9, global_random_seed, n_features=20)
+    trellis = ExactHierarchicalClustering(Dasgupta(beta=beta), verbose=0).fit(X)._trellis
+    screened = screened_clade_support(trellis, 9)
+    exact = largest_clade_support(trellis, 9)
+    assert (screened <= NULL_LEVEL) == (exact <= NULL_LEVEL)
+    assert abs(screened - exact) < 0.1
+
+
+def test_the_screen_leaves_the_cap_unchanged(monkeypatch):
+    from sktrellis import _calibration
+
+    exact_checks = []
+
+    def counted(posterior, n_points):
+        exact_checks.append(n_points)
+        return largest_clade_support(posterior, n_points)
+
+    monkeypatch.setattr(_calibration, "largest_clade_support", counted)
+    X = noise(9, 3, n_features=300)
+    screened = ExactHierarchicalClustering(verbose=0).fit(X)
+    # The screen decided some checks without the outside pass.
+    assert len(exact_checks) < screened.calibration_["n_reference_fits"]
+    # A margin no frequency reaches: every check exact.
+    monkeypatch.setattr("sktrellis._calibration.SCREEN_MARGIN", 2.0)
+    exact = ExactHierarchicalClustering(verbose=0).fit(X)
+    assert screened.beta_ == exact.beta_
+    assert screened.calibration_ == exact.calibration_
+
+
+@pytest.mark.parametrize("n_features", [2, 4])
+@pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering])
+def test_few_features_with_clear_groups_say_they_are_not_calibrated(estimator, n_features,
+                                                                      global_random_seed):
+    # No temperature of the default energies is two-sided with few features
+    # (benchmarks/bench_few_features.py): clear groups get beta = 1 and the
+    # warning too, not a calibration that would look like one.
+    rng = np.random.default_rng(global_random_seed)
+    labels = np.arange(8) % 2
+    X = rng.normal(size=(8, n_features)) + 6.0 * np.eye(n_features)[labels]
+    with pytest.warns(UserWarning, match=f"X has {n_features} distinct feature column"):
+        model = estimator().fit(X)
+    assert model.beta_ == 1.0
+    assert model.calibration_["method"] == "uncalibrated"
+    assert "fewer than the 10" in model.calibration_["reason"]
 
 
 @pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering,

@@ -72,7 +72,9 @@ since pairs of near points co-cluster on any data) at most
 ``NULL_LEVEL`` = 0.3 -- the smallest over ``N_REFERENCE_DRAWS`` = 3
 permutations, to ``CAP_TOLERANCE`` (steps of ``CAP_STEP`` from the
 bootstrap's beta, then bisection on log beta: the support rises with beta,
-and only betas found humble are kept). beta_ is the smaller of the two.
+and only betas found humble are kept; over trees each check is first
+screened by posterior draws, ``screened_clade_support``, which spares the
+outside pass away from the level). beta_ is the smaller of the two.
 The level leaves margin on the data themselves: at N = 12, 3000 genes,
 the flat posterior on noise then puts three points together at 0.21-0.36
 (10 seeds; at levels 0.35-0.4 up to 0.45, at 0.45 up to 0.59), and
@@ -99,9 +101,17 @@ below 0.5 (at beta = 3 groups shifted by 4 standard deviations get 1.0
 and noise clusters 0.76-0.97; at the cap, 0.2-0.6, the groups got at
 most 0.03, iris species 0.001, and two clear groups of 5 points in 2
 features 0.28 instead of 0.73); and with one distinct column the
-permuted reference is X itself with its rows relabelled. So it is not
-applied there: beta = 1, and the warning says the numbers are not
-calibrated. All rows identical is an error,
+permuted reference is X itself with its rows relabelled. Five
+data-dependent principles without column resampling each failed one side
+over 5 seeds: matching the excess loss of the Bayesian bootstrap over the
+points, of a perturbation at the within-cluster scale, or of
+``DirichletProcessMixture()``'s posterior, matching the MAP clusters'
+supports to their perturbation frequencies (the closest: noise humble,
+clear groups below 0.9 in 3 of 10), and a cap that lets clusters
+significant against Gaussian references through
+(``benchmarks/bench_few_features.py``; doc/reading_a_posterior.rst, "Few
+features"). So none is applied there: beta = 1, and the warning says the
+numbers are not calibrated. All rows identical is an error,
 identical rows a warning (``check_rows``). The search estimators
 (greedy, beam search, best-first) compute no posterior to calibrate:
 ``beta="auto"`` gives ``beta_ = 1`` there. The sparse trellis calibrates
@@ -174,6 +184,12 @@ DEFAULT_SEED = 0
 NULL_LEVEL = 0.3
 #: Structureless references the cap is the smallest over (0: no cap).
 N_REFERENCE_DRAWS = 3
+#: Trees drawn from a reference posterior to screen it before the exact
+#: check of the cap (``screened_clade_support``).
+N_SCREEN_SAMPLES = 1000
+#: A sampled largest clade frequency at least this far from NULL_LEVEL
+#: decides the check without the outside pass.
+SCREEN_MARGIN = 0.1
 #: Factor between the betas tried while the cap is not bracketed.
 CAP_STEP = 4.0
 #: The cap is found to within this factor (from its humble side).
@@ -389,7 +405,8 @@ def calibration_plan(energy, X):
         plan["reason"] = (
             f"X has {len(groups)} distinct feature column(s) (of {X.shape[1]}; copies of a "
             f"column and constant columns count once or not at all), fewer than the "
-            f"{MIN_FEATURES} the feature bootstrap needs"
+            f"{MIN_FEATURES} the feature bootstrap needs, and no other principle measured "
+            "calibrates so few (doc: reading_a_posterior, 'Few features')"
         )
     else:
         plan["method"] = "feature bootstrap"
@@ -428,7 +445,8 @@ def _uncalibrated(energy, plan):
         _warn_caller(
             f"beta='auto' could not be calibrated: {plan['reason']}. beta_ = 1 (the loss "
             "at the scale given) and the posterior probabilities are not calibrated: on "
-            "structureless data they can exceed 0.5. Pass a numeric beta, or more "
+            "structureless data they can exceed 0.5, and clear groups can get little "
+            "support. Pass a numeric beta, or more "
             "independent features; calibration_ records this")
     return fixed_energy(energy)
 
@@ -625,6 +643,47 @@ def largest_together(pairwise):
     # For each pair i, j: the best third point k, then the pair's own probability.
     third = np.max(np.minimum(pairwise[:, None, :], pairwise[None, :, :]), axis=2)
     return float(np.max(np.minimum(pairwise, third)))
+
+
+def screened_clade_support(posterior, n_points):
+    """``largest_clade_support``, or a sampled value where that decides the cap's check as surely.
+
+    The reference-null cap only asks whether the largest support of a
+    cluster of 3..N-1 points is at most ``NULL_LEVEL``, and its exact value
+    needs the outside pass, as long as the inside pass that built the
+    posterior. ``N_SCREEN_SAMPLES`` exact posterior draws (a few
+    milliseconds) answer most checks: when the largest frequency of such a
+    cluster among the draws is at least ``SCREEN_MARGIN`` from the level,
+    it is returned, otherwise the exact support. By Chernoff's bound a
+    cluster of support at most 0.3 reaches a frequency of 0.4 in 1000 draws
+    with probability below exp(-1000 KL(0.4 || 0.3)) = 1.5e-10, and one of
+    support at least 0.3 falls to 0.2 with probability below 7e-12. A
+    tree has at most N - 2 clusters of 3..N-1 points, so at most
+    (N - 2) / 0.15 clusters have support above 0.15 (below it the bound is
+    under e**-180), and at N <= 25 the screen decides differently from the
+    exact support with probability below 1e-7 per check. The draws are
+    seeded (``DEFAULT_SEED``), so the cap stays a function of the data and
+    ``random_state``.
+
+    Parameters
+    ----------
+    posterior : HierarchicalTrellis
+    n_points : int
+
+    Returns
+    -------
+    support : float
+        A sampled frequency or the exact largest support; either is on the
+        same side of ``NULL_LEVEL`` as the exact one.
+    """
+    parents, _ = posterior.sample_splits(N_SCREEN_SAMPLES, np.random.RandomState(DEFAULT_SEED))
+    masks, counts = np.unique(parents, return_counts=True)
+    sizes = np.bitwise_count(masks)
+    counts = counts[(sizes >= 3) & (sizes < n_points)]
+    sampled = counts.max() / N_SCREEN_SAMPLES if len(counts) else 0.0
+    if abs(sampled - NULL_LEVEL) >= SCREEN_MARGIN:
+        return float(sampled)
+    return largest_clade_support(posterior, n_points)
 
 
 def _largest_humble_beta(humility, start, upper):
@@ -868,7 +927,7 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1)
         return float(losses.mean())
 
     def humility(scaled, data):
-        return largest_clade_support(make_trellis(scaled.split_potential(data)), n_points)
+        return screened_clade_support(make_trellis(scaled.split_potential(data)), n_points)
 
     energy, beta, (potential, trellis), calibration = calibrate(
         energy, X, random_state, fit, map_loss, expected_loss, humility=humility,
