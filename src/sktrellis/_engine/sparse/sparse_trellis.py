@@ -4,6 +4,7 @@ Vertices are kept in insertion order with their content hashes, lowest
 point, size and merge-model id; ``solve`` numbers them by size, finds every
 split of a vertex into two vertices and runs the kernels of ``_sparse.pyx``.
 """
+import sys
 from collections import deque
 from functools import lru_cache
 from itertools import combinations
@@ -212,10 +213,45 @@ class SparseTrellis:
         """
         splits = self.map_splits()
         members = self.members(splits)
-        children = {self.parent[s]: (self.left[s], self.right[s]) for s in splits}
-        by_size = {v: sorted(pair, key=lambda c: -self.size[c]) for v, pair in children.items()}
+        # In insertion order, the numbering add_unions takes.
+        order = self.order
+        children = {int(order[self.parent[s]]): (int(order[self.left[s]]),
+                                                 int(order[self.right[s]])) for s in splits}
+        nodes = [int(order[v]) for v in sorted(self.parent[splits], reverse=True)]
+        return self._rearrange(children, {int(order[v]): m for v, m in members.items()},
+                               nodes, n_parts, max_vertices)
+
+    def grow_tree(self, merges, n_parts, max_vertices=None):
+        """Add the rearrangements of the subtrees of a tree already added (``add_tree``).
+
+        As ``grow``, around the tree given by its merges instead of the MAP
+        tree, and without a bound on the vertices when ``max_vertices`` is
+        None. Returns the number of vertices added.
+        """
+        if max_vertices is None:
+            max_vertices = sys.maxsize
+        vertex = list(range(self.n_points))
+        members = {v: np.array([v]) for v in range(self.n_points)}
+        children = {}
+        for a, b in merges:
+            va, vb = vertex[a], vertex[b]
+            v = self._index[self._union_handle(va, vb)[0]]
+            children[v] = (va, vb)
+            members[v] = np.concatenate([members[va], members[vb]])
+            vertex.append(v)
+        return self._rearrange(children, members, vertex[:self.n_points - 1:-1], n_parts,
+                               max_vertices)
+
+    def _rearrange(self, children, members, nodes, n_parts, max_vertices):
+        """Add every union of the parts each node of a tree is cut into (insertion numbering).
+
+        ``children[v]`` are the two children of inner node v, ``members[v]``
+        its points; ``nodes`` are the inner nodes in the order they are cut,
+        as long as ``max_vertices`` allows.
+        """
+        by_size = {v: sorted(pair, key=lambda c: -self._size[c]) for v, pair in children.items()}
         added = 0
-        for v in sorted(children, reverse=True):
+        for v in nodes:
             if self.n_vertices >= max_vertices:
                 break
             parts, frontier = [], deque([v])
@@ -227,11 +263,7 @@ class SparseTrellis:
                     frontier.extend(by_size[part])
             parts.extend(frontier)
             if len(parts) > 2:
-                added += self.add_unions(
-                    [int(self.order[p]) for p in parts],
-                    {int(self.order[p]): members[p] for p in parts},
-                    max_vertices,
-                )
+                added += self.add_unions(parts, {p: members[p] for p in parts}, max_vertices)
         return added
 
     def vertex_of(self, member_lists):
