@@ -509,3 +509,38 @@ def test_a_tree_grown_by_its_rotations_spans_them():
         for grandchild in tree[larger - n_points]:
             union = np.concatenate([members[smaller], members[grandchild]])
             assert trellis.vertex_of([union])[0] >= 0
+
+
+def test_a_tree_grown_around_kept_clusters_never_cuts_them():
+    """grow_tree with ``uncut``: every vertex either holds, lies in or misses each kept cluster."""
+    from sktrellis._engine.agglomerative.builders import replay_tree
+    from sktrellis._engine.sparse.sparse_trellis import SparseTrellis
+
+    rng = np.random.default_rng(1)
+    n_points = 10
+    X = rng.normal(size=(n_points, 2))
+    model = Dasgupta(beta=1.0).merge_model(X)
+    tree = _random_tree(n_points, rng)
+    members = [np.array([i]) for i in range(n_points)]
+    for a, b in tree:
+        members.append(np.concatenate([members[a], members[b]]))
+    kept = [m for m in members[n_points:-1] if 3 <= len(m)][:2]
+    uncut = np.zeros((len(kept), n_points), dtype=bool)
+    for row, cluster in enumerate(kept):
+        uncut[row, cluster] = True
+    grown = {}
+    for name, mask in (("free", None), ("kept", uncut)):
+        trellis = SparseTrellis(model)
+        trellis.add_tree(replay_tree(model, tree))
+        trellis.grow_tree(tree, 4, uncut=mask)
+        trellis.solve()
+        grown[name] = [set(trellis.vertex_members(v).tolist())
+                       for v in range(trellis.n_vertices)]
+
+    def cuts(vertex):
+        return any(vertex & set(c.tolist()) and not vertex <= set(c.tolist())
+                   and not set(c.tolist()) <= vertex for c in kept)
+
+    assert any(cuts(v) for v in grown["free"])   # without uncut some union does cut them
+    assert not any(cuts(v) for v in grown["kept"])
+    assert len(grown["kept"]) > 2 * n_points - 1   # and the others are still added
