@@ -24,11 +24,13 @@ from .energies._tree_prior import split_log_prior
 _MASS_BOUND_STATES = 100_000
 
 # Parts each node of a bootstrap resample's tree is cut into when those
-# trees span the calibrated trellis (every union of them becomes a vertex:
-# at most 10 a node). On noise at N = 80 the largest cluster of 3..79
-# points got 0.27-0.35 with 4 parts against 0.35-0.48 with 3 (the node's
-# rotations alone).
-_ROTATION_PARTS = 4
+# trees span the calibrated trellis (every union of them becomes a vertex):
+# 3, the node's rotations, at most two new vertices a node. With 4 parts
+# noise spread more at N = 40-80 (largest cluster of 3..N-1 points 0.27-0.35
+# against 0.35-0.48 at N = 80) but less at N = 200 (0.67 against 0.50):
+# the more vertices a tree brings, the more the trees' neighbourhoods
+# differ in how many trees they span, and the largest takes the mass.
+_ROTATION_PARTS = 3
 
 
 class SparseTrellisClustering(
@@ -68,7 +70,7 @@ class SparseTrellisClustering(
     past 64 points. It can be tiny: on a 20-particle Ginkgo jet the spanned
     trees held about e^-9.5 of the exact mass while the top clusters got
     0.86, and at 40 points the bound found in half a second is about e^-70 to
-    e^-110. ``sparsity_`` is the fraction of trees spanned, not of mass.
+    e^-120. ``sparsity_`` is the fraction of trees spanned, not of mass.
 
     With ``beta="auto"`` (the default of ``Dasgupta`` and
     ``CorrelationClustering``) ``fit`` calibrates the temperature as the
@@ -77,8 +79,9 @@ class SparseTrellisClustering(
     expected loss from 200 exact draws over the spanned trees; and the
     trellis is then spanned by what the bootstrap found rather than grown
     around one tree: the seed trees, and every bootstrap resample's tree
-    with the rearrangements of each of its nodes into up to 4 parts, save
-    those that would cut a cluster every resample's tree holds
+    with the rotations of each of its nodes (the two other trees over its
+    child and grandchildren), save those that would cut a cluster every
+    resample's tree holds
     (``builder`` then gives the seeds; ``resplit_parts`` and
     ``max_vertices`` are not used). On structureless data the resamples'
     trees disagree, so no cluster is shared by most spanned trees; on
@@ -88,7 +91,7 @@ class SparseTrellisClustering(
     structureless 40 x 2000 data some cluster of 3..39 points got
     0.75-0.94 at any temperature (user guide, "Reading a posterior",
     ``benchmarks/bench_sparse_humility.py``). Every temperature tried builds
-    the trellis anew, so a calibrated fit costs 15-40 plain ones at N = 40.
+    the trellis anew, so a calibrated fit costs 10-75 plain ones at N = 40.
 
     Parameters
     ----------
@@ -197,6 +200,8 @@ class SparseTrellisClustering(
     >>> bool(model.map_log_potential_ >= model.seed_log_potentials_.max())
     True
     >>> model.n_trees_ > 10**20
+    True
+    >>> bool(0 < model.spanned_mass_lower_bound_ <= 1)   # a share of the full posterior
     True
     """
 
@@ -348,11 +353,11 @@ class SparseTrellisClustering(
         if bootstrap_trees:
             # The family the calibrated posterior lives on: the seed trees as
             # they are, and the bootstrap's trees (approximate draws from
-            # that posterior, one per resample) each with the rearrangements
-            # of each of its nodes into up to 4 parts, but none that cuts a
+            # that posterior, one per resample) each with the rotations of
+            # each of its nodes (_ROTATION_PARTS), but none that cuts a
             # cluster every resample's tree holds (the bootstrap saw no
             # alternative to it: at N = 80 planted subtypes fell to
-            # 0.88-0.93 where cut). Growing around one tree -- the MAP tree,
+            # 0.89-0.96 where cut). Growing around one tree -- the MAP tree,
             # or the best seed tree, which the bootstrap's trees share most
             # clusters with -- gives its neighbourhood most of the spanned
             # trees and so most of the mass whatever the data say (on
