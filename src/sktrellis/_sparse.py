@@ -62,15 +62,17 @@ class SparseTrellisClustering(
     Every probability it reports (cluster probabilities, samples,
     :meth:`log_probability`) is relative to the spanned trees: P(cluster |
     X, the tree is spanned). What share of the full posterior's mass the
-    spanned trees hold is bounded from below by ``spanned_mass_lower_bound_``
-    (up to 64 points: the spanned log Z against the best-first search's
-    upper bound on the full log Z, found within ``mass_bound_time``
-    seconds; the share itself when the search sums every tree, as it does
-    within the default half second up to about 10 points) and unknown (NaN)
+    spanned trees hold is bounded from below, in log, by
+    ``log_spanned_mass_lower_bound_`` (up to 64 points: the spanned log Z
+    minus the best-first search's upper bound on the full log Z, found
+    within ``mass_bound_time`` seconds; the share itself when the search
+    sums every tree, as it does within the default half second up to
+    about 10 points, and far below it from 16 points on) and unknown (NaN)
     past 64 points. It can be tiny: on a 20-particle Ginkgo jet the spanned
     trees held about e^-9.5 of the exact mass while the top clusters got
-    0.86, and at 40 points the bound found in half a second is about e^-70 to
-    e^-120. ``sparsity_`` is the fraction of trees spanned, not of mass.
+    0.86; at 40 points the bound found in half a second is about e^-70 to
+    e^-120 (calibrated, 2000 genes) or e^-500 (beta = 1, 5 features), true
+    but no reassurance. ``sparsity_`` is the fraction of trees spanned, not of mass.
 
     With ``beta="auto"`` (the default of ``Dasgupta`` and
     ``CorrelationClustering``) ``fit`` calibrates the temperature as the
@@ -124,8 +126,9 @@ class SparseTrellisClustering(
         Number of flat clusters of ``labels_``, cut from the MAP tree.
     mass_bound_time : float, default=0.5
         Seconds the best-first search may spend bounding the full log Z
-        from above for ``spanned_mass_lower_bound_`` (up to 64 points; it
-        stops sooner once it has summed every tree); 0 skips it.
+        from above for ``log_spanned_mass_lower_bound_`` (up to 64 points;
+        it stops sooner once it has summed every tree, or at 100,000
+        states); 0 skips it.
     random_state : int, RandomState instance or None, default=None
         Seed of the "sampled" builder, of a callable builder and of
         :meth:`sample` when it is called without one.
@@ -161,12 +164,14 @@ class SparseTrellisClustering(
     sparsity_ : float
         ``n_trees_ / (2N - 3)!!``, the fraction of all trees spanned; it
         underflows to 0.0 from about N = 150 on, where ``n_trees_`` stays exact.
-    spanned_mass_lower_bound_ : float
-        A certified lower bound on the share of the full posterior's mass
-        (over all (2N - 3)!! trees) that the spanned trees hold, the
-        ``Z_spanned / Z_full`` that every probability reported is relative
-        to: ``exp(log_partition_ - U)`` with U the best-first search's upper
-        bound on the full log Z. NaN when unknown: past 64 points, for an
+    log_spanned_mass_lower_bound_ : float
+        A certified lower bound on the natural log of the share of the full
+        posterior's mass (over all (2N - 3)!! trees) that the spanned trees
+        hold, ``log(Z_spanned / Z_full)``, the share every probability
+        reported is relative to: ``log_partition_ - U`` (at most 0) with U
+        the best-first search's upper bound on the full log Z. In log since
+        the share can be far below the smallest float (about e^-500 at 40
+        points on 5 features). NaN when unknown: past 64 points, for an
         energy without an admissible search bound, or with
         ``mass_bound_time=0``.
     beta_ : float
@@ -201,7 +206,7 @@ class SparseTrellisClustering(
     True
     >>> model.n_trees_ > 10**20
     True
-    >>> bool(0 < model.spanned_mass_lower_bound_ <= 1)   # a share of the full posterior
+    >>> bool(model.log_spanned_mass_lower_bound_ <= 0)   # log of a share of the full mass
     True
     """
 
@@ -299,13 +304,13 @@ class SparseTrellisClustering(
         self.n_splits_ = trellis.n_splits
         self.n_trees_ = trellis.n_trees()
         self.sparsity_ = self.n_trees_ / double_factorial_trees(n_points)
-        self.spanned_mass_lower_bound_ = self._spanned_mass_lower_bound(energy, X)
+        self.log_spanned_mass_lower_bound_ = self._log_spanned_mass_lower_bound(energy, X)
         return self
 
-    def _spanned_mass_lower_bound(self, energy, X):
-        """A lower bound on the share of the full posterior's mass the spanned trees hold.
+    def _log_spanned_mass_lower_bound(self, energy, X):
+        """A lower bound on the log share of the full posterior's mass the spanned trees hold.
 
-        ``Z_spanned / Z_upper``, with ``Z_upper`` the best-first search's
+        ``log(Z_spanned / Z_upper)``, with ``Z_upper`` the best-first search's
         upper bound on the full partition function (E. Dechter and R.
         Dechter, "A note on bounding the partition function by search")
         after at most ``mass_bound_time`` seconds: certified at any time,
@@ -332,10 +337,10 @@ class SparseTrellisClustering(
         if self.verbose:
             print(f"[{type(self).__name__}] full log Z <= {log_upper:.6g} "
                   f"({'exact' if search.finished else 'bound'}, "
-                  f"{time.perf_counter() - start:.2f} s): spanned mass >= "
-                  f"{np.exp(min(self.log_partition_ - log_upper, 0.0)):.3g}", flush=True)
+                  f"{time.perf_counter() - start:.2f} s): log spanned mass >= "
+                  f"{min(self.log_partition_ - log_upper, 0.0):.6g}", flush=True)
         # Rounding must not make the share exceed one when the bound is exact.
-        return float(np.exp(min(self.log_partition_ - log_upper, 0.0)))
+        return float(min(self.log_partition_ - log_upper, 0.0))
 
     def _build(self, energy, X, random_state, bootstrap_trees=()):
         """The sparse trellis of X under an energy with a numeric beta: seeded, grown, solved.
