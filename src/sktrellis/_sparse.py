@@ -72,7 +72,8 @@ class SparseTrellisClustering(
     trees held about e^-9.5 of the exact mass while the top clusters got
     0.86; at 40 points the bound found in half a second is about e^-70 to
     e^-120 (calibrated, 2000 genes) or e^-500 (beta = 1, 5 features), true
-    but no reassurance. ``sparsity_`` is the fraction of trees spanned, not of mass.
+    but no reassurance. ``sparsity_`` is the fraction of trees spanned, not
+    of mass.
 
     With ``beta="auto"`` (the default of ``Dasgupta`` and
     ``CorrelationClustering``) ``fit`` calibrates the temperature as the
@@ -83,19 +84,20 @@ class SparseTrellisClustering(
     around one tree: the seed trees, and every bootstrap resample's tree
     with the rotations of each of its nodes (the two other trees over its
     child and grandchildren), save those that would cut a cluster every
-    resample's tree holds
-    (``builder`` then gives the seeds; ``resplit_parts`` and
-    ``max_vertices`` are not used). On structureless data the resamples'
-    trees disagree, so no cluster is shared by most spanned trees; on
-    planted groups they agree, so the groups keep their support: at
-    N = 40-80 (2000 genes) subtypes 1.000 and noise clusters at most
-    0.24-0.48; at N = 200 noise still reached 0.50 and 0.72 (seeds 0-1),
-    where one resample's tree and its rotations span most trees. Grown around the MAP tree
-    instead, as at a numeric beta, a cluster that most spanned trees share
-    gets a high probability whatever the data say beyond them: on
-    structureless 40 x 2000 data some cluster of 3..39 points got
-    0.75-0.94 at any temperature (user guide, "Reading a posterior",
-    ``benchmarks/bench_sparse_humility.py``). Every temperature tried builds
+    resample's tree holds (``builder`` then gives the seeds;
+    ``resplit_parts`` and ``max_vertices`` are not used). On structureless
+    data the resamples' trees disagree, so no cluster is shared by most
+    spanned trees; on planted groups they agree, so the groups keep their
+    support: at N = 40-80 (2000 genes) subtypes 1.000 and noise clusters at
+    most 0.24-0.48; at N = 200 noise still reached 0.50 and 0.72 (seeds
+    0-1), where one resample's tree and its rotations span most trees.
+    Grown around the MAP tree instead, as at a numeric beta, a cluster that
+    most spanned trees share gets a high probability whatever the data say
+    beyond them: on structureless 40 x 2000 data some cluster of 3..39
+    points got 0.75-0.94 at any temperature (user guide, "Reading a
+    posterior", ``benchmarks/bench_sparse_humility.py``). The calibrated
+    family is not grown around its MAP tree, so its MAP can be worse than
+    a fit at the same numeric beta finds. Every temperature tried builds
     the trellis anew, so a calibrated fit costs 10-75 plain ones at N = 40.
 
     Parameters
@@ -399,7 +401,8 @@ class SparseTrellisClustering(
 
         The bootstrap's minimisers come from the seed search (a beam of
         ``beam_width``), not from a sparse trellis each: 20-100 resamples
-        at the cost of a beam search each.
+        at the cost of a beam search each. Each resample's tree (not X's)
+        is appended to ``trees``: they span the calibrated trellis.
         """
         def loss(unit, data, cancelled=None):
             if cancelled is not None and cancelled.is_set():
