@@ -89,8 +89,9 @@ class SparseTrellisClustering(
     data the resamples' trees disagree, so no cluster is shared by most
     spanned trees; on planted groups they agree, so the groups keep their
     support: at N = 40-80 (2000 genes) subtypes 1.000 and noise clusters at
-    most 0.24-0.48; at N = 200 noise still reached 0.50 and 0.72 (seeds
-    0-1), where one resample's tree and its rotations span most trees.
+    most 0.24-0.48; at N = 120 and 200 noise still reached 0.59 and
+    0.50-0.72 (seeds 0-1), where one resample's tree and its rotations
+    span most trees.
     Grown around the MAP tree instead, as at a numeric beta, a cluster that
     most spanned trees share gets a high probability whatever the data say
     beyond them: on structureless 40 x 2000 data some cluster of 3..39
