@@ -430,3 +430,117 @@ def test_sampler_falls_back_to_a_possible_split_never_index_minus_one(root_log_z
     splits = kernels.sample_splits(split_start, left, right, log_psi, log_z,
                                    np.full((1, 2), uniform))
     assert splits[0].tolist() == [1, 0], "the only possible split of the root, then of {0, 1}"
+
+
+###############################################################################
+# The share of the full posterior's mass the spanned trees hold
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_spanned_mass_lower_bound_is_the_share_when_the_search_sums_every_tree(
+        kind, global_random_seed):
+    """At 7 points the search sums every tree within the budget: the bound is the share."""
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 7
+    energy, X = random_problem(kind, n_points, rng)
+    log_z = brute_force(energy.split_potential(X), n_points)[0]
+    if log_z == -np.inf:
+        pytest.skip("every tree is forbidden")
+    model = _fit_or_skip(SparseTrellisClustering(energy, resplit_parts=3, max_vertices=20), X)
+    share = math.exp(model.log_partition_ - log_z)
+    assert share <= 1 + 1e-9
+    if kind == "table":   # an energy of the user's: no admissible bound, the share unknown
+        assert math.isnan(model.log_spanned_mass_lower_bound_)
+        return
+    assert math.exp(model.log_spanned_mass_lower_bound_) == pytest.approx(share, rel=1e-9)
+    assert model.log_spanned_mass_lower_bound_ <= 0.0
+
+
+@pytest.mark.parametrize("mass_bound_time", [1e-4, 0.05])
+def test_spanned_mass_lower_bound_holds_at_any_budget(mass_bound_time, global_random_seed):
+    """Stopped early, the search's upper bound on log Z still bounds the share from below."""
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(13, 3))
+    energy = Dasgupta(beta=rng.uniform(0.5, 3))
+    model = SparseTrellisClustering(energy, mass_bound_time=mass_bound_time).fit(X)
+    exact = ExactHierarchicalClustering(energy).fit(X)
+    share = math.exp(model.log_partition_ - exact.log_partition_)
+    assert -np.inf < model.log_spanned_mass_lower_bound_ <= math.log(share) + 1e-9
+    assert share <= 1 + 1e-9
+
+
+def test_spanned_mass_is_unknown_past_the_search_or_when_not_asked():
+    X = np.random.default_rng(0).normal(size=(65, 2))
+    energy = Dasgupta(beta=1.0)
+    past = SparseTrellisClustering(energy, builder="greedy", resplit_parts=0).fit(X)
+    skipped = SparseTrellisClustering(energy, builder="greedy", resplit_parts=0,
+                                      mass_bound_time=0).fit(X[:20])
+    assert math.isnan(past.log_spanned_mass_lower_bound_)
+    assert math.isnan(skipped.log_spanned_mass_lower_bound_)
+
+
+def test_verbose_reports_the_spanned_mass(capsys):
+    X = np.random.default_rng(0).normal(size=(8, 2))
+    SparseTrellisClustering(Dasgupta(beta=1.0), verbose=1).fit(X)
+    assert "log spanned mass >=" in capsys.readouterr().out
+
+
+def test_a_tree_grown_by_its_rotations_spans_them():
+    """grow_tree with 3 parts: each node's two other trees over its three parts are spanned."""
+    from sktrellis._engine.agglomerative.builders import replay_tree
+    from sktrellis._engine.sparse.sparse_trellis import SparseTrellis
+
+    rng = np.random.default_rng(0)
+    n_points = 9
+    X = rng.normal(size=(n_points, 2))
+    model = Dasgupta(beta=1.0).merge_model(X)
+    tree = _random_tree(n_points, rng)
+    trellis = SparseTrellis(model)
+    trellis.add_tree(replay_tree(model, tree))
+    added = trellis.grow_tree(tree, 3)
+    trellis.solve()
+    assert 0 < added <= 2 * (n_points - 2)
+    members = [np.array([i]) for i in range(n_points)]
+    for a, b in tree:
+        members.append(np.concatenate([members[a], members[b]]))
+    for node, (a, b) in enumerate(tree, start=n_points):
+        larger, smaller = sorted((a, b), key=lambda c: -len(members[c]))
+        if larger < n_points:
+            continue
+        for grandchild in tree[larger - n_points]:
+            union = np.concatenate([members[smaller], members[grandchild]])
+            assert trellis.vertex_of([union])[0] >= 0
+
+
+def test_a_tree_grown_around_kept_clusters_never_cuts_them():
+    """grow_tree with ``uncut``: every vertex either holds, lies in or misses each kept cluster."""
+    from sktrellis._engine.agglomerative.builders import replay_tree
+    from sktrellis._engine.sparse.sparse_trellis import SparseTrellis
+
+    rng = np.random.default_rng(1)
+    n_points = 10
+    X = rng.normal(size=(n_points, 2))
+    model = Dasgupta(beta=1.0).merge_model(X)
+    tree = _random_tree(n_points, rng)
+    members = [np.array([i]) for i in range(n_points)]
+    for a, b in tree:
+        members.append(np.concatenate([members[a], members[b]]))
+    kept = [m for m in members[n_points:-1] if 3 <= len(m)][:2]
+    uncut = np.zeros((len(kept), n_points), dtype=bool)
+    for row, cluster in enumerate(kept):
+        uncut[row, cluster] = True
+    grown = {}
+    for name, mask in (("free", None), ("kept", uncut)):
+        trellis = SparseTrellis(model)
+        trellis.add_tree(replay_tree(model, tree))
+        trellis.grow_tree(tree, 4, uncut=mask)
+        trellis.solve()
+        grown[name] = [set(trellis.vertex_members(v).tolist())
+                       for v in range(trellis.n_vertices)]
+
+    def cuts(vertex):
+        return any(vertex & set(c.tolist()) and not vertex <= set(c.tolist())
+                   and not set(c.tolist()) <= vertex for c in kept)
+
+    assert any(cuts(v) for v in grown["free"])   # without uncut some union does cut them
+    assert not any(cuts(v) for v in grown["kept"])
+    assert len(grown["kept"]) > 2 * n_points - 1   # and the others are still added

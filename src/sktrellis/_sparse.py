@@ -1,6 +1,6 @@
 """Sparse hierarchical trellis: exact inference over the trees spanned by chosen clusters."""
 import time
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
@@ -11,12 +11,26 @@ from ._estimator import (
     EnergyEstimatorMixin, TreePosteriorMixin, check_built_for, clears_fit_state_on_failure,
 )
 from ._engine.trellis.hierarchical_trellis import double_factorial_trees
+from ._engine.search._best_first import MAX_POINTS as MAX_SEARCH_POINTS, BestFirstSearch
 from ._engine.sparse.sparse_trellis import SparseTrellis
 from ._engine.tree.conversion import merges_from_tree
 from ._engine.agglomerative.builders import beam_search, greedy_tree, gumbel_noise, replay_tree
 from ._calibration import MAX_TREE_BOOTSTRAP, N_POSTERIOR_SAMPLES, calibrate
 from .energies import Dasgupta
 from .energies._tree_prior import split_log_prior
+
+# States the search bounding the full log Z may hold (about 1-2 KiB each
+# with the log Z objective): a cap far below the memory of the machine.
+_MASS_BOUND_STATES = 100_000
+
+# Parts each node of a bootstrap resample's tree is cut into when those
+# trees span the calibrated trellis (every union of them becomes a vertex):
+# 3, the node's rotations, at most two new vertices a node. With 4 parts
+# noise spread more at N = 40-80 (largest cluster of 3..N-1 points 0.27-0.35
+# against 0.35-0.48 at N = 80) but less at N = 200 (0.67 against 0.50):
+# the more vertices a tree brings, the more the trees' neighbourhoods
+# differ in how many trees they span, and the largest takes the mass.
+_ROTATION_PARTS = 3
 
 
 class SparseTrellisClustering(
@@ -47,23 +61,45 @@ class SparseTrellisClustering(
 
     Every probability it reports (cluster probabilities, samples,
     :meth:`log_probability`) is relative to the spanned trees: P(cluster |
-    X, the tree is spanned). What fraction of the full posterior's mass the
-    spanned trees hold is unknown -- the fit computes no upper bound on the
-    full log Z -- and it can be tiny: on a 20-particle Ginkgo jet the
-    spanned trees held about e^-9.5 of the exact mass while the top
-    clusters got 0.86. ``sparsity_`` is the fraction of trees spanned, not
-    of mass. A cluster that every spanned tree shares gets probability 1
-    whatever the data say beyond the spanned set: on structureless
-    40 x 2000 data some cluster of 3..39 points still gets 0.75-0.94 at the
-    calibrated ``beta_`` (user guide, "Reading a posterior").
+    X, the tree is spanned). What share of the full posterior's mass the
+    spanned trees hold is bounded from below, in log, by
+    ``log_spanned_mass_lower_bound_`` (up to 64 points: the spanned log Z
+    minus the best-first search's upper bound on the full log Z, found
+    within ``mass_bound_time`` seconds; the share itself when the search
+    sums every tree, as it does within the default half second up to
+    about 10 points, and far below it from 16 points on) and unknown (NaN)
+    past 64 points. It can be tiny: on a 20-particle Ginkgo jet the spanned
+    trees held about e^-9.5 of the exact mass while the top clusters got
+    0.86; at 40 points the bound found in half a second is about e^-70 to
+    e^-120 (calibrated, 2000 genes) or e^-500 (beta = 1, 5 features), true
+    but no reassurance. ``sparsity_`` is the fraction of trees spanned, not
+    of mass.
 
     With ``beta="auto"`` (the default of ``Dasgupta`` and
     ``CorrelationClustering``) ``fit`` calibrates the temperature as the
     exact estimators do, with each bootstrap resample's minimum-loss tree
     from the seed search (a beam of ``beam_width``) and the posterior's
-    expected loss from 200 exact draws over the spanned trees; every
-    temperature tried builds the trellis anew, so a calibrated fit costs
-    30-80 plain ones at N = 40 (``benchmarks/bench_calibration.py``).
+    expected loss from 200 exact draws over the spanned trees; and the
+    trellis is then spanned by what the bootstrap found rather than grown
+    around one tree: the seed trees, and every bootstrap resample's tree
+    with the rotations of each of its nodes (the two other trees over its
+    child and grandchildren), save those that would cut a cluster every
+    resample's tree holds (``builder`` then gives the seeds;
+    ``resplit_parts`` and ``max_vertices`` are not used). On structureless
+    data the resamples' trees disagree, so no cluster is shared by most
+    spanned trees; on planted groups they agree, so the groups keep their
+    support: at N = 40-80 (2000 genes) subtypes 1.000 and noise clusters at
+    most 0.24-0.48; at N = 120 and 200 noise still reached 0.59 and
+    0.50-0.72 (seeds 0-1), where one resample's tree and its rotations
+    span most trees.
+    Grown around the MAP tree instead, as at a numeric beta, a cluster that
+    most spanned trees share gets a high probability whatever the data say
+    beyond them: on structureless 40 x 2000 data some cluster of 3..39
+    points got 0.75-0.94 at any temperature (user guide, "Reading a
+    posterior", ``benchmarks/bench_sparse_humility.py``). The calibrated
+    family is not grown around its MAP tree, so its MAP can be worse than
+    a fit at the same numeric beta finds. Every temperature tried builds
+    the trellis anew, so a calibrated fit costs 10-75 plain ones at N = 40.
 
     Parameters
     ----------
@@ -94,6 +130,11 @@ class SparseTrellisClustering(
         n_samples``. Seeds are always kept whole.
     n_clusters : int, default=2
         Number of flat clusters of ``labels_``, cut from the MAP tree.
+    mass_bound_time : float, default=0.5
+        Seconds the best-first search may spend bounding the full log Z
+        from above for ``log_spanned_mass_lower_bound_`` (up to 64 points;
+        it stops sooner once it has summed every tree, or at 100,000
+        states); 0 skips it.
     random_state : int, RandomState instance or None, default=None
         Seed of the "sampled" builder, of a callable builder and of
         :meth:`sample` when it is called without one.
@@ -118,7 +159,8 @@ class SparseTrellisClustering(
     map_log_potential_ : float
         Log potential of the MAP tree among the spanned trees.
     seed_log_potentials_ : ndarray of shape (n_seeds,)
-        Log potential of each seed tree.
+        Log potential of each seed tree: the builder's, then, with the
+        calibrated ``beta="auto"``, each bootstrap resample's.
     n_vertices_ : int
         Number of clusters in the trellis (the N points included).
     n_splits_ : int
@@ -128,6 +170,16 @@ class SparseTrellisClustering(
     sparsity_ : float
         ``n_trees_ / (2N - 3)!!``, the fraction of all trees spanned; it
         underflows to 0.0 from about N = 150 on, where ``n_trees_`` stays exact.
+    log_spanned_mass_lower_bound_ : float
+        A certified lower bound on the natural log of the share of the full
+        posterior's mass (over all (2N - 3)!! trees) that the spanned trees
+        hold, ``log(Z_spanned / Z_full)``, the share every probability
+        reported is relative to: ``log_partition_ - U`` (at most 0) with U
+        the best-first search's upper bound on the full log Z. In log since
+        the share can be far below the smallest float (about e^-500 at 40
+        points on 5 features). NaN when unknown: past 64 points, for an
+        energy without an admissible search bound, or with
+        ``mass_bound_time=0``.
     beta_ : float
         The inverse temperature, with an energy that has one: the energy's
         ``beta``, or the value ``beta="auto"`` calibrated to (above).
@@ -160,6 +212,8 @@ class SparseTrellisClustering(
     True
     >>> model.n_trees_ > 10**20
     True
+    >>> bool(model.log_spanned_mass_lower_bound_ <= 0)   # log of a share of the full mass
+    True
     """
 
     _parameter_constraints = {
@@ -170,13 +224,14 @@ class SparseTrellisClustering(
         "resplit_parts": [Interval(Integral, 0, None, closed="left")],
         "max_vertices": [Interval(Integral, 1, None, closed="left"), None],
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "mass_bound_time": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
     def __init__(self, energy=None, *, builder="beam", n_seed_trees=5, beam_width=5,
-                 resplit_parts=8, max_vertices=None, n_clusters=2, random_state=None,
-                 verbose=0):
+                 resplit_parts=8, max_vertices=None, n_clusters=2, mass_bound_time=0.5,
+                 random_state=None, verbose=0):
         self.energy = energy
         self.builder = builder
         self.n_seed_trees = n_seed_trees
@@ -184,6 +239,7 @@ class SparseTrellisClustering(
         self.resplit_parts = resplit_parts
         self.max_vertices = max_vertices
         self.n_clusters = n_clusters
+        self.mass_bound_time = mass_bound_time
         self.random_state = random_state
         self.verbose = verbose
 
@@ -227,10 +283,13 @@ class SparseTrellisClustering(
         X = self._validate_training_data(X)
         n_points = len(X)
         random_state = check_random_state(self.random_state)
+        bootstrap_trees = []
         energy, beta, (trellis, seeds, model, _), calibration = calibrate(
             self._energy(), X, self.random_state,
-            lambda scaled, calibrating: (*self._build(scaled, X, random_state), scaled),
-            self._seed_search_loss(X), self._expected_loss, max_resamples=MAX_TREE_BOOTSTRAP)
+            lambda scaled, calibrating: (
+                *self._build(scaled, X, random_state, bootstrap_trees), scaled),
+            self._seed_search_loss(X, bootstrap_trees), self._expected_loss,
+            max_resamples=MAX_TREE_BOOTSTRAP)
         if beta is not None:
             self.beta_ = beta
             self.calibration_ = calibration
@@ -251,9 +310,45 @@ class SparseTrellisClustering(
         self.n_splits_ = trellis.n_splits
         self.n_trees_ = trellis.n_trees()
         self.sparsity_ = self.n_trees_ / double_factorial_trees(n_points)
+        self.log_spanned_mass_lower_bound_ = self._log_spanned_mass_lower_bound(energy, X)
         return self
 
-    def _build(self, energy, X, random_state):
+    def _log_spanned_mass_lower_bound(self, energy, X):
+        """A lower bound on the log share of the full posterior's mass the spanned trees hold.
+
+        ``log(Z_spanned / Z_upper)``, with ``Z_upper`` the best-first search's
+        upper bound on the full partition function (E. Dechter and R.
+        Dechter, "A note on bounding the partition function by search")
+        after at most ``mass_bound_time`` seconds: certified at any time,
+        and the share itself once the search has summed every tree. NaN
+        (unknown) past the search's ``MAX_SEARCH_POINTS`` points, for an
+        energy without an admissible search bound, or with
+        ``mass_bound_time=0``.
+        """
+        n_points = len(X)
+        if self.mass_bound_time == 0 or n_points > MAX_SEARCH_POINTS:
+            return np.nan
+        try:
+            bound = energy.search_bound(X)
+        except ValueError:
+            return np.nan   # no admissible bound: nothing certifies the share
+        search = BestFirstSearch(bound, n_points, objective="log_partition")
+        start = time.perf_counter()
+        while not search.finished:
+            remaining = self.mass_bound_time - (time.perf_counter() - start)
+            if remaining <= 0 or search.run(seconds=min(remaining, 0.1),
+                                            max_states=_MASS_BOUND_STATES) == "max_states":
+                break
+        log_upper = search.log_partition_bounds()[1]
+        if self.verbose:
+            print(f"[{type(self).__name__}] full log Z <= {log_upper:.6g} "
+                  f"({'exact' if search.finished else 'bound'}, "
+                  f"{time.perf_counter() - start:.2f} s): log spanned mass >= "
+                  f"{min(self.log_partition_ - log_upper, 0.0):.6g}", flush=True)
+        # Rounding must not make the share exceed one when the bound is exact.
+        return float(min(self.log_partition_ - log_upper, 0.0))
+
+    def _build(self, energy, X, random_state, bootstrap_trees=()):
         """The sparse trellis of X under an energy with a numeric beta: seeded, grown, solved.
 
         Returns the trellis, its seed trees and the merge model.
@@ -266,6 +361,27 @@ class SparseTrellisClustering(
         seeds = self._seed_trees(X, model, random_state)
         for tree in seeds:
             trellis.add_tree(tree)
+        if bootstrap_trees:
+            # The family the calibrated posterior lives on: the seed trees as
+            # they are, and the bootstrap's trees (approximate draws from
+            # that posterior, one per resample) each with the rotations of
+            # each of its nodes (_ROTATION_PARTS), but none that cuts a
+            # cluster every resample's tree holds (the bootstrap saw no
+            # alternative to it: at N = 80 planted subtypes fell to
+            # 0.89-0.96 where cut). Growing around one tree -- the MAP tree,
+            # or the best seed tree, which the bootstrap's trees share most
+            # clusters with -- gives its neighbourhood most of the spanned
+            # trees and so most of the mass whatever the data say (on
+            # noise, clusters of 3..N-1 points at 0.7-0.95).
+            resampled = [replay_tree(model, merges) for merges in bootstrap_trees]
+            for tree in resampled:
+                trellis.add_tree(tree)
+            uncut = _unanimous_clusters(bootstrap_trees, n_points)
+            for tree in resampled:
+                trellis.grow_tree(tree.merges, _ROTATION_PARTS, uncut=uncut)
+            trellis.solve()
+            self._report(trellis, "bootstrap trees and their rotations", start)
+            return trellis, seeds + resampled, model
         trellis.solve()
         self._report(trellis, "seeds", start)
         # Widen the neighbourhood only once the narrower one stops paying:
@@ -281,17 +397,20 @@ class SparseTrellisClustering(
                     break
         return trellis, seeds, model
 
-    def _seed_search_loss(self, X):
+    def _seed_search_loss(self, X, trees):
         """``map_loss`` of the calibration: the full-data loss of a data set's best beam-search tree.
 
         The bootstrap's minimisers come from the seed search (a beam of
         ``beam_width``), not from a sparse trellis each: 20-100 resamples
-        at the cost of a beam search each.
+        at the cost of a beam search each. Each resample's tree (not X's)
+        is appended to ``trees``: they span the calibrated trellis.
         """
         def loss(unit, data, cancelled=None):
             if cancelled is not None and cancelled.is_set():
                 raise KeyboardInterrupt
             merges = beam_search(unit.merge_model(data), self.beam_width)[0].merges
+            if data is not X:
+                trees.append(merges)
             return -replay_tree(unit.merge_model(X), merges).log_potential
         return loss
 
@@ -317,3 +436,18 @@ class SparseTrellisClustering(
                 f"{trellis.map_log_potential:.6g}, {time.perf_counter() - start:.2f} s",
                 flush=True,
             )
+
+
+def _unanimous_clusters(trees, n_points):
+    """The clusters of 2..N-1 points that every tree holds, as a boolean (k, N) matrix."""
+    def clusters(merges):
+        members = [frozenset([i]) for i in range(n_points)]
+        for a, b in merges:
+            members.append(members[a] | members[b])
+        return set(members[n_points:-1])
+
+    shared = set.intersection(*(clusters(merges) for merges in trees))
+    uncut = np.zeros((len(shared), n_points), dtype=bool)
+    for row, cluster in enumerate(sorted(shared, key=sorted)):
+        uncut[row, list(cluster)] = True
+    return uncut

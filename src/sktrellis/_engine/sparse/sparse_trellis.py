@@ -4,6 +4,7 @@ Vertices are kept in insertion order with their content hashes, lowest
 point, size and merge-model id; ``solve`` numbers them by size, finds every
 split of a vertex into two vertices and runs the kernels of ``_sparse.pyx``.
 """
+import sys
 from collections import deque
 from functools import lru_cache
 from itertools import combinations
@@ -85,20 +86,31 @@ class SparseTrellis:
                 self._add(key, low, size, int(model_id))
             vertex.append(self._index[key])
 
-    def add_unions(self, parts, members, max_vertices):
+    def add_unions(self, parts, members, max_vertices, uncut=None):
         """Add the union of every subset of 2 or more, not all, of the disjoint vertices ``parts``.
 
         Smaller unions go first; none beyond ``max_vertices`` vertices.
         ``members[v]`` gives the points of each part (energies on pairwise
-        weights need the cross sums between parts). Returns the number of
+        weights need the cross sums between parts). ``uncut``, a boolean
+        (k, N) matrix of clusters, leaves out every union that cuts one of
+        them (meets it, and neither holds the other). Returns the number of
         vertices added.
         """
         subsets, indicator = _proper_subsets(len(parts))
         first = indicator @ np.array([self._first[p] for p in parts], dtype=np.uint64)
         second = indicator @ np.array([self._second[p] for p in parts], dtype=np.uint64)
+        allowed = np.ones(len(subsets), dtype=bool)
+        if uncut is not None and len(uncut):
+            # Points of each kept cluster in each part, then in each union.
+            shared = np.array([uncut[:, members[p]].sum(axis=1) for p in parts])
+            counts = indicator.astype(np.int64)
+            inside = counts @ shared
+            size = counts @ np.array([len(members[p]) for p in parts])
+            allowed = ~np.any((inside > 0) & (inside < uncut.sum(axis=1))
+                              & (inside < size[:, None]), axis=1)
         new = [
             row for row, key in enumerate(zip(first.tolist(), second.tolist()))
-            if key not in self._index
+            if allowed[row] and key not in self._index
         ][: max(0, max_vertices - self.n_vertices)]
         if not new:
             return 0
@@ -212,10 +224,46 @@ class SparseTrellis:
         """
         splits = self.map_splits()
         members = self.members(splits)
-        children = {self.parent[s]: (self.left[s], self.right[s]) for s in splits}
-        by_size = {v: sorted(pair, key=lambda c: -self.size[c]) for v, pair in children.items()}
+        # In insertion order, the numbering add_unions takes.
+        order = self.order
+        children = {int(order[self.parent[s]]): (int(order[self.left[s]]),
+                                                 int(order[self.right[s]])) for s in splits}
+        nodes = [int(order[v]) for v in sorted(self.parent[splits], reverse=True)]
+        return self._rearrange(children, {int(order[v]): m for v, m in members.items()},
+                               nodes, n_parts, max_vertices)
+
+    def grow_tree(self, merges, n_parts, max_vertices=None, uncut=None):
+        """Add the rearrangements of the subtrees of a tree already added (``add_tree``).
+
+        As ``grow``, around the tree given by its merges instead of the MAP
+        tree, and without a bound on the vertices when ``max_vertices`` is
+        None; no union cuts a cluster of ``uncut`` (see ``add_unions``).
+        Returns the number of vertices added.
+        """
+        if max_vertices is None:
+            max_vertices = sys.maxsize
+        vertex = list(range(self.n_points))
+        members = {v: np.array([v]) for v in range(self.n_points)}
+        children = {}
+        for a, b in merges:
+            va, vb = vertex[a], vertex[b]
+            v = self._index[self._union_handle(va, vb)[0]]
+            children[v] = (va, vb)
+            members[v] = np.concatenate([members[va], members[vb]])
+            vertex.append(v)
+        return self._rearrange(children, members, vertex[:self.n_points - 1:-1], n_parts,
+                               max_vertices, uncut)
+
+    def _rearrange(self, children, members, nodes, n_parts, max_vertices, uncut=None):
+        """Add every union of the parts each node of a tree is cut into (insertion numbering).
+
+        ``children[v]`` are the two children of inner node v, ``members[v]``
+        its points; ``nodes`` are the inner nodes in the order they are cut,
+        as long as ``max_vertices`` allows.
+        """
+        by_size = {v: sorted(pair, key=lambda c: -self._size[c]) for v, pair in children.items()}
         added = 0
-        for v in sorted(children, reverse=True):
+        for v in nodes:
             if self.n_vertices >= max_vertices:
                 break
             parts, frontier = [], deque([v])
@@ -227,11 +275,8 @@ class SparseTrellis:
                     frontier.extend(by_size[part])
             parts.extend(frontier)
             if len(parts) > 2:
-                added += self.add_unions(
-                    [int(self.order[p]) for p in parts],
-                    {int(self.order[p]): members[p] for p in parts},
-                    max_vertices,
-                )
+                added += self.add_unions(parts, {p: members[p] for p in parts}, max_vertices,
+                                         uncut)
         return added
 
     def vertex_of(self, member_lists):
