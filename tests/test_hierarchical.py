@@ -390,7 +390,25 @@ def test_published_ginkgo_jets():
         assert tree_splits_set(model.linkage_matrix_, len(momenta)) == expected
 
 
-def test_published_ginkgo_jets_by_kernel_and_function(kernel_threads, monkeypatch):
+@pytest.fixture(params=["plain", 2, 10])
+def ginkgo_blocking(request, monkeypatch):
+    """The Ginkgo inside and outside passes plain, or cache-blocked at any N.
+
+    Blocked with 2 low bits per row (rows of one or two splits per parent,
+    subsets with an empty low part, several items per level) or 10 (a
+    parent's splits in one row pair span more than one run of 256).
+    """
+    from sktrellis._engine.trellis import hierarchical_trellis
+
+    blocked = request.param != "plain"
+    monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
+    if blocked:
+        monkeypatch.setattr(hierarchical_trellis, "BLOCK_BITS", request.param)
+    return request.param
+
+
+def test_published_ginkgo_jets_by_kernel_and_function(kernel_threads, ginkgo_blocking,
+                                                      monkeypatch):
     for case in _published_jets():
         energy = GinkgoLikelihood(lam=case["params"]["lambda"], t_cut=case["params"]["t_cut"])
         potential = energy.split_potential(np.array(case["leaves_4momenta"]))
@@ -442,7 +460,8 @@ def _assert_same_trellis(kernel, function):
     "case", ["jet", "massive leaves", "ties and tau = 0", "below the cut", "below the range",
              "above the range"])
 def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_random_seed,
-                                                     kernel_threads, monkeypatch):
+                                                     kernel_threads, ginkgo_blocking,
+                                                     monkeypatch):
     """The linear-space Ginkgo kernel gives what the log-space formula gives.
 
     10 and 11 points have parents of more than one chunk of 256 splits.

@@ -194,16 +194,17 @@ class HierarchicalTrellis:
             self.counts[1 << np.arange(n_points), 0] = 1
         rows = n_subsets if separable else 1
         left_factors, right_factors = np.zeros((rows, 2)), np.zeros((rows, 2))
-        blocked = separable and n_points >= BLOCKED_MIN_POINTS
+        ginkgo = self._uses_ginkgo_kernel()
+        rate = SECONDS_PER_TERM["ginkgo"] if ginkgo else _seconds_per_split(separable)
+        blocked = (separable or ginkgo) and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points), _seconds_per_split(True))
+            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points), rate)
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
-        ginkgo = self._uses_ginkgo_kernel()
         if ginkgo:
-            records = kernels.ginkgo_records(self.potential)
+            records = kernels.ginkgo_records(self.potential, self.log_z, 0.0)
             kernels.fill_ginkgo_records(self.order[self.level_start[1] : self.level_start[2]],
-                                        self.log_z, self.log_map, self.counts, records, 1)
+                                        self.log_z, self.log_map, records, 1)
         with self._progress("inside pass (MAP tree, log Z)", _inside_splits,
                             self.deadline) as progress:
             for size in range(2, n_points + 1):
@@ -219,15 +220,21 @@ class HierarchicalTrellis:
                     )
                 if blocked:
                     for high_parts, low_sizes in blocks.inside_calls(size, progress):
-                        kernels.inside_level_blocked(
-                            self.potential, blocks.bits, high_parts, low_sizes,
-                            blocks.low_order, blocks.low_start, self.log_z, self.log_map,
-                            self.best_left, scale, left_factors, right_factors, n_threads,
-                        )
+                        if ginkgo:
+                            kernels.inside_level_ginkgo_blocked(
+                                self.potential, blocks.bits, high_parts, low_sizes,
+                                blocks.low_order, blocks.low_start, self.log_z, self.log_map,
+                                self.best_left, self.counts, records, n_threads,
+                            )
+                        else:
+                            kernels.inside_level_blocked(
+                                self.potential, blocks.bits, high_parts, low_sizes,
+                                blocks.low_order, blocks.low_start, self.log_z, self.log_map,
+                                self.best_left, scale, left_factors, right_factors, n_threads,
+                            )
                         progress.update(blocks.n_subsets(low_sizes) * n_splits)
                     # Parents with no low bit, C(N - bits, size) of them: plain kernel.
                     parents = blocks.high_only_parents(size)
-                rate = SECONDS_PER_TERM["ginkgo"] if ginkgo else _seconds_per_split(separable)
                 for block in progress.calls(parents, n_splits, rate):
                     if ginkgo:
                         kernels.inside_level_ginkgo(
@@ -242,8 +249,9 @@ class HierarchicalTrellis:
                         )
                     progress.update(len(block) * n_splits)
                 if ginkgo and size < n_points:
-                    kernels.fill_ginkgo_records(parents, self.log_z, self.log_map, self.counts,
-                                                records, n_threads)
+                    level = self.order[self.level_start[size] : self.level_start[size + 1]]
+                    kernels.fill_ginkgo_records(level, self.log_z, self.log_map, records,
+                                                n_threads)
 
     def check_feasible(self, energy):
         """Raise ValueError unless log Z is finite or -inf only where allowed.
@@ -326,17 +334,18 @@ class HierarchicalTrellis:
         parent_factor, sibling_factor = np.zeros(rows), np.zeros(rows)
         parent_scale = np.full(n_points + 1, -np.inf)
         sibling_scale = np.full(n_points + 1, -np.inf)
-        blocked = separable and n_points >= BLOCKED_MIN_POINTS
+        ginkgo = self._uses_ginkgo_kernel()
+        rate = SECONDS_PER_TERM["ginkgo"] if ginkgo else _seconds_per_split(separable)
+        blocked = (separable or ginkgo) and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
+            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points), rate)
             scratch = blocks.outside_scratch(self.n_threads)
         if separable:
             parent_scale[n_points] = kernels.outside_parent_factors(
                 potential, order[level_start[n_points] :], log_out, parent_factor, 1
             )
-        ginkgo = self._uses_ginkgo_kernel()
         if ginkgo:
-            records = kernels.ginkgo_outside_records(potential, self.log_z)
+            records = kernels.ginkgo_records(potential, self.log_z, -np.inf)
             kernels.fill_ginkgo_outside_records(potential, order[level_start[n_points] :],
                                                 log_out, records, 1)
         def outside_terms(size):
@@ -355,16 +364,21 @@ class HierarchicalTrellis:
                     )
                 if blocked:
                     for high_parts, low_sizes in blocks.outside_calls(size, progress):
-                        kernels.outside_level_blocked(
-                            potential, blocks.bits, size, high_parts, low_sizes,
-                            blocks.low_order, blocks.low_start, self.log_z, log_out,
-                            parent_factor, parent_scale, sibling_factor, sibling_scale,
-                            scratch, n_threads,
-                        )
+                        if ginkgo:
+                            kernels.outside_level_ginkgo_blocked(
+                                potential, blocks.bits, high_parts, low_sizes,
+                                blocks.low_order, blocks.low_start, self.log_z, log_out,
+                                records, n_threads,
+                            )
+                        else:
+                            kernels.outside_level_blocked(
+                                potential, blocks.bits, size, high_parts, low_sizes,
+                                blocks.low_order, blocks.low_start, self.log_z, log_out,
+                                parent_factor, parent_scale, sibling_factor, sibling_scale,
+                                scratch, n_threads,
+                            )
                         progress.update(blocks.n_subsets(low_sizes) * n_terms)
                 else:
-                    rate = (SECONDS_PER_TERM["ginkgo"] if ginkgo
-                            else _seconds_per_split(separable))
                     for block in progress.calls(clusters, n_terms, rate):
                         if ginkgo:
                             kernels.outside_level_ginkgo(
