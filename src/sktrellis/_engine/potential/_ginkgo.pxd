@@ -149,7 +149,7 @@ cdef extern from *:
        without a term here (tau <= 0: psi = 0; a lighter child of mass 0, a
        leaf or the empty set: the caller adds those exactly) has exponent
        -inf and inverse 0. Returns the largest exponent (-inf if none). */
-    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_exponents(
+    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_exponents_portable(
             const sktrellis_ginkgo_record* rec, uint32_t parent, uint32_t left_high,
             const uint32_t* lefts, int n, double root_parent, double lam_over_parent,
             double lam, double* exponent, double* inverse, double* ratio) {
@@ -203,7 +203,7 @@ cdef extern from *:
        log O(P) + K(P) + z(D) - lam t_heavy / t(P) - lam t_light / tau, and
        1 / tau; siblings of mass 0 and tau <= 0 give no term here (as in
        sktrellis_ginkgo_exponents). Returns the largest exponent. */
-    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_outside_exponents(
+    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_outside_exponents_portable(
             const sktrellis_ginkgo_record* rec, uint32_t cluster, double t_cluster,
             double root_cluster, uint32_t sibling_high, const uint32_t* others, int n,
             double lam, double* exponent, double* inverse) {
@@ -242,41 +242,234 @@ cdef extern from *:
     }
     #pragma GCC pop_options
 
-    /* count[parent] += count[A_j] count[parent ^ A_j] over the splits of a
-       run with a term (inverse[j] != 0), A_j = left_high | lefts[j];
-       counts are (low, high) uint64 pairs (see _common.pxd). A subset of
-       s <= 18 points has at most (2s - 3)!! < 2**64 trees, and every
-       product is at most the parent's count: up to 18 points, 64-bit
-       arithmetic is exact (a multiply-add per split, vectorisable). */
-    SKTRELLIS_VECTOR_CLONES static void sktrellis_ginkgo_count(
-            uint64_t* count, uint32_t parent, uint32_t left_high, const uint32_t* lefts,
-            const double* inverse, int n, int parent_size) {
+    /* Tree counts. Counts are (low, high) uint64 pairs (see _common.pxd). A
+       subset of s <= 18 points has at most (2s - 3)!! < 2**64 trees, and
+       every product of its children's counts is at most its own: up to 18
+       points, 64-bit arithmetic is exact (a multiply-add per split).
+       sktrellis_ginkgo_count64 returns the sum of count[A_j] count[parent ^
+       A_j], A_j = left_high | lefts[j], over the splits with a term
+       (inverse[j] != 0); sktrellis_ginkgo_count128 adds it to
+       count[parent] in 128 bits, for parents of any size. */
+    SKTRELLIS_VECTOR_CLONES static uint64_t sktrellis_ginkgo_count64(
+            const uint64_t* count, uint32_t parent, uint32_t left_high, const uint32_t* lefts,
+            const double* inverse, int n) {
+        uint64_t acc = 0;
         int j;
-        if (parent_size <= 18) {
-            uint64_t acc = 0;
-            #pragma omp simd reduction(+:acc)
-            for (j = 0; j < n; j++) {
+        #pragma omp simd reduction(+:acc)
+        for (j = 0; j < n; j++) {
+            uint32_t left = left_high | lefts[j];
+            uint64_t product = count[2 * (size_t)left] * count[2 * (size_t)(parent ^ left)];
+            acc += inverse[j] != 0.0 ? product : 0;
+        }
+        return acc;
+    }
+
+    static void sktrellis_ginkgo_count128(
+            uint64_t* count, uint32_t parent, uint32_t left_high, const uint32_t* lefts,
+            const double* inverse, int n) {
+        unsigned __int128 acc = ((unsigned __int128)count[2 * (size_t)parent + 1] << 64)
+                                | count[2 * (size_t)parent];
+        int j;
+        for (j = 0; j < n; j++) {
+            if (inverse[j] != 0.0) {
                 uint32_t left = left_high | lefts[j];
-                uint64_t product = count[2 * (size_t)left] * count[2 * (size_t)(parent ^ left)];
-                acc += inverse[j] != 0.0 ? product : 0;
+                const uint64_t* a = count + 2 * (size_t)left;
+                const uint64_t* b = count + 2 * (size_t)(parent ^ left);
+                acc += (((unsigned __int128)a[1] << 64) | a[0])
+                       * (((unsigned __int128)b[1] << 64) | b[0]);
             }
-            count[2 * (size_t)parent] += acc;
-        } else {
-            unsigned __int128 acc = ((unsigned __int128)count[2 * (size_t)parent + 1] << 64)
-                                    | count[2 * (size_t)parent];
-            for (j = 0; j < n; j++) {
-                if (inverse[j] != 0.0) {
-                    uint32_t left = left_high | lefts[j];
-                    const uint64_t* a = count + 2 * (size_t)left;
-                    const uint64_t* b = count + 2 * (size_t)(parent ^ left);
-                    acc += (((unsigned __int128)a[1] << 64) | a[0])
-                           * (((unsigned __int128)b[1] << 64) | b[0]);
+        }
+        count[2 * (size_t)parent] = (uint64_t)acc;
+        count[2 * (size_t)parent + 1] = (uint64_t)(acc >> 64);
+    }
+
+    /* The first passes read two 32-byte records per split at scattered
+       addresses. Compilers vectorise those reads as one scalar load and one
+       insert per field (8 of each per split, the passes' bottleneck); on
+       x86-64 with AVX2 the passes below read each record as two 16-byte
+       halves and transpose four records at a time with two unpacks per
+       pair of fields: a third of the instructions. Same arithmetic as the
+       portable passes, operation for operation (no FMA contraction), so
+       the same results bit for bit. */
+    #if defined(__GNUC__) && defined(__x86_64__)
+    #define SKTRELLIS_GINKGO_AVX2 1
+    #include <immintrin.h>
+    /* Fields of the records rec[i[0..3]]: (t, sqrt t, log Z, aux), 4 lanes each. */
+    __attribute__((target("avx2"))) static inline void sktrellis_ginkgo_load4(
+            const sktrellis_ginkgo_record* rec, const uint32_t* i, __m256d* mass2,
+            __m256d* root, __m256d* log_z, __m256d* aux) {
+        const double* r0 = (const double*)(rec + i[0]);
+        const double* r1 = (const double*)(rec + i[1]);
+        const double* r2 = (const double*)(rec + i[2]);
+        const double* r3 = (const double*)(rec + i[3]);
+        __m256d lo02 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(r0)),
+                                            _mm_loadu_pd(r2), 1);
+        __m256d lo13 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(r1)),
+                                            _mm_loadu_pd(r3), 1);
+        __m256d hi02 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(r0 + 2)),
+                                            _mm_loadu_pd(r2 + 2), 1);
+        __m256d hi13 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(r1 + 2)),
+                                            _mm_loadu_pd(r3 + 2), 1);
+        *mass2 = _mm256_unpacklo_pd(lo02, lo13);
+        *root = _mm256_unpackhi_pd(lo02, lo13);
+        *log_z = _mm256_unpacklo_pd(hi02, hi13);
+        *aux = _mm256_unpackhi_pd(hi02, hi13);
+    }
+
+    __attribute__((target("avx2"))) static double sktrellis_ginkgo_exponents_avx2(
+            const sktrellis_ginkgo_record* rec, uint32_t parent, uint32_t left_high,
+            const uint32_t* lefts, int n, double root_parent, double lam_over_parent,
+            double lam, double* exponent, double* inverse, double* ratio,
+            const uint64_t* count, uint64_t* count_sum) {
+        uint64_t products = 0;
+        const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
+        const __m256d minus_inf = _mm256_set1_pd(-INFINITY);
+        const __m256d v_root = _mm256_set1_pd(root_parent);
+        const __m256d v_lop = _mm256_set1_pd(lam_over_parent), v_lam = _mm256_set1_pd(lam);
+        __m256d top = minus_inf;
+        double c, lanes[4];
+        uint32_t a_index[4], b_index[4];
+        int j = 0, k;
+        for (; j + 4 <= n; j += 4) {
+            __m256d ma, ra, za, xa, mb, rb, zb, xb;
+            for (k = 0; k < 4; k++) {
+                a_index[k] = left_high | lefts[j + k];
+                b_index[k] = parent ^ a_index[k];
+            }
+            sktrellis_ginkgo_load4(rec, a_index, &ma, &ra, &za, &xa);
+            sktrellis_ginkgo_load4(rec, b_index, &mb, &rb, &zb, &xb);
+            __m256d left_heavy = _mm256_cmp_pd(ma, mb, _CMP_GE_OQ);
+            __m256d heavy = _mm256_blendv_pd(mb, ma, left_heavy);
+            __m256d light = _mm256_blendv_pd(ma, mb, left_heavy);
+            __m256d scale = _mm256_sub_pd(v_root, _mm256_blendv_pd(rb, ra, left_heavy));
+            __m256d tau = _mm256_mul_pd(scale, scale);
+            __m256d has_term = _mm256_and_pd(_mm256_cmp_pd(tau, zero, _CMP_GT_OQ),
+                                             _mm256_cmp_pd(light, zero, _CMP_GT_OQ));
+            __m256d inv = _mm256_and_pd(has_term, _mm256_div_pd(one, tau));
+            __m256d e = _mm256_sub_pd(
+                _mm256_sub_pd(_mm256_add_pd(za, zb), _mm256_mul_pd(v_lop, heavy)),
+                _mm256_mul_pd(_mm256_mul_pd(v_lam, light), inv));
+            e = _mm256_blendv_pd(minus_inf, e, has_term);
+            _mm256_storeu_pd(exponent + j, e);
+            _mm256_storeu_pd(inverse + j, inv);
+            _mm256_storeu_pd(ratio + j, _mm256_mul_pd(xa, xb));
+            top = _mm256_max_pd(top, e);
+            if (count != NULL) {
+                /* The splits' counts while their indices are in registers. */
+                int with_term = _mm256_movemask_pd(has_term);
+                for (k = 0; k < 4; k++) {
+                    uint64_t product = count[2 * (size_t)a_index[k]]
+                                       * count[2 * (size_t)b_index[k]];
+                    products += (with_term >> k) & 1 ? product : 0;
                 }
             }
-            count[2 * (size_t)parent] = (uint64_t)acc;
-            count[2 * (size_t)parent + 1] = (uint64_t)(acc >> 64);
         }
+        _mm256_storeu_pd(lanes, top);
+        c = lanes[0];
+        for (k = 1; k < 4; k++)
+            c = lanes[k] > c ? lanes[k] : c;
+        if (j < n) {
+            double rest = sktrellis_ginkgo_exponents_portable(
+                rec, parent, left_high, lefts + j, n - j, root_parent, lam_over_parent, lam,
+                exponent + j, inverse + j, ratio + j);
+            c = rest > c ? rest : c;
+            if (count != NULL)
+                products += sktrellis_ginkgo_count64(count, parent, left_high, lefts + j,
+                                                     inverse + j, n - j);
+        }
+        *count_sum = products;
+        return c;
     }
+
+    __attribute__((target("avx2"))) static double sktrellis_ginkgo_outside_exponents_avx2(
+            const sktrellis_ginkgo_record* rec, uint32_t cluster, double t_cluster,
+            double root_cluster, uint32_t sibling_high, const uint32_t* others, int n,
+            double lam, double* exponent, double* inverse) {
+        const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
+        const __m256d minus_inf = _mm256_set1_pd(-INFINITY);
+        const __m256d v_t = _mm256_set1_pd(t_cluster), v_root = _mm256_set1_pd(root_cluster);
+        const __m256d v_lam = _mm256_set1_pd(lam);
+        __m256d top = minus_inf;
+        double c, lanes[4];
+        uint32_t p_index[4], d_index[4];
+        int j = 0, k;
+        for (; j + 4 <= n; j += 4) {
+            __m256d mp, rp, zp, xp, md, rd, zd, xd;
+            for (k = 0; k < 4; k++) {
+                d_index[k] = sibling_high | others[j + k];
+                p_index[k] = cluster | d_index[k];
+            }
+            sktrellis_ginkgo_load4(rec, p_index, &mp, &rp, &zp, &xp);
+            sktrellis_ginkgo_load4(rec, d_index, &md, &rd, &zd, &xd);
+            __m256d cluster_heavy = _mm256_cmp_pd(v_t, md, _CMP_GE_OQ);
+            __m256d heavy = _mm256_blendv_pd(md, v_t, cluster_heavy);
+            __m256d light = _mm256_blendv_pd(v_t, md, cluster_heavy);
+            __m256d scale = _mm256_sub_pd(rp, _mm256_blendv_pd(rd, v_root, cluster_heavy));
+            __m256d tau = _mm256_mul_pd(scale, scale);
+            __m256d has_term = _mm256_and_pd(_mm256_cmp_pd(tau, zero, _CMP_GT_OQ),
+                                             _mm256_cmp_pd(light, zero, _CMP_GT_OQ));
+            __m256d inv = _mm256_and_pd(has_term, _mm256_div_pd(one, tau));
+            __m256d e = _mm256_sub_pd(
+                _mm256_sub_pd(_mm256_add_pd(xp, zd),
+                              _mm256_div_pd(_mm256_mul_pd(v_lam, heavy), mp)),
+                _mm256_mul_pd(_mm256_mul_pd(v_lam, light), inv));
+            e = _mm256_blendv_pd(minus_inf, e, has_term);
+            _mm256_storeu_pd(exponent + j, e);
+            _mm256_storeu_pd(inverse + j, inv);
+            top = _mm256_max_pd(top, e);
+        }
+        _mm256_storeu_pd(lanes, top);
+        c = lanes[0];
+        for (k = 1; k < 4; k++)
+            c = lanes[k] > c ? lanes[k] : c;
+        if (j < n) {
+            double rest = sktrellis_ginkgo_outside_exponents_portable(
+                rec, cluster, t_cluster, root_cluster, sibling_high, others + j, n - j, lam,
+                exponent + j, inverse + j);
+            c = rest > c ? rest : c;
+        }
+        return c;
+    }
+    #endif
+
+    /* The first pass (sktrellis_ginkgo_exponents_portable). With `count`
+       not NULL (a parent of at most 18 points, see sktrellis_ginkgo_count64),
+       also the sum of the splits' count products in *count_sum. */
+    static double sktrellis_ginkgo_exponents(
+            const sktrellis_ginkgo_record* rec, uint32_t parent, uint32_t left_high,
+            const uint32_t* lefts, int n, double root_parent, double lam_over_parent,
+            double lam, double* exponent, double* inverse, double* ratio,
+            const uint64_t* count, uint64_t* count_sum) {
+        double c;
+    #ifdef SKTRELLIS_GINKGO_AVX2
+        if (__builtin_cpu_supports("avx2"))
+            return sktrellis_ginkgo_exponents_avx2(rec, parent, left_high, lefts, n,
+                                                   root_parent, lam_over_parent, lam,
+                                                   exponent, inverse, ratio, count, count_sum);
+    #endif
+        c = sktrellis_ginkgo_exponents_portable(rec, parent, left_high, lefts, n,
+                                                root_parent, lam_over_parent, lam,
+                                                exponent, inverse, ratio);
+        *count_sum = count != NULL
+            ? sktrellis_ginkgo_count64(count, parent, left_high, lefts, inverse, n) : 0;
+        return c;
+    }
+
+    static double sktrellis_ginkgo_outside_exponents(
+            const sktrellis_ginkgo_record* rec, uint32_t cluster, double t_cluster,
+            double root_cluster, uint32_t sibling_high, const uint32_t* others, int n,
+            double lam, double* exponent, double* inverse) {
+    #ifdef SKTRELLIS_GINKGO_AVX2
+        if (__builtin_cpu_supports("avx2"))
+            return sktrellis_ginkgo_outside_exponents_avx2(rec, cluster, t_cluster,
+                                                           root_cluster, sibling_high, others,
+                                                           n, lam, exponent, inverse);
+    #endif
+        return sktrellis_ginkgo_outside_exponents_portable(rec, cluster, t_cluster,
+                                                           root_cluster, sibling_high, others,
+                                                           n, lam, exponent, inverse);
+    }
+
     """
     ctypedef struct GinkgoRecord "sktrellis_ginkgo_record":
         double mass2
@@ -286,7 +479,8 @@ cdef extern from *:
     double ginkgo_exponents "sktrellis_ginkgo_exponents"(
         const GinkgoRecord* rec, mask_t parent, mask_t left_high, const mask_t* lefts, int n,
         double root_parent, double lam_over_parent, double lam,
-        double* exponent, double* inverse, double* ratio) noexcept nogil
+        double* exponent, double* inverse, double* ratio, const uint64_t* count,
+        uint64_t* count_sum) noexcept nogil
     double ginkgo_weights "sktrellis_ginkgo_weights"(
         const double* exponent, const double* inverse, double* ratio, int n, double scale,
         double* map_max) noexcept nogil
@@ -296,9 +490,9 @@ cdef extern from *:
         double* inverse) noexcept nogil
     double ginkgo_sum "sktrellis_ginkgo_sum"(
         const double* exponent, const double* inverse, int n, double scale) noexcept nogil
-    void ginkgo_count "sktrellis_ginkgo_count"(
+    void ginkgo_count128 "sktrellis_ginkgo_count128"(
         uint64_t* count, mask_t parent, mask_t left_high, const mask_t* lefts,
-        const double* inverse, int n, int parent_size) noexcept nogil
+        const double* inverse, int n) noexcept nogil
 
 
 # Splits per run of the linear-space passes: the run's buffers stay in L1.

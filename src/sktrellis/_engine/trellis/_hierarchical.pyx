@@ -31,7 +31,7 @@ from .._common cimport (
     log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._ginkgo cimport (
-    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoRecord, ginkgo_count,
+    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoRecord, ginkgo_count128,
     ginkgo_exponents, ginkgo_outside_exponents, ginkgo_sum, ginkgo_weights, log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
@@ -382,13 +382,19 @@ cdef void ginkgo_run(const double* params, const double* mass2, const double* ro
     cdef double c, top, cut, slack
     cdef LogSum unused
     cdef int j
+    cdef uint64_t products
+    # Up to 18 points, the first pass sums the count products in 64 bits.
     c = ginkgo_exponents(rec, parent, left_high, lefts, n, rec[parent].root,
-                         params[LAM] / rec[parent].mass2, params[LAM], exponent, inverse, terms)
+                         params[LAM] / rec[parent].mass2, params[LAM], exponent, inverse, terms,
+                         count if size <= 18 else NULL, &products)
     # Counted even when no term is in range: a split with tau so small that
     # 1 / tau overflows has a finite log psi (the sum is then redone in log
     # space).
     if count != NULL:
-        ginkgo_count(count, parent, left_high, lefts, inverse, n, size)
+        if size <= 18:
+            count[2 * parent] += products
+        else:
+            ginkgo_count128(count, parent, left_high, lefts, inverse, n)
     if not c > -INFINITY:
         return
     ginkgo_rescale(s, c)
