@@ -503,6 +503,42 @@ def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_rand
     _assert_same_trellis(kernel, function)
 
 
+@pytest.mark.parametrize("case", ["jet", "massless clusters"])
+def test_ginkgo_sampler_draws_what_the_function_draws(case, global_random_seed):
+    """The sampler's inline Ginkgo formula: the same trees as through the C function.
+
+    The same uniforms give the same draws, split for split (the weights are
+    the same bit for bit), also where the inside kernel declines (a massless
+    cluster, when the function computed the tables).
+    """
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
+    from sktrellis._engine.trellis import _hierarchical as kernels
+    from sktrellis._engine.trellis.hierarchical_trellis import HierarchicalTrellis
+
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 7
+    if case == "jet":
+        X = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0].momenta
+        potential = GinkgoLikelihood().split_potential(X)
+    else:
+        sizes = np.array([bin(x).count("1") for x in range(1 << n_points)])
+        mass2 = (sizes * 20.0) ** 2 * rng.uniform(0.5, 1.5, 1 << n_points)
+        mass2[sizes <= 1] = 0.0
+        mass2[3] = 0.0
+        potential = ginkgo_potential(n_points, mass2, 1.5, 16.0)
+    trellis = HierarchicalTrellis(potential)
+    uniforms = rng.random((3000, n_points - 1))
+    cache = np.empty(1 << 12)
+    inline = kernels.sample_splits(potential, trellis.log_z, uniforms, cache, True)
+    function = kernels.sample_splits(potential, trellis.log_z, uniforms, cache, False)
+    np.testing.assert_array_equal(inline[0], function[0])
+    np.testing.assert_array_equal(inline[1], function[1])
+    with pytest.raises(ValueError, match="needs the Ginkgo potential"):
+        kernels.sample_splits(Dasgupta().split_potential(X if case == "jet" else
+                                                         rng.normal(size=(n_points, 2))),
+                              trellis.log_z, uniforms, cache, True)
+
+
 def test_ginkgo_kernel_declines_massless_clusters():
     """A cluster of zero mass takes the single-particle formula: the C function computes it."""
     from sktrellis._engine.potential._ginkgo import ginkgo_potential

@@ -38,7 +38,7 @@ from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
 )
 from ._row_sweep cimport sweep_item
-from ._sampling cimport WeightCache, draw_part
+from ._sampling cimport WeightCache, draw_part, part_log_weight_t
 
 ###############################################################################
 # Inside pass
@@ -532,19 +532,28 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
                       best_left, count)
 
 
+def is_ginkgo_potential(SplitPotential potential):
+    """Whether `potential` is the Ginkgo potential of ``potential/_ginkgo.pyx``.
+
+    Its tables are then (t, sqrt t) of every subset and its parameters in
+    the layout of ``_ginkgo.pxd``.
+    """
+    return (potential.kind == FUNCTION
+            and potential.params.get("function") == "ginkgo_log_psi"
+            and potential.params.get("module") == "sktrellis._engine.potential._ginkgo")
+
+
 def ginkgo_kernel_applies(SplitPotential potential):
     """Whether `inside_level_ginkgo` computes this potential.
 
-    It must be the Ginkgo potential (``potential/_ginkgo.pyx``) with a
+    It must be the Ginkgo potential (`is_ginkgo_potential`) with a
     positive mass squared for every subset of two or more points (so only
     single particles take the formula's massless branch).
     """
     cdef const double* mass2
     cdef index_t x, n_subsets = (<index_t>1) << potential.n_points
     cdef bint applies = True
-    if potential.kind != FUNCTION or potential.params.get("function") != "ginkgo_log_psi":
-        return False
-    if potential.params.get("module") != "sktrellis._engine.potential._ginkgo":
+    if not is_ginkgo_potential(potential):
         return False
     # A loop, not NumPy: no O(2**N) temporary beside the trellis's tables.
     mass2 = potential.tables.data.tables[0]
@@ -1217,8 +1226,58 @@ cdef inline double split_log_weight(const void* model, mask_t parent, mask_t lef
     return split_log_potential(m.tables, parent, left) + m.log_z[left] + m.log_z[parent ^ left]
 
 
+cdef struct GinkgoSampling:
+    const double* params
+    const double* mass2
+    const double* root
+    const double* log_z
+
+
+cdef inline double ginkgo_split_log_weight(const void* model, mask_t parent,
+                                           mask_t left) noexcept nogil:
+    """`split_log_weight` of the Ginkgo potential: its formula inlined, no call through a pointer.
+
+    The arithmetic of ``ginkgo_log_psi`` (the C function), so the same
+    weights bit for bit.
+    """
+    cdef const GinkgoSampling* g = <const GinkgoSampling*>model
+    cdef mask_t right = parent ^ left
+    return (log_psi_of_masses(g.params, g.mass2[parent], g.root[parent], g.mass2[left],
+                              g.root[left], g.mass2[right], g.root[right])
+            + g.log_z[left] + g.log_z[right])
+
+
+cdef inline void draw_trees(const void* model, part_log_weight_t part_log_weight,
+                            int n_points, const double* log_z,
+                            const double[:, ::1] uniforms, mask_t[:, ::1] parents,
+                            mask_t[:, ::1] lefts, WeightCache* weights) noexcept nogil:
+    """The trees of `sample_splits`, each split drawn by draw_part with these weights."""
+    cdef Py_ssize_t r, node, top
+    cdef mask_t stack[64]
+    cdef mask_t parent, left
+    for r in range(uniforms.shape[0]):
+        top = 0
+        stack[0] = <mask_t>((<uint64_t>1 << n_points) - 1)
+        node = 0
+        while top >= 0:
+            parent = stack[top]
+            top -= 1
+            if popcount(parent) < 2:
+                continue
+            left = draw_part(model, part_log_weight, parent,
+                             (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1,
+                             log_z[parent], uniforms[r, node], weights)
+            parents[r, node] = parent
+            lefts[r, node] = left
+            node += 1
+            top += 1
+            stack[top] = parent ^ left
+            top += 1
+            stack[top] = left
+
+
 def sample_splits(SplitPotential potential, const double[::1] log_z,
-                  const double[:, ::1] uniforms, double[::1] cache):
+                  const double[:, ::1] uniforms, double[::1] cache, bint ginkgo=False):
     """Draw trees top-down from P(tree) = prod psi / Z(root).
 
     Each row of `uniforms` (N-1 numbers in [0, 1)) drives one tree: at each
@@ -1230,37 +1289,30 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
     Splits are drawn by ``draw_part`` (``_sampling.pxd``), which keeps the
     cumulative split weights of subsets met more than once in `cache` while
     it has room; the caller allocates it, so its size is part of the
-    estimator's memory estimate.
+    estimator's memory estimate. `ginkgo`: the potential is the Ginkgo
+    potential (``is_ginkgo_potential``), whose formula is then evaluated
+    inline rather than through its function pointer (the same draws).
     """
     cdef int n_points = potential.n_points
     cdef Py_ssize_t n_samples = uniforms.shape[0], n_inner = n_points - 1
-    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
     cdef mask_t[:, ::1] parents = np.zeros((n_samples, n_inner), dtype=np.uint32)
     cdef mask_t[:, ::1] lefts = np.zeros((n_samples, n_inner), dtype=np.uint32)
     cdef index_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
     cdef WeightCache weights = WeightCache(&cache_start[0], &cache[0], 0, cache.shape[0])
     cdef SplitSampling model = SplitSampling(&potential.tables, &log_z[0])
-    cdef Py_ssize_t r, node, top
-    cdef mask_t stack[64]
-    cdef mask_t parent, left
-    with nogil:
-        for r in range(n_samples):
-            top = 0
-            stack[0] = full
-            node = 0
-            while top >= 0:
-                parent = stack[top]
-                top -= 1
-                if popcount(parent) < 2:
-                    continue
-                left = draw_part(&model, split_log_weight, parent,
-                                 (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1,
-                                 log_z[parent], uniforms[r, node], &weights)
-                parents[r, node] = parent
-                lefts[r, node] = left
-                node += 1
-                top += 1
-                stack[top] = parent ^ left
-                top += 1
-                stack[top] = left
+    cdef GinkgoSampling ginkgo_model
+    if ginkgo:
+        if not is_ginkgo_potential(potential):
+            raise ValueError(f"sample_splits(ginkgo=True) needs the Ginkgo potential, "
+                             f"got {potential.params!r}")
+        ginkgo_model = GinkgoSampling(potential.tables.data.params,
+                                      potential.tables.data.tables[0],
+                                      potential.tables.data.tables[1], &log_z[0])
+        with nogil:
+            draw_trees(&ginkgo_model, ginkgo_split_log_weight, n_points, &log_z[0], uniforms,
+                       parents, lefts, &weights)
+    else:
+        with nogil:
+            draw_trees(&model, split_log_weight, n_points, &log_z[0], uniforms, parents,
+                       lefts, &weights)
     return np.asarray(parents), np.asarray(lefts)

@@ -143,8 +143,9 @@ class HierarchicalTrellis:
         with ``levels.DeadlinePassed`` (within one kernel call); None: none.
     """
 
-    #: Whether the Ginkgo potential runs in its own kernel (``inside_level_ginkgo``)
-    #: rather than through its C function; False only to compare the two.
+    #: Whether the Ginkgo potential runs in its own kernels (``inside_level_ginkgo``,
+    #: ``outside_level_ginkgo`` and their blocked forms; the sampler's inline
+    #: formula) rather than through its C function; False only to compare the two.
     use_ginkgo_kernel = True
 
     def __init__(self, potential, n_threads=1, verbose=0, owner="trellis", deadline=None):
@@ -472,7 +473,9 @@ class HierarchicalTrellis:
         """(parents, lefts), each (n_samples, N - 1): trees drawn exactly from P(tree)."""
         uniforms = random_state.random((n_samples, self.n_points - 1))
         cache = np.empty(max(1 << self.n_points, _SAMPLE_CACHE_MIN_DOUBLES))
-        return kernels.sample_splits(self.potential, self.log_z, uniforms, cache)
+        return kernels.sample_splits(self.potential, self.log_z, uniforms, cache,
+                                     self.use_ginkgo_kernel
+                                     and kernels.is_ginkgo_potential(self.potential))
 
     def sample_linkages(self, n_samples, random_state):
         """Linkage matrices of n_samples trees drawn exactly from P(tree)."""
