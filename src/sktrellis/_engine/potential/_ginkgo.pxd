@@ -321,7 +321,8 @@ cdef extern from *:
             const uint32_t* lefts, int n, double root_parent, double lam_over_parent,
             double lam, double* exponent, double* inverse, double* ratio,
             const uint64_t* count, uint64_t* count_sum) {
-        uint64_t products = 0;
+        __m256i products = _mm256_setzero_si256();
+        uint64_t words[4], product_sum;
         const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
         const __m256d minus_inf = _mm256_set1_pd(-INFINITY);
         const __m256d v_root = _mm256_set1_pd(root_parent);
@@ -355,15 +356,21 @@ cdef extern from *:
             _mm256_storeu_pd(ratio + j, _mm256_mul_pd(xa, xb));
             top = _mm256_max_pd(top, e);
             if (count != NULL) {
-                /* The splits' counts while their indices are in registers. */
-                int with_term = _mm256_movemask_pd(has_term);
-                for (k = 0; k < 4; k++) {
-                    uint64_t product = count[2 * (size_t)a_index[k]]
-                                       * count[2 * (size_t)b_index[k]];
-                    products += (with_term >> k) & 1 ? product : 0;
-                }
+                /* The splits' counts while their indices are at hand, summed
+                   in a vector register (a scalar sum is spilled to memory
+                   for lack of registers, and its store-load chain cost more
+                   than the rest of the loop). */
+                __m256i product = _mm256_set_epi64x(
+                    (long long)(count[2 * (size_t)a_index[3]] * count[2 * (size_t)b_index[3]]),
+                    (long long)(count[2 * (size_t)a_index[2]] * count[2 * (size_t)b_index[2]]),
+                    (long long)(count[2 * (size_t)a_index[1]] * count[2 * (size_t)b_index[1]]),
+                    (long long)(count[2 * (size_t)a_index[0]] * count[2 * (size_t)b_index[0]]));
+                products = _mm256_add_epi64(
+                    products, _mm256_and_si256(product, _mm256_castpd_si256(has_term)));
             }
         }
+        _mm256_storeu_si256((__m256i*)words, products);
+        product_sum = words[0] + words[1] + words[2] + words[3];
         _mm256_storeu_pd(lanes, top);
         c = lanes[0];
         for (k = 1; k < 4; k++)
@@ -374,10 +381,10 @@ cdef extern from *:
                 exponent + j, inverse + j, ratio + j);
             c = rest > c ? rest : c;
             if (count != NULL)
-                products += sktrellis_ginkgo_count64(count, parent, left_high, lefts + j,
-                                                     inverse + j, n - j);
+                product_sum += sktrellis_ginkgo_count64(count, parent, left_high, lefts + j,
+                                                        inverse + j, n - j);
         }
-        *count_sum = products;
+        *count_sum = product_sum;
         return c;
     }
 
