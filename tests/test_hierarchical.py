@@ -30,7 +30,7 @@ from .common import (
 
 @pytest.fixture(params=["plain", "blocked"])
 def trellis_kernels(request, monkeypatch):
-    """The separable inside and outside passes, plain or cache-blocked at any N.
+    """The separable and Ginkgo inside and outside passes, plain or cache-blocked at any N.
 
     Blocked with 2 low bits per row, so problems of 3 points or more have
     row pairs, subsets with an empty low part, and several items per level.
@@ -40,6 +40,7 @@ def trellis_kernels(request, monkeypatch):
     blocked = request.param == "blocked"
     monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
     monkeypatch.setattr(hierarchical_trellis, "BLOCK_BITS", 2)
+    monkeypatch.setattr(hierarchical_trellis, "GINKGO_BLOCK_BITS", 2)
     return request.param
 
 
@@ -403,7 +404,7 @@ def ginkgo_blocking(request, monkeypatch):
     blocked = request.param != "plain"
     monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
     if blocked:
-        monkeypatch.setattr(hierarchical_trellis, "BLOCK_BITS", request.param)
+        monkeypatch.setattr(hierarchical_trellis, "GINKGO_BLOCK_BITS", request.param)
     return request.param
 
 
