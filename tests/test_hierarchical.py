@@ -540,6 +540,50 @@ def test_ginkgo_sampler_draws_what_the_function_draws(case, global_random_seed):
                               trellis.log_z, uniforms, cache, True)
 
 
+@pytest.mark.parametrize("n_points", [2, 5, 9])
+@pytest.mark.parametrize("case", ["jet", "massless clusters", "below the cut"])
+def test_ginkgo_subset_tables_entry_point(n_points, case, global_random_seed):
+    """The C entry point for small clusters gives every subset's log Z, log MAP and MAP split.
+
+    As the trellis through the C function: MAP values and splits bit for
+    bit, log Z to 1e-12; with a massless cluster (every split in log space)
+    and parents below the cut.
+    """
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
+    from sktrellis._engine.trellis import _hierarchical as kernels
+    from sktrellis._engine.trellis.hierarchical_trellis import HierarchicalTrellis
+
+    rng = np.random.default_rng(global_random_seed + n_points)
+    n_subsets = 1 << n_points
+    sizes = np.array([bin(x).count("1") for x in range(n_subsets)])
+    if case == "jet":
+        X = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0].momenta
+        potential = GinkgoLikelihood().split_potential(X)
+    else:
+        mass2 = (sizes * 20.0) ** 2 * rng.uniform(0.5, 1.5, n_subsets)
+        mass2[sizes <= 1] = 0.0
+        t_cut = 16.0
+        if case == "massless clusters":
+            mass2[3] = 0.0
+        else:
+            t_cut = float(np.quantile(mass2[sizes >= 2], 0.3))
+        potential = ginkgo_potential(n_points, mass2, 1.5, t_cut)
+    log_z, log_map, best_left = kernels.solve_ginkgo_subsets(potential)
+    HierarchicalTrellis.use_ginkgo_kernel = False
+    try:
+        function = HierarchicalTrellis(potential)
+    finally:
+        HierarchicalTrellis.use_ginkgo_kernel = True
+    inner = sizes >= 2
+    np.testing.assert_array_equal(log_map[inner], function.log_map[inner])
+    np.testing.assert_array_equal(best_left[inner], function.best_left[inner])
+    np.testing.assert_array_equal(np.isfinite(log_z), np.isfinite(function.log_z))
+    finite = np.isfinite(function.log_z)
+    np.testing.assert_allclose(log_z[finite], function.log_z[finite], rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="needs the Ginkgo potential"):
+        kernels.solve_ginkgo_subsets(Dasgupta().split_potential(rng.normal(size=(3, 2))))
+
+
 def test_ginkgo_kernel_declines_massless_clusters():
     """A cluster of zero mass takes the single-particle formula: the C function computes it."""
     from sktrellis._engine.potential._ginkgo import ginkgo_potential

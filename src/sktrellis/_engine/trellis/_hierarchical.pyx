@@ -660,6 +660,94 @@ def inside_level_ginkgo_blocked(SplitPotential potential, int block_bits,
 
 
 ###############################################################################
+# Every subset of a small point set under the Ginkgo potential, from C
+#
+# An entry point for code outside this module's trellis driver (the
+# best-first search's exact solves of small clusters): the inside pass of
+# the Ginkgo kernel over all 2**m subsets of m points, on one thread, given
+# only the masses. Declared in ``_hierarchical.pxd`` for cimport.
+
+cdef int ginkgo_subset_tables(const double* params, int m, const double* mass2,
+                              const double* root, double* log_z, double* log_map,
+                              mask_t* best_left, double* records) noexcept nogil:
+    """log Z, log MAP and MAP split of every subset of m points under the Ginkgo potential.
+
+    Parameters (C arrays of 2**m entries, indexed by subset masks over the m
+    points; m from 1 to 30):
+
+    - params: the Ginkgo parameters in the ``SplitData.params`` layout of
+      ``potential/_ginkgo.pxd`` (``ginkgo_params(lam, t_cut)``);
+    - mass2, root: t of every subset (0 for single points and the empty
+      set) and sqrt(max(t, 0));
+    - log_z, log_map, best_left (out): for every subset S of two or more
+      points, log Z(S), log MAP(S) and the left child (holding low(S)) of
+      its MAP split, as ``HierarchicalTrellis`` fills them; single points
+      get 0, 0 and themselves. -inf where no tree of S has non-zero
+      potential (then best_left[S] = low(S));
+    - records: scratch of 4 * 2**m doubles.
+
+    Returns 0. Splits in linear space (``ginkgo_parent``) when every subset
+    of two or more points has t > 0 (physical momenta); otherwise every
+    split in log space (``ginkgo_exact_parent``), the same results.
+    """
+    cdef index_t n_subsets = (<index_t>1) << m, x
+    cdef mask_t subset, last, low, ripple
+    cdef int size
+    cdef bint massive = True
+    cdef GinkgoRecord* rec = <GinkgoRecord*>records
+    for x in range(n_subsets):
+        rec[x].mass2 = mass2[x]
+        rec[x].root = root[x]
+        rec[x].log_z = 0.0
+        rec[x].aux = 1.0
+        log_z[x] = 0.0
+        log_map[x] = 0.0
+        best_left[x] = <mask_t>x
+        if x & (x - 1) and not mass2[x] > 0.0:
+            massive = False
+    rec[0].aux = 0.0
+    for size in range(2, m + 1):
+        # The subsets of `size` points in increasing order (Gosper's hack).
+        subset = <mask_t>((<uint64_t>1 << size) - 1)
+        last = subset << (m - size)
+        while True:
+            if massive:
+                ginkgo_parent(params, mass2, root, rec, subset, log_z, log_map, best_left, NULL)
+            else:
+                ginkgo_exact_parent(params, mass2, root, subset, log_z, log_map, best_left,
+                                    NULL)
+            rec[subset].log_z = log_z[subset]
+            rec[subset].aux = (exp(log_map[subset] - log_z[subset])
+                               if log_z[subset] > -INFINITY else 0.0)
+            if subset == last:
+                break
+            low = low_bit(subset)
+            ripple = subset + low
+            subset = ripple | (((subset ^ ripple) >> 2) // low)
+    return 0
+
+
+def solve_ginkgo_subsets(SplitPotential potential):
+    """`ginkgo_subset_tables` on a Ginkgo potential's masses: (log Z, log MAP, best_left).
+
+    The Python face of the C entry point, for tests.
+    """
+    if not is_ginkgo_potential(potential):
+        raise ValueError(f"solve_ginkgo_subsets needs the Ginkgo potential, got "
+                         f"{potential.params!r}")
+    cdef int m = potential.n_points
+    cdef double[::1] log_z = np.empty(1 << m)
+    cdef double[::1] log_map = np.empty(1 << m)
+    cdef mask_t[::1] best_left = np.empty(1 << m, dtype=np.uint32)
+    cdef double[::1] records = np.empty(4 << m)
+    cdef const SplitTables* t = &potential.tables
+    with nogil:
+        ginkgo_subset_tables(t.data.params, m, t.data.tables[0], t.data.tables[1], &log_z[0],
+                             &log_map[0], &best_left[0], &records[0])
+    return np.asarray(log_z), np.asarray(log_map), np.asarray(best_left)
+
+
+###############################################################################
 # Cache-blocked inside pass (separable kind)
 #
 # From N = 19 on the tables outgrow the caches and the split loop above waits
