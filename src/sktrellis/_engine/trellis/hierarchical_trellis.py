@@ -346,7 +346,7 @@ class HierarchicalTrellis:
         if blocked:
             bits = GINKGO_BLOCK_BITS if ginkgo else BLOCK_BITS
             blocks = RowBlocks(n_points, min(bits, n_points), rate)
-            scratch = blocks.outside_scratch(self.n_threads)
+            scratch = blocks.outside_scratch(self.n_threads) if separable else None
         if separable:
             parent_scale[n_points] = kernels.outside_parent_factors(
                 potential, order[level_start[n_points] :], log_out, parent_factor, 1
