@@ -22,6 +22,7 @@ since on a shared machine the CPU ratio is the steadier one.
     python benchmarks/bench_hierarchical.py --only-blocked-c   # just the blocked-C table
     python benchmarks/bench_hierarchical.py --only-blocked-c --blocked-c-n --cold-n 16 18
     python benchmarks/bench_hierarchical.py --only-ginkgo --ginkgo-n 16 17 18
+    python benchmarks/bench_hierarchical.py --only-ginkgo --ginkgo-n --ginkgo-projection-n 21 22
 """
 import argparse
 import ctypes
@@ -263,6 +264,47 @@ def ginkgo_against_dasgupta(sizes, function_max_n, repeat):
                   f"{ratio_cell:>11}", flush=True)
 
 
+def ginkgo_projection(sizes, target, n_threads=2):
+    """Ginkgo jet: inside and outside passes timed at `sizes`, projected to `target` points.
+
+    CPU time per split (inside pass) and per (cluster, sibling) term (outside
+    pass) of one thread, measured on `n_threads` threads, one run each; the
+    projection divides the target's terms by the last size's rates and by
+    the threads (the wall time of a quiet machine, where each thread has a
+    core). The cache-blocked passes keep the rate per term as N grows.
+    """
+    if not sizes:
+        return
+    print(f"\nGinkgo jet (make_jets(n_leaves=N, random_state=N)), {n_threads} threads, one run; "
+          "cpu ns per term and thread")
+    print(f"{'N':>3} {'inside s':>9} {'inside cpu ns':>14} {'outside s':>10} "
+          f"{'outside cpu ns':>15} {'load':>5}")
+    rates = None
+    for n_points in sizes:
+        jet = make_jets(n_leaves=n_points, random_state=n_points)[0].momenta
+        potential = GinkgoLikelihood().split_potential(jet)
+        wall, cpu = time.perf_counter(), time.process_time()
+        trellis = HierarchicalTrellis(potential, n_threads)
+        inside, inside_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        wall, cpu = time.perf_counter(), time.process_time()
+        trellis.cluster_log_marginals()
+        outside, outside_cpu = time.perf_counter() - wall, time.process_time() - cpu
+        rates = (inside_cpu / n_splits(n_points), outside_cpu / outside_terms(n_points))
+        print(f"{n_points:>3} {inside:>9.1f} {rates[0] * 1e9:>14.2f} {outside:>10.1f} "
+              f"{rates[1] * 1e9:>15.2f} {os.getloadavg()[0]:>5.1f}", flush=True)
+        del trellis
+    inside = n_splits(target) * rates[0] / n_threads
+    outside = outside_terms(target) * rates[1] / n_threads
+    print(f"Projected N={target} on {n_threads} quiet cores at the N={sizes[-1]} rates: "
+          f"MAP + log Z {inside / 60:.1f} min, every marginal {outside / 60:.1f} min more, "
+          f"{(inside + outside) / 60:.1f} min in all", flush=True)
+
+
+def outside_terms(n_points):
+    """(cluster, sibling) terms of the outside pass: sum_k C(N, k) (2**(N - k) - 1), k < N."""
+    return sum(math.comb(n_points, k) * (2 ** (n_points - k) - 1) for k in range(1, n_points))
+
+
 def best_time(function, repeat):
     times = []
     for _ in range(repeat):
@@ -287,6 +329,10 @@ def main():
     parser.add_argument("--ginkgo-function-max-n", type=int, default=18,
                         help="largest N of the Ginkgo C-function timing (slow)")
     parser.add_argument("--only-ginkgo", action="store_true")
+    parser.add_argument("--ginkgo-projection-n", type=int, nargs="*", default=[],
+                        help="time a Ginkgo jet's passes at these N (2 threads) and project "
+                             "them to --ginkgo-projection-target points")
+    parser.add_argument("--ginkgo-projection-target", type=int, default=24)
     parser.add_argument("--full-posterior-n", type=int, nargs="*", default=[],
                         help="also time fit + all cluster marginals at these N (24, 25: minutes)")
     parser.add_argument("--cold-n", type=int, nargs="*", default=[16, 18],
@@ -295,6 +341,7 @@ def main():
     rng = np.random.default_rng(0)
     ginkgo_against_dasgupta(args.ginkgo_n, args.ginkgo_function_max_n,
                             1 if args.only_ginkgo else 2)
+    ginkgo_projection(args.ginkgo_projection_n, args.ginkgo_projection_target)
     if args.only_ginkgo:
         return
     compare_with_blocked_c(args.blocked_c_n, args.blocked_c_repeat)

@@ -30,7 +30,7 @@ from .common import (
 
 @pytest.fixture(params=["plain", "blocked"])
 def trellis_kernels(request, monkeypatch):
-    """The separable inside and outside passes, plain or cache-blocked at any N.
+    """The separable and Ginkgo inside and outside passes, plain or cache-blocked at any N.
 
     Blocked with 2 low bits per row, so problems of 3 points or more have
     row pairs, subsets with an empty low part, and several items per level.
@@ -40,6 +40,7 @@ def trellis_kernels(request, monkeypatch):
     blocked = request.param == "blocked"
     monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
     monkeypatch.setattr(hierarchical_trellis, "BLOCK_BITS", 2)
+    monkeypatch.setattr(hierarchical_trellis, "GINKGO_BLOCK_BITS", 2)
     return request.param
 
 
@@ -390,7 +391,25 @@ def test_published_ginkgo_jets():
         assert tree_splits_set(model.linkage_matrix_, len(momenta)) == expected
 
 
-def test_published_ginkgo_jets_by_kernel_and_function(kernel_threads, monkeypatch):
+@pytest.fixture(params=["plain", 2, 10])
+def ginkgo_blocking(request, monkeypatch):
+    """The Ginkgo inside and outside passes plain, or cache-blocked at any N.
+
+    Blocked with 2 low bits per row (rows of one or two splits per parent,
+    subsets with an empty low part, several items per level) or 10 (a
+    parent's splits in one row pair span more than one run of 256).
+    """
+    from sktrellis._engine.trellis import hierarchical_trellis
+
+    blocked = request.param != "plain"
+    monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
+    if blocked:
+        monkeypatch.setattr(hierarchical_trellis, "GINKGO_BLOCK_BITS", request.param)
+    return request.param
+
+
+def test_published_ginkgo_jets_by_kernel_and_function(kernel_threads, ginkgo_blocking,
+                                                      monkeypatch):
     for case in _published_jets():
         energy = GinkgoLikelihood(lam=case["params"]["lambda"], t_cut=case["params"]["t_cut"])
         potential = energy.split_potential(np.array(case["leaves_4momenta"]))
@@ -442,7 +461,8 @@ def _assert_same_trellis(kernel, function):
     "case", ["jet", "massive leaves", "ties and tau = 0", "below the cut", "below the range",
              "above the range"])
 def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_random_seed,
-                                                     kernel_threads, monkeypatch):
+                                                     kernel_threads, ginkgo_blocking,
+                                                     monkeypatch):
     """The linear-space Ginkgo kernel gives what the log-space formula gives.
 
     10 and 11 points have parents of more than one chunk of 256 splits.
@@ -482,6 +502,86 @@ def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_rand
         potential = ginkgo_potential(n_points, mass2, lam, t_cut)
     kernel, function = _ginkgo_kernel_and_function(potential, kernel_threads, monkeypatch)
     _assert_same_trellis(kernel, function)
+
+
+@pytest.mark.parametrize("case", ["jet", "massless clusters"])
+def test_ginkgo_sampler_draws_what_the_function_draws(case, global_random_seed):
+    """The sampler's inline Ginkgo formula: the same trees as through the C function.
+
+    The same uniforms give the same draws, split for split (the weights are
+    the same bit for bit), also where the inside kernel declines (a massless
+    cluster, when the function computed the tables).
+    """
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
+    from sktrellis._engine.trellis import _hierarchical as kernels
+    from sktrellis._engine.trellis.hierarchical_trellis import HierarchicalTrellis
+
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 7
+    if case == "jet":
+        X = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0].momenta
+        potential = GinkgoLikelihood().split_potential(X)
+    else:
+        sizes = np.array([bin(x).count("1") for x in range(1 << n_points)])
+        mass2 = (sizes * 20.0) ** 2 * rng.uniform(0.5, 1.5, 1 << n_points)
+        mass2[sizes <= 1] = 0.0
+        mass2[3] = 0.0
+        potential = ginkgo_potential(n_points, mass2, 1.5, 16.0)
+    trellis = HierarchicalTrellis(potential)
+    uniforms = rng.random((3000, n_points - 1))
+    cache = np.empty(1 << 12)
+    inline = kernels.sample_splits(potential, trellis.log_z, uniforms, cache, True)
+    function = kernels.sample_splits(potential, trellis.log_z, uniforms, cache, False)
+    np.testing.assert_array_equal(inline[0], function[0])
+    np.testing.assert_array_equal(inline[1], function[1])
+    with pytest.raises(ValueError, match="needs the Ginkgo potential"):
+        kernels.sample_splits(Dasgupta().split_potential(X if case == "jet" else
+                                                         rng.normal(size=(n_points, 2))),
+                              trellis.log_z, uniforms, cache, True)
+
+
+@pytest.mark.parametrize("n_points", [2, 5, 9])
+@pytest.mark.parametrize("case", ["jet", "massless clusters", "below the cut"])
+def test_ginkgo_subset_tables_entry_point(n_points, case, global_random_seed):
+    """The C entry point for small clusters gives every subset's log Z, log MAP and MAP split.
+
+    As the trellis through the C function: MAP values and splits bit for
+    bit, log Z to 1e-12; with a massless cluster (every split in log space)
+    and parents below the cut.
+    """
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
+    from sktrellis._engine.trellis import _hierarchical as kernels
+    from sktrellis._engine.trellis.hierarchical_trellis import HierarchicalTrellis
+
+    rng = np.random.default_rng(global_random_seed + n_points)
+    n_subsets = 1 << n_points
+    sizes = np.array([bin(x).count("1") for x in range(n_subsets)])
+    if case == "jet":
+        X = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0].momenta
+        potential = GinkgoLikelihood().split_potential(X)
+    else:
+        mass2 = (sizes * 20.0) ** 2 * rng.uniform(0.5, 1.5, n_subsets)
+        mass2[sizes <= 1] = 0.0
+        t_cut = 16.0
+        if case == "massless clusters":
+            mass2[3] = 0.0
+        else:
+            t_cut = float(np.quantile(mass2[sizes >= 2], 0.3))
+        potential = ginkgo_potential(n_points, mass2, 1.5, t_cut)
+    log_z, log_map, best_left = kernels.solve_ginkgo_subsets(potential)
+    HierarchicalTrellis.use_ginkgo_kernel = False
+    try:
+        function = HierarchicalTrellis(potential)
+    finally:
+        HierarchicalTrellis.use_ginkgo_kernel = True
+    inner = sizes >= 2
+    np.testing.assert_array_equal(log_map[inner], function.log_map[inner])
+    np.testing.assert_array_equal(best_left[inner], function.best_left[inner])
+    np.testing.assert_array_equal(np.isfinite(log_z), np.isfinite(function.log_z))
+    finite = np.isfinite(function.log_z)
+    np.testing.assert_allclose(log_z[finite], function.log_z[finite], rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="needs the Ginkgo potential"):
+        kernels.solve_ginkgo_subsets(Dasgupta().split_potential(rng.normal(size=(3, 2))))
 
 
 def test_ginkgo_kernel_declines_massless_clusters():

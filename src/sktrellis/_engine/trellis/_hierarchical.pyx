@@ -31,15 +31,14 @@ from .._common cimport (
     log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._ginkgo cimport (
-    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoOutsideRecord,
-    GinkgoRecord, ginkgo_chunk, ginkgo_count, ginkgo_outside_chunk,
-    log_psi_of_masses,
+    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoRecord, ginkgo_count128,
+    ginkgo_exponents, ginkgo_outside_exponents, ginkgo_sum, ginkgo_weights, log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
 )
 from ._row_sweep cimport sweep_item
-from ._sampling cimport WeightCache, draw_part
+from ._sampling cimport WeightCache, draw_part, part_log_weight_t
 
 ###############################################################################
 # Inside pass
@@ -244,30 +243,68 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
 #
 # The Ginkgo likelihood (``potential/_ginkgo.pxd``) is a function potential,
 # but the kernel knows its formula: per split one division and one exp in
-# linear space (``ginkgo_chunk``, vectorised over a chunk of splits) instead
-# of a call through a pointer with a log, a division and, for leaf
-# children, an exp and a log1p. Its results are those of `inside_level`:
+# linear space (``ginkgo_exponents`` and ``ginkgo_weights``, vectorised over
+# a run of splits) instead of a call through a pointer with a log, a
+# division and, for leaf children, an exp and a log1p. Its results are those
+# of `inside_level`:
 #
-# - log Z: the chunk sums, each scaled by its largest exponent, combined
-#   with one exp per chunk; a parent whose sum is not in [LINEAR_SUM_FLOOR,
-#   inf) is redone exactly in log space (`ginkgo_exact_parent`).
+# - log Z: each parent keeps a running sum in linear space, scaled by the
+#   largest exponent met so far (`GinkgoSum`; a run whose largest exponent
+#   is larger rescales the sum by one exp); a parent whose sum is not in
+#   [LINEAR_SUM_FLOOR, inf) is redone exactly in log space
+#   (`ginkgo_exact_parent`).
 # - the MAP split: every split whose linear MAP term is within a relative
-#   `MAP_CANDIDATE_SLACK` of its chunk's largest is re-evaluated with the
-#   log-space formula of `inside_level` and compared as there (largest
-#   value, ties to the first split), so the MAP value and split are those
-#   of `inside_level` bit for bit. The linear terms are far more accurate
-#   than the slack (a few ulp of the exponents' magnitude), so the winner
-#   is always among the candidates.
-# - the tree counts: a 128-bit multiply-add per split of finite potential.
+#   `MAP_CANDIDATE_SLACK` of the largest met so far is re-evaluated with
+#   the log-space formula of `inside_level` and compared as there (largest
+#   value, ties to the smallest left mask, whatever the visiting order), so
+#   the MAP value and split are those of `inside_level` bit for bit. The
+#   linear terms are far more accurate than the slack (a few ulp of the
+#   exponents' magnitude), so the winner is always among the candidates.
+# - the tree counts: a multiply-add per split of finite potential (64-bit up
+#   to 18 points, 128-bit above).
 #
 # Splits whose lighter child has mass 0 (a single particle) take the
 # formula's other branch; there are at most |S| of them per parent, and
-# they are evaluated exactly, outside the chunks. The kernel requires t > 0
+# they are evaluated exactly, outside the runs. The kernel requires t > 0
 # for every subset of two or more points (`ginkgo_kernel_applies`).
+#
+# From N = 16 on the pass is cache-blocked as the separable one
+# (`inside_level_ginkgo_blocked`, the visiting order of
+# `inside_level_blocked`): the splits of the parents (S_hi, S_lo) of one
+# item are visited one pair of record rows (A_hi, S_hi ^ A_hi) at a time,
+# each parent's running sums kept across the row pairs.
 
 # Relative slack of the MAP candidates, per unit of the magnitude of the
-# log-space quantities summed (see ginkgo_parent).
+# log-space quantities summed (see ginkgo_run).
 cdef double MAP_CANDIDATE_SLACK = 1e-10
+
+
+cdef struct GinkgoSum:
+    # The running linear-space sums of one parent (inside pass) or one
+    # cluster (outside pass).
+    double base       # K(S) of the inside pass (``_ginkgo.pxd``); 0 outside
+    double scale      # largest exponent so far: the log scale of total and map_top
+    double total      # sum of the terms / exp(base + scale)
+    double map_top    # largest MAP term / exp(base + scale)
+    double best       # log MAP value of the best exact candidate so far
+    mask_t arg        # and its left child
+
+
+cdef inline double ginkgo_base(const double* params, double t_parent) noexcept nogil:
+    """K(S) of ``_ginkgo.pxd``: the part of log psi common to the splits of S."""
+    return (2.0 * params[LOG_LAM] - 2.0 * params[LOG_NORM] + params[ISOTROPIC]
+            - log(t_parent))
+
+
+cdef inline void ginkgo_rescale(GinkgoSum* s, double scale) noexcept nogil:
+    """Raise the scale of the running sums to `scale`, if larger."""
+    cdef double factor
+    if scale > s.scale:
+        if s.scale > -INFINITY:
+            factor = exp(s.scale - scale)
+            s.total = s.total * factor
+            s.map_top = s.map_top * factor
+        s.scale = scale
 
 
 cdef inline void ginkgo_take_split(const double* params, const double* mass2,
@@ -317,34 +354,87 @@ cdef void ginkgo_exact_parent(const double* params, const double* mass2, const d
     best_left[parent] = arg
 
 
-cdef void ginkgo_parent(const double* params, const double* mass2, const double* root,
-                        const GinkgoRecord* rec, mask_t parent, double* z, double* m,
-                        mask_t* best_left, uint64_t* count) noexcept nogil:
-    """log Z, log MAP, MAP split and count of `parent`, its splits in linear space."""
-    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0, bit, left, arg = low
-    cdef int size = popcount(parent), n, j
-    cdef double t_parent = mass2[parent], lam = params[LAM]
-    cdef double log_scale = -INFINITY, total = 0.0, chunk_scale, chunk_sum, chunk_top
-    cdef double best = -INFINITY, base, slack, cut
-    cdef LogSum exact_terms = empty_log_sum()
-    cdef mask_t lefts[GINKGO_CHUNK_SIZE]
-    cdef double inside[GINKGO_CHUNK_SIZE]
-    cdef double map_terms[GINKGO_CHUNK_SIZE]
-    cdef double inverse[GINKGO_CHUNK_SIZE]
+cdef inline void ginkgo_start(const double* params, const GinkgoRecord* rec, mask_t parent,
+                              GinkgoSum* s, uint64_t* count) noexcept nogil:
+    """Empty running sums and count of `parent`."""
+    s.base = ginkgo_base(params, rec[parent].mass2)
+    s.scale = -INFINITY
+    s.total = 0.0
+    s.map_top = 0.0
+    s.best = -INFINITY
+    s.arg = low_bit(parent)
     if count != NULL:
         count[2 * parent] = 0
         count[2 * parent + 1] = 0
-    if t_parent < params[T_CUT]:
+
+
+cdef void ginkgo_run(const double* params, const double* mass2, const double* root,
+                     const GinkgoRecord* rec, mask_t parent, int size, mask_t left_high,
+                     const mask_t* lefts, int n, GinkgoSum* s, const double* z,
+                     const double* m, uint64_t* count, double* exponent, double* inverse,
+                     double* terms) noexcept nogil:
+    """Add the splits (A_j, parent ^ A_j), A_j = left_high | lefts[j], j < n, to `s`.
+
+    Their terms to the running sum, their counts to `count` (if not NULL),
+    and the exact log-space value of the MAP candidates among them to the
+    best split. `exponent`, `inverse` and `terms` are scratch of n doubles.
+    """
+    cdef double c, top, cut, slack
+    cdef LogSum unused
+    cdef int j
+    cdef uint64_t products
+    # Up to 18 points, the first pass sums the count products in 64 bits.
+    c = ginkgo_exponents(rec, parent, left_high, lefts, n, rec[parent].root,
+                         params[LAM] / rec[parent].mass2, params[LAM], exponent, inverse, terms,
+                         count if size <= 18 else NULL, &products)
+    # Counted even when no term is in range: a split with tau so small that
+    # 1 / tau overflows has a finite log psi (the sum is then redone in log
+    # space).
+    if count != NULL:
+        if size <= 18:
+            count[2 * parent] += products
+        else:
+            ginkgo_count128(count, parent, left_high, lefts, inverse, n)
+    if not c > -INFINITY:
+        return
+    ginkgo_rescale(s, c)
+    s.total = s.total + ginkgo_weights(exponent, inverse, terms, n, s.scale, &top)
+    if top > s.map_top:
+        s.map_top = top
+    # MAP candidates: the splits near the largest linear term so far; all of
+    # them when the linear terms are out of range.
+    slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(s.scale))
+    if s.map_top >= 1e-290 and s.map_top < INFINITY:
+        cut = s.map_top * (1.0 - slack)
+    else:
+        cut = 0.0
+    if top >= cut:
+        for j in range(n):
+            if inverse[j] != 0.0 and terms[j] >= cut:
+                ginkgo_take_split(params, mass2, root, parent, left_high | lefts[j], z, m,
+                                  &unused, &s.best, &s.arg, NULL, False)
+
+
+cdef void ginkgo_finish(const double* params, const double* mass2, const double* root,
+                        mask_t parent, GinkgoSum* s, double* z, double* m, mask_t* best_left,
+                        uint64_t* count) noexcept nogil:
+    """log Z, log MAP and MAP split of `parent` from its sums and its massless-child splits."""
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, bit, left
+    cdef LogSum exact_terms = empty_log_sum()
+    if mass2[parent] < params[T_CUT]:
         # Every split of a parent below the cut is forbidden.
         z[parent] = -INFINITY
         m[parent] = -INFINITY
         best_left[parent] = low
+        if count != NULL:
+            count[2 * parent] = 0
+            count[2 * parent + 1] = 0
         return
     # The splits with a massless lighter child: its single-particle formula.
-    if size == 2:
+    if popcount(parent) == 2:
         if not (mass2[low] > 0.0 and mass2[rest] > 0.0):
-            ginkgo_take_split(params, mass2, root, parent, low, z, m, &exact_terms, &best,
-                              &arg, count, True)
+            ginkgo_take_split(params, mass2, root, parent, low, z, m, &exact_terms, &s.best,
+                              &s.arg, count, True)
     else:
         bit = parent
         while bit:
@@ -353,66 +443,117 @@ cdef void ginkgo_parent(const double* params, const double* mass2, const double*
             if not mass2[left] > 0.0:
                 ginkgo_take_split(params, mass2, root, parent,
                                   left if left == low else parent ^ left, z, m,
-                                  &exact_terms, &best, &arg, count, True)
-    # K(parent): the part of log psi common to its splits.
-    base = (2.0 * params[LOG_LAM] - 2.0 * params[LOG_NORM] + params[ISOTROPIC]
-            - log(t_parent))
-    while sub != rest:
-        n = 0
-        while n < GINKGO_CHUNK_SIZE and sub != rest:
-            lefts[n] = low | sub
-            n = n + 1
-            sub = next_submask(sub, rest)
-        chunk_scale = ginkgo_chunk(rec, parent, lefts, n, root[parent], lam / t_parent, lam,
-                                   inside, map_terms, inverse, &chunk_sum, &chunk_top)
-        if not chunk_scale > -INFINITY:
-            continue
-        if chunk_scale > log_scale:
-            total = total * exp(log_scale - chunk_scale) + chunk_sum
-            log_scale = chunk_scale
-        else:
-            total = total + chunk_sum * exp(chunk_scale - log_scale)
-        # MAP candidates: the splits near the chunk's largest linear term,
-        # if that term may beat the best so far; all of them when the
-        # linear terms are out of range.
-        slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(base) + fabs(chunk_scale))
-        if chunk_top >= 1e-290 and chunk_top < INFINITY:
-            if base + chunk_scale + log(chunk_top) + slack < best - slack * fabs(best):
-                cut = INFINITY
-            else:
-                cut = chunk_top * (1.0 - slack)
-        else:
-            cut = 0.0
-        if cut < INFINITY:
-            for j in range(n):
-                if inverse[j] != 0.0 and map_terms[j] >= cut:
-                    ginkgo_take_split(params, mass2, root, parent, lefts[j], z, m,
-                                      &exact_terms, &best, &arg, NULL, False)
-        if count != NULL:
-            ginkgo_count(count, rec, parent, lefts, inverse, n, size)
-    if log_scale > -INFINITY:
-        if not (total >= LINEAR_SUM_FLOOR and total < INFINITY):
+                                  &exact_terms, &s.best, &s.arg, count, True)
+    if s.scale > -INFINITY:
+        if not (s.total >= LINEAR_SUM_FLOOR and s.total < INFINITY):
             ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
             return
-        log_sum_add(&exact_terms, base + log_scale + log(total))
+        log_sum_add(&exact_terms, s.base + s.scale + log(s.total))
     z[parent] = log_sum_value(&exact_terms)
-    m[parent] = best
-    best_left[parent] = arg
+    m[parent] = s.best
+    best_left[parent] = s.arg
+
+
+cdef void ginkgo_parent(const double* params, const double* mass2, const double* root,
+                        const GinkgoRecord* rec, mask_t parent, double* z, double* m,
+                        mask_t* best_left, uint64_t* count) noexcept nogil:
+    """log Z, log MAP, MAP split and count of `parent`, its splits in linear space."""
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0
+    cdef int size = popcount(parent), n
+    cdef GinkgoSum s
+    cdef mask_t lefts[GINKGO_CHUNK_SIZE]
+    cdef double exponent[GINKGO_CHUNK_SIZE]
+    cdef double inverse[GINKGO_CHUNK_SIZE]
+    cdef double terms[GINKGO_CHUNK_SIZE]
+    ginkgo_start(params, rec, parent, &s, count)
+    if mass2[parent] >= params[T_CUT]:
+        while sub != rest:
+            n = 0
+            while n < GINKGO_CHUNK_SIZE and sub != rest:
+                lefts[n] = low | sub
+                n = n + 1
+                sub = next_submask(sub, rest)
+            ginkgo_run(params, mass2, root, rec, parent, size, 0, lefts, n, &s, z, m, count,
+                       exponent, inverse, terms)
+    ginkgo_finish(params, mass2, root, parent, &s, z, m, best_left, count)
+
+
+cdef void ginkgo_item(const double* params, const double* mass2, const double* root,
+                      const GinkgoRecord* rec, int block_bits, mask_t high,
+                      const mask_t* low_order, Py_ssize_t first, Py_ssize_t stop,
+                      double* z, double* m, mask_t* best_left, uint64_t* count,
+                      GinkgoSum* sums) noexcept nogil:
+    """The parents (high, S_lo), S_lo in low_order[first:stop], one row pair at a time.
+
+    `sums` is scratch for stop - first parents.
+    """
+    cdef mask_t base = high << block_bits, high_left = 0, left_high, part, parent
+    cdef mask_t low, rest, sub
+    cdef Py_ssize_t i
+    cdef int size = popcount(base | low_order[first]), n
+    cdef bint more
+    cdef double t_cut = params[T_CUT]
+    cdef mask_t lefts[GINKGO_CHUNK_SIZE]
+    cdef double exponent[GINKGO_CHUNK_SIZE]
+    cdef double inverse[GINKGO_CHUNK_SIZE]
+    cdef double terms[GINKGO_CHUNK_SIZE]
+    for i in range(first, stop):
+        ginkgo_start(params, rec, base | low_order[i], &sums[i - first], count)
+    while True:
+        left_high = high_left << block_bits
+        for i in range(first, stop):
+            part = low_order[i]
+            parent = base | part
+            if rec[parent].mass2 < t_cut:
+                continue
+            # Every A_lo holding low(S_lo), S_lo itself included: with the
+            # row pair (S_hi, empty) its right child is empty, a massless
+            # child that the run leaves out.
+            low = low_bit(part)
+            rest = part ^ low
+            sub = 0
+            more = True
+            while more:
+                n = 0
+                while n < GINKGO_CHUNK_SIZE and more:
+                    lefts[n] = low | sub
+                    n = n + 1
+                    if sub == rest:
+                        more = False
+                    else:
+                        sub = next_submask(sub, rest)
+                ginkgo_run(params, mass2, root, rec, parent, size, left_high, lefts, n,
+                           &sums[i - first], z, m, count, exponent, inverse, terms)
+        if high_left == high:
+            break
+        high_left = next_submask(high_left, high)
+    for i in range(first, stop):
+        ginkgo_finish(params, mass2, root, base | low_order[i], &sums[i - first], z, m,
+                      best_left, count)
+
+
+def is_ginkgo_potential(SplitPotential potential):
+    """Whether `potential` is the Ginkgo potential of ``potential/_ginkgo.pyx``.
+
+    Its tables are then (t, sqrt t) of every subset and its parameters in
+    the layout of ``_ginkgo.pxd``.
+    """
+    return (potential.kind == FUNCTION
+            and potential.params.get("function") == "ginkgo_log_psi"
+            and potential.params.get("module") == "sktrellis._engine.potential._ginkgo")
 
 
 def ginkgo_kernel_applies(SplitPotential potential):
     """Whether `inside_level_ginkgo` computes this potential.
 
-    It must be the Ginkgo potential (``potential/_ginkgo.pyx``) with a
+    It must be the Ginkgo potential (`is_ginkgo_potential`) with a
     positive mass squared for every subset of two or more points (so only
     single particles take the formula's massless branch).
     """
     cdef const double* mass2
     cdef index_t x, n_subsets = (<index_t>1) << potential.n_points
     cdef bint applies = True
-    if potential.kind != FUNCTION or potential.params.get("function") != "ginkgo_log_psi":
-        return False
-    if potential.params.get("module") != "sktrellis._engine.potential._ginkgo":
+    if not is_ginkgo_potential(potential):
         return False
     # A loop, not NumPy: no O(2**N) temporary beside the trellis's tables.
     mass2 = potential.tables.data.tables[0]
@@ -424,30 +565,33 @@ def ginkgo_kernel_applies(SplitPotential potential):
     return applies
 
 
-def ginkgo_records(SplitPotential potential):
-    """The per-subset records of `inside_level_ginkgo`: (t, log Z, MAP ratio, count).
+def ginkgo_records(SplitPotential potential, const double[::1] log_z, double aux):
+    """The per-subset records of the Ginkgo passes: (t, sqrt t, log Z, aux).
 
-    Returns a float64 array of shape (2**N, 4) (the count column holds the
-    bits of a uint64) with t filled; the other columns are filled level by
-    level by `fill_ginkgo_records`.
+    Returns a float64 array of shape (2**N, 4), every `aux` given: 0 for
+    the inside pass (MAP ratios, filled level by level by
+    `fill_ginkgo_records`), -inf for the outside pass (parent exponents,
+    by `fill_ginkgo_outside_records`). The empty set's record (t = 0)
+    makes no term.
     """
-    records = np.zeros((1 << potential.n_points, 4))
+    records = np.empty((1 << potential.n_points, 4))
     records[:, 0] = potential.arrays["mass2"]
+    records[:, 1] = potential.arrays["sqrt_mass2"]
+    records[:, 2] = log_z
+    records[:, 3] = aux
     return records
 
 
 def fill_ginkgo_records(const mask_t[::1] subsets, const double[::1] log_z,
-                        const double[::1] log_map, const uint64_t[:, ::1] counts,
-                        double[:, ::1] records, int n_threads):
-    """Copy log Z, exp(log MAP - log Z) and the count's low word of finished `subsets`."""
+                        const double[::1] log_map, double[:, ::1] records, int n_threads):
+    """Copy log Z and exp(log MAP - log Z) of finished `subsets` into their records."""
     cdef Py_ssize_t i, n = subsets.shape[0]
     cdef mask_t x
     cdef GinkgoRecord* rec = <GinkgoRecord*>&records[0, 0]
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
         x = subsets[i]
         rec[x].log_z = log_z[x]
-        rec[x].map_ratio = exp(log_map[x] - log_z[x]) if log_z[x] > -INFINITY else 0.0
-        rec[x].count = counts[x, 0]
+        rec[x].aux = exp(log_map[x] - log_z[x]) if log_z[x] > -INFINITY else 0.0
 
 
 def inside_level_ginkgo(SplitPotential potential, const mask_t[::1] parents,
@@ -475,6 +619,132 @@ def inside_level_ginkgo(SplitPotential potential, const mask_t[::1] parents,
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
         ginkgo_parent(params, mass2, root, rec, parents[i], &log_z[0], &log_map[0],
                       &best_left[0], count)
+
+
+def inside_level_ginkgo_blocked(SplitPotential potential, int block_bits,
+                                const mask_t[::1] high_parts, const index_t[::1] low_sizes,
+                                const mask_t[::1] low_order, const index_t[::1] low_level_start,
+                                double[::1] log_z, double[::1] log_map, mask_t[::1] best_left,
+                                counts, const double[:, ::1] records, int n_threads):
+    """`inside_level_ginkgo` for the parents (high_parts[i], S_lo), cache-blocked.
+
+    Items as for `inside_level_blocked` (S_lo non-empty); records and
+    counts as for `inside_level_ginkgo`. The same results: the same terms
+    summed in another order, the same exact MAP comparisons.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef const double* params = t.data.params
+    cdef const double* mass2 = t.data.tables[0]
+    cdef const double* root = t.data.tables[1]
+    cdef const GinkgoRecord* rec = <const GinkgoRecord*>&records[0, 0]
+    cdef Py_ssize_t item, n_items = high_parts.shape[0], first, stop
+    cdef uint64_t* count = NULL
+    cdef uint64_t[:, ::1] count_view
+    cdef Py_ssize_t most = max(np.diff(np.asarray(low_level_start)))
+    # Per thread, the running sums of one item's parents.
+    cdef unsigned char[:, ::1] scratch = np.empty((n_threads, most * sizeof(GinkgoSum)),
+                                                  dtype=np.uint8)
+    if n_items == 0:
+        return
+    if counts is not None:
+        count_view = counts
+        count = &count_view[0, 0]
+    # Items differ in cost by orders of magnitude: handed out one at a time.
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        ginkgo_item(params, mass2, root, rec, block_bits, high_parts[item], &low_order[0],
+                    first, stop, &log_z[0], &log_map[0], &best_left[0], count,
+                    <GinkgoSum*>&scratch[threadid(), 0])
+
+
+###############################################################################
+# Every subset of a small point set under the Ginkgo potential, from C
+#
+# An entry point for code outside this module's trellis driver (the
+# best-first search's exact solves of small clusters): the inside pass of
+# the Ginkgo kernel over all 2**m subsets of m points, on one thread, given
+# only the masses. Declared in ``_hierarchical.pxd`` for cimport.
+
+cdef int ginkgo_subset_tables(const double* params, int m, const double* mass2,
+                              const double* root, double* log_z, double* log_map,
+                              mask_t* best_left, double* records) noexcept nogil:
+    """log Z, log MAP and MAP split of every subset of m points under the Ginkgo potential.
+
+    Parameters (C arrays of 2**m entries, indexed by subset masks over the m
+    points; m from 1 to 30):
+
+    - params: the Ginkgo parameters in the ``SplitData.params`` layout of
+      ``potential/_ginkgo.pxd`` (``ginkgo_params(lam, t_cut)``);
+    - mass2, root: t of every subset (0 for single points and the empty
+      set) and sqrt(max(t, 0));
+    - log_z, log_map, best_left (out): for every subset S of two or more
+      points, log Z(S), log MAP(S) and the left child (holding low(S)) of
+      its MAP split, as ``HierarchicalTrellis`` fills them; single points
+      get 0, 0 and themselves. -inf where no tree of S has non-zero
+      potential (then best_left[S] = low(S));
+    - records: scratch of 4 * 2**m doubles.
+
+    Returns 0. Splits in linear space (``ginkgo_parent``) when every subset
+    of two or more points has t > 0 (physical momenta); otherwise every
+    split in log space (``ginkgo_exact_parent``), the same results.
+    """
+    cdef index_t n_subsets = (<index_t>1) << m, x
+    cdef mask_t subset, last, low, ripple
+    cdef int size
+    cdef bint massive = True
+    cdef GinkgoRecord* rec = <GinkgoRecord*>records
+    for x in range(n_subsets):
+        rec[x].mass2 = mass2[x]
+        rec[x].root = root[x]
+        rec[x].log_z = 0.0
+        rec[x].aux = 1.0
+        log_z[x] = 0.0
+        log_map[x] = 0.0
+        best_left[x] = <mask_t>x
+        if x & (x - 1) and not mass2[x] > 0.0:
+            massive = False
+    rec[0].aux = 0.0
+    for size in range(2, m + 1):
+        # The subsets of `size` points in increasing order (Gosper's hack).
+        subset = <mask_t>((<uint64_t>1 << size) - 1)
+        last = subset << (m - size)
+        while True:
+            if massive:
+                ginkgo_parent(params, mass2, root, rec, subset, log_z, log_map, best_left, NULL)
+            else:
+                ginkgo_exact_parent(params, mass2, root, subset, log_z, log_map, best_left,
+                                    NULL)
+            rec[subset].log_z = log_z[subset]
+            rec[subset].aux = (exp(log_map[subset] - log_z[subset])
+                               if log_z[subset] > -INFINITY else 0.0)
+            if subset == last:
+                break
+            low = low_bit(subset)
+            ripple = subset + low
+            subset = ripple | (((subset ^ ripple) >> 2) // low)
+    return 0
+
+
+def solve_ginkgo_subsets(SplitPotential potential):
+    """`ginkgo_subset_tables` on a Ginkgo potential's masses: (log Z, log MAP, best_left).
+
+    The Python face of the C entry point, for tests.
+    """
+    if not is_ginkgo_potential(potential):
+        raise ValueError(f"solve_ginkgo_subsets needs the Ginkgo potential, got "
+                         f"{potential.params!r}")
+    cdef int m = potential.n_points
+    cdef double[::1] log_z = np.empty(1 << m)
+    cdef double[::1] log_map = np.empty(1 << m)
+    cdef mask_t[::1] best_left = np.empty(1 << m, dtype=np.uint32)
+    cdef double[::1] records = np.empty(4 << m)
+    cdef const SplitTables* t = &potential.tables
+    with nogil:
+        ginkgo_subset_tables(t.data.params, m, t.data.tables[0], t.data.tables[1], &log_z[0],
+                             &log_map[0], &best_left[0], &records[0])
+    return np.asarray(log_z), np.asarray(log_map), np.asarray(best_left)
 
 
 ###############################################################################
@@ -715,62 +985,64 @@ def outside_level(SplitPotential potential, const mask_t[::1] clusters,
 
 # Outside pass of the Ginkgo potential: the terms O(C | D) psi Z(D) of a
 # cluster C in linear space, one exp and two divisions each, as the inside
-# pass (`ginkgo_outside_chunk`); a cluster whose sum is out of range, and a
+# pass (`ginkgo_outside_exponents`, `ginkgo_sum`), in a running sum per
+# cluster (`GinkgoSum`); a cluster whose sum is out of range, and a
 # massless cluster (a single particle: every term takes the formula's other
-# branch), is summed exactly in log space (`exact_log_outside`).
-
-cdef inline double ginkgo_base(const double* params, double t_parent) noexcept nogil:
-    """K(S) of ``_ginkgo.pxd``: the part of log psi common to the splits of S."""
-    return (2.0 * params[LOG_LAM] - 2.0 * params[LOG_NORM] + params[ISOTROPIC]
-            - log(t_parent))
-
-
-def ginkgo_outside_records(SplitPotential potential, const double[::1] log_z):
-    """The records of `outside_level_ginkgo`: (t, sqrt t, log Z, log O + K).
-
-    Returns an array of shape (2**N, 4); the last column is filled level by
-    level (largest subsets first) by `fill_ginkgo_outside_records`.
-    """
-    records = np.empty((1 << potential.n_points, 4))
-    records[:, 0] = potential.arrays["mass2"]
-    records[:, 1] = potential.arrays["sqrt_mass2"]
-    records[:, 2] = log_z
-    records[:, 3] = -np.inf
-    return records
-
+# branch), is summed exactly in log space (`exact_log_outside`). From N = 16
+# on, cache-blocked as the separable outside pass
+# (`outside_level_ginkgo_blocked`).
 
 def fill_ginkgo_outside_records(SplitPotential potential, const mask_t[::1] subsets,
                                 const double[::1] log_out, double[:, ::1] records,
                                 int n_threads):
-    """log O(X) + K(X) of `subsets` (all outside sums known), -inf below the cut."""
+    """log O(X) + K(X) of `subsets` (all outside sums known), -inf below the cut.
+
+    `records` from `ginkgo_records` with aux -inf: the outside pass's
+    parent exponents, filled level by level from the largest subsets.
+    """
     cdef const double* params = potential.tables.data.params
-    cdef GinkgoOutsideRecord* rec = <GinkgoOutsideRecord*>&records[0, 0]
+    cdef GinkgoRecord* rec = <GinkgoRecord*>&records[0, 0]
     cdef Py_ssize_t i, n = subsets.shape[0]
     cdef mask_t x
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
         x = subsets[i]
         if rec[x].mass2 < params[T_CUT] or not rec[x].mass2 > 0.0 or not log_out[x] > -INFINITY:
-            rec[x].log_above = -INFINITY
+            rec[x].aux = -INFINITY
         else:
-            rec[x].log_above = log_out[x] + ginkgo_base(params, rec[x].mass2)
+            rec[x].aux = log_out[x] + ginkgo_base(params, rec[x].mass2)
 
 
-cdef double ginkgo_outside_cluster(const SplitTables* t, const GinkgoOutsideRecord* rec,
-                                   mask_t cluster, mask_t full, const double* log_z,
-                                   const double* log_out) noexcept nogil:
-    """log O(cluster) from its linear-space chunks and its massless siblings."""
+cdef inline void ginkgo_outside_run(const GinkgoRecord* rec, mask_t cluster,
+                                    mask_t sibling_high, const mask_t* others, int n,
+                                    double lam, GinkgoSum* s, double* exponent,
+                                    double* inverse) noexcept nogil:
+    """Add the terms of the siblings sibling_high | others[j], j < n, to `s`."""
+    cdef double c = ginkgo_outside_exponents(rec, cluster, rec[cluster].mass2, rec[cluster].root,
+                                             sibling_high, others, n, lam, exponent, inverse)
+    if not c > -INFINITY:
+        return
+    ginkgo_rescale(s, c)
+    s.total = s.total + ginkgo_sum(exponent, inverse, n, s.scale)
+
+
+cdef inline void ginkgo_outside_start(GinkgoSum* s) noexcept nogil:
+    s.base = 0.0
+    s.scale = -INFINITY
+    s.total = 0.0
+    s.map_top = 0.0
+
+
+cdef double ginkgo_outside_finish(const SplitTables* t, mask_t cluster, mask_t full,
+                                  const GinkgoSum* s, const double* log_z,
+                                  const double* log_out) noexcept nogil:
+    """log O(cluster) from its running sum and its massless siblings."""
     cdef const double* params = t.data.params
     cdef const double* mass2 = t.data.tables[0]
     cdef const double* root = t.data.tables[1]
-    cdef mask_t rest = full ^ cluster, other = rest, bit, parent, left
-    cdef double t_cluster = rec[cluster].mass2, lam = params[LAM]
-    cdef double log_scale = -INFINITY, total = 0.0, chunk_scale, chunk_total, psi
+    cdef mask_t rest = full ^ cluster, bit, other, parent, left
+    cdef double psi
     cdef LogSum exact_terms = empty_log_sum()
-    cdef int n
-    cdef mask_t others[GINKGO_CHUNK_SIZE]
-    cdef double terms[GINKGO_CHUNK_SIZE]
-    cdef double inverse[GINKGO_CHUNK_SIZE]
-    if not t_cluster > 0.0:
+    if not mass2[cluster] > 0.0:
         return exact_log_outside(t, cluster, full, log_z, log_out)
     # Massless siblings (single particles): the other branch of the formula.
     bit = rest
@@ -785,27 +1057,34 @@ cdef double ginkgo_outside_cluster(const SplitTables* t, const GinkgoOutsideReco
             psi = log_psi_of_masses(params, mass2[parent], root[parent], mass2[left],
                                     root[left], mass2[parent ^ left], root[parent ^ left])
             log_sum_add(&exact_terms, log_out[parent] + psi + log_z[other])
-    other = rest
-    while other:
-        n = 0
-        while n < GINKGO_CHUNK_SIZE and other:
-            others[n] = other
-            n = n + 1
-            other = (other - 1) & rest
-        chunk_scale = ginkgo_outside_chunk(rec, cluster, t_cluster, rec[cluster].root, others,
-                                           n, lam, terms, inverse, &chunk_total)
-        if not chunk_scale > -INFINITY:
-            continue
-        if chunk_scale > log_scale:
-            total = total * exp(log_scale - chunk_scale) + chunk_total
-            log_scale = chunk_scale
-        else:
-            total = total + chunk_total * exp(chunk_scale - log_scale)
-    if log_scale > -INFINITY:
-        if not (total >= LINEAR_SUM_FLOOR and total < INFINITY):
+    if s.scale > -INFINITY:
+        if not (s.total >= LINEAR_SUM_FLOOR and s.total < INFINITY):
             return exact_log_outside(t, cluster, full, log_z, log_out)
-        log_sum_add(&exact_terms, log_scale + log(total))
+        log_sum_add(&exact_terms, s.scale + log(s.total))
     return log_sum_value(&exact_terms)
+
+
+cdef double ginkgo_outside_cluster(const SplitTables* t, const GinkgoRecord* rec,
+                                   mask_t cluster, mask_t full, const double* log_z,
+                                   const double* log_out) noexcept nogil:
+    """log O(cluster), its terms in linear space."""
+    cdef mask_t rest = full ^ cluster, other = rest
+    cdef int n
+    cdef GinkgoSum s
+    cdef mask_t others[GINKGO_CHUNK_SIZE]
+    cdef double exponent[GINKGO_CHUNK_SIZE]
+    cdef double inverse[GINKGO_CHUNK_SIZE]
+    ginkgo_outside_start(&s)
+    if rec[cluster].mass2 > 0.0:
+        while other:
+            n = 0
+            while n < GINKGO_CHUNK_SIZE and other:
+                others[n] = other
+                n = n + 1
+                other = (other - 1) & rest
+            ginkgo_outside_run(rec, cluster, 0, others, n, t.data.params[LAM], &s, exponent,
+                               inverse)
+    return ginkgo_outside_finish(t, cluster, full, &s, log_z, log_out)
 
 
 def outside_level_ginkgo(SplitPotential potential, const mask_t[::1] clusters,
@@ -813,18 +1092,102 @@ def outside_level_ginkgo(SplitPotential potential, const mask_t[::1] clusters,
                          const double[:, ::1] records, int n_threads):
     """`outside_level` for the Ginkgo potential, in linear space (see above).
 
-    `records` from `ginkgo_outside_records`, with every larger subset filled
-    by `fill_ginkgo_outside_records`. The potential must pass
+    `records` from `ginkgo_records`, with every larger subset filled by
+    `fill_ginkgo_outside_records`. The potential must pass
     `ginkgo_kernel_applies`.
     """
     cdef const SplitTables* t = &potential.tables
-    cdef const GinkgoOutsideRecord* rec = <const GinkgoOutsideRecord*>&records[0, 0]
+    cdef const GinkgoRecord* rec = <const GinkgoRecord*>&records[0, 0]
     cdef int n_points = potential.n_points
     cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
     cdef Py_ssize_t i, n = clusters.shape[0]
     cdef double* out = &log_out[0]
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
         out[clusters[i]] = ginkgo_outside_cluster(t, rec, clusters[i], full, &log_z[0], out)
+
+
+cdef void ginkgo_outside_item(const SplitTables* t, const GinkgoRecord* rec, int block_bits,
+                              int n_points, mask_t high, const mask_t* low_order,
+                              Py_ssize_t first, Py_ssize_t stop, const double* log_z,
+                              double* out, GinkgoSum* sums) noexcept nogil:
+    """The clusters (high, C_lo), C_lo in low_order[first:stop], one row pair at a time.
+
+    For each high part D_hi of the siblings, the clusters' terms read the
+    parent row high | D_hi and the sibling row D_hi. `sums` is scratch for
+    stop - first clusters.
+    """
+    cdef mask_t full_high = <mask_t>((<uint64_t>1 << (n_points - block_bits)) - 1)
+    cdef mask_t full_low = <mask_t>((<uint64_t>1 << block_bits) - 1)
+    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
+    cdef mask_t base = high << block_bits, rest_high = full_high ^ high, sibling_high
+    cdef mask_t cluster, rest, other
+    cdef double lam = t.data.params[LAM]
+    cdef Py_ssize_t i
+    cdef int n
+    cdef bint more
+    cdef mask_t others[GINKGO_CHUNK_SIZE]
+    cdef double exponent[GINKGO_CHUNK_SIZE]
+    cdef double inverse[GINKGO_CHUNK_SIZE]
+    for i in range(first, stop):
+        ginkgo_outside_start(&sums[i - first])
+    sibling_high = rest_high
+    while True:
+        for i in range(first, stop):
+            cluster = base | low_order[i]
+            if not rec[cluster].mass2 > 0.0:
+                continue
+            # D_lo over the low complement of C_lo, the empty one only with a
+            # non-empty D_hi.
+            rest = full_low ^ low_order[i]
+            other = rest
+            more = other != 0 or sibling_high != 0
+            while more:
+                n = 0
+                while n < GINKGO_CHUNK_SIZE and more:
+                    others[n] = other
+                    n = n + 1
+                    if other == 0:
+                        more = False
+                    else:
+                        other = (other - 1) & rest
+                        more = other != 0 or sibling_high != 0
+                ginkgo_outside_run(rec, cluster, sibling_high << block_bits, others, n, lam,
+                                   &sums[i - first], exponent, inverse)
+        if sibling_high == 0:
+            break
+        sibling_high = (sibling_high - 1) & rest_high
+    for i in range(first, stop):
+        cluster = base | low_order[i]
+        out[cluster] = ginkgo_outside_finish(t, cluster, full, &sums[i - first], log_z, out)
+
+
+def outside_level_ginkgo_blocked(SplitPotential potential, int block_bits,
+                                 const mask_t[::1] high_parts, const index_t[::1] low_sizes,
+                                 const mask_t[::1] low_order, const index_t[::1] low_level_start,
+                                 const double[::1] log_z, double[::1] log_out,
+                                 const double[:, ::1] records, int n_threads):
+    """`outside_level_ginkgo` for the clusters (high_parts[i], C_lo), cache-blocked.
+
+    Items as for `outside_level_blocked` (C_lo of 0 to block_bits points);
+    records as for `outside_level_ginkgo`.
+    """
+    cdef const SplitTables* t = &potential.tables
+    cdef const GinkgoRecord* rec = <const GinkgoRecord*>&records[0, 0]
+    cdef int n_points = potential.n_points
+    cdef Py_ssize_t item, n_items = high_parts.shape[0], first, stop
+    cdef Py_ssize_t most = max(np.diff(np.asarray(low_level_start)))
+    # Per thread, the running sums of one item's clusters.
+    cdef unsigned char[:, ::1] scratch = np.empty((n_threads, most * sizeof(GinkgoSum)),
+                                                  dtype=np.uint8)
+    if n_items == 0:
+        return
+    for item in prange(n_items, nogil=True, num_threads=n_threads,
+                       schedule="dynamic", chunksize=1):
+        first = low_level_start[low_sizes[item]]
+        stop = low_level_start[low_sizes[item] + 1]
+        ginkgo_outside_item(t, rec, block_bits, n_points, high_parts[item], &low_order[0],
+                            first, stop, &log_z[0], &log_out[0],
+                            <GinkgoSum*>&scratch[threadid(), 0])
 
 
 # Cache-blocked outside pass (separable kind), as the blocked inside pass:
@@ -951,8 +1314,58 @@ cdef inline double split_log_weight(const void* model, mask_t parent, mask_t lef
     return split_log_potential(m.tables, parent, left) + m.log_z[left] + m.log_z[parent ^ left]
 
 
+cdef struct GinkgoSampling:
+    const double* params
+    const double* mass2
+    const double* root
+    const double* log_z
+
+
+cdef inline double ginkgo_split_log_weight(const void* model, mask_t parent,
+                                           mask_t left) noexcept nogil:
+    """`split_log_weight` of the Ginkgo potential: its formula inlined, no call through a pointer.
+
+    The arithmetic of ``ginkgo_log_psi`` (the C function), so the same
+    weights bit for bit.
+    """
+    cdef const GinkgoSampling* g = <const GinkgoSampling*>model
+    cdef mask_t right = parent ^ left
+    return (log_psi_of_masses(g.params, g.mass2[parent], g.root[parent], g.mass2[left],
+                              g.root[left], g.mass2[right], g.root[right])
+            + g.log_z[left] + g.log_z[right])
+
+
+cdef inline void draw_trees(const void* model, part_log_weight_t part_log_weight,
+                            int n_points, const double* log_z,
+                            const double[:, ::1] uniforms, mask_t[:, ::1] parents,
+                            mask_t[:, ::1] lefts, WeightCache* weights) noexcept nogil:
+    """The trees of `sample_splits`, each split drawn by draw_part with these weights."""
+    cdef Py_ssize_t r, node, top
+    cdef mask_t stack[64]
+    cdef mask_t parent, left
+    for r in range(uniforms.shape[0]):
+        top = 0
+        stack[0] = <mask_t>((<uint64_t>1 << n_points) - 1)
+        node = 0
+        while top >= 0:
+            parent = stack[top]
+            top -= 1
+            if popcount(parent) < 2:
+                continue
+            left = draw_part(model, part_log_weight, parent,
+                             (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1,
+                             log_z[parent], uniforms[r, node], weights)
+            parents[r, node] = parent
+            lefts[r, node] = left
+            node += 1
+            top += 1
+            stack[top] = parent ^ left
+            top += 1
+            stack[top] = left
+
+
 def sample_splits(SplitPotential potential, const double[::1] log_z,
-                  const double[:, ::1] uniforms, double[::1] cache):
+                  const double[:, ::1] uniforms, double[::1] cache, bint ginkgo=False):
     """Draw trees top-down from P(tree) = prod psi / Z(root).
 
     Each row of `uniforms` (N-1 numbers in [0, 1)) drives one tree: at each
@@ -964,37 +1377,30 @@ def sample_splits(SplitPotential potential, const double[::1] log_z,
     Splits are drawn by ``draw_part`` (``_sampling.pxd``), which keeps the
     cumulative split weights of subsets met more than once in `cache` while
     it has room; the caller allocates it, so its size is part of the
-    estimator's memory estimate.
+    estimator's memory estimate. `ginkgo`: the potential is the Ginkgo
+    potential (``is_ginkgo_potential``), whose formula is then evaluated
+    inline rather than through its function pointer (the same draws).
     """
     cdef int n_points = potential.n_points
     cdef Py_ssize_t n_samples = uniforms.shape[0], n_inner = n_points - 1
-    cdef mask_t full = <mask_t>((<uint64_t>1 << n_points) - 1)
     cdef mask_t[:, ::1] parents = np.zeros((n_samples, n_inner), dtype=np.uint32)
     cdef mask_t[:, ::1] lefts = np.zeros((n_samples, n_inner), dtype=np.uint32)
     cdef index_t[::1] cache_start = np.full(<Py_ssize_t>1 << n_points, -1, dtype=np.int64)
     cdef WeightCache weights = WeightCache(&cache_start[0], &cache[0], 0, cache.shape[0])
     cdef SplitSampling model = SplitSampling(&potential.tables, &log_z[0])
-    cdef Py_ssize_t r, node, top
-    cdef mask_t stack[64]
-    cdef mask_t parent, left
-    with nogil:
-        for r in range(n_samples):
-            top = 0
-            stack[0] = full
-            node = 0
-            while top >= 0:
-                parent = stack[top]
-                top -= 1
-                if popcount(parent) < 2:
-                    continue
-                left = draw_part(&model, split_log_weight, parent,
-                                 (<Py_ssize_t>1 << (popcount(parent) - 1)) - 1,
-                                 log_z[parent], uniforms[r, node], &weights)
-                parents[r, node] = parent
-                lefts[r, node] = left
-                node += 1
-                top += 1
-                stack[top] = parent ^ left
-                top += 1
-                stack[top] = left
+    cdef GinkgoSampling ginkgo_model
+    if ginkgo:
+        if not is_ginkgo_potential(potential):
+            raise ValueError(f"sample_splits(ginkgo=True) needs the Ginkgo potential, "
+                             f"got {potential.params!r}")
+        ginkgo_model = GinkgoSampling(potential.tables.data.params,
+                                      potential.tables.data.tables[0],
+                                      potential.tables.data.tables[1], &log_z[0])
+        with nogil:
+            draw_trees(&ginkgo_model, ginkgo_split_log_weight, n_points, &log_z[0], uniforms,
+                       parents, lefts, &weights)
+    else:
+        with nogil:
+            draw_trees(&model, split_log_weight, n_points, &log_z[0], uniforms, parents,
+                       lefts, &weights)
     return np.asarray(parents), np.asarray(lefts)

@@ -46,6 +46,10 @@ _QUERY_BYTES = {"separable": 24, "function": 40, "table": 24}
 #: stays in L2 while it serves C(11, j) parents. 9 to 12 bits measured within
 #: 10% of each other at N=20; 11 was the fastest.
 BLOCK_BITS = 11
+#: Low bits of the Ginkgo passes' rows: a row pair is 2 x 2**12 32-byte
+#: records and 2 x 2**12 16-byte counts (384 KiB, within a 1 MiB L2); 12
+#: bits measured 8 % faster than 11 and as fast as 13 (N = 19, one thread).
+GINKGO_BLOCK_BITS = 12
 #: The separable passes are cache-blocked from this many points on. Measured
 #: (one thread, CPU time): the blocked inside pass 1.25x faster at
 #: N=16, 1.5x at N=17, 2x at N=18; the outside pass equal up to N=17, faster
@@ -143,8 +147,9 @@ class HierarchicalTrellis:
         with ``levels.DeadlinePassed`` (within one kernel call); None: none.
     """
 
-    #: Whether the Ginkgo potential runs in its own kernel (``inside_level_ginkgo``)
-    #: rather than through its C function; False only to compare the two.
+    #: Whether the Ginkgo potential runs in its own kernels (``inside_level_ginkgo``,
+    #: ``outside_level_ginkgo`` and their blocked forms; the sampler's inline
+    #: formula) rather than through its C function; False only to compare the two.
     use_ginkgo_kernel = True
 
     def __init__(self, potential, n_threads=1, verbose=0, owner="trellis", deadline=None):
@@ -194,16 +199,18 @@ class HierarchicalTrellis:
             self.counts[1 << np.arange(n_points), 0] = 1
         rows = n_subsets if separable else 1
         left_factors, right_factors = np.zeros((rows, 2)), np.zeros((rows, 2))
-        blocked = separable and n_points >= BLOCKED_MIN_POINTS
+        ginkgo = self._uses_ginkgo_kernel()
+        rate = SECONDS_PER_TERM["ginkgo"] if ginkgo else _seconds_per_split(separable)
+        blocked = (separable or ginkgo) and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points), _seconds_per_split(True))
+            bits = GINKGO_BLOCK_BITS if ginkgo else BLOCK_BITS
+            blocks = RowBlocks(n_points, min(bits, n_points), rate)
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
-        ginkgo = self._uses_ginkgo_kernel()
         if ginkgo:
-            records = kernels.ginkgo_records(self.potential)
+            records = kernels.ginkgo_records(self.potential, self.log_z, 0.0)
             kernels.fill_ginkgo_records(self.order[self.level_start[1] : self.level_start[2]],
-                                        self.log_z, self.log_map, self.counts, records, 1)
+                                        self.log_z, self.log_map, records, 1)
         with self._progress("inside pass (MAP tree, log Z)", _inside_splits,
                             self.deadline) as progress:
             for size in range(2, n_points + 1):
@@ -219,15 +226,21 @@ class HierarchicalTrellis:
                     )
                 if blocked:
                     for high_parts, low_sizes in blocks.inside_calls(size, progress):
-                        kernels.inside_level_blocked(
-                            self.potential, blocks.bits, high_parts, low_sizes,
-                            blocks.low_order, blocks.low_start, self.log_z, self.log_map,
-                            self.best_left, scale, left_factors, right_factors, n_threads,
-                        )
+                        if ginkgo:
+                            kernels.inside_level_ginkgo_blocked(
+                                self.potential, blocks.bits, high_parts, low_sizes,
+                                blocks.low_order, blocks.low_start, self.log_z, self.log_map,
+                                self.best_left, self.counts, records, n_threads,
+                            )
+                        else:
+                            kernels.inside_level_blocked(
+                                self.potential, blocks.bits, high_parts, low_sizes,
+                                blocks.low_order, blocks.low_start, self.log_z, self.log_map,
+                                self.best_left, scale, left_factors, right_factors, n_threads,
+                            )
                         progress.update(blocks.n_subsets(low_sizes) * n_splits)
                     # Parents with no low bit, C(N - bits, size) of them: plain kernel.
                     parents = blocks.high_only_parents(size)
-                rate = SECONDS_PER_TERM["ginkgo"] if ginkgo else _seconds_per_split(separable)
                 for block in progress.calls(parents, n_splits, rate):
                     if ginkgo:
                         kernels.inside_level_ginkgo(
@@ -242,8 +255,9 @@ class HierarchicalTrellis:
                         )
                     progress.update(len(block) * n_splits)
                 if ginkgo and size < n_points:
-                    kernels.fill_ginkgo_records(parents, self.log_z, self.log_map, self.counts,
-                                                records, n_threads)
+                    level = self.order[self.level_start[size] : self.level_start[size + 1]]
+                    kernels.fill_ginkgo_records(level, self.log_z, self.log_map, records,
+                                                n_threads)
 
     def check_feasible(self, energy):
         """Raise ValueError unless log Z is finite or -inf only where allowed.
@@ -326,17 +340,19 @@ class HierarchicalTrellis:
         parent_factor, sibling_factor = np.zeros(rows), np.zeros(rows)
         parent_scale = np.full(n_points + 1, -np.inf)
         sibling_scale = np.full(n_points + 1, -np.inf)
-        blocked = separable and n_points >= BLOCKED_MIN_POINTS
+        ginkgo = self._uses_ginkgo_kernel()
+        rate = SECONDS_PER_TERM["ginkgo"] if ginkgo else _seconds_per_split(separable)
+        blocked = (separable or ginkgo) and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            blocks = RowBlocks(n_points, min(BLOCK_BITS, n_points))
-            scratch = blocks.outside_scratch(self.n_threads)
+            bits = GINKGO_BLOCK_BITS if ginkgo else BLOCK_BITS
+            blocks = RowBlocks(n_points, min(bits, n_points), rate)
+            scratch = blocks.outside_scratch(self.n_threads) if separable else None
         if separable:
             parent_scale[n_points] = kernels.outside_parent_factors(
                 potential, order[level_start[n_points] :], log_out, parent_factor, 1
             )
-        ginkgo = self._uses_ginkgo_kernel()
         if ginkgo:
-            records = kernels.ginkgo_outside_records(potential, self.log_z)
+            records = kernels.ginkgo_records(potential, self.log_z, -np.inf)
             kernels.fill_ginkgo_outside_records(potential, order[level_start[n_points] :],
                                                 log_out, records, 1)
         def outside_terms(size):
@@ -355,16 +371,21 @@ class HierarchicalTrellis:
                     )
                 if blocked:
                     for high_parts, low_sizes in blocks.outside_calls(size, progress):
-                        kernels.outside_level_blocked(
-                            potential, blocks.bits, size, high_parts, low_sizes,
-                            blocks.low_order, blocks.low_start, self.log_z, log_out,
-                            parent_factor, parent_scale, sibling_factor, sibling_scale,
-                            scratch, n_threads,
-                        )
+                        if ginkgo:
+                            kernels.outside_level_ginkgo_blocked(
+                                potential, blocks.bits, high_parts, low_sizes,
+                                blocks.low_order, blocks.low_start, self.log_z, log_out,
+                                records, n_threads,
+                            )
+                        else:
+                            kernels.outside_level_blocked(
+                                potential, blocks.bits, size, high_parts, low_sizes,
+                                blocks.low_order, blocks.low_start, self.log_z, log_out,
+                                parent_factor, parent_scale, sibling_factor, sibling_scale,
+                                scratch, n_threads,
+                            )
                         progress.update(blocks.n_subsets(low_sizes) * n_terms)
                 else:
-                    rate = (SECONDS_PER_TERM["ginkgo"] if ginkgo
-                            else _seconds_per_split(separable))
                     for block in progress.calls(clusters, n_terms, rate):
                         if ginkgo:
                             kernels.outside_level_ginkgo(
@@ -458,7 +479,9 @@ class HierarchicalTrellis:
         """(parents, lefts), each (n_samples, N - 1): trees drawn exactly from P(tree)."""
         uniforms = random_state.random((n_samples, self.n_points - 1))
         cache = np.empty(max(1 << self.n_points, _SAMPLE_CACHE_MIN_DOUBLES))
-        return kernels.sample_splits(self.potential, self.log_z, uniforms, cache)
+        return kernels.sample_splits(self.potential, self.log_z, uniforms, cache,
+                                     self.use_ginkgo_kernel
+                                     and kernels.is_ginkgo_potential(self.potential))
 
     def sample_linkages(self, n_samples, random_state):
         """Linkage matrices of n_samples trees drawn exactly from P(tree)."""
