@@ -53,7 +53,7 @@ import time
 import warnings
 
 import numpy as np
-from scipy.spatial.distance import pdist, squareform
+from scipy.spatial.distance import pdist
 from sklearn.base import clone
 from sklearn.datasets import load_iris
 
