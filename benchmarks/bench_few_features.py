@@ -20,6 +20,10 @@ temperature:
   lets significant clusters through);
 - ``frequencies``: over trees, the beta whose supports of the MAP tree's
   clusters best match their frequencies under the perturbation below;
+- ``point-frequencies``, ``weighted-frequencies``, ``redrawn-frequencies``:
+  the same with frequencies under resamplings of the points, which need no
+  scale estimate (``frequency_table``), and a second matching rule (the
+  largest beta keeping every support below its frequency plus a margin);
 - ``candidates``: the beta each principle picks and the requirement's
   failures at it. Each principle gives a reference excess loss D, and beta
   is the grid value whose posterior expected excess loss over the MAP is
@@ -40,6 +44,8 @@ temperature:
     python benchmarks/bench_few_features.py
     python benchmarks/bench_few_features.py --seeds 5 --resamples 40
     python benchmarks/bench_few_features.py --only significance dpm
+    python benchmarks/bench_few_features.py --resamples 20 --only point-frequencies \
+        weighted-frequencies redrawn-frequencies
 """
 import argparse
 import itertools
@@ -47,7 +53,7 @@ import time
 import warnings
 
 import numpy as np
-from scipy.spatial.distance import pdist, squareform
+from scipy.spatial.distance import pdist
 from sklearn.base import clone
 from sklearn.datasets import load_iris
 
@@ -55,7 +61,8 @@ from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
 from sktrellis import _calibration as calibration
 from sktrellis._engine.tree.conversion import masks_from_merges
 from sktrellis._engine.trellis.flat_trellis import map_partition
-from sktrellis.energies import CorrelationClustering, Dasgupta, DirichletProcessMixture
+from sktrellis.energies import (CorrelationClustering, Dasgupta, DirichletProcessMixture,
+                                SplitEnergy, subset_pair_sums, subset_sums)
 
 BETAS = np.exp(np.linspace(np.log(0.01), np.log(300.0), 31))
 WINDOW_BETAS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
@@ -247,12 +254,12 @@ def dpm_table(n_seeds):
               f"{min(one):>5.2f}-{max(one):<5.2f}", flush=True)
 
 
-def map_clusters(X, unit):
-    """Clusters of 3..N-1 points of the minimum-loss tree of X, as index arrays."""
+def map_clusters(X, unit, min_size=3):
+    """Clusters of min_size..N-1 points of the minimum-loss tree of X, as index arrays."""
     n_points = len(X)
     masks = masks_from_merges(calibration._search_map_merges(unit, X), n_points)[n_points:]
     return [np.flatnonzero([mask >> i & 1 for i in range(n_points)]) for mask in masks
-            if 3 <= bin(mask).count("1") <= n_points - 1]
+            if min_size <= bin(mask).count("1") <= n_points - 1]
 
 
 def cohesion(members, similarities):
@@ -318,42 +325,165 @@ def significance_table(n_seeds):
               f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
 
 
-def frequency_table(n_seeds, n_resamples):
-    """Trees: beta whose supports of the MAP clusters best match their perturbation frequencies.
+def perturbed(posteriors, rng):
+    """One perturbation of X (``noise``): the unit energy at X's kernel width, data, row ids."""
+    X, unit = posteriors.X, posteriors.unit
+    fixed = clone(unit).set_params(gamma=median_gamma(unit, X))
+    return fixed, X + rng.normal(size=X.shape) * within_scale(X), np.arange(len(X))
 
-    Each cluster S of 3..N-1 points of the MAP tree gets its frequency f(S)
-    among the MAP trees of ``n_resamples`` perturbations (``noise``
-    candidate); beta is the grid value minimising the root mean square of
-    P_beta(S) - f(S) over those clusters (clade supports matched to
-    bootstrap frequencies, as pvclust's BP, rather than the excess loss).
+
+def reweighted(posteriors, rng):
+    """One Bayesian bootstrap over the points (``rows``): each similarity times u_i u_j."""
+    matrix = pair_matrix(posteriors.unit, posteriors.X)
+    u = rng.dirichlet(np.ones(len(matrix))) * len(matrix)
+    return (clone(posteriors.unit).set_params(affinity="precomputed"),
+            u[:, None] * matrix * u[None, :], np.arange(len(matrix)))
+
+
+def redrawn(posteriors, rng):
+    """The points drawn with replacement (a copy of a point is a point), at X's kernel width."""
+    X, unit = posteriors.X, posteriors.unit
+    ids = rng.randint(len(X), size=len(X))
+    return clone(unit).set_params(gamma=median_gamma(unit, X)), X[ids], ids
+
+
+def _weighted_dasgupta(X, left, right, size, within):
+    """Dasgupta's log potential with weighted points: -U(S) W(A, B), U and W u-weighted."""
+    return -size[left | right] * (within[left | right] - within[left] - within[right])
+
+
+def weighted(posteriors, rng):
+    """One Bayesian bootstrap over the points with Dasgupta's sizes weighted too.
+
+    Point i weighs u_i (Dirichlet(1), mean 1): each similarity times u_i
+    u_j and each cluster's size the sum of its weights, the limit of
+    drawing u_i copies of each point; the exact MAP by the trellis.
     """
-    print(f"\ntrees, supports of the MAP clusters matched to their perturbation frequencies, "
-          f"seeds 0..{n_seeds - 1}, {n_resamples} resamples")
-    print(f"{'regime':>28} {'beta (median)':>13} {'worst':>6} {'fail':>5}")
+    matrix = pair_matrix(posteriors.unit, posteriors.X)
+    u = rng.dirichlet(np.ones(len(matrix))) * len(matrix)
+    energy = SplitEnergy(_weighted_dasgupta, kw_args={
+        "size": subset_sums(u), "within": subset_pair_sums(u[:, None] * matrix * u[None, :])})
+    return energy, np.arange(len(matrix), dtype=np.float64)[:, None], np.arange(len(matrix))
+
+
+def resample_masks(unit, data, ids):
+    """Masks over the original points of every cluster of a resample's MAP tree."""
+    if isinstance(unit, SplitEnergy):
+        merges = ExactHierarchicalClustering(unit, verbose=0).fit(data).children_
+    else:
+        merges = calibration._search_map_merges(unit, data)
+    return set(masks_from_merges(merges, len(data), ids))
+
+
+def map_frequencies(posteriors, resample, rng, n_resamples, min_size):
+    """The MAP tree's clusters of min_size..N-1 points and their frequencies among resamples.
+
+    A resample's clusters are read as sets of the original points they
+    hold; a cluster S counts only in the resamples where it can be told
+    apart (at least two of its points drawn and one point outside it), as
+    S restricted to the points drawn.
+    """
+    clusters = map_clusters(posteriors.X, posteriors.unit, min_size)
+    masks = [sum(1 << int(i) for i in members) for members in clusters]
+    counts, tested = np.zeros(len(masks)), np.zeros(len(masks))
+    for _ in range(n_resamples):
+        unit, data, ids = resample(posteriors, rng)
+        found = resample_masks(unit, data, ids)
+        drawn = sum(1 << int(i) for i in set(ids))
+        for c, mask in enumerate(masks):
+            present = mask & drawn
+            if bin(present).count("1") >= 2 and drawn & ~mask:
+                tested[c] += 1
+                counts[c] += present in found
+    return clusters, counts / np.maximum(tested, 1)
+
+
+def least_squares_beta(posteriors, clusters, frequencies):
+    """The grid beta minimising the root mean square of P_beta(S) - f(S)."""
+    errors = [np.sqrt(np.mean([(posteriors.model(beta).cluster_probability(members) - f) ** 2
+                               for members, f in zip(clusters, frequencies)]))
+              for beta in BETAS]
+    return float(BETAS[int(np.argmin(errors))])
+
+
+def bounded_beta(posteriors, clusters, frequencies, margin):
+    """The largest grid beta (from below) at which no P_beta(S) exceeds f(S) + margin."""
+    chosen = BETAS[0]
+    for beta in BETAS:
+        model = posteriors.model(beta)
+        if any(model.cluster_probability(members) > f + margin
+               for members, f in zip(clusters, frequencies)):
+            break
+        chosen = beta
+    return float(chosen)
+
+
+#: Trees: the resamplings whose MAP-cluster frequencies the supports are matched to.
+RESAMPLINGS = {"frequencies": perturbed, "point-frequencies": reweighted,
+               "weighted-frequencies": weighted, "redrawn-frequencies": redrawn}
+#: Matching rules of the supports to the frequencies: least squares, or the
+#: largest beta keeping every support below its frequency plus a margin.
+MARGINS = (0.05, 0.1, 0.2)
+
+
+def frequency_table(n_seeds, n_resamples, name):
+    """Trees: beta whose supports of the MAP clusters match their resampling frequencies.
+
+    Each cluster S of 3..N-1 points (or 2..N-1: ``+pairs``) of the MAP tree
+    gets its frequency f(S) among the MAP trees of ``n_resamples`` resamples
+    (``RESAMPLINGS``): ``frequencies``, the ``noise`` perturbation;
+    resamplings of the points, which need no scale estimate:
+    ``point-frequencies``, the Bayesian bootstrap of ``rows`` (similarities
+    times u_i u_j, sizes unweighted); ``weighted-frequencies``, the same
+    with Dasgupta's sizes weighted too (the limit of u_i copies of point
+    i); ``redrawn-frequencies``, the points drawn with replacement. beta is
+    the grid value minimising the root mean square of P_beta(S) - f(S) over
+    those clusters (``lsq``: clade supports matched to bootstrap
+    frequencies, as pvclust's BP, rather than the excess loss) or the
+    largest grid value at which no P_beta(S) exceeds f(S) plus a margin
+    (``f+m``). ``worst f`` is the requirement's statistic read off the
+    frequencies themselves (worst seed): on noise the largest f(S), on
+    groups the smallest frequency of a planted group.
+    """
+    resample = RESAMPLINGS[name]
+    rules = [("lsq", 3)] + ([("lsq+pairs", 2)] + [(f"f+{m:g}", 3) for m in MARGINS]
+                            if name != "frequencies" else [])
+    print(f"\ntrees, supports of the MAP clusters matched to their {name}, seeds "
+          f"0..{n_seeds - 1}, {n_resamples} resamples")
+    print(f"{'regime':>28} {'rule':>10} {'beta (median)':>13} {'worst':>6} {'fail':>5} "
+          f"{'worst f':>7}")
     for regime in REGIMES:
-        betas, values = [], []
+        betas, values = {r: [] for r, _ in rules}, {r: [] for r, _ in rules}
+        frequency = []   # the requirement's statistic read off the frequencies themselves
         for seed in range(n_seeds):
             X, y = regime_data(regime, seed)
             posteriors = Posteriors(X, False)
-            fixed = clone(posteriors.unit).set_params(gamma=median_gamma(posteriors.unit, X))
-            scale, rng = within_scale(X), np.random.RandomState(seed)
-            clusters = map_clusters(X, posteriors.unit)
-            masks = [sum(1 << int(i) for i in members) for members in clusters]
-            counts = np.zeros(len(masks))
-            for _ in range(n_resamples):
-                found = {sum(1 << int(i) for i in members)
-                         for members in map_clusters(X + rng.normal(size=X.shape) * scale, fixed)}
-                counts += [mask in found for mask in masks]
-            frequencies = counts / n_resamples
-            errors = [np.sqrt(np.mean([(posteriors.model(beta).cluster_probability(members) - f)
-                                       ** 2 for members, f in zip(clusters, frequencies)]))
-                      for beta in BETAS]
-            beta = float(BETAS[int(np.argmin(errors))])
-            betas.append(beta)
-            values.append(statistic(posteriors.model(beta), y, False))
-        worst = max(values) if y is None else min(values)
-        print(f"{regime:>28} {np.median(betas):>13.3g} {worst:>6.2f} "
-              f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
+            clusters, frequencies = map_frequencies(
+                posteriors, resample, np.random.RandomState(seed), n_resamples,
+                min(size for _, size in rules))
+            found = {size: ([c for c in clusters if len(c) >= size],
+                            [f for c, f in zip(clusters, frequencies) if len(c) >= size])
+                     for size in (2, 3)}
+            if y is None:
+                frequency.append(max(found[3][1], default=0.0))
+            else:
+                at = {tuple(c): f for c, f in zip(clusters, frequencies)}
+                frequency.append(min(at.get(tuple(np.flatnonzero(y == k)), 0.0)
+                                     for k in np.unique(y[y >= 0])))
+            for rule, size in rules:
+                clusters, frequencies = found[size]
+                if rule.startswith("lsq"):
+                    beta = least_squares_beta(posteriors, clusters, frequencies)
+                else:
+                    beta = bounded_beta(posteriors, *found[3], float(rule[2:]))
+                betas[rule].append(beta)
+                values[rule].append(statistic(posteriors.model(beta), y, False))
+        worst_f = max(frequency) if y is None else min(frequency)
+        for rule, _ in rules:
+            worst = max(values[rule]) if y is None else min(values[rule])
+            print(f"{regime:>28} {rule:>10} {np.median(betas[rule]):>13.3g} {worst:>6.2f} "
+                  f"{sum(fails(v, y) for v in values[rule]):>2}/{n_seeds:<2} {worst_f:>6.2f}",
+                  flush=True)
 
 
 def window_table(n_seeds):
@@ -405,7 +535,9 @@ def main():
     parser.add_argument("--shift", type=float, default=SHIFT,
                         help="standard deviations between a planted group and the rest")
     parser.add_argument("--only", nargs="*", default=["windows", "candidates", "dpm",
-                                                      "significance", "frequencies"],
+                                                      "significance", "frequencies",
+                                                      "point-frequencies", "weighted-frequencies",
+                                                      "redrawn-frequencies"],
                         help="tables to print (each takes 1-5 minutes at 5 seeds)")
     args = parser.parse_args()
     globals()["SHIFT"] = args.shift
@@ -419,8 +551,9 @@ def main():
         dpm_table(args.seeds)
     if "significance" in args.only:
         significance_table(args.seeds)
-    if "frequencies" in args.only:
-        frequency_table(args.seeds, args.resamples)
+    for name in RESAMPLINGS:
+        if name in args.only:
+            frequency_table(args.seeds, args.resamples, name)
     print(f"\n{time.perf_counter() - start:.0f} s")
 
 
