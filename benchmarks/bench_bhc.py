@@ -44,7 +44,7 @@ import time
 
 import numpy as np
 from sklearn.datasets import load_digits, load_iris, load_wine, make_blobs
-from scipy.cluster.hierarchy import fcluster, linkage
+from scipy.cluster.hierarchy import linkage
 from sklearn.metrics import adjusted_rand_score
 
 from sktrellis.baselines import BayesianHierarchicalClustering

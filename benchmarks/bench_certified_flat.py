@@ -26,7 +26,6 @@ import argparse
 import time
 import warnings
 
-import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 

@@ -44,7 +44,7 @@ def test_all_subsets_equal_the_exact_trellis(kind, n_points, global_random_seed)
     exact = ExactFlatClustering(energy, verbose=0)
     try:
         exact.fit(X)
-    except ValueError as error:
+    except ValueError:
         assert "zero potential" in str(error)
         with pytest.raises(ValueError, match="zero potential"):
             sparse.fit(X)
@@ -96,7 +96,7 @@ def test_n_clusters_equals_the_exact_trellis(kind, n_clusters, global_random_see
     exact = ExactFlatClustering(energy, n_clusters=n_clusters, verbose=0)
     try:
         exact.fit(X)
-    except ValueError as error:
+    except ValueError:
         with pytest.raises(ValueError, match="zero potential|n_clusters="):
             sparse.fit(X)
         return

@@ -292,8 +292,6 @@ def test_newick_support_must_match_the_inner_nodes(support):
 @pytest.mark.parametrize("exponent", [-1000, 1000, 1021])
 def test_distance_heights_near_the_float_limits_scale_exactly(exponent, global_random_seed):
     """Squared differences of values near 1e308 overflow; the heights must not."""
-    from sktrellis import Tree
-
     X = np.random.default_rng(global_random_seed).uniform(-0.4, 0.4, size=(6, 2))
     tree = _random_tree(np.random.default_rng(global_random_seed), 6)
     scaled = tree.with_heights(np.ldexp(X, exponent)).to_numpy()[:, 2]
