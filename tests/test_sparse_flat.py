@@ -44,7 +44,7 @@ def test_all_subsets_equal_the_exact_trellis(kind, n_points, global_random_seed)
     exact = ExactFlatClustering(energy, verbose=0)
     try:
         exact.fit(X)
-    except ValueError:
+    except ValueError as error:
         assert "zero potential" in str(error)
         with pytest.raises(ValueError, match="zero potential"):
             sparse.fit(X)
