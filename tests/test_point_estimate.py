@@ -141,7 +141,8 @@ def test_labels_find_planted_groups_past_an_outlier(labels_from, global_random_s
 
 
 # Four datasets per shape: the first in the quick suite, all four in the full one.
-@pytest.mark.parametrize("offset", [0, *(pytest.param(k, marks=pytest.mark.slow) for k in (1, 2, 3))])
+@pytest.mark.parametrize(
+    "offset", [0, *(pytest.param(k, marks=pytest.mark.slow) for k in (1, 2, 3))])
 @pytest.mark.parametrize("n_features", [2, 5, 30])
 def test_labels_hand_out_no_singletons_on_structureless_data(n_features, offset,
                                                              global_random_seed):
