@@ -3,6 +3,13 @@ import os
 
 import pytest
 
+# The suite runs the kernels on more threads than a CI machine has cores
+# (kernel_threads below), and pytest runs nothing beside them: OpenMP
+# threads spinning at a barrier while a peer waits for a core burn CPU for
+# nothing. Passive waiting changes no result; it is read when the OpenMP
+# runtime starts, at the first import of a compiled kernel, after this file.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 def _seeds():
     # SKTRELLIS_TESTS_GLOBAL_RANDOM_SEED="all" runs every seed-dependent test

@@ -196,7 +196,11 @@ def test_planted_subtypes_are_supported(global_random_seed):
         assert model.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
 
 
-@pytest.mark.parametrize("seed", range(10))
+# Seed 5 is the one that failed without the cap: the quick suite runs it,
+# the full suite the whole sweep.
+@pytest.mark.parametrize(
+    "seed",
+    [pytest.param(seed, marks=() if seed == 5 else pytest.mark.slow) for seed in range(10)])
 def test_noise_supports_no_clade(seed):
     """No cluster of 3..N-1 points above 0.5 on noise (N = 12, 3000 genes).
 

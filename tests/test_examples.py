@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import sktrellis
+
 # Examples sit in one folder per gallery section.
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*/plot_*.py"))
 
@@ -15,7 +17,12 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*/plo
 @pytest.mark.parametrize("script", EXAMPLES, ids=[path.stem for path in EXAMPLES])
 def test_example_runs(script, tmp_path):
     pytest.importorskip("matplotlib")
-    env = dict(os.environ, MPLBACKEND="Agg")
+    # The Cython example's compiler finds sktrellis/energies/__init__.pxd on
+    # the path; an editable install serves the package by an import hook,
+    # which Cython does not consult, so its directory is put there.
+    package_root = str(Path(sktrellis.__file__).resolve().parents[1])
+    path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=path)
     result = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=300,

@@ -257,7 +257,13 @@ def test_posterior_queries_in_this_process(estimator):
 # admits gives a correct object or a clear error -- never a crash, a hang or a
 # changed global -- and every length a declaration states is bounded.
 
+@pytest.mark.slow
 def test_model_files_never_crash_or_change_a_global():
+    """Every example, in a subprocess: a crash fails this test, not the run.
+
+    The quick suite runs a tenth of them in its own process
+    (test_model_files_in_this_process).
+    """
     run_pytest_in_subprocess(f"{__file__}::test_model_files_in_this_process", timeout=900)
 
 
@@ -315,7 +321,6 @@ _PIECES = [
 ]
 
 
-@pytest.mark.skipif(not _IN_SUBPROCESS, reason="run by test_model_files_never_crash_or_change_a_global")
 def test_model_files_in_this_process():
     import io
     import pickle
@@ -339,7 +344,9 @@ def test_model_files_in_this_process():
                     assert loaded.evaluate([full], [1]).shape == (1,)
         assert _package_state() == before, "a model file changed a global"
 
-    @settings(max_examples=300, deadline=None, derandomize=True,
+    share = 1 if _IN_SUBPROCESS else 10
+
+    @settings(max_examples=300 // share, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow])
     @given(st.sampled_from(range(len(valid))), st.integers(0, 2**31),
            st.sampled_from(["flip", "truncate", "splice"]))
@@ -356,7 +363,7 @@ def test_model_files_in_this_process():
             data[start:start] = bytes(_PIECES[int(rng.integers(len(_PIECES)))])
         check(bytes(data))
 
-    @settings(max_examples=400, deadline=None, derandomize=True,
+    @settings(max_examples=400 // share, deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow])
     @given(st.lists(st.sampled_from(_PIECES), max_size=12))
     def programs(pieces):

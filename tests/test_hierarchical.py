@@ -202,7 +202,10 @@ def test_sub_hierarchy_marginals_match_enumeration(kind, n_points, global_random
         subsets = [full, 1] + list(rng.choice(np.arange(3, full), size=6, replace=False))
     for subset in subsets:
         members = rng.permutation([i for i in range(n_points) if subset >> i & 1])
-        for subtree in all_trees(int(subset)):
+        subtrees = all_trees(int(subset))
+        if len(subtrees) > 1000:  # the 10,395 trees of 7 points: a random thousand of them
+            subtrees = [subtrees[i] for i in rng.choice(len(subtrees), 1000, replace=False)]
+        for subtree in subtrees:
             children = children_over(subtree, members)
             expected = marginal.get((int(subset), frozenset(subtree)), 0.0)
             got = model.log_probability(children, members=members)

@@ -249,12 +249,16 @@ _SPARSE_DAMAGE = {
 _IN_SUBPROCESS = os.environ.get("SKTRELLIS_IN_SUBPROCESS") == "1"
 
 
+@pytest.mark.slow
 def test_damaged_sparse_model_files_are_refused_never_read():
+    """Every random damage, in a subprocess: a crash fails this test, not the run.
+
+    The quick suite runs the listed damages and a tenth of the random ones
+    in its own process (test_damaged_sparse_model_files_in_this_process).
+    """
     run_pytest_in_subprocess(f"{__file__}::test_damaged_sparse_model_files_in_this_process")
 
 
-@pytest.mark.skipif(not _IN_SUBPROCESS,
-                    reason="run by test_damaged_sparse_model_files_are_refused_never_read")
 @pytest.mark.parametrize("name", ["hierarchical", "flat"])
 def test_damaged_sparse_model_files_in_this_process(name):
     data = pickle.dumps(_fitted_sparse(name))
@@ -272,7 +276,7 @@ def test_damaged_sparse_model_files_in_this_process(name):
     trellis = pickle.loads(data)._trellis
     arrays = [attribute for attribute, value in vars(trellis).items()
               if isinstance(value, np.ndarray) and value.size]
-    for _ in range(300):
+    for _ in range(300 if _IN_SUBPROCESS else 30):
         model = pickle.loads(data)
         attribute = arrays[rng.integers(len(arrays))]
         array = getattr(model._trellis, attribute).copy()

@@ -1,4 +1,5 @@
-"""The README's Python snippets run as written (they share one namespace, in order)."""
+"""The READMEs: the Python snippets run as written (they share one namespace, in order);
+benchmarks/README.md has one section per script."""
 import pathlib
 import re
 
@@ -30,3 +31,15 @@ def test_readme_installs_tools_without_rebuilding_the_package():
     extras = re.findall(r'pip install "?\.\[(\w+)\]', text)
     assert set(extras) <= set(pyproject["project"]["optional-dependencies"])
     assert "doc" not in extras and "test" not in extras
+
+
+def test_every_benchmark_script_has_its_section():
+    """benchmarks/README.md is the reference: a section (a level-2 heading) per
+    script, and no section for a script that does not exist."""
+    benchmarks = README.parent / "benchmarks"
+    scripts = {path.name for path in benchmarks.glob("*.py")}
+    headings = re.findall(r"^## (.*)$", (benchmarks / "README.md").read_text(), re.M)
+    named = [set(re.findall(r"`(\w+\.py)`", heading)) for heading in headings]
+    assert not scripts - set().union(*named), "scripts without a section"
+    assert all(names and names <= scripts for names in named), [
+        heading for heading, names in zip(headings, named) if not names or names - scripts]

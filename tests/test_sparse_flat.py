@@ -219,7 +219,7 @@ def test_growing_never_loses_the_seed_map(global_random_seed):
     assert grown.n_vertices_ >= seeds.n_vertices_
 
 
-@pytest.mark.parametrize("n_points", [12, 60])
+@pytest.mark.parametrize("n_points", [12, pytest.param(60, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("beta", [0.5, 1.0])
 def test_map_is_never_below_the_greedy_partition(n_points, beta, global_random_seed):
     """The greedy agglomeration's tree is a default seed on pairwise weights."""

@@ -139,8 +139,8 @@ class ExactFlatClustering(
     ``|S \\ C|`` multiply-adds per pair, and ``n_clusters`` = k a max-only
     pass k deep; both visit only the subsets without the first point (the
     only ones the recursion from all points reads), a third of the pairs,
-    and each costs about as much as the plain fit. N = 18 fits in about a
-    second on two cores, N = 20 in 10-25 s (see
+    and each costs about as much as the plain fit. N = 18 fits in about
+    0.2 s and N = 20 in about 2 s on one core (see
     ``benchmarks/bench_flat.py``). Memory is about ``(128 + 4 N) * 2**N``
     bytes plus 32 MiB for the sampler: 0.2 GiB at N = 20, 0.9 GiB at
     N = 22, 3.5 GiB at N = 24.

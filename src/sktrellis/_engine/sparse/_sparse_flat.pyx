@@ -35,38 +35,41 @@ cdef struct Buffers:
     int64_t n_states, state_capacity, table_size, n_stack, n_edges, edge_capacity
 
 
+cdef inline void *_resized(void *buffer, size_t n_bytes, bint *failed) noexcept nogil:
+    """`buffer` reallocated to `n_bytes`; on failure, now or in an earlier call
+    (``failed[0]`` set), `buffer` itself, still valid and still owned."""
+    cdef void *grown
+    if failed[0]:
+        return buffer
+    grown = realloc(buffer, n_bytes)
+    if grown == NULL:
+        failed[0] = True
+        return buffer
+    return grown
+
+
 cdef int _grow_states(Buffers *b, int64_t n_words) noexcept nogil:
+    """Double the state buffers; -1 when out of memory (each buffer still valid)."""
     cdef int64_t capacity = 2 * b.state_capacity
-    cdef void *words = realloc(b.words, capacity * n_words * sizeof(uint64_t))
-    if words == NULL:
+    cdef bint failed = False
+    b.words = <uint64_t *> _resized(b.words, capacity * n_words * sizeof(uint64_t), &failed)
+    b.hashes = <uint64_t *> _resized(b.hashes, capacity * sizeof(uint64_t), &failed)
+    b.stack = <int64_t *> _resized(b.stack, capacity * sizeof(int64_t), &failed)
+    if failed:
         return -1
-    b.words = <uint64_t *> words
-    cdef void *hashes = realloc(b.hashes, capacity * sizeof(uint64_t))
-    if hashes == NULL:
-        return -1
-    b.hashes = <uint64_t *> hashes
-    cdef void *stack = realloc(b.stack, capacity * sizeof(int64_t))
-    if stack == NULL:
-        return -1
-    b.stack = <int64_t *> stack
     b.state_capacity = capacity
     return 0
 
 
 cdef int _grow_edges(Buffers *b) noexcept nogil:
+    """Double the edge buffers; -1 when out of memory (each buffer still valid)."""
     cdef int64_t capacity = 2 * b.edge_capacity
-    cdef void *parent = realloc(b.parent, capacity * sizeof(int64_t))
-    if parent == NULL:
+    cdef bint failed = False
+    b.parent = <int64_t *> _resized(b.parent, capacity * sizeof(int64_t), &failed)
+    b.cluster = <int64_t *> _resized(b.cluster, capacity * sizeof(int64_t), &failed)
+    b.child = <int64_t *> _resized(b.child, capacity * sizeof(int64_t), &failed)
+    if failed:
         return -1
-    b.parent = <int64_t *> parent
-    cdef void *cluster = realloc(b.cluster, capacity * sizeof(int64_t))
-    if cluster == NULL:
-        return -1
-    b.cluster = <int64_t *> cluster
-    cdef void *child = realloc(b.child, capacity * sizeof(int64_t))
-    if child == NULL:
-        return -1
-    b.child = <int64_t *> child
     b.edge_capacity = capacity
     return 0
 
