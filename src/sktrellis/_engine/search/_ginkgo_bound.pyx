@@ -611,7 +611,9 @@ cdef class GinkgoBound(SearchBound):
         Parameters of :class:`~sktrellis.energies.GinkgoLikelihood`.
     exact_size : int, default=12
         Clusters of at most this many points are solved exactly (the bound
-        would have the search enumerate their splits anyway).
+        would have the search enumerate their splits anyway), every subset
+        at once by the trellis's Ginkgo kernel where the search knows few
+        of them yet (``solve_subsets_``).
     """
 
 

@@ -4,7 +4,9 @@ Clusters live in a hash map keyed by their 64-bit mask; nothing is sized by
 2**N. A cluster is created with its bounds: the bound's lower bound on the
 cost of its best tree and, for log Z, the trees it may hold; a cluster of at
 most ``exact_size`` points is solved at once by the trellis recursion over
-its subsets (``solve_exactly``). Its splits come one at a time from its
+its subsets (``solve_exactly``), or from the bound's own tables of every
+subset where it has them and few of the subsets are known yet (Ginkgo: the
+trellis's kernel). Its splits come one at a time from its
 lazy generator (``expand``, ``_split_generator.pyx``), the best first; each
 split stored creates (or finds) the clusters of its two sides.
 """
