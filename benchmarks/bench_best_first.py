@@ -26,6 +26,11 @@
     the 20-particle jet (three random ones per size and those of the sparse
     trellis's tree), ``-lower(S)`` and ``log_z_upper(S)`` against the
     trellis's best subtree and log Z over S, with the bound's time per call.
+(g) Ginkgo exact solves of small clusters by the trellis's Ginkgo kernel
+    (the bound's ``solve_subsets_``) against the recursion over
+    ``split_cost`` they replace, side by side in one run: the time to
+    proof of ``algorithm="search"`` on jets of ``--sizes-g`` particles
+    (the two must give the same tree and cost, bit for bit).
 
     python benchmarks/bench_best_first.py                      # all parts
     python benchmarks/bench_best_first.py --part b --sizes 32 40 --budget 600
@@ -291,9 +296,41 @@ def part_f(n_points=20, sizes=range(10, 17), per_size=3):
               f"| {np.median(slack[:, 2]):.0f} |", flush=True)
 
 
+def part_g(sizes, budget, n_jets=1):
+    from sktrellis._engine.search import _graph
+
+    print(f"(g) Ginkgo exact solves by the kernel vs the split_cost recursion, "
+          f"algorithm='search', budget {budget:g} s")
+    print("| N | jet | MAP | gap | recursion wall s (cpu) | kernel wall s (cpu) | cpu ratio "
+          "| clusters | splits |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    energy = GinkgoLikelihood()
+    for n_points in sizes:
+        for seed in range(n_points, n_points + n_jets):
+            X = make_jets(n_leaves=n_points, random_state=seed)[0].momenta
+            runs = []
+            for tables in (False, True):
+                previous = _graph.use_subset_solver(tables)
+                try:
+                    # CPU time too: the search runs on one thread, and the
+                    # shared machine's load moves wall times by 10-20 %.
+                    cpu = time.process_time()
+                    model, seconds = search(energy, X, budget)
+                    runs.append((model, seconds, time.process_time() - cpu))
+                finally:
+                    _graph.use_subset_solver(previous)
+            (old, old_wall, old_cpu), (new, new_wall, new_cpu) = runs
+            assert old.map_log_potential_ == new.map_log_potential_
+            assert old.n_clusters_stored_ == new.n_clusters_stored_
+            print(f"| {n_points} | seed {seed} | {new.map_log_potential_:.3f} | "
+                  f"{new.optimality_gap_:.3g} | {old_wall:.1f} ({old_cpu:.1f}) | "
+                  f"{new_wall:.1f} ({new_cpu:.1f}) | {old_cpu / new_cpu:.2f} | "
+                  f"{new.n_clusters_stored_:,} | {new.n_splits_:,} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["a", "b", "c", "d", "e", "f", "all"], default="all")
+    parser.add_argument("--part", choices=["a", "b", "c", "d", "e", "f", "g", "all"], default="all")
     parser.add_argument("--sizes-a", type=int, nargs="+", default=[8, 12, 16, 20])
     parser.add_argument("--sizes", type=int, nargs="+", default=[24, 32, 40, 48])
     parser.add_argument("--sizes-c", type=int, nargs="+", default=[9, 12, 16, 20, 30])
@@ -312,6 +349,10 @@ def main():
                         help="algorithm of part e's estimators")
     parser.add_argument("--jets-e", type=int, default=1,
                         help="jets per size in part e (seeds N, N + 1, ...)")
+    parser.add_argument("--sizes-g", type=int, nargs="+", default=[16, 17, 18])
+    parser.add_argument("--budget-g", type=float, default=300.0)
+    parser.add_argument("--jets-g", type=int, default=1,
+                        help="jets per size in part g (seeds N, N + 1, ...)")
     args = parser.parse_args()
     if args.part in ("a", "all"):
         part_a(args.sizes_a, args.budget)
@@ -325,6 +366,8 @@ def main():
         part_e(args.sizes_e, *args.budget_e, args.algorithm_e, args.jets_e)
     if args.part in ("f", "all"):
         part_f()
+    if args.part in ("g", "all"):
+        part_g(args.sizes_g, args.budget_g, args.jets_g)
 
 
 if __name__ == "__main__":

@@ -580,6 +580,84 @@ def test_ginkgo_exact_size_is_bounded(exact_size):
         GinkgoBound(momenta, 1.5, 16.0, exact_size=exact_size)
 
 
+def _search_both_ways(energy, X, **options):
+    """The search run to its end with exact solves by the bound's subset tables, and without."""
+    from sktrellis._engine.search import _graph
+
+    searches = []
+    for tables in (True, False):
+        previous = _graph.use_subset_solver(tables)
+        try:
+            search = BestFirstSearch(energy.search_bound(X), len(X), **options)
+            assert search.run() == "optimal"
+        finally:
+            _graph.use_subset_solver(previous)
+        searches.append(search)
+    return searches
+
+
+def _ginkgo_cases(case, n_points, seed):
+    """A jet, a jet whose cut lies among its pair masses, or one whose cut exceeds its mass."""
+    X = make_jets(n_leaves=n_points, random_state=seed)[0].momenta
+    if case == "jet":
+        return GinkgoLikelihood(), X
+    pairs = _pair_masses(X)[np.triu_indices(n_points, 1)]
+    if case == "cut among the pairs":
+        return GinkgoLikelihood(t_cut=float(np.quantile(pairs, 0.4))), X
+    total = X.sum(axis=0)
+    return GinkgoLikelihood(t_cut=2.0 * (total[0] ** 2 - total[1:] @ total[1:])), X
+
+
+@pytest.mark.parametrize("case", ["jet", "cut among the pairs", "jet below the cut"])
+@pytest.mark.parametrize("n_points, exact_size", [(6, -1), (9, 5), (13, -1),
+                                                  pytest.param(15, -1, marks=pytest.mark.slow)])
+def test_ginkgo_exact_solves_by_the_kernel_are_the_recursion(case, n_points, exact_size,
+                                                             global_random_seed):
+    """Exact solves through the trellis's Ginkgo kernel leave the search as the recursion
+    over split_cost leaves it: the same best tree and cost bit for bit, the same clusters,
+    splits, states and walks, log Z and cluster probabilities within 1e-12."""
+    energy, X = _ginkgo_cases(case, n_points, global_random_seed)
+    tables, recursion = _search_both_ways(energy, X, exact_size=exact_size)
+    assert tables.upper == recursion.upper
+    assert tables.lower == recursion.lower
+    for name in ["n_clusters", "n_splits", "n_states", "n_expanded", "n_iterations"]:
+        assert getattr(tables, name) == getattr(recursion, name), name
+    if np.isfinite(recursion.upper):
+        for ours, theirs in zip(tables.merges(), recursion.merges()):
+            np.testing.assert_array_equal(ours, theirs)
+    np.testing.assert_allclose(tables.log_partition_bounds(), recursion.log_partition_bounds(),
+                               rtol=1e-12, atol=1e-12)
+    rng = np.random.default_rng(global_random_seed)
+    for mask in rng.integers(1, (1 << n_points) - 1, size=8):
+        np.testing.assert_allclose(tables.cluster_log_probability_bounds(int(mask)),
+                                   recursion.cluster_log_probability_bounds(int(mask)),
+                                   rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_points", [3, 8, 12, pytest.param(16, marks=pytest.mark.slow)])
+def test_ginkgo_root_solved_by_the_kernel_is_the_trellis(n_points, global_random_seed):
+    """A jet solved whole at creation (exact size N) by the kernel: the trellis's MAP tree,
+    its cost bit for bit, log Z and the cluster probabilities within 1e-12."""
+    energy, X = _ginkgo_cases("jet", n_points, global_random_seed)
+    trellis = ExactHierarchicalClustering(energy).fit(X)._trellis
+    search = BestFirstSearch(energy.search_bound(X), n_points, exact_size=n_points)
+    assert search.solved and search.n_iterations == 0
+    assert search.upper == -trellis.log_map[-1]
+    merges, log_potentials = search.merges()
+    assert log_potentials.sum() == pytest.approx(trellis.map_log_potential, rel=1e-12)
+    lower, upper = search.log_partition_bounds()
+    assert lower == upper == pytest.approx(trellis.log_partition, rel=1e-12, abs=1e-12)
+    rng = np.random.default_rng(global_random_seed)
+    masks = {int(m) for m in masks_from_merges(merges, n_points)[n_points:-1]}
+    masks |= set(rng.integers(1, (1 << n_points) - 1, size=8).tolist())
+    for mask in masks:
+        if int(mask).bit_count() < 2:
+            continue
+        exact = trellis.cluster_log_marginal(_members(int(mask), n_points))
+        low, high = search.cluster_log_probability_bounds(int(mask))
+        np.testing.assert_allclose([low, high], [exact, exact], rtol=1e-12, atol=1e-12)
+
+
 ###############################################################################
 # The partition function and cluster probabilities, bracketed
 
@@ -898,7 +976,8 @@ def test_auto_searches_the_whole_budget_when_it_cannot_hold_the_trellis(monkeypa
     monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 1e6)
     calls = []
     monkeypatch.setattr(driver, "HierarchicalTrellis", lambda *args, **kwargs: calls.append(1))
-    jet = make_jets(n_leaves=14, random_state=0)[0]
+    # A jet the search does not prove in the few slices of the budget.
+    jet = make_jets(n_leaves=16, random_state=0)[0]
     with pytest.warns(UserWarning, match=r"stopped \(max_time\)"):
         model = BestFirstHierarchicalClustering(GinkgoLikelihood(), max_time=0.3).fit(
             jet.momenta)

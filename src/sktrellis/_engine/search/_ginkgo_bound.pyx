@@ -9,13 +9,16 @@ memo of ``lower(S)`` by cluster mask.
 """
 from libc.math cimport INFINITY, exp, lgamma, log, log1p, M_PI, M_LN2, sqrt
 from libc.stdint cimport uint64_t
-from libc.stdlib cimport calloc, free
+from libc.stdlib cimport calloc, free, malloc
 
 import numpy as np
 
-from .._common cimport float64_t, log_add
-from ..potential._ginkgo cimport LOG_LAM, LOG_NORM, N_PARAMS, log_psi_of_masses
-from ._search_bounds cimport MAX_EXACT_POINTS, MAX_SEARCH_POINTS, SearchBound, side_of
+from .._common cimport float64_t, log_add, mask_t
+from ..potential._ginkgo cimport LOG_LAM, LOG_NORM, N_PARAMS, T_CUT, log_psi_of_masses
+from ..trellis._hierarchical cimport ginkgo_subset_tables
+from ._search_bounds cimport (
+    CLUSTER_CANNOT_SPLIT, MAX_EXACT_POINTS, MAX_SEARCH_POINTS, SUBSETS_SOLVED, SearchBound,
+    side_of)
 
 from ..potential._ginkgo import ginkgo_params
 
@@ -25,6 +28,9 @@ cdef enum:
     SMALL_NODE_SIZE = 4
     # ... and looks at most this many of each size before it bounds the rest.
     NODE_SCAN = 256
+    # Doubles of scratch per subset of an exact solve: the summed
+    # four-momentum, t, sqrt t, and the kernel's record of four.
+    SUBSET_SCRATCH = 10
 
 
 def _small_nodes(momenta, double t_cut, int largest):
@@ -371,6 +377,37 @@ cdef inline double heavy_child(const GinkgoJet* jet, const double* low, const do
 
 
 
+cdef void subset_masses(const GinkgoJet* jet, const int* members, int m, double* sums,
+                        double* t, double* root) noexcept nogil:
+    """t and sqrt(max(t, 0)) of every subset of ``members`` (bit k <=> members[k]).
+
+    ``sums`` is scratch of 4 * 2**m doubles. Each subset's four-momentum
+    is its subset without its highest bit plus that point, so its points
+    are summed in the order of ``members`` from 0.0, as ``mass2`` sums
+    them for sorted members (and ``subset_sums`` for the trellis): the
+    same t bit for bit, so the same split costs.
+    """
+    cdef Py_ssize_t x, n_subsets = (<Py_ssize_t>1) << m, previous
+    cdef int high = 0, c
+    cdef double* total
+    sums[0] = sums[1] = sums[2] = sums[3] = 0.0
+    t[0] = root[0] = 0.0
+    for x in range(1, n_subsets):
+        if x >> (high + 1):
+            high += 1
+        previous = x ^ ((<Py_ssize_t>1) << high)
+        total = &sums[4 * x]
+        for c in range(4):
+            total[c] = sums[4 * previous + c] + jet.p4[4 * members[high] + c]
+        if previous == 0:
+            # Leaves are massless in the model, whatever rounding says.
+            t[x] = 0.0
+        else:
+            t[x] = (total[0] * total[0] - total[1] * total[1] - total[2] * total[2]
+                    - total[3] * total[3])
+        root[x] = sqrt(max(t[x], 0.0))
+
+
 ###############################################################################
 # lower(S) remembered by cluster mask
 
@@ -574,7 +611,9 @@ cdef class GinkgoBound(SearchBound):
         Parameters of :class:`~sktrellis.energies.GinkgoLikelihood`.
     exact_size : int, default=12
         Clusters of at most this many points are solved exactly (the bound
-        would have the search enumerate their splits anyway).
+        would have the search enumerate their splits anyway), every subset
+        at once by the trellis's Ginkgo kernel where the search knows few
+        of them yet (``solve_subsets_``).
     """
 
 
@@ -583,6 +622,10 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly list small_nodes
     cdef GinkgoJet jet
     cdef MaskMemo memo
+    # Scratch of the exact solves by the trellis kernel, SUBSET_SCRATCH
+    # doubles per subset of the largest cluster solved so far (NULL before).
+    cdef double* subset_scratch
+    cdef int scratch_points
 
     def __cinit__(self):
         # On failure __dealloc__ frees what was allocated.
@@ -591,6 +634,7 @@ cdef class GinkgoBound(SearchBound):
 
     def __dealloc__(self):
         memo_free(&self.memo)
+        free(self.subset_scratch)
 
     def __init__(self, momenta, double lam, double t_cut, int exact_size=12):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
@@ -657,3 +701,38 @@ cdef class GinkgoBound(SearchBound):
 
     cdef double log_z_upper_(self, const int* members, int m) noexcept nogil:
         return log_z_upper(&self.jet, members, m)
+
+    cdef int solve_subsets_(self, const int* members, int m, double* log_z, double* log_map,
+                            mask_t* best_left) except -1 nogil:
+        """The trellis's Ginkgo kernel (``ginkgo_subset_tables``) over the cluster's subsets.
+
+        Its masses are those ``split_cost_`` computes (``subset_masses``),
+        and it takes the best tree's value in log space by the same formula
+        (``log_psi_of_masses``), summed in the same order: the same value
+        bit for bit; log Z in linear space, within rounding.
+        """
+        cdef Py_ssize_t n_subsets = (<Py_ssize_t>1) << m, full = n_subsets - 1
+        cdef double* sums
+        cdef double* t
+        cdef double* root
+        if m > self.scratch_points:
+            free(self.subset_scratch)
+            self.scratch_points = 0
+            self.subset_scratch = <double*>malloc(SUBSET_SCRATCH * n_subsets * sizeof(double))
+            if self.subset_scratch == NULL:
+                with gil:
+                    raise MemoryError(f"GinkgoBound: no memory to solve a cluster of {m} points")
+            self.scratch_points = m
+        # Four sums, t and its root per subset, then the kernel's records.
+        sums = self.subset_scratch
+        t = sums + 4 * n_subsets
+        root = t + n_subsets
+        subset_masses(&self.jet, members, m, sums, t, root)
+        if t[full] < self.jet.params[T_CUT]:
+            # Every split of the cluster is forbidden (as log_psi_of_masses says).
+            log_z[full] = log_map[full] = -INFINITY
+            best_left[full] = 1
+            return CLUSTER_CANNOT_SPLIT
+        ginkgo_subset_tables(self.jet.params, m, t, root, log_z, log_map, best_left,
+                             root + n_subsets)
+        return SUBSETS_SOLVED

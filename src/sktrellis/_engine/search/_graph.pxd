@@ -9,6 +9,7 @@ from libc.stdint cimport int64_t, uint64_t
 from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 
+from .._common cimport mask_t
 from ._search_bounds cimport MAX_SEARCH_POINTS, SearchBound
 from ._search_common cimport tolerance
 from ._split_generator cimport Generator
@@ -51,6 +52,11 @@ cdef struct SearchGraph:
     vector[char] z_exact
     # The clusters and splits of the current walk, root first.
     vector[int] path, path_split
+    # Scratch of an exact solve by the bound's tables, per subset of the
+    # cluster: log Z, log MAP, MAP split's side A, and cluster id.
+    vector[double] subset_log_z, subset_log_map
+    vector[mask_t] subset_left
+    vector[int] subset_id
     int64_t n_states, n_expanded, n_splits, n_iterations
     # #trees over k points, (2k - 3)!!, k = 0..64 (1e108 at most).
     double trees[MAX_SEARCH_POINTS + 1]

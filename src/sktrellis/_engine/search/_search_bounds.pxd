@@ -9,7 +9,7 @@
 
 from libc.stdint cimport uint64_t
 
-from .._common cimport float64_t
+from .._common cimport float64_t, mask_t
 
 # Clusters are keyed by 64-bit masks.
 cdef enum:
@@ -50,6 +50,20 @@ cdef class SearchBound:
     # The order in which the split generator assigns a cluster's points
     # (in place; any order is correct, a good one prunes sooner).
     cdef void order_(self, int* members, int m) noexcept nogil
+    # Every subset of a cluster of 3 to MAX_EXACT_POINTS points solved at
+    # once, for the search's exact solves (see SearchBound.solve_subsets_);
+    # NO_SUBSET_SOLVER where the bound has no such solver.
+    cdef int solve_subsets_(self, const int* members, int m, double* log_z, double* log_map,
+                            mask_t* best_left) except -1 nogil
+
+
+# What SearchBound.solve_subsets_ returns.
+cdef enum:
+    NO_SUBSET_SOLVER = 0
+    SUBSETS_SOLVED = 1
+    # Solved, and no split of the cluster has non-zero potential: only the
+    # cluster's own entries are filled.
+    CLUSTER_CANNOT_SPLIT = 2
 
 
 # The order of bounds over pairwise weights (Dasgupta, correlation

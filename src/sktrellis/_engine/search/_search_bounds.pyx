@@ -27,8 +27,8 @@ from libc.stdint cimport uint64_t
 
 import numpy as np
 
-from .._common cimport float64_t
-from ._search_bounds cimport MAX_SEARCH_POINTS
+from .._common cimport float64_t, mask_t
+from ._search_bounds cimport MAX_SEARCH_POINTS, NO_SUBSET_SOLVER
 
 
 cdef void connected_first(const float64_t* weight, Py_ssize_t n, int* members,
@@ -84,6 +84,25 @@ cdef class SearchBound:
 
     cdef void order_(self, int* members, int m) noexcept nogil:
         pass
+
+    cdef int solve_subsets_(self, const int* members, int m, double* log_z, double* log_map,
+                            mask_t* best_left) except -1 nogil:
+        """Solve every subset of the cluster ``members`` (3 <= m <= MAX_EXACT_POINTS) at once.
+
+        Fills, for every subset x of two or more points (bit k of x <=>
+        members[k], arrays of 2**m entries), log Z(x), the log potential of
+        its best tree and the side A of that tree's top split (the side
+        holding the lowest bit of x), as the trellis over the m points
+        gives them: -inf (and best_left[x] = lowest bit) where no tree over
+        x has non-zero potential. The best trees' values must be those of
+        the recursion over ``split_cost_`` bit for bit (the search mixes
+        both), and log Z within rounding. Returns SUBSETS_SOLVED;
+        CLUSTER_CANNOT_SPLIT with only the full set's entries filled (-inf)
+        when no split of the cluster has non-zero potential; or
+        NO_SUBSET_SOLVER (this default), and the search tries each split
+        through ``split_cost_``.
+        """
+        return NO_SUBSET_SOLVER
 
     def split_cost(self, members, in_a):
         """-log psi of the split of ``members`` putting ``in_a`` on side A."""
