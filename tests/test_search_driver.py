@@ -135,6 +135,31 @@ def test_the_trellis_is_not_tried_when_the_budget_cannot_hold_it(monkeypatch):
     assert not built
 
 
+@pytest.mark.parametrize("estimate, max_time, search_seconds", [
+    (100.0, 1000.0, 100.0),  # the search gets the trellis's own time first
+    (100.0, 200.0, 75.0),  # then the trellis starts with 1.25x its estimate left
+])
+def test_the_trellis_is_started_with_room_for_its_estimate_running_short(
+        monkeypatch, estimate, max_time, search_seconds):
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: estimate)
+    deadlines = []
+
+    def run(*args):
+        deadlines.append(args[-1])
+        return "max_time"
+
+    monkeypatch.setattr(driver, "_run", run)
+    monkeypatch.setattr(driver, "_solve_by_trellis", lambda *args: ("max_time", None))
+    X = points(30)
+    result = run_search(ENERGY.search_bound(X), 30, beam_incumbent(X), max_time=max_time,
+                        max_states=10**6, trellis=fallback(X))
+    # First the search up to its own deadline, then (the trellis not ending
+    # in time) the search again up to the budget's.
+    assert len(deadlines) == 2
+    assert deadlines[1] - deadlines[0] == pytest.approx(max_time - search_seconds)
+    assert result.stop_reason == "max_time"
+
+
 @pytest.mark.parametrize("available", [None, 2**30])
 def test_the_default_state_cap_is_a_share_of_the_memory_found(available, capsys, monkeypatch):
     from sktrellis._engine import resources
