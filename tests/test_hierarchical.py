@@ -1074,28 +1074,30 @@ def _pass_with_deadline(n_terms, deadline):
 
 @pytest.mark.parametrize("deadline, gives_up", [(100.0, True), (1000.0, False)])
 def test_pass_gives_up_when_its_rate_misses_the_deadline(fake_clock, deadline, gives_up):
-    """From a sixteenth of the terms on, the rate so far projects the end of the pass."""
+    """From a quarter of the terms on, the recent rate projects the end of the pass."""
     progress = _pass_with_deadline(160, deadline)
-    fake_clock["now"] = 10.0
-    progress.update(5)  # a 32nd: no projection yet, and before the deadline
     fake_clock["now"] = 20.0
-    # 2 s a term so far: the 150 terms left would end at 320 s.
+    # An eighth at 1 s a term projects an end at 160 s, past the first
+    # deadline: before a quarter no projection is made.
+    progress.update(20)
+    fake_clock["now"] = 40.0
+    # 1 s a term over the last sixteenth: the 120 terms left would end at 160 s.
     if gives_up:
-        with pytest.raises(levels.DeadlinePassed, match="at least 220 s past its deadline"):
-            progress.update(5)
+        with pytest.raises(levels.DeadlinePassed, match="at least 60 s past its deadline"):
+            progress.update(20)
     else:
-        progress.update(5)
+        progress.update(20)
 
 
 def test_pass_projects_its_end_from_its_recent_rate(fake_clock):
     """The rate of the last sixteenth, not the mean: the later levels are the slower."""
     progress = _pass_with_deadline(160, 1000.0)
-    fake_clock["now"] = 10.0
-    progress.update(10)  # 1 s a term: ends at 160 s
-    fake_clock["now"] = 100.0
-    # 9 s a term over the last 10 (the mean, 5 s, would end at 800 s):
-    # the 140 left end at 1360 s.
-    with pytest.raises(levels.DeadlinePassed, match="at least 360 s past its deadline"):
+    fake_clock["now"] = 30.0
+    progress.update(30)  # 1 s a term: ends at 160 s
+    fake_clock["now"] = 120.0
+    # 9 s a term over the last 10 (the mean, 3 s, would end at 480 s):
+    # the 120 left end at 1200 s.
+    with pytest.raises(levels.DeadlinePassed, match="at least 200 s past its deadline"):
         progress.update(10)
 
 
