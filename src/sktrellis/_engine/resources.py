@@ -14,6 +14,8 @@ import os
 
 from .trellis.flat_trellis import flat_trellis_bytes
 from .trellis.hierarchical_trellis import hierarchical_trellis_bytes
+# One way of writing a size in every message, the trellis's progress lines included.
+from .trellis.levels import format_bytes
 
 # The exact estimators' structural limit on N, the same on every host: the
 # trellises index subsets by 32-bit masks (split potentials hold at most 30
@@ -201,14 +203,6 @@ def check_memory(n_points, bytes_needed, owner, *, holds, way_out):
         f"{format_bytes(bytes_needed)} but only {format_bytes(available)} is "
         f"available under {source}; {way_out}{raise_limit}"
     )
-
-
-def format_bytes(n_bytes):
-    """``n_bytes`` in words for a message: bytes, or KiB ... PiB with one decimal."""
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n_bytes < 1024 or unit == "PiB":
-            return f"{n_bytes:.0f} {unit}" if unit == "bytes" else f"{n_bytes:.1f} {unit}"
-        n_bytes /= 1024
 
 
 def check_exact_size(n_points, bytes_needed, owner, *, way_out="SparseTrellisClustering",

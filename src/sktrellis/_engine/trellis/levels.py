@@ -98,11 +98,12 @@ def _duration(seconds):
     return f"{seconds / 3600:.2g} h"
 
 
-def _size(n_bytes):
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n_bytes >= scale:
-            return f"{n_bytes / scale:.3g} {unit}"
-    return f"{n_bytes} B"
+def format_bytes(n_bytes):
+    """``n_bytes`` in words for a message: bytes, or KiB ... PiB with one decimal."""
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n_bytes < 1024 or unit == "PiB":
+            return f"{n_bytes:.0f} {unit}" if unit == "bytes" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1024
 
 
 class LevelProgress:
@@ -158,8 +159,8 @@ class LevelProgress:
         tqdm.write(
             f"[{owner}] {stage} over the 2**{n_points} subsets of n_samples={n_points}: "
             f"{n_terms:.3g} {unit}s, about {_duration(estimate)} on {n_threads} "
-            f"thread{'s' if n_threads > 1 else ''}, memory {_size(n_bytes)}"
-            + (f" (up to {_size(peak_bytes)} with posterior queries)" if peak_bytes else ""),
+            f"thread{'s' if n_threads > 1 else ''}, memory {format_bytes(n_bytes)}"
+            + (f" (up to {format_bytes(peak_bytes)} with posterior queries)" if peak_bytes else ""),
             file=sys.stderr,
         )
         self.bar = tqdm(
