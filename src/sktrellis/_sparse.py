@@ -12,7 +12,7 @@ from ._estimator import (
 )
 from ._engine.trellis.hierarchical_trellis import double_factorial_trees
 from ._engine.search._best_first import MAX_POINTS as MAX_SEARCH_POINTS, BestFirstSearch
-from ._engine.sparse.sparse_trellis import SparseTrellis
+from ._engine.sparse.sparse_trellis import BaggedTrellis, SparseTrellis
 from ._engine.tree.conversion import merges_from_tree
 from ._engine.agglomerative.builders import beam_search, greedy_tree, gumbel_noise, replay_tree
 from ._calibration import MAX_TREE_BOOTSTRAP, N_POSTERIOR_SAMPLES, calibrate
@@ -293,14 +293,16 @@ class SparseTrellisClustering(
         if beta is not None:
             self.beta_ = beta
             self.calibration_ = calibration
-        if not trellis.log_partition > -np.inf:
+        families = trellis.trellises if isinstance(trellis, BaggedTrellis) else [trellis]
+        if not all(family.log_partition > -np.inf for family in families):
             raise ValueError(
                 f"every tree the sparse trellis spans over these n_samples={n_points} "
                 f"points has zero potential under {energy!r}; seed it with other trees"
             )
         model.compact()
         self._trellis = trellis
-        merges, log_potentials = trellis.merges(trellis.map_splits())
+        best = trellis.trellises[trellis.best] if isinstance(trellis, BaggedTrellis) else trellis
+        merges, log_potentials = best.merges(best.map_splits())
         self._set_tree_from_merges(merges, log_potentials, energy)
         # The DP's own sums, so that one spanned tree gives log Z == MAP exactly.
         self.map_log_potential_ = trellis.map_log_potential
@@ -340,13 +342,18 @@ class SparseTrellisClustering(
                                             max_states=_MASS_BOUND_STATES) == "max_states":
                 break
         log_upper = search.log_partition_bounds()[1]
+        # A bagged posterior's probabilities are means over its families,
+        # each relative to its own spanned trees: the smallest share bounds them all.
+        trellis = self._trellis
+        log_spanned = (min(family.log_partition for family in trellis.trellises)
+                       if isinstance(trellis, BaggedTrellis) else trellis.log_partition)
         if self.verbose:
             print(f"[{type(self).__name__}] full log Z <= {log_upper:.6g} "
                   f"({'exact' if search.finished else 'bound'}, "
                   f"{time.perf_counter() - start:.2f} s): log spanned mass >= "
-                  f"{min(self.log_partition_ - log_upper, 0.0):.6g}", flush=True)
+                  f"{min(log_spanned - log_upper, 0.0):.6g}", flush=True)
         # Rounding must not make the share exceed one when the bound is exact.
-        return float(min(self.log_partition_ - log_upper, 0.0))
+        return float(min(log_spanned - log_upper, 0.0))
 
     def _build(self, energy, X, random_state, bootstrap_trees=()):
         """The sparse trellis of X under an energy with a numeric beta: seeded, grown, solved.
@@ -361,27 +368,6 @@ class SparseTrellisClustering(
         seeds = self._seed_trees(X, model, random_state)
         for tree in seeds:
             trellis.add_tree(tree)
-        if bootstrap_trees:
-            # The family the calibrated posterior lives on: the seed trees as
-            # they are, and the bootstrap's trees (approximate draws from
-            # that posterior, one per resample) each with the rotations of
-            # each of its nodes (_ROTATION_PARTS), but none that cuts a
-            # cluster every resample's tree holds (the bootstrap saw no
-            # alternative to it: at N = 80 planted subtypes fell to
-            # 0.89-0.96 where cut). Growing around one tree -- the MAP tree,
-            # or the best seed tree, which the bootstrap's trees share most
-            # clusters with -- gives its neighbourhood most of the spanned
-            # trees and so most of the mass whatever the data say (on
-            # noise, clusters of 3..N-1 points at 0.7-0.95).
-            resampled = [replay_tree(model, merges) for merges in bootstrap_trees]
-            for tree in resampled:
-                trellis.add_tree(tree)
-            uncut = _unanimous_clusters(bootstrap_trees, n_points)
-            for tree in resampled:
-                trellis.grow_tree(tree.merges, _ROTATION_PARTS, uncut=uncut)
-            trellis.solve()
-            self._report(trellis, "bootstrap trees and their rotations", start)
-            return trellis, seeds + resampled, model
         trellis.solve()
         self._report(trellis, "seeds", start)
         # Widen the neighbourhood only once the narrower one stops paying:
@@ -395,7 +381,35 @@ class SparseTrellisClustering(
                 self._report(trellis, f"grown ({n_parts} parts)", start)
                 if not trellis.map_log_potential > best:
                     break
-        return trellis, seeds, model
+        if not bootstrap_trees:
+            return trellis, seeds, model
+        # The calibrated posterior is bagged: the mean of B + 1 exact
+        # posteriors, one over the family grown around the MAP tree (the
+        # trellis above) and one over each bootstrap resample's tree with
+        # the rotations of each of its nodes (_ROTATION_PARTS), none of
+        # which cuts a cluster every resample's tree holds (the bootstrap
+        # saw no alternative to it: at N = 80 planted subtypes fell to
+        # 0.89-0.96 where cut). One posterior over the union of these
+        # families gave each family mass by how many trees it spans, not
+        # by the data: on noise at N = 120-200 one resample's family took
+        # most of the mass and its clusters got 0.5-0.72, and grown around
+        # the MAP tree alone clusters of 3..N-1 points got 0.75-0.97. In
+        # the mixture each resample weighs as much as in the bootstrap, as
+        # each resample's tree counts once in pvclust's bootstrap
+        # probability, and the full data's family keeps the MAP tree a fit
+        # at the same numeric beta finds.
+        resampled = [replay_tree(model, merges) for merges in bootstrap_trees]
+        uncut = _unanimous_clusters(bootstrap_trees, n_points)
+        families = [trellis]
+        for tree in resampled:
+            family = SparseTrellis(model)
+            family.add_tree(tree)
+            family.grow_tree(tree.merges, _ROTATION_PARTS, uncut=uncut)
+            family.solve()
+            families.append(family)
+        bagged = BaggedTrellis(families)
+        self._report(bagged, "bagged over the bootstrap's families", start)
+        return bagged, seeds + resampled, model
 
     def _seed_search_loss(self, X, trees):
         """``map_loss`` of the calibration: the full-data loss of a data set's best beam-search tree.
@@ -420,13 +434,21 @@ class SparseTrellisClustering(
 
         A split's log potential at beta is ``-beta * loss + log prior``
         (``tree_prior``, by the size of the cluster split), so each drawn
-        tree's loss follows from the trellis's own table.
+        tree's loss follows from the trellis's own table. From a bagged
+        posterior each draw first picks its family.
         """
         trellis, energy = fitted[0], fitted[3]
-        splits = trellis.sample_splits(N_POSTERIOR_SAMPLES, rng)
-        log_prior = split_log_prior(trellis.size[trellis.parent[splits]], energy.tree_prior)
-        losses = -(trellis.log_psi[splits] - log_prior).sum(axis=1) / energy.beta
-        return float(losses.mean())
+
+        def losses(family, n_samples):
+            splits = family.sample_splits(n_samples, rng)
+            log_prior = split_log_prior(family.size[family.parent[splits]], energy.tree_prior)
+            return -(family.log_psi[splits] - log_prior).sum(axis=1) / energy.beta
+
+        if not isinstance(trellis, BaggedTrellis):
+            return float(losses(trellis, N_POSTERIOR_SAMPLES).mean())
+        families = trellis.draw_families(N_POSTERIOR_SAMPLES, rng)
+        return float(np.concatenate([losses(trellis.trellises[b], int(np.sum(families == b)))
+                                     for b in np.unique(families)]).mean())
 
     def _report(self, trellis, stage, start):
         if self.verbose:
