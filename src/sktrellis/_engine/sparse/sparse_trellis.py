@@ -506,7 +506,18 @@ class BaggedTrellis:
     def __setstate__(self, state):
         # Each trellis checked itself when it was unpickled; the mixture
         # is rebuilt from them and the weights, never read whole from a file.
-        self.__init__(state.get("trellises"), np.exp(np.asarray(state.get("log_weights"))))
+        owner = "BaggedTrellis"
+        if not isinstance(state, dict) or not isinstance(state.get("trellises"), list):
+            raise ValueError(f"a pickled {owner} has no list of trellises: the file is "
+                             "damaged or was not written by sktrellis")
+        log_weights = state.get("log_weights")
+        if not (isinstance(log_weights, np.ndarray) and log_weights.dtype == np.float64):
+            raise ValueError(f"a pickled {owner} has no float64 log weights: the file is "
+                             "damaged or was not written by sktrellis")
+        try:
+            self.__init__(state["trellises"], np.exp(log_weights))
+        except ValueError as error:
+            raise ValueError(f"a pickled {owner} is damaged: {error}") from None
 
     def __getstate__(self):
         return {"trellises": self.trellises, "log_weights": self.log_weights}
