@@ -16,7 +16,7 @@ from sktrellis.baselines import (
     GreedyHierarchicalClustering,
 )
 from sktrellis.datasets import make_jets
-from sktrellis.energies import Dasgupta, GinkgoLikelihood
+from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 from sktrellis import SparseTrellisClustering
 
 from .common import (
@@ -707,3 +707,32 @@ def test_a_calibrated_fit_loads_from_a_model_file_and_damage_is_refused():
         damage(damaged._trellis)
         with pytest.raises(ValueError, match=f"a pickled BaggedTrellis .*{match}"):
             sktrellis.load(io.BytesIO(pickle.dumps(damaged)))
+
+
+@pytest.mark.parametrize("energy_class", [Dasgupta, CorrelationClustering])
+def test_a_retempered_family_is_the_family_built_at_that_beta(energy_class):
+    """Split log potentials are -beta * loss + log prior: rescaled, the same posterior."""
+    from sktrellis._engine.agglomerative.builders import replay_tree
+    from sktrellis._engine.sparse.sparse_trellis import SparseTrellis
+    from sktrellis.energies._tree_prior import split_log_prior
+
+    rng = np.random.default_rng(3)
+    n_points = 9
+    X = rng.normal(size=(n_points, 4))
+    tree = _random_tree(n_points, rng)
+    built = {}
+    for beta in (1.0, 2.5):
+        model = energy_class(beta=beta).merge_model(X)
+        family = SparseTrellis(model)
+        family.add_tree(replay_tree(model, tree))
+        family.grow_tree(tree, 3)
+        family.solve()
+        built[beta] = family
+    log_prior = split_log_prior(built[1.0].size[built[1.0].parent], "yule")
+    retempered = built[1.0].retempered((built[1.0].log_psi - log_prior) * 2.5 + log_prior)
+    assert retempered.model is None and built[1.0].model is not None
+    assert retempered.log_partition == pytest.approx(built[2.5].log_partition, rel=1e-12)
+    assert retempered.map_log_potential == pytest.approx(built[2.5].map_log_potential, rel=1e-12)
+    np.testing.assert_allclose(retempered.cluster_log_marginals(),
+                               built[2.5].cluster_log_marginals(), atol=1e-12)
+    assert built[1.0].log_partition != pytest.approx(built[2.5].log_partition)

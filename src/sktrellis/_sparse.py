@@ -283,13 +283,16 @@ class SparseTrellisClustering(
         X = self._validate_training_data(X)
         n_points = len(X)
         random_state = check_random_state(self.random_state)
-        bootstrap_trees = []
+        bootstrap_trees, retemper = [], {}
         energy, beta, (trellis, seeds, model, _), calibration = calibrate(
             self._energy(), X, self.random_state,
             lambda scaled, calibrating: (
-                *self._build(scaled, X, random_state, bootstrap_trees), scaled),
+                *self._build(scaled, X, random_state, bootstrap_trees, retemper), scaled),
             self._seed_search_loss(X, bootstrap_trees), self._expected_loss,
             max_resamples=MAX_TREE_BOOTSTRAP)
+        if isinstance(trellis, BaggedTrellis) and trellis.trellises[-1].model is None:
+            retemper.clear()   # the last temperature's families, before the final ones
+            trellis, seeds, model = self._build(energy, X, random_state, bootstrap_trees)
         if beta is not None:
             self.beta_ = beta
             self.calibration_ = calibration
@@ -355,9 +358,14 @@ class SparseTrellisClustering(
         # Rounding must not make the share exceed one when the bound is exact.
         return float(min(log_spanned - log_upper, 0.0))
 
-    def _build(self, energy, X, random_state, bootstrap_trees=()):
+    def _build(self, energy, X, random_state, bootstrap_trees=(), retemper=None):
         """The sparse trellis of X under an energy with a numeric beta: seeded, grown, solved.
 
+        With ``bootstrap_trees``, the bagged posterior over the family
+        grown around the MAP tree and each tree's family. ``retemper``, a
+        dict, keeps the trees' families of the first call and gives later
+        calls those families rescaled to their beta (for the calibration's
+        temperatures; the seeds returned then lack the bootstrap's trees).
         Returns the trellis, its seed trees and the merge model.
         """
         n_points = len(X)
@@ -398,6 +406,19 @@ class SparseTrellisClustering(
         # each resample's tree counts once in pvclust's bootstrap
         # probability, and the full data's family keeps the MAP tree a fit
         # at the same numeric beta finds.
+        if retemper is not None and retemper.get("beta"):
+            # A split's log potential is -beta * loss + log prior: the
+            # families of the last temperature tried, rescaled to this one.
+            # fit builds the final posterior anew (retempered families have
+            # no merge model).
+            families = [trellis]
+            for family in retemper["families"]:
+                log_prior = split_log_prior(family.size[family.parent], energy.tree_prior)
+                families.append(family.retempered(
+                    (family.log_psi - log_prior) * (energy.beta / retemper["beta"]) + log_prior))
+            bagged = BaggedTrellis(families)
+            self._report(bagged, "bagged, the bootstrap's families retempered", start)
+            return bagged, seeds, model
         resampled = [replay_tree(model, merges) for merges in bootstrap_trees]
         uncut = _unanimous_clusters(bootstrap_trees, n_points)
         families = [trellis]
@@ -407,6 +428,8 @@ class SparseTrellisClustering(
             family.grow_tree(tree.merges, _ROTATION_PARTS, uncut=uncut)
             family.solve()
             families.append(family)
+        if retemper is not None:
+            retemper.update(beta=energy.beta, families=families[1:])
         bagged = BaggedTrellis(families)
         self._report(bagged, "bagged over the bootstrap's families", start)
         return bagged, seeds + resampled, model

@@ -158,6 +158,25 @@ class SparseTrellis:
         )
         self._log_outside = None
 
+    def retempered(self, log_psi):
+        """A solved copy over the same vertices and splits with other split log potentials.
+
+        What a calibration trying temperatures needs: the vertices do not
+        depend on beta, and rebuilding them costs far more than the inside
+        pass. The copy has no merge model (``model`` None), so the queries
+        that score a new tree (``subtree_log_probability``) refuse it: its
+        draws and marginals are for the calibration, not for a fit.
+        """
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.model = None
+        copy.log_psi = np.asarray(log_psi, dtype=np.float64)
+        copy.log_z, copy.log_map, copy.best = kernels.inside(
+            copy.split_start, copy.left, copy.right, copy.log_psi, copy.n_points
+        )
+        copy._log_outside = None
+        return copy
+
     @property
     def n_splits(self):
         return len(self.parent)
