@@ -79,33 +79,46 @@ class SparseTrellisClustering(
     ``CorrelationClustering``) ``fit`` calibrates the temperature as the
     exact estimators do, with each bootstrap resample's minimum-loss tree
     from the seed search (a beam of ``beam_width``) and the posterior's
-    expected loss from 200 exact draws over the spanned trees; and the
-    trellis is then spanned by what the bootstrap found rather than grown
-    around one tree: the seed trees, and every bootstrap resample's tree
-    with the rotations of each of its nodes (the two other trees over its
-    child and grandchildren), save those that would cut a cluster every
-    resample's tree holds (``builder`` then gives the seeds;
-    ``resplit_parts`` and ``max_vertices`` are not used). On structureless
-    data the resamples' trees disagree, so no cluster is shared by most
-    spanned trees; on planted groups they agree, so the groups keep their
-    support: at N = 40-80 (2000 genes) subtypes 1.000 and noise clusters at
-    most 0.24-0.48; at N = 120 and 200 noise still reached 0.59 and
-    0.50-0.72 (seeds 0-1), where one resample's tree and its rotations
-    span most trees.
-    Grown around the MAP tree instead, as at a numeric beta, a cluster that
-    most spanned trees share gets a high probability whatever the data say
-    beyond them: on structureless 40 x 2000 data some cluster of 3..39
-    points got 0.75-0.94 at any temperature (user guide, "Reading a
-    posterior", ``benchmarks/bench_sparse_humility.py``). The calibrated
-    family is not grown around its MAP tree, so its MAP can be worse than
-    a fit at the same numeric beta finds. Every temperature tried builds
-    the trellis anew, so a calibrated fit costs 10-75 plain ones at N = 40.
+    expected loss from 200 exact draws; and the posterior is *bagged*: the
+    mean, with equal weights, of B + 1 exact posteriors at ``beta_`` on the
+    full data, one over the trees spanned around the MAP tree (the trellis
+    a fit at the numeric ``beta_`` builds) and one over each bootstrap
+    resample's tree with the rotations of each of its nodes (the two other
+    trees over its child and grandchildren), save those that would cut a
+    cluster every resample's tree holds:
+
+    ``P(S) = 1 / (B + 1) * sum_{b = 0..B} P_beta(S is a cluster | X, T in F_b)``.
+
+    A draw picks the data or one of the B resamples, then a tree from the
+    Gibbs posterior over that resample's family F_b. It is not one Gibbs
+    posterior over one set of trees; it is the bootstrap's spread of trees
+    (as in pvclust, each resample counts once), each tree smoothed by the
+    posterior over its neighbours. So a cluster that only k of the B + 1
+    families span gets at most k / (B + 1), and a cluster every resample's
+    tree holds at least B / (B + 1). One posterior over the union of the
+    families instead gave each family mass by how many trees it spans: on
+    noise at N = 120-200 one resample's family took most of the mass
+    (clusters of 3..N-1 points at 0.50-0.72), and grown around the MAP tree
+    alone, as at a numeric beta, a cluster most spanned trees share got
+    0.75-0.97 at any temperature. Bagged, on N x 2000 genes
+    (``benchmarks/bench_sparse_humility.py``) planted subtypes get 1.000
+    and noise clusters at most 0.11-0.22 at N = 40-200, and the MAP tree
+    is the one a fit at the numeric ``beta_`` finds. The calibration fits
+    each temperature tried (the resamples' families built once, then
+    rescaled) and draws 20-100 beam searches: 6-180 plain fits' time
+    (user guide, "Reading a posterior"). Then ``log_partition_`` is the
+    MAP tree's family's, ``n_trees_`` and ``n_splits_`` are summed over
+    the families (a tree two families span counts twice),
+    ``n_vertices_`` counts distinct clusters, and
+    ``log_spanned_mass_lower_bound_`` bounds the smallest family's share.
 
     Parameters
     ----------
     energy : HierarchicalEnergy, default=None
         Energy model scoring each split (see :mod:`sktrellis.energies`);
-        None means ``Dasgupta()``.
+        None means ``Dasgupta()``. Its ``beta="auto"`` (the default) gives
+        the bagged posterior above; a number, the one posterior over the
+        trees grown around the MAP tree.
     builder : {"beam", "greedy", "sampled"}, callable or list of trees, default="beam"
         Seed trees. "beam": the ``n_seed_trees`` best trees surviving a beam
         search of width ``beam_width``, and the greedy tree
@@ -155,7 +168,8 @@ class SparseTrellisClustering(
     n_leaves_ : int
         Number of points.
     log_partition_ : float
-        Natural log of the summed potential of the spanned trees.
+        Natural log of the summed potential of the spanned trees (with
+        ``beta="auto"``, of the MAP tree's family's).
     map_log_potential_ : float
         Log potential of the MAP tree among the spanned trees.
     seed_log_potentials_ : ndarray of shape (n_seeds,)
@@ -166,7 +180,8 @@ class SparseTrellisClustering(
     n_splits_ : int
         Number of allowed splits (pairs of vertices partitioning a vertex).
     n_trees_ : int
-        Number of spanned trees of non-zero potential (exact).
+        Number of spanned trees of non-zero potential (exact; with
+        ``beta="auto"``, summed over the families).
     sparsity_ : float
         ``n_trees_ / (2N - 3)!!``, the fraction of all trees spanned; it
         underflows to 0.0 from about N = 150 on, where ``n_trees_`` stays exact.
