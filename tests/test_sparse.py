@@ -690,7 +690,7 @@ def test_a_calibrated_fit_loads_from_a_model_file_and_damage_is_refused():
 
     import sktrellis
 
-    X, _ = make_blobs(n_samples=14, n_features=12, centers=2, random_state=0)
+    X, _ = make_blobs(n_samples=8, n_features=12, centers=2, random_state=0)
     model = SparseTrellisClustering().fit(X)
     assert type(model._trellis).__name__ == "BaggedTrellis"
     loaded = sktrellis.load(io.BytesIO(pickle.dumps(model)))
