@@ -793,7 +793,7 @@ def test_sparse_noise_supports_no_cluster(seed):
 
     Grown around the MAP tree the spanned trees shared some clusters, which
     got 0.75-0.94 at any temperature; bagged over the bootstrap's families
-    they get 0.11-0.22 (seeds 0-3).
+    they get 0.11-0.19 (seeds 0-3).
     """
     model = SparseTrellisClustering(mass_bound_time=0).fit(noise(40, seed, 2000))
     assert largest_support(model, 40) <= 0.5

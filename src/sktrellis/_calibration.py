@@ -89,7 +89,7 @@ share it), so no beta was humble; calibrated, its posterior is bagged
 instead (``SparseTrellisClustering``): the mean of exact posteriors over
 the MAP tree's family and over each bootstrap resample's tree with its
 rotations, so that each resample weighs once, which is what makes it
-humble on noise (0.11-0.22 at N = 40-200), and a reference would need a
+humble on noise (0.10-0.19 at N = 40-200), and a reference would need a
 bootstrap of its own.
 
 Where the bootstrap has nothing to work with -- ``affinity="precomputed"``

@@ -102,10 +102,11 @@ class SparseTrellisClustering(
     alone, as at a numeric beta, a cluster most spanned trees share got
     0.75-0.97 at any temperature. Bagged, on N x 2000 genes
     (``benchmarks/bench_sparse_humility.py``) planted subtypes get 1.000
-    and noise clusters at most 0.11-0.22 at N = 40-200, and the MAP tree
+    and noise clusters at most 0.10-0.19 at N = 40-200 (seeds 0-3), and the MAP tree
     is the one a fit at the numeric ``beta_`` finds. The calibration fits
     each temperature tried (the resamples' families built once, then
-    rescaled) and draws 20-100 beam searches: 6-180 plain fits' time
+    rescaled) and draws 20-100 beam searches: 7-140 plain fits' time, about
+    8 on noise from 80 points on, 30-140 on planted data (100 resamples)
     (user guide, "Reading a posterior"). Then ``log_partition_`` is the
     MAP tree's family's, ``n_trees_`` and ``n_splits_`` are summed over
     the families (a tree two families span counts twice),
