@@ -558,7 +558,7 @@ class BaggedTrellis:
     @property
     def n_vertices(self):
         """Distinct clusters over all families (the N points included)."""
-        return len(self._distinct()[0])
+        return len(self._clusters()[0])
 
     @property
     def n_splits(self):
@@ -582,11 +582,15 @@ class BaggedTrellis:
     def subtree_log_probability(self, members, merges):
         return self._mix([t.subtree_log_probability(members, merges) for t in self.trellises])
 
-    def _distinct(self):
-        """The distinct clusters (inverse map of every id) and their mixture marginals."""
+    def _clusters(self):
+        """The first id of each distinct cluster, and the distinct cluster of every id."""
         keys = np.concatenate([np.stack([t.first, t.second], axis=1) for t in self.trellises])
         _, first_id, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        inverse = inverse.ravel()
+        return first_id, inverse.ravel()
+
+    def _distinct(self):
+        """The distinct clusters (inverse map of every id) and their mixture marginals."""
+        first_id, inverse = self._clusters()
         probability = np.zeros(len(first_id))
         for b, t in enumerate(self.trellises):
             ids = inverse[self.start[b]:self.start[b + 1]]
