@@ -736,3 +736,17 @@ def test_a_retempered_family_is_the_family_built_at_that_beta(energy_class):
     np.testing.assert_allclose(retempered.cluster_log_marginals(),
                                built[2.5].cluster_log_marginals(), atol=1e-12)
     assert built[1.0].log_partition != pytest.approx(built[2.5].log_partition)
+
+
+@pytest.mark.parametrize("n_holding, kept", [(20, True), (19, True), (18, False)])
+def test_clusters_most_resamples_hold_are_settled(n_holding, kept):
+    """A cluster 95 % of the resamples' trees hold is kept from the rotations; 90 % is not."""
+    from sktrellis._sparse import _settled_clusters
+
+    n_points = 7
+    trees = ([_caterpillar((0, 1, 2), n_points)] * n_holding
+             + [_caterpillar((0, 3, 4), n_points)] * (20 - n_holding))
+    settled = {tuple(np.flatnonzero(row)) for row in _settled_clusters(trees, n_points)}
+    assert ((0, 1, 2) in settled) is kept
+    assert (0, 1, 2, 3, 4) in settled   # every tree holds it
+    assert all(2 <= len(cluster) < n_points for cluster in settled)
