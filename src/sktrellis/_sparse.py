@@ -115,8 +115,8 @@ class SparseTrellisClustering(
     and noise clusters at most 0.10-0.19 at N = 40-200 (seeds 0-3), and the MAP tree
     is the one a fit at the numeric ``beta_`` finds. The calibration fits
     each temperature tried (the resamples' families built once, then
-    rescaled) and draws 20-100 beam searches: 7-140 plain fits' time, about
-    8 on noise from 80 points on, 30-140 on planted data (100 resamples)
+    rescaled) and draws 20-100 beam searches: 5-130 plain fits' time, 5-10
+    on noise from 80 points on, 15-130 on planted data (100 resamples)
     (user guide, "Reading a posterior"). Then ``log_partition_`` is the
     MAP tree's family's, ``n_trees_`` and ``n_splits_`` are summed over
     the families (a tree two families span counts twice),
