@@ -105,15 +105,15 @@ class SparseTrellisClustering(
     (as in pvclust, each resample counts once), each tree smoothed by the
     posterior over its neighbours. So a cluster that only k of the B + 1
     families span gets at most k / (B + 1), and a cluster a share f >= 0.95
-    of the resamples' trees hold at least f B / (B + 1). One posterior over the union of the
-    families instead gave each family mass by how many trees it spans: on
-    noise at N = 120-200 one resample's family took most of the mass
-    (clusters of 3..N-1 points at 0.50-0.72), and grown around the MAP tree
-    alone, as at a numeric beta, a cluster most spanned trees share got
-    0.75-0.97 at any temperature. Bagged, on N x 2000 genes
+    of the resamples' trees hold at least f B / (B + 1). One posterior over
+    the union of the families instead gave each family mass by how many
+    trees it spans: on noise at N = 120-200 one resample's family took most
+    of the mass (clusters of 3..N-1 points at 0.50-0.72), and grown around
+    the MAP tree alone, as at a numeric beta, a cluster most spanned trees
+    share got 0.75-0.97 at any temperature. Bagged, on N x 2000 genes
     (``benchmarks/bench_sparse_humility.py``) planted subtypes get 1.000
-    and noise clusters at most 0.10-0.19 at N = 40-200 (seeds 0-3), and the MAP tree
-    is the one a fit at the numeric ``beta_`` finds. The calibration fits
+    and noise clusters at most 0.10-0.19 at N = 40-200 (seeds 0-3), and the
+    MAP tree is the one a fit at the numeric ``beta_`` finds. The calibration fits
     each temperature tried (the resamples' families built once, then
     rescaled) and draws 20-100 beam searches: 5-130 plain fits' time, 5-10
     on noise from 80 points on, 15-130 on planted data (100 resamples)
@@ -510,7 +510,7 @@ class SparseTrellisClustering(
 
 
 def _settled_clusters(trees, n_points):
-    """The clusters of 2..N-1 points that ``_SETTLED_SHARE`` of the trees hold, a boolean (k, N) matrix.
+    """The clusters of 2..N-1 points ``_SETTLED_SHARE`` of the trees hold, as a boolean (k, N) matrix.
 
     Held by more than half of the trees, no two of them cross, so every
     tree grown around them can keep them all.

@@ -637,8 +637,9 @@ class BaggedTrellis:
     def draw_families(self, n_samples, random_state):
         """The family of each of ``n_samples`` draws from the mixture."""
         cumulative = np.cumsum(np.exp(self.log_weights))
-        return np.minimum(np.searchsorted(cumulative, random_state.random(n_samples) * cumulative[-1],
-                                          side="right"), len(self.trellises) - 1)
+        uniforms = random_state.random(n_samples) * cumulative[-1]
+        return np.minimum(np.searchsorted(cumulative, uniforms, side="right"),
+                          len(self.trellises) - 1)
 
     def sample_linkages(self, n_samples, random_state):
         """Linkage matrices of n_samples trees drawn exactly from the mixture."""
