@@ -16,7 +16,7 @@ from sktrellis.baselines import (
     GreedyHierarchicalClustering,
 )
 from sktrellis.datasets import make_jets
-from sktrellis.energies import Dasgupta, GinkgoLikelihood
+from sktrellis.energies import CorrelationClustering, Dasgupta, GinkgoLikelihood
 from sktrellis import SparseTrellisClustering
 
 from .common import (
@@ -24,6 +24,7 @@ from .common import (
     all_trees,
     brute_force,
     children_over,
+    cluster_marginals,
     random_problem,
     random_split_energy,
     subtree_marginals,
@@ -544,3 +545,208 @@ def test_a_tree_grown_around_kept_clusters_never_cuts_them():
     assert any(cuts(v) for v in grown["free"])   # without uncut some union does cut them
     assert not any(cuts(v) for v in grown["kept"])
     assert len(grown["kept"]) > 2 * n_points - 1   # and the others are still added
+
+
+###############################################################################
+# The bagged posterior: a weighted mean of the posteriors of several trellises
+
+def _bagged_problem(kind, seed, n_points=6, n_families=3):
+    """A BaggedTrellis over random families, and each family's spanned mask per tree."""
+    from sktrellis._engine.agglomerative.builders import replay_tree
+    from sktrellis._engine.sparse.sparse_trellis import BaggedTrellis, SparseTrellis
+
+    rng = np.random.default_rng(seed)
+    energy, X = random_problem(kind, n_points, rng)
+    model = energy.merge_model(X)
+    _, _, trees, values = brute_force(energy.split_potential(X), n_points)
+    families, spanned = [], []
+    for _ in range(n_families):
+        family = SparseTrellis(model)
+        for _ in range(2):
+            tree = _random_tree(n_points, rng)
+            family.add_tree(replay_tree(model, tree))
+        family.grow_tree(tree, 3)
+        family.solve()
+        vertices = {mask for mask in range(1, 1 << n_points)
+                    if family.vertex_of([_members(mask, n_points)])[0] >= 0}
+        keep = np.array([all(p in vertices and a in vertices for p, a in tree)
+                         for tree in trees]) & np.isfinite(values)
+        if not keep.any():
+            pytest.skip("every tree a family spans is forbidden")
+        families.append(family)
+        spanned.append(keep)
+    weights = rng.uniform(0.2, 1.0, size=n_families)
+    bagged = BaggedTrellis(families, weights)
+    # P(tree) under the mixture, by enumeration.
+    probability = np.zeros(len(trees))
+    for weight, keep in zip(weights / weights.sum(), spanned):
+        probability[keep] += weight * np.exp(values[keep] - logsumexp(values[keep]))
+    return bagged, trees, probability, X
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bagged_posterior_matches_brute_force(kind, global_random_seed):
+    """Tree, cluster, split and sub-hierarchy probabilities of the mixture, by enumeration."""
+    n_points = 6
+    bagged, trees, probability, _ = _bagged_problem(kind, global_random_seed, n_points)
+    assert probability.sum() == pytest.approx(1.0)
+    log_z = np.log(np.maximum(probability, 1e-300))
+    for tree, p in zip(trees, probability):
+        got = bagged.subtree_log_probability(np.arange(n_points),
+                                             _children_from_splits(tree, n_points))
+        assert np.exp(got) == pytest.approx(p, abs=1e-10)
+    marginal = cluster_marginals(trees, log_z, 0.0, n_points)
+    for mask in range(1, 1 << n_points):
+        members = _members(mask, n_points)
+        assert np.exp(bagged.cluster_log_marginal(members)) == pytest.approx(marginal[mask],
+                                                                           abs=1e-10)
+    # Every cluster id, in every family, carries its cluster's mixture marginal and sums.
+    log_marginals = bagged.cluster_log_marginals()
+    sizes = bagged.cluster_sums(np.ones(n_points))
+    weights = np.arange(1.0, n_points + 1)
+    sums = bagged.cluster_sums(weights)
+    for b, family in enumerate(bagged.trellises):
+        for vertex in range(family.n_vertices):
+            members = family.vertex_members(vertex)
+            mask = int(sum(1 << int(i) for i in members))
+            cluster = bagged.start[b] + vertex
+            assert np.exp(log_marginals[cluster]) == pytest.approx(marginal[mask], abs=1e-10)
+            assert sizes[cluster] == len(members) and sums[cluster] == weights[members].sum()
+    # Split marginals: P(C is a node split into A, B), summed over the blocks.
+    split_probability = {}
+    for tree, p in zip(trees, probability):
+        for parent, left in tree:
+            key = (parent, frozenset((left, parent ^ left)))
+            split_probability[key] = split_probability.get(key, 0.0) + p
+    found = {}
+    for parents, lefts, rights, log_p in bagged.split_blocks():
+        for parent, left, right, value in zip(parents, lefts, rights, np.exp(log_p)):
+            masks = [int(sum(1 << int(i) for i in bagged.trellises[f].vertex_members(v)))
+                     for f, v in map(bagged._family_of, (parent, left, right))]
+            key = (masks[0], frozenset(masks[1:]))
+            found[key] = found.get(key, 0.0) + value
+    for key in set(found) | set(split_probability):
+        assert found.get(key, 0.0) == pytest.approx(split_probability.get(key, 0.0), abs=1e-10)
+    # The most probable clusters: the largest mixture marginals, in order.
+    members, values = bagged.most_probable_clusters(5, 2)
+    expected = sorted((marginal[mask] for mask in range(1, (1 << n_points) - 1)
+                       if mask.bit_count() >= 2), reverse=True)[:len(values)]
+    np.testing.assert_allclose(np.exp(values), expected, atol=1e-10)
+    for cluster, value in zip(members, values):
+        assert np.exp(value) == pytest.approx(marginal[int(sum(1 << int(i) for i in cluster))],
+                                              abs=1e-10)
+    # Sub-hierarchies: a cluster with the subtree below it.
+    sub = subtree_marginals(trees, log_z, 0.0, n_points)
+    rng = np.random.default_rng(global_random_seed)
+    full = (1 << n_points) - 1
+    for subset in [full, 4] + list(rng.choice(np.arange(3, full), size=6, replace=False)):
+        order = rng.permutation(_members(int(subset), n_points))
+        for subtree in all_trees(int(subset)):
+            got = bagged.subtree_log_probability(order, children_over(subtree, order))
+            assert np.exp(got) == pytest.approx(sub.get((int(subset), frozenset(subtree)), 0.0),
+                                                rel=1e-9, abs=1e-12)
+
+
+def test_bagged_samples_follow_the_mixture(global_random_seed):
+    n_points = 5
+    bagged, trees, probability, _ = _bagged_problem("dasgupta", global_random_seed, n_points)
+    n_samples = 20000
+    index = {frozenset(tree): i for i, tree in enumerate(trees)}
+    observed = np.bincount(
+        [index[frozenset(tree_splits_set(z, n_points))]
+         for z in bagged.sample_linkages(n_samples, np.random.RandomState(global_random_seed))],
+        minlength=len(trees))
+    expected = probability * n_samples
+    assert observed[expected == 0].sum() == 0, "sampled a tree of zero probability"
+    keep = expected >= 5
+    cells_observed = np.append(observed[keep], observed[~keep].sum())
+    cells_expected = np.append(expected[keep], expected[~keep].sum())
+    if cells_expected[-1] == 0:
+        cells_observed, cells_expected = cells_observed[:-1], cells_expected[:-1]
+    assert chisquare(cells_observed, cells_expected).pvalue > 1e-4
+
+
+def test_bagged_trellis_refuses_bad_families_and_weights():
+    from sktrellis._engine.sparse.sparse_trellis import BaggedTrellis
+
+    bagged, _, _, _ = _bagged_problem("dasgupta", 0)
+    families = bagged.trellises
+    with pytest.raises(ValueError, match="one or more SparseTrellis"):
+        BaggedTrellis([])
+    with pytest.raises(ValueError, match="one or more SparseTrellis"):
+        BaggedTrellis(families + [None])
+    with pytest.raises(ValueError, match="one positive finite number per trellis"):
+        BaggedTrellis(families, [1.0, 0.0, 1.0])
+    with pytest.raises(ValueError, match="one positive finite number per trellis"):
+        BaggedTrellis(families, [1.0, 1.0])
+    other, _, _, _ = _bagged_problem("dasgupta", 0, n_points=5)
+    with pytest.raises(ValueError, match="different numbers of points"):
+        BaggedTrellis(families + other.trellises)
+
+
+def test_a_calibrated_fit_loads_from_a_model_file_and_damage_is_refused():
+    import io
+    import pickle
+
+    import sktrellis
+
+    X, _ = make_blobs(n_samples=8, n_features=12, centers=2, random_state=0)
+    model = SparseTrellisClustering().fit(X)
+    assert type(model._trellis).__name__ == "BaggedTrellis"
+    loaded = sktrellis.load(io.BytesIO(pickle.dumps(model)))
+    assert loaded.cluster_probability([0, 1]) == model.cluster_probability([0, 1])
+    assert loaded.most_probable_clusters(3)[0][1] == model.most_probable_clusters(3)[0][1]
+    for damage, match in [
+        (lambda t: setattr(t, "log_weights", t.log_weights[:-1]), "one positive finite"),
+        (lambda t: setattr(t, "log_weights", np.full(len(t.trellises), np.nan)),
+         "one positive finite"),
+        (lambda t: setattr(t, "log_weights", [0.0] * len(t.trellises)), "float64 log weights"),
+        (lambda t: setattr(t, "trellises", tuple(t.trellises)), "no list of trellises"),
+    ]:
+        damaged = pickle.loads(pickle.dumps(model))
+        damage(damaged._trellis)
+        with pytest.raises(ValueError, match=f"a pickled BaggedTrellis .*{match}"):
+            sktrellis.load(io.BytesIO(pickle.dumps(damaged)))
+
+
+@pytest.mark.parametrize("energy_class", [Dasgupta, CorrelationClustering])
+def test_a_retempered_family_is_the_family_built_at_that_beta(energy_class):
+    """Split log potentials are -beta * loss + log prior: rescaled, the same posterior."""
+    from sktrellis._engine.agglomerative.builders import replay_tree
+    from sktrellis._engine.sparse.sparse_trellis import SparseTrellis
+    from sktrellis.energies._tree_prior import split_log_prior
+
+    rng = np.random.default_rng(3)
+    n_points = 9
+    X = rng.normal(size=(n_points, 4))
+    tree = _random_tree(n_points, rng)
+    built = {}
+    for beta in (1.0, 2.5):
+        model = energy_class(beta=beta).merge_model(X)
+        family = SparseTrellis(model)
+        family.add_tree(replay_tree(model, tree))
+        family.grow_tree(tree, 3)
+        family.solve()
+        built[beta] = family
+    log_prior = split_log_prior(built[1.0].size[built[1.0].parent], "yule")
+    retempered = built[1.0].retempered((built[1.0].log_psi - log_prior) * 2.5 + log_prior)
+    assert retempered.model is None and built[1.0].model is not None
+    assert retempered.log_partition == pytest.approx(built[2.5].log_partition, rel=1e-12)
+    assert retempered.map_log_potential == pytest.approx(built[2.5].map_log_potential, rel=1e-12)
+    np.testing.assert_allclose(retempered.cluster_log_marginals(),
+                               built[2.5].cluster_log_marginals(), atol=1e-12)
+    assert built[1.0].log_partition != pytest.approx(built[2.5].log_partition)
+
+
+@pytest.mark.parametrize("n_holding, kept", [(20, True), (19, True), (18, False)])
+def test_clusters_most_resamples_hold_are_settled(n_holding, kept):
+    """A cluster 95 % of the resamples' trees hold is kept from the rotations; 90 % is not."""
+    from sktrellis._sparse import _settled_clusters
+
+    n_points = 7
+    trees = ([_caterpillar((0, 1, 2), n_points)] * n_holding
+             + [_caterpillar((0, 3, 4), n_points)] * (20 - n_holding))
+    settled = {tuple(np.flatnonzero(row)) for row in _settled_clusters(trees, n_points)}
+    assert ((0, 1, 2) in settled) is kept
+    assert (0, 1, 2, 3, 4) in settled   # every tree holds it
+    assert all(2 <= len(cluster) < n_points for cluster in settled)

@@ -85,10 +85,12 @@ committed within a factor of about 2 in beta, on noise and on subtypes
 alike, so the level trades one side against the other). The
 sparse trellis takes no cap: grown around its MAP tree, a permuted
 reference had a cluster above 0.3 even at beta = 0.001 (its spanned trees
-share it), so no beta was humble; calibrated, its trellis is spanned by
-the bootstrap's own trees instead (``SparseTrellisClustering``), which is
-what makes it humble on noise, and a reference would need a bootstrap of
-its own.
+share it), so no beta was humble; calibrated, its posterior is bagged
+instead (``SparseTrellisClustering``): the mean of exact posteriors over
+the MAP tree's family and over each bootstrap resample's tree with its
+rotations, so that each resample weighs once, which is what makes it
+humble on noise (0.10-0.19 at N = 40-200), and a reference would need a
+bootstrap of its own.
 
 Where the bootstrap has nothing to work with -- ``affinity="precomputed"``
 (no features), fewer than ``MIN_FEATURES`` distinct columns (two columns
@@ -118,8 +120,8 @@ numbers are not calibrated. All rows identical is an error,
 identical rows a warning (``check_rows``). The search estimators
 (greedy, beam search, best-first) compute no posterior to calibrate:
 ``beta="auto"`` gives ``beta_ = 1`` there. The sparse trellis calibrates
-over the trees it spans (``SparseTrellisClustering``, whose trellis the
-resamples' trees then span), through ``calibrate``, the entry point for
+its bagged posterior over the resamples' families
+(``SparseTrellisClustering``), through ``calibrate``, the entry point for
 any estimator with a posterior.
 
 References

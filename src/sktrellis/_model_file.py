@@ -48,6 +48,7 @@ PICKLE_GLOBALS = frozenset({
     "sktrellis._engine.trellis.hierarchical_trellis.HierarchicalTrellis",
     "sktrellis._engine.trellis.flat_trellis.FlatTrellis",
     "sktrellis._engine.sparse.sparse_trellis.SparseTrellis",
+    "sktrellis._engine.sparse.sparse_trellis.BaggedTrellis",
     "sktrellis._engine.sparse.sparse_flat.SparseFlatTrellis",
     # NumPy.
     "numpy.ndarray",

@@ -12,7 +12,7 @@ from ._estimator import (
 )
 from ._engine.trellis.hierarchical_trellis import double_factorial_trees
 from ._engine.search._best_first import MAX_POINTS as MAX_SEARCH_POINTS, BestFirstSearch
-from ._engine.sparse.sparse_trellis import SparseTrellis
+from ._engine.sparse.sparse_trellis import BaggedTrellis, SparseTrellis
 from ._engine.tree.conversion import merges_from_tree
 from ._engine.agglomerative.builders import beam_search, greedy_tree, gumbel_noise, replay_tree
 from ._calibration import MAX_TREE_BOOTSTRAP, N_POSTERIOR_SAMPLES, calibrate
@@ -31,6 +31,16 @@ _MASS_BOUND_STATES = 100_000
 # the more vertices a tree brings, the more the trees' neighbourhoods
 # differ in how many trees they span, and the largest takes the mass.
 _ROTATION_PARTS = 3
+
+# No rotation of a bootstrap resample's tree cuts a cluster that at least
+# this share of the resamples' trees hold: the bootstrap saw next to no
+# alternative to it (pvclust's bootstrap probability >= 0.95), and the
+# family of each tree holding it then holds it in every tree. A share,
+# not unanimity, so that the rule does not tighten as the resamples grow
+# in number: a subtype held by 97 of 100 resamples' trees, cut by the
+# rotations (0.92 within each family), got 0.897 (N = 16, 150 genes; 0.967
+# kept). Above one half, no two kept clusters cross.
+_SETTLED_SHARE = 0.95
 
 
 class SparseTrellisClustering(
@@ -79,33 +89,47 @@ class SparseTrellisClustering(
     ``CorrelationClustering``) ``fit`` calibrates the temperature as the
     exact estimators do, with each bootstrap resample's minimum-loss tree
     from the seed search (a beam of ``beam_width``) and the posterior's
-    expected loss from 200 exact draws over the spanned trees; and the
-    trellis is then spanned by what the bootstrap found rather than grown
-    around one tree: the seed trees, and every bootstrap resample's tree
-    with the rotations of each of its nodes (the two other trees over its
-    child and grandchildren), save those that would cut a cluster every
-    resample's tree holds (``builder`` then gives the seeds;
-    ``resplit_parts`` and ``max_vertices`` are not used). On structureless
-    data the resamples' trees disagree, so no cluster is shared by most
-    spanned trees; on planted groups they agree, so the groups keep their
-    support: at N = 40-80 (2000 genes) subtypes 1.000 and noise clusters at
-    most 0.24-0.48; at N = 120 and 200 noise still reached 0.59 and
-    0.50-0.72 (seeds 0-1), where one resample's tree and its rotations
-    span most trees.
-    Grown around the MAP tree instead, as at a numeric beta, a cluster that
-    most spanned trees share gets a high probability whatever the data say
-    beyond them: on structureless 40 x 2000 data some cluster of 3..39
-    points got 0.75-0.94 at any temperature (user guide, "Reading a
-    posterior", ``benchmarks/bench_sparse_humility.py``). The calibrated
-    family is not grown around its MAP tree, so its MAP can be worse than
-    a fit at the same numeric beta finds. Every temperature tried builds
-    the trellis anew, so a calibrated fit costs 10-75 plain ones at N = 40.
+    expected loss from 200 exact draws; and the posterior is *bagged*: the
+    mean, with equal weights, of B + 1 exact posteriors at ``beta_`` on the
+    full data, one over the trees spanned around the MAP tree (the trellis
+    a fit at the numeric ``beta_`` builds) and one over each bootstrap
+    resample's tree with the rotations of each of its nodes (the two other
+    trees over its child and grandchildren), save those that would cut a
+    cluster 95 % or more of the resamples' trees hold:
+
+    ``P(S) = 1 / (B + 1) * sum_{b = 0..B} P_beta(S is a cluster | X, T in F_b)``.
+
+    A draw picks the data or one of the B resamples, then a tree from the
+    Gibbs posterior over that resample's family F_b. It is not one Gibbs
+    posterior over one set of trees; it is the bootstrap's spread of trees
+    (as in pvclust, each resample counts once), each tree smoothed by the
+    posterior over its neighbours. So a cluster that only k of the B + 1
+    families span gets at most k / (B + 1), and a cluster a share f >= 0.95
+    of the resamples' trees hold at least f B / (B + 1). One posterior over
+    the union of the families instead gave each family mass by how many
+    trees it spans: on noise at N = 120-200 one resample's family took most
+    of the mass (clusters of 3..N-1 points at 0.50-0.72), and grown around
+    the MAP tree alone, as at a numeric beta, a cluster most spanned trees
+    share got 0.75-0.97 at any temperature. Bagged, on N x 2000 genes
+    (``benchmarks/bench_sparse_humility.py``) planted subtypes get 1.000
+    and noise clusters at most 0.10-0.19 at N = 40-200 (seeds 0-3), and the
+    MAP tree is the one a fit at the numeric ``beta_`` finds. The calibration fits
+    each temperature tried (the resamples' families built once, then
+    rescaled) and draws 20-100 beam searches: 5-130 plain fits' time, 5-10
+    on noise from 80 points on, 15-130 on planted data (100 resamples)
+    (user guide, "Reading a posterior"). Then ``log_partition_`` is the
+    MAP tree's family's, ``n_trees_`` and ``n_splits_`` are summed over
+    the families (a tree two families span counts twice),
+    ``n_vertices_`` counts distinct clusters, and
+    ``log_spanned_mass_lower_bound_`` bounds the smallest family's share.
 
     Parameters
     ----------
     energy : HierarchicalEnergy, default=None
         Energy model scoring each split (see :mod:`sktrellis.energies`);
-        None means ``Dasgupta()``.
+        None means ``Dasgupta()``. Its ``beta="auto"`` (the default) gives
+        the bagged posterior above; a number, the one posterior over the
+        trees grown around the MAP tree.
     builder : {"beam", "greedy", "sampled"}, callable or list of trees, default="beam"
         Seed trees. "beam": the ``n_seed_trees`` best trees surviving a beam
         search of width ``beam_width``, and the greedy tree
@@ -155,7 +179,8 @@ class SparseTrellisClustering(
     n_leaves_ : int
         Number of points.
     log_partition_ : float
-        Natural log of the summed potential of the spanned trees.
+        Natural log of the summed potential of the spanned trees (with
+        ``beta="auto"``, of the MAP tree's family's).
     map_log_potential_ : float
         Log potential of the MAP tree among the spanned trees.
     seed_log_potentials_ : ndarray of shape (n_seeds,)
@@ -166,7 +191,8 @@ class SparseTrellisClustering(
     n_splits_ : int
         Number of allowed splits (pairs of vertices partitioning a vertex).
     n_trees_ : int
-        Number of spanned trees of non-zero potential (exact).
+        Number of spanned trees of non-zero potential (exact; with
+        ``beta="auto"``, summed over the families).
     sparsity_ : float
         ``n_trees_ / (2N - 3)!!``, the fraction of all trees spanned; it
         underflows to 0.0 from about N = 150 on, where ``n_trees_`` stays exact.
@@ -283,24 +309,29 @@ class SparseTrellisClustering(
         X = self._validate_training_data(X)
         n_points = len(X)
         random_state = check_random_state(self.random_state)
-        bootstrap_trees = []
+        bootstrap_trees, retemper = [], {}
         energy, beta, (trellis, seeds, model, _), calibration = calibrate(
             self._energy(), X, self.random_state,
             lambda scaled, calibrating: (
-                *self._build(scaled, X, random_state, bootstrap_trees), scaled),
+                *self._build(scaled, X, random_state, bootstrap_trees, retemper), scaled),
             self._seed_search_loss(X, bootstrap_trees), self._expected_loss,
             max_resamples=MAX_TREE_BOOTSTRAP)
+        if isinstance(trellis, BaggedTrellis) and trellis.trellises[-1].model is None:
+            retemper.clear()   # the last temperature's families, before the final ones
+            trellis, seeds, model = self._build(energy, X, random_state, bootstrap_trees)
         if beta is not None:
             self.beta_ = beta
             self.calibration_ = calibration
-        if not trellis.log_partition > -np.inf:
+        families = trellis.trellises if isinstance(trellis, BaggedTrellis) else [trellis]
+        if not all(family.log_partition > -np.inf for family in families):
             raise ValueError(
                 f"every tree the sparse trellis spans over these n_samples={n_points} "
                 f"points has zero potential under {energy!r}; seed it with other trees"
             )
         model.compact()
         self._trellis = trellis
-        merges, log_potentials = trellis.merges(trellis.map_splits())
+        best = trellis.trellises[trellis.best] if isinstance(trellis, BaggedTrellis) else trellis
+        merges, log_potentials = best.merges(best.map_splits())
         self._set_tree_from_merges(merges, log_potentials, energy)
         # The DP's own sums, so that one spanned tree gives log Z == MAP exactly.
         self.map_log_potential_ = trellis.map_log_potential
@@ -340,17 +371,27 @@ class SparseTrellisClustering(
                                             max_states=_MASS_BOUND_STATES) == "max_states":
                 break
         log_upper = search.log_partition_bounds()[1]
+        # A bagged posterior's probabilities are means over its families,
+        # each relative to its own spanned trees: the smallest share bounds them all.
+        trellis = self._trellis
+        log_spanned = (min(family.log_partition for family in trellis.trellises)
+                       if isinstance(trellis, BaggedTrellis) else trellis.log_partition)
         if self.verbose:
             print(f"[{type(self).__name__}] full log Z <= {log_upper:.6g} "
                   f"({'exact' if search.finished else 'bound'}, "
                   f"{time.perf_counter() - start:.2f} s): log spanned mass >= "
-                  f"{min(self.log_partition_ - log_upper, 0.0):.6g}", flush=True)
+                  f"{min(log_spanned - log_upper, 0.0):.6g}", flush=True)
         # Rounding must not make the share exceed one when the bound is exact.
-        return float(min(self.log_partition_ - log_upper, 0.0))
+        return float(min(log_spanned - log_upper, 0.0))
 
-    def _build(self, energy, X, random_state, bootstrap_trees=()):
+    def _build(self, energy, X, random_state, bootstrap_trees=(), retemper=None):
         """The sparse trellis of X under an energy with a numeric beta: seeded, grown, solved.
 
+        With ``bootstrap_trees``, the bagged posterior over the family
+        grown around the MAP tree and each tree's family. ``retemper``, a
+        dict, keeps the trees' families of the first call and gives later
+        calls those families rescaled to their beta (for the calibration's
+        temperatures; the seeds returned then lack the bootstrap's trees).
         Returns the trellis, its seed trees and the merge model.
         """
         n_points = len(X)
@@ -361,27 +402,6 @@ class SparseTrellisClustering(
         seeds = self._seed_trees(X, model, random_state)
         for tree in seeds:
             trellis.add_tree(tree)
-        if bootstrap_trees:
-            # The family the calibrated posterior lives on: the seed trees as
-            # they are, and the bootstrap's trees (approximate draws from
-            # that posterior, one per resample) each with the rotations of
-            # each of its nodes (_ROTATION_PARTS), but none that cuts a
-            # cluster every resample's tree holds (the bootstrap saw no
-            # alternative to it: at N = 80 planted subtypes fell to
-            # 0.89-0.96 where cut). Growing around one tree -- the MAP tree,
-            # or the best seed tree, which the bootstrap's trees share most
-            # clusters with -- gives its neighbourhood most of the spanned
-            # trees and so most of the mass whatever the data say (on
-            # noise, clusters of 3..N-1 points at 0.7-0.95).
-            resampled = [replay_tree(model, merges) for merges in bootstrap_trees]
-            for tree in resampled:
-                trellis.add_tree(tree)
-            uncut = _unanimous_clusters(bootstrap_trees, n_points)
-            for tree in resampled:
-                trellis.grow_tree(tree.merges, _ROTATION_PARTS, uncut=uncut)
-            trellis.solve()
-            self._report(trellis, "bootstrap trees and their rotations", start)
-            return trellis, seeds + resampled, model
         trellis.solve()
         self._report(trellis, "seeds", start)
         # Widen the neighbourhood only once the narrower one stops paying:
@@ -395,7 +415,50 @@ class SparseTrellisClustering(
                 self._report(trellis, f"grown ({n_parts} parts)", start)
                 if not trellis.map_log_potential > best:
                     break
-        return trellis, seeds, model
+        if not bootstrap_trees:
+            return trellis, seeds, model
+        # The calibrated posterior is bagged: the mean of B + 1 exact
+        # posteriors, one over the family grown around the MAP tree (the
+        # trellis above) and one over each bootstrap resample's tree with
+        # the rotations of each of its nodes (_ROTATION_PARTS), none of
+        # which cuts a cluster nearly every resample's tree holds
+        # (_SETTLED_SHARE; at N = 80 planted subtypes fell to 0.89-0.96
+        # where cut). One posterior over the union of these
+        # families gave each family mass by how many trees it spans, not
+        # by the data: on noise at N = 120-200 one resample's family took
+        # most of the mass and its clusters got 0.5-0.72, and grown around
+        # the MAP tree alone clusters of 3..N-1 points got 0.75-0.97. In
+        # the mixture each resample weighs as much as in the bootstrap, as
+        # each resample's tree counts once in pvclust's bootstrap
+        # probability, and the full data's family keeps the MAP tree a fit
+        # at the same numeric beta finds.
+        if retemper is not None and retemper.get("beta"):
+            # A split's log potential is -beta * loss + log prior: the
+            # families of the last temperature tried, rescaled to this one.
+            # fit builds the final posterior anew (retempered families have
+            # no merge model).
+            families = [trellis]
+            for family in retemper["families"]:
+                log_prior = split_log_prior(family.size[family.parent], energy.tree_prior)
+                families.append(family.retempered(
+                    (family.log_psi - log_prior) * (energy.beta / retemper["beta"]) + log_prior))
+            bagged = BaggedTrellis(families)
+            self._report(bagged, "bagged, the bootstrap's families retempered", start)
+            return bagged, seeds, model
+        resampled = [replay_tree(model, merges) for merges in bootstrap_trees]
+        uncut = _settled_clusters(bootstrap_trees, n_points)
+        families = [trellis]
+        for tree in resampled:
+            family = SparseTrellis(model)
+            family.add_tree(tree)
+            family.grow_tree(tree.merges, _ROTATION_PARTS, uncut=uncut)
+            family.solve()
+            families.append(family)
+        if retemper is not None:
+            retemper.update(beta=energy.beta, families=families[1:])
+        bagged = BaggedTrellis(families)
+        self._report(bagged, "bagged over the bootstrap's families", start)
+        return bagged, seeds + resampled, model
 
     def _seed_search_loss(self, X, trees):
         """``map_loss`` of the calibration: the full-data loss of a data set's best beam-search tree.
@@ -420,13 +483,21 @@ class SparseTrellisClustering(
 
         A split's log potential at beta is ``-beta * loss + log prior``
         (``tree_prior``, by the size of the cluster split), so each drawn
-        tree's loss follows from the trellis's own table.
+        tree's loss follows from the trellis's own table. From a bagged
+        posterior each draw first picks its family.
         """
         trellis, energy = fitted[0], fitted[3]
-        splits = trellis.sample_splits(N_POSTERIOR_SAMPLES, rng)
-        log_prior = split_log_prior(trellis.size[trellis.parent[splits]], energy.tree_prior)
-        losses = -(trellis.log_psi[splits] - log_prior).sum(axis=1) / energy.beta
-        return float(losses.mean())
+
+        def losses(family, n_samples):
+            splits = family.sample_splits(n_samples, rng)
+            log_prior = split_log_prior(family.size[family.parent[splits]], energy.tree_prior)
+            return -(family.log_psi[splits] - log_prior).sum(axis=1) / energy.beta
+
+        if not isinstance(trellis, BaggedTrellis):
+            return float(losses(trellis, N_POSTERIOR_SAMPLES).mean())
+        families = trellis.draw_families(N_POSTERIOR_SAMPLES, rng)
+        return float(np.concatenate([losses(trellis.trellises[b], int(np.sum(families == b)))
+                                     for b in np.unique(families)]).mean())
 
     def _report(self, trellis, stage, start):
         if self.verbose:
@@ -438,16 +509,25 @@ class SparseTrellisClustering(
             )
 
 
-def _unanimous_clusters(trees, n_points):
-    """The clusters of 2..N-1 points that every tree holds, as a boolean (k, N) matrix."""
+def _settled_clusters(trees, n_points):
+    """The clusters of 2..N-1 points ``_SETTLED_SHARE`` of the trees hold, as a boolean (k, N) matrix.
+
+    Held by more than half of the trees, no two of them cross, so every
+    tree grown around them can keep them all.
+    """
     def clusters(merges):
         members = [frozenset([i]) for i in range(n_points)]
         for a, b in merges:
             members.append(members[a] | members[b])
-        return set(members[n_points:-1])
+        return members[n_points:-1]
 
-    shared = set.intersection(*(clusters(merges) for merges in trees))
-    uncut = np.zeros((len(shared), n_points), dtype=bool)
-    for row, cluster in enumerate(sorted(shared, key=sorted)):
+    counts = {}
+    for merges in trees:
+        for cluster in clusters(merges):
+            counts[cluster] = counts.get(cluster, 0) + 1
+    settled = [cluster for cluster, count in counts.items()
+               if count >= _SETTLED_SHARE * len(trees)]
+    uncut = np.zeros((len(settled), n_points), dtype=bool)
+    for row, cluster in enumerate(sorted(settled, key=sorted)):
         uncut[row, list(cluster)] = True
     return uncut

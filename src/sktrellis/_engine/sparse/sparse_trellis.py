@@ -158,6 +158,25 @@ class SparseTrellis:
         )
         self._log_outside = None
 
+    def retempered(self, log_psi):
+        """A solved copy over the same vertices and splits with other split log potentials.
+
+        What a calibration trying temperatures needs: the vertices do not
+        depend on beta, and rebuilding them costs far more than the inside
+        pass. The copy has no merge model (``model`` None), so the queries
+        that score a new tree (``subtree_log_probability``) refuse it: its
+        draws and marginals are for the calibration, not for a fit.
+        """
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.model = None
+        copy.log_psi = np.asarray(log_psi, dtype=np.float64)
+        copy.log_z, copy.log_map, copy.best = kernels.inside(
+            copy.split_start, copy.left, copy.right, copy.log_psi, copy.n_points
+        )
+        copy._log_outside = None
+        return copy
+
     @property
     def n_splits(self):
         return len(self.parent)
@@ -461,3 +480,174 @@ def _proper_subsets(n_parts):
     for row, subset in enumerate(subsets):
         indicator[row, list(subset)] = 1
     return subsets, indicator
+
+
+class BaggedTrellis:
+    """A posterior over trees that averages the exact posteriors of several sparse trellises.
+
+    ``P(T) = sum_b w_b P_b(T)``, with ``P_b`` the exact posterior over the
+    trees trellis b spans (its family) and weights ``w_b`` summing to one:
+    a draw picks a family with probability ``w_b``, then a tree from that
+    family's posterior. Every query is the weighted mean of the families'
+    exact answers, so it is exact under the mixture. Unlike a trellis over
+    the union of the families, no family gets more weight for spanning
+    more trees. Cluster ids are the families' vertices, family after
+    family (offsets ``start``); a cluster several families hold has one id
+    in each, all with the same (mixture) marginal.
+
+    Parameters
+    ----------
+    trellises : list of SparseTrellis
+        Solved trellises over the same points.
+    weights : array-like of shape (len(trellises),), default=None
+        Positive weights, normalised here; None weighs the families equally.
+    """
+
+    def __init__(self, trellises, weights=None):
+        trellises = list(trellises)
+        if not trellises or not all(isinstance(t, SparseTrellis) for t in trellises):
+            raise ValueError("a BaggedTrellis needs one or more SparseTrellis")
+        n_points = {t.n_points for t in trellises}
+        if len(n_points) != 1:
+            raise ValueError(f"the trellises of a BaggedTrellis span trees over different "
+                             f"numbers of points, {sorted(n_points)}")
+        weights = np.ones(len(trellises)) if weights is None else np.asarray(weights, float)
+        if weights.shape != (len(trellises),) or not np.all((weights > 0) & (weights < np.inf)):
+            raise ValueError("the weights of a BaggedTrellis must be one positive finite number "
+                             "per trellis")
+        self.trellises = trellises
+        self.log_weights = np.log(weights / weights.sum())
+        self.n_points = n_points.pop()
+        sizes = [t.n_vertices for t in trellises]
+        self.start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._log_marginals = None
+
+    def __setstate__(self, state):
+        # Each trellis checked itself when it was unpickled; the mixture
+        # is rebuilt from them and the weights, never read whole from a file.
+        owner = "BaggedTrellis"
+        if not isinstance(state, dict) or not isinstance(state.get("trellises"), list):
+            raise ValueError(f"a pickled {owner} has no list of trellises: the file is "
+                             "damaged or was not written by sktrellis")
+        log_weights = state.get("log_weights")
+        if not (isinstance(log_weights, np.ndarray) and log_weights.dtype == np.float64):
+            raise ValueError(f"a pickled {owner} has no float64 log weights: the file is "
+                             "damaged or was not written by sktrellis")
+        try:
+            self.__init__(state["trellises"], np.exp(log_weights))
+        except ValueError as error:
+            raise ValueError(f"a pickled {owner} is damaged: {error}") from None
+
+    def __getstate__(self):
+        return {"trellises": self.trellises, "log_weights": self.log_weights}
+
+    @property
+    def best(self):
+        """Index of the family holding the MAP tree."""
+        return int(np.argmax([t.map_log_potential for t in self.trellises]))
+
+    @property
+    def map_log_potential(self):
+        return self.trellises[self.best].map_log_potential
+
+    @property
+    def log_partition(self):
+        """log Z of the first family (the mixture has no single normaliser)."""
+        return self.trellises[0].log_partition
+
+    @property
+    def n_vertices(self):
+        """Distinct clusters over all families (the N points included)."""
+        return len(self._clusters()[0])
+
+    @property
+    def n_splits(self):
+        return sum(t.n_splits for t in self.trellises)
+
+    def n_trees(self):
+        """Trees of non-zero potential, counted once in each family that spans them."""
+        return sum(t.n_trees() for t in self.trellises)
+
+    def _mix(self, log_values):
+        """log sum_b w_b exp(log_values[b])."""
+        log_values = np.asarray(log_values, dtype=np.float64) + self.log_weights
+        top = np.max(log_values)
+        if not top > -np.inf:
+            return -np.inf
+        return float(min(top + np.log(np.sum(np.exp(log_values - top))), 0.0))
+
+    def cluster_log_marginal(self, members):
+        return self._mix([t.cluster_log_marginal(members) for t in self.trellises])
+
+    def subtree_log_probability(self, members, merges):
+        return self._mix([t.subtree_log_probability(members, merges) for t in self.trellises])
+
+    def _clusters(self):
+        """The first id of each distinct cluster, and the distinct cluster of every id."""
+        keys = np.concatenate([np.stack([t.first, t.second], axis=1) for t in self.trellises])
+        _, first_id, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        return first_id, inverse.ravel()
+
+    def _distinct(self):
+        """The distinct clusters (inverse map of every id) and their mixture marginals."""
+        first_id, inverse = self._clusters()
+        probability = np.zeros(len(first_id))
+        for b, t in enumerate(self.trellises):
+            ids = inverse[self.start[b]:self.start[b + 1]]
+            np.add.at(probability, ids, np.exp(t.cluster_log_marginals() + self.log_weights[b]))
+        return first_id, inverse, probability
+
+    def cluster_log_marginals(self):
+        """log P(cluster id is a cluster of the tree) under the mixture (cached)."""
+        if self._log_marginals is None:
+            _, inverse, probability = self._distinct()
+            with np.errstate(divide="ignore"):
+                self._log_marginals = np.minimum(np.log(probability), 0.0)[inverse]
+        return self._log_marginals
+
+    def _family_of(self, cluster_id):
+        family = int(np.searchsorted(self.start, cluster_id, side="right") - 1)
+        return family, int(cluster_id - self.start[family])
+
+    def most_probable_clusters(self, n_top, min_size):
+        first_id, _, probability = self._distinct()
+        size = np.concatenate([t.size for t in self.trellises])[first_id]
+        low = np.concatenate([t.low for t in self.trellises])[first_id]
+        candidates = np.flatnonzero((size >= min_size) & (size < self.n_points))
+        with np.errstate(divide="ignore"):
+            values = np.minimum(np.log(probability[candidates]), 0.0)
+        # Ties: smaller clusters first, then by lowest point, as in one trellis.
+        top = np.lexsort((low[candidates], size[candidates], -values))[:n_top]
+        members = []
+        for cluster in first_id[candidates[top]]:
+            family, vertex = self._family_of(cluster)
+            members.append(self.trellises[family].vertex_members(vertex))
+        return members, values[top]
+
+    def cluster_sums(self, values):
+        return np.concatenate([t.cluster_sums(values) for t in self.trellises])
+
+    def split_blocks(self):
+        for b, t in enumerate(self.trellises):
+            for parents, lefts, rights, log_probability in t.split_blocks():
+                offset = self.start[b]
+                yield (parents + offset, lefts + offset, rights + offset,
+                       log_probability + self.log_weights[b])
+
+    def draw_families(self, n_samples, random_state):
+        """The family of each of ``n_samples`` draws from the mixture."""
+        cumulative = np.cumsum(np.exp(self.log_weights))
+        uniforms = random_state.random(n_samples) * cumulative[-1]
+        return np.minimum(np.searchsorted(cumulative, uniforms, side="right"),
+                          len(self.trellises) - 1)
+
+    def sample_linkages(self, n_samples, random_state):
+        """Linkage matrices of n_samples trees drawn exactly from the mixture."""
+        families = self.draw_families(n_samples, random_state)
+        linkages = [None] * n_samples
+        for b in np.unique(families):
+            draws = np.flatnonzero(families == b)
+            for k, linkage in zip(draws, self.trellises[b].sample_linkages(len(draws),
+                                                                            random_state)):
+                linkages[k] = linkage
+        return linkages
