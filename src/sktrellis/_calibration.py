@@ -1071,3 +1071,60 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
         # The constrained MAP of n_clusters needs its own pass.
         trellis = make_trellis(energy.cluster_potential(X), n_clusters)
     return energy, beta, trellis, calibration
+
+
+def calibrate_sparse_partition_posterior(energy, X, random_state, calibration_trellis,
+                                         plain_trellis):
+    """Resolve ``beta="auto"`` over a sparse flat trellis spanned by a humble family.
+
+    ``calibrate`` with the posterior over the partitions of
+    ``calibration_trellis(energy, data)``, a family of clusters built from
+    ``data`` alone (``SparseFlatClustering``: the cuts of a bisecting
+    2-means tree of the data and every partition of each window of
+    consecutive points of its depth-first order), whose spanned set is
+    humble at small beta, so that the reference-null cap exists. The same
+    family on every resample gives its MAP (D is 0 when all agree), and the
+    same family on each permuted reference gives the cap's humility, three
+    points together as for ``ExactFlatClustering``. The expected loss is
+    exact from the co-clustering probabilities over the spanned set.
+
+    Parameters
+    ----------
+    energy : CorrelationClustering
+    X : ndarray of shape (n_samples, n_features)
+    random_state : int, RandomState instance or None
+    calibration_trellis : callable
+        ``(energy with a numeric beta, data) -> SparseFlatTrellis`` over
+        the calibration's family of ``data``.
+    plain_trellis : callable
+        ``energy -> (trellis, n_seed_trees)``: the estimator's own family,
+        used where the bootstrap does not apply (beta = 1 with a warning).
+
+    Returns
+    -------
+    energy : CorrelationClustering
+    beta : float or None
+    fitted : tuple
+        ``(trellis, n_seed_trees)`` as ``plain_trellis`` returns it (one
+        seed tree for the calibration's family).
+    calibration : dict
+        See ``calibrate``.
+    """
+    losses = {}   # the full data's loss, once
+
+    def map_loss(unit, data, cancelled=None):
+        if not losses:
+            losses["X"] = flat_loss(unit, X)
+        return losses["X"](co_clustering(calibration_trellis(unit, data).map_labels()))
+
+    def fit(scaled, calibrating):
+        if calibrating:
+            return calibration_trellis(scaled, X), 1
+        return plain_trellis(scaled)
+
+    return calibrate(
+        energy, X, random_state, fit, map_loss,
+        lambda fitted, rng: losses["X"](fitted[0].pairwise_probability()),
+        humility=lambda scaled, data: largest_together(
+            calibration_trellis(scaled, data).pairwise_probability()),
+        max_resamples=MAX_PARTITION_BOOTSTRAP)

@@ -1,4 +1,5 @@
 """Sparse flat trellis: exact inference over the partitions spanned by chosen clusters."""
+import itertools
 import time
 from numbers import Integral
 
@@ -14,7 +15,7 @@ from ._engine.multicut import greedy_agglomeration
 from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
-from ._calibration import uncalibrated_energy
+from ._calibration import calibrate_sparse_partition_posterior, is_auto, uncalibrated_energy
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 
@@ -22,6 +23,13 @@ from .energies import CorrelationClustering
 # precomputed affinity) the ones defined on any dissimilarity.
 _FEATURE_LINKAGES = ("ward", "average", "complete", "single")
 _DISTANCE_LINKAGES = ("average", "complete", "single")
+# Points of a window of the calibration's family, every partition of which
+# is spanned: a pair of a window of w points is together in B(w-1)/B(w) of
+# its partitions (B the Bell numbers), 0.21 at 8 and 0.33 at 4, so the
+# posterior at small beta stays below the reference-null cap's level 0.3.
+_WINDOW = 8
+# Lloyd iterations of each 2-means split of the bisecting tree.
+_LLOYD_ITERATIONS = 20
 
 
 class SparseFlatClustering(
@@ -231,19 +239,28 @@ class SparseFlatClustering(
             Fitted estimator.
         """
         X = self._validate_training_data(X, ensure_min_samples=1)
-        # The temperature is resolved here and nowhere else: the family is
-        # built by _build_trellis for whatever energy it is given. No beta
-        # calibrates it: on noise the spanned partitions alone, near-uniformly
-        # weighted (beta = 0.001), mostly put three points together above 0.5
-        # (benchmarks/bench_sparse_flat_calibration.py).
-        energy, beta, self.calibration_ = uncalibrated_energy(
-            self._energy(), X,
-            "SparseFlatClustering has no calibration of its own (on structureless data "
-            "the spanned partitions can put three points together above 0.5 at any beta, so "
-            "the feature bootstrap of ExactFlatClustering cannot make them humble)")
+        # The temperature is resolved here and nowhere else. beta="auto"
+        # with the default family calibrates over a family of its own
+        # (_calibration_trellis): the default seeds' spanned partitions put
+        # three noise points together above 0.5 even at beta = 0.001
+        # (benchmarks/bench_sparse_flat_calibration.py), so no beta could
+        # make them humble.
+        energy = self._energy()
+        if self._calibrates(energy):
+            energy, beta, (trellis, self.n_seed_trees_), self.calibration_ = \
+                calibrate_sparse_partition_posterior(
+                    energy, X, self.random_state, self._calibration_trellis,
+                    lambda scaled: self._build_trellis(X, scaled))
+        else:
+            energy, beta, self.calibration_ = uncalibrated_energy(
+                energy, X,
+                "SparseFlatClustering calibrates only its default family (builder='linkage', "
+                "no seed_clusters or seed_partitions) of a CorrelationClustering energy: the "
+                "partitions other families span can put three points of structureless data "
+                "together above 0.5 at any beta")
+            trellis, self.n_seed_trees_ = self._build_trellis(X, energy)
         if beta is not None:
             self.beta_ = beta
-        trellis, self.n_seed_trees_ = self._build_trellis(X, energy)
         n_points = len(X)
         if not trellis.log_partition > -np.inf:
             raise ValueError(
@@ -274,6 +291,49 @@ class SparseFlatClustering(
         if hasattr(energy, "log_evidence"):
             self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
         return self
+
+    def _calibrates(self, energy):
+        """Whether beta="auto" is calibrated: the default family, pairwise weights."""
+        return (is_auto(energy) and hasattr(energy, "weights")
+                and isinstance(self.builder, str) and not self.seed_clusters
+                and not self.seed_partitions)
+
+    def _calibration_trellis(self, energy, X):
+        """The sparse flat trellis of the calibration's family of X under energy.
+
+        The cuts of a bisecting 2-means tree of X and every partition of
+        each window of at most ``_WINDOW`` consecutive points of its
+        depth-first order. Why this family: at small beta the posterior is
+        near-uniform over the spanned partitions, and for the reference-null
+        cap to exist that must be humble. The cuts of a tree are not (below
+        a node of k points, chained one point at a time, the first three
+        stay together in about 1 - 2/k of its cuts; seed trees alone put
+        three noise points together at 0.5-0.95 at beta = 0.001, N = 60),
+        while windows spanned in full are (a pair of w points in B(w-1)/B(w)
+        of their partitions), and bisecting splits are near balanced on
+        structureless data. The windows cross no tree cluster more than
+        their depth-first order makes them, so the states stay about
+        N 2**_WINDOW / _WINDOW.
+        """
+        n_points = len(X)
+        merges = _bisecting_tree(X)
+        order = _depth_first_leaves(merges, n_points)
+        clusters = [np.array([i]) for i in range(n_points)] + _tree_clusters(merges, n_points)
+        clusters += _window_clusters(order, _WINDOW)
+        scorer = energy.cluster_scorer(X)
+        trellis = SparseFlatTrellis(n_points)
+        fresh = trellis.new_clusters(clusters)
+        trellis.add(fresh, check_log_potentials(
+            scorer(fresh), f"{type(energy).__name__}.cluster_scorer", (len(fresh),), "cluster"))
+        try:
+            trellis.solve(order, self.max_states)
+        except TooManyStates:
+            raise ValueError(
+                f"the calibration's family of these n_samples={n_points} points spans its "
+                f"partitions through more than max_states={self.max_states} states; raise "
+                "max_states or pass a numeric beta"
+            ) from None
+        return trellis
 
     def _build_trellis(self, X, energy):
         """The grown sparse flat trellis of validated X, and how many seed trees joined whole."""
@@ -527,6 +587,75 @@ def _tree_clusters(merges, n_points):
     for a, b in merges:
         members.append(np.concatenate([members[a], members[b]]))
     return members[n_points:]
+
+
+def _bisecting_tree(X):
+    """The merges of a bisecting 2-means tree of the rows of X.
+
+    Each node's points are split by 2-means (Lloyd's iterations from the
+    sign of the first principal component), down to single points; a
+    split that leaves one side empty (identical rows) halves the points.
+    On structureless data the splits are near balanced, unlike the chains
+    agglomerative trees grow there.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n_points = len(X)
+    # Split top-down (pre-order), then merge bottom-up (reversed pre-order
+    # meets both parts of a node before the node).
+    nodes, parts, pending = [], {}, [(np.arange(n_points), None, 0)]
+    while pending:
+        points, parent, which = pending.pop()
+        node = len(nodes)
+        nodes.append(points)
+        if parent is not None:
+            parts[parent][which] = node
+        if len(points) > 1:
+            side = _two_means(X[points])
+            parts[node] = [None, None]
+            pending.append((points[~side], node, 1))
+            pending.append((points[side], node, 0))
+    merges, index = [], {}
+    for node in reversed(range(len(nodes))):
+        if node in parts:
+            merges.append(tuple(index[part] for part in parts[node]))
+            index[node] = n_points + len(merges) - 1
+        else:
+            index[node] = int(nodes[node][0])
+    return np.array(merges, dtype=np.int64).reshape(-1, 2)
+
+
+def _two_means(X):
+    """A 2-means split of at least two rows, as a mask of one side (never empty or full)."""
+    centred = X - X.mean(axis=0)
+    side = np.zeros(len(X), dtype=bool)
+    if len(X) > 2 and np.any(centred):
+        direction = np.linalg.svd(centred, full_matrices=False)[0][:, 0]
+        side = direction > 0
+        for _ in range(_LLOYD_ITERATIONS):
+            if side.all() or not side.any():
+                break
+            near = (np.square(centred - centred[side].mean(axis=0)).sum(axis=1)
+                    < np.square(centred - centred[~side].mean(axis=0)).sum(axis=1))
+            if np.array_equal(near, side):
+                break
+            side = near
+    if side.all() or not side.any():
+        side = np.arange(len(X)) < len(X) // 2
+    return side
+
+
+def _window_clusters(order, window):
+    """Every cluster of at least two points of each window of consecutive points of order.
+
+    The windows have near-equal sizes of at most ``window`` points; with
+    the single points, every partition of a window is spanned.
+    """
+    n_windows = -(-len(order) // window)
+    clusters = []
+    for points in np.array_split(np.asarray(order), max(n_windows, 1)):
+        for size in range(2, len(points) + 1):
+            clusters.extend(np.array(c) for c in itertools.combinations(points, size))
+    return clusters
 
 
 def _depth_first_leaves(merges, n_points):
