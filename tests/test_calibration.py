@@ -808,3 +808,36 @@ def test_a_cap_that_no_calibration_reaches_is_said(monkeypatch):
         model = ExactFlatClustering().fit(noise(8, 0))
     assert model.calibration_["null_cap"] is None
     assert not model.calibration_["null_cap_bound"]
+
+
+# The sparse flat part: SparseFlatClustering's own solve (the estimator's
+# two-sided tests are in tests/test_sparse_flat.py).
+
+@pytest.mark.parametrize("jump", [0.004, 0.37, 5.0, 640.0])
+@pytest.mark.parametrize("hot_excess", [28.0, 1e6])
+def test_the_cold_side_solve_finds_a_jump_from_above(jump, hot_excess):
+    """An excess that falls from tens of nats to 0 at one beta: the smallest beta at or under it."""
+    from sktrellis._calibration import BETA_RANGE, CAP_TOLERANCE, _solve_from_the_cold_side
+
+    seen = []
+
+    def evaluate(beta):
+        seen.append(beta)
+        return hot_excess if beta < jump else 1e-13
+
+    beta = _solve_from_the_cold_side(evaluate, 0.05, 80)
+    assert beta in seen and evaluate(beta) <= 0.05
+    assert jump <= beta <= max(jump * CAP_TOLERANCE, BETA_RANGE[0])
+    assert len(seen) <= 20
+
+
+@pytest.mark.parametrize("target", [0.0, 1e-3, 1e9])
+def test_the_cold_side_solve_at_the_ends_of_the_range(target):
+    from sktrellis._calibration import BETA_RANGE, _solve_from_the_cold_side
+
+    # A smooth excess 100 / beta: the root 100 / target, clipped to the range.
+    beta = _solve_from_the_cold_side(lambda beta: 100.0 / beta, target, 20)
+    if target == 0.0 or 100.0 / target > BETA_RANGE[1]:
+        assert beta == pytest.approx(BETA_RANGE[1])
+    else:
+        assert beta == pytest.approx(BETA_RANGE[0])
