@@ -16,7 +16,8 @@ from ._engine.multicut import greedy_agglomeration
 from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
-from ._calibration import calibrate_sparse_partition_posterior, is_auto, uncalibrated_energy
+from ._calibration import (
+    calibrate_sparse_partition_posterior, is_auto, unanimous_greedy_blocks, uncalibrated_energy)
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 
@@ -328,9 +329,10 @@ class SparseFlatClustering(
     def _calibration_trellis(self, energy, X, families):
         """The sparse flat trellis of the calibration's family of X under energy.
 
-        The cuts of a bisecting 2-means tree of X and every partition of
-        each window of at most ``_WINDOW`` consecutive points of its
-        depth-first order. Why this family: at small beta the posterior is
+        The cuts of a bisecting 2-means tree of X that never cuts a cluster
+        the greedy partitions of X and of its column resamples all hold
+        (``unanimous_greedy_blocks``), and every partition of each window
+        of at most ``_WINDOW`` consecutive points of its depth-first order. Why this family: at small beta the posterior is
         near-uniform over the spanned partitions, and for the reference-null
         cap to exist that must be humble. The cuts of a tree are not (below
         a node of k points, chained one point at a time, the first three
@@ -347,7 +349,9 @@ class SparseFlatClustering(
         # a resample, a reference), keyed by its bytes.
         key = hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
         if key not in families:
-            merges = _bisecting_tree(X, greedy_agglomeration(energy.weights(X)).labels)
+            # Seeded by the data, so each data set's family is a function of it.
+            seed = int.from_bytes(key[:4], "little")
+            merges = _bisecting_tree(X, unanimous_greedy_blocks(energy, X, seed))
             order = _depth_first_leaves(merges, n_points)
             clusters = [np.array([i]) for i in range(n_points)]
             clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW)
