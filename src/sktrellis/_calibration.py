@@ -1083,18 +1083,18 @@ def calibrate_sparse_partition_posterior(energy, X, random_state, calibration_tr
     ``calibrate`` with the posterior over the partitions of
     ``calibration_trellis(energy, data)``, a family of clusters built from
     ``data`` alone (``SparseFlatClustering``: the cuts of a bisecting
-    2-means tree of the data and every partition of each window of
+    2-means tree of the data that never cuts a cluster of
+    ``unanimous_greedy_blocks``, and every partition of each window of
     consecutive points of its depth-first order), whose spanned set is
     humble at small beta, so that the reference-null cap exists. The same
     family on each permuted reference gives the cap's humility, three
     points together as for ``ExactFlatClustering``. The minimiser on X and
     on every resample is the greedy agglomeration's partition (the same
-    search for both, so D is 0 when all agree; the family never cuts its
-    clusters on X, so the greedy partition of X is spanned): the family's
-    own MAP on a resample depends on its bisecting tree, which varies more
-    between resamples than the data do (planted subtypes got beta_ =
-    0.2-2 from it at N = 80-120). The expected loss is exact from the
-    co-clustering probabilities over the spanned set.
+    search for both, so D is 0 when all agree): the family's own MAP on a
+    resample depends on its bisecting tree, which varies more between
+    resamples than the data do. beta is the smallest whose expected excess
+    is at most D (``_solve_from_the_cold_side``). The expected loss is
+    exact from the co-clustering probabilities over the spanned set.
 
     Parameters
     ----------

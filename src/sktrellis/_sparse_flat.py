@@ -54,8 +54,8 @@ class SparseFlatClustering(
     agglomeration's tree, so the MAP is never worse than the greedy
     correlation clustering either. With ``beta="auto"`` (the default) the
     posterior lives instead on the calibration's own family (see
-    ``energy``): its MAP is never worse than the greedy partition, but it
-    is not grown around.
+    ``energy``), which is not grown around its MAP: a plain fit at the same
+    numeric beta can find a better MAP.
 
     Seeds are the clusters of trees (every cut of a tree is then spanned;
     with one tree and a ``DirichletProcessMixture`` energy, ``log_evidence_``
@@ -86,23 +86,24 @@ class SparseFlatClustering(
         :class:`~sktrellis.ExactFlatClustering` (the feature bootstrap,
         capped by the reference null), over a family of the calibration's
         own instead of the seeds and growth below: the cuts of a bisecting
-        2-means tree of X that never cuts a cluster of the greedy
-        agglomeration's partition, and every partition of each window of
-        at most 8 consecutive points of its depth-first order (up to 8
-        points, every partition). Why: at small beta the posterior is
-        near-uniform over the spanned partitions, and the seed trees' cuts
-        put three points of structureless data together at 0.5-0.95 there
-        (chains: the first three points of a chain of k stay together in
-        about 1 - 2/k of its cuts), so no beta could make them humble; a
-        window of 8 points keeps a pair together in 877 / 4140 = 0.21 of
-        its partitions. Each permuted reference of the cap gets the same
-        family built on it; the bootstrap's minimiser is the greedy
-        partition (spanned, so the MAP is never worse than it), and beta
-        is the smallest whose expected excess loss is at most the
-        bootstrap's. Measured (``benchmarks/bench_sparse_flat_auto.py``,
-        2000 genes, N = 40-200, 3 seeds each): each planted subtype together
-        at >= 0.999, across 0.000; noise, three points together at most
-        0.23-0.29; the fit costs 1.5-18 plain fits at the same beta.
+        2-means tree of X that never cuts a cluster which the greedy
+        agglomeration's partitions of X and of 20 column resamples all
+        hold, and every partition of each window of at most 8 consecutive
+        points of its depth-first order (up to 8 points, every partition).
+        Why: at small beta the posterior is near-uniform over the spanned
+        partitions, and the seed trees' cuts put three points of
+        structureless data together at 0.5-0.95 there (chains: the first
+        three points of a chain of k stay together in about 1 - 2/k of its
+        cuts), so no beta could make them humble; a window of 8 points
+        keeps a pair together in 877 / 4140 = 0.21 of its partitions. Each
+        permuted reference of the cap gets the same family built on it; the
+        bootstrap's minimiser is the greedy partition, and beta is the
+        smallest whose expected excess loss is at most the bootstrap's.
+        Measured (``benchmarks/bench_sparse_flat_auto.py``, 2000 genes):
+        each planted subtype together at >= 0.999 and across-subtype
+        co-clustering 0.000 (N = 40-200, 22 seeds in all), three noise
+        points together at most 0.25-0.31; the fit costs 2-13 plain fits
+        at the same beta.
         The numbers are relative to the spanned set, whose share of the
         full posterior mass is unknown. With other families, or where the
         bootstrap does not apply (``affinity="precomputed"``, fewer than 10
