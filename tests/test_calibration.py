@@ -851,8 +851,8 @@ def test_unanimous_greedy_blocks_keep_subtypes_not_the_noise_block(global_random
     X, groups = planted_subtypes(40, global_random_seed, n_features=2000)
     labels = unanimous_greedy_blocks(unit, X, global_random_seed)
     # No block mixes subtypes (at least two of the three are held whole on
-    # 18 of seeds 0-19;
-    # the bisecting tree's own splits keep them where a resample disagrees).
+    # 18 of seeds 0-19; the bisecting tree's own splits keep them where a
+    # resample disagrees).
     for label in np.unique(labels):
         assert len(np.unique(groups[labels == label])) == 1
     assert len(np.unique(labels)) < len(X)
