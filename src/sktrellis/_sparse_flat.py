@@ -335,9 +335,10 @@ class SparseFlatClustering(
         The cuts of a bisecting 2-means tree of X that never cuts a cluster
         the greedy partitions of X and of its column resamples all hold
         (``unanimous_greedy_blocks``), and every partition of each window
-        of at most ``_WINDOW`` consecutive points of its depth-first order. Why this family: at small beta the posterior is
-        near-uniform over the spanned partitions, and for the reference-null
-        cap to exist that must be humble. The cuts of a tree are not (below
+        of at most ``_WINDOW`` consecutive points of its depth-first order.
+        Why this family: at small beta the posterior is near-uniform over
+        the spanned partitions, and for the reference-null cap to exist
+        that must be humble. The cuts of a tree are not (below
         a node of k points, chained one point at a time, the first three
         stay together in about 1 - 2/k of its cuts; seed trees alone put
         three noise points together at 0.5-0.95 at beta = 0.001, N = 60),
@@ -348,8 +349,8 @@ class SparseFlatClustering(
         N 2**_WINDOW / _WINDOW.
         """
         n_points = len(X)
-        # The family does not depend on beta: built once per data set (X,
-        # a resample, a reference), keyed by its bytes.
+        # The family does not depend on beta: built once per data set (X or
+        # a permuted reference), keyed by its bytes.
         key = hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
         if key not in families:
             # Seeded by the data, so each data set's family is a function of it.
