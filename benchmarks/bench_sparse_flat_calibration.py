@@ -1,4 +1,7 @@
-"""Why SparseFlatClustering's beta="auto" stays uncalibrated: the two-sided requirement.
+"""Why the default family of SparseFlatClustering cannot be calibrated: the two-sided requirement.
+
+(``beta="auto"`` now calibrates over a family of its own instead:
+``bench_sparse_flat_auto.py``.)
 
 (a) The calibration tried: ``_calibration.calibrate`` (the one calibration
 of the exact estimators) over the spanned partitions -- the feature

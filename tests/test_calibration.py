@@ -865,3 +865,54 @@ def test_sparse_bagged_posterior_is_humble_on_noise_at_200_points(seed):
     model = SparseTrellisClustering(mass_bound_time=0).fit(noise(200, seed, 2000))
     assert model.calibration_["method"] == "feature bootstrap"
     assert largest_support(model, 200) <= 0.5
+# The sparse flat part: SparseFlatClustering's own solve (the estimator's
+# two-sided tests are in tests/test_sparse_flat.py).
+
+@pytest.mark.parametrize("jump", [0.004, 0.37, 5.0, 640.0])
+@pytest.mark.parametrize("hot_excess", [28.0, 1e6])
+def test_the_cold_side_solve_finds_a_jump_from_above(jump, hot_excess):
+    """An excess that falls from tens of nats to 0 at one beta: the smallest beta at or under it."""
+    from sktrellis._calibration import BETA_RANGE, CAP_TOLERANCE, _solve_from_the_cold_side
+
+    seen = []
+
+    def evaluate(beta):
+        seen.append(beta)
+        return hot_excess if beta < jump else 1e-13
+
+    beta = _solve_from_the_cold_side(evaluate, 0.05, 80)
+    assert beta in seen and evaluate(beta) <= 0.05
+    assert jump <= beta <= max(jump * CAP_TOLERANCE, BETA_RANGE[0])
+    assert len(seen) <= 20
+
+
+@pytest.mark.parametrize("target", [0.0, 1e-3, 1e9])
+def test_the_cold_side_solve_at_the_ends_of_the_range(target):
+    from sktrellis._calibration import BETA_RANGE, _solve_from_the_cold_side
+
+    # A smooth excess 100 / beta: the root 100 / target, clipped to the range.
+    beta = _solve_from_the_cold_side(lambda beta: 100.0 / beta, target, 20)
+    if target == 0.0 or 100.0 / target > BETA_RANGE[1]:
+        assert beta == pytest.approx(BETA_RANGE[1])
+    else:
+        assert beta == pytest.approx(BETA_RANGE[0])
+
+
+def test_unanimous_greedy_blocks_keep_subtypes_not_the_noise_block(global_random_seed):
+    """Planted subtypes are held by every resample's greedy partition; noise's big block is not."""
+    from sktrellis._calibration import unanimous_greedy_blocks
+
+    unit = CorrelationClustering(beta=1.0)
+    X, groups = planted_subtypes(40, global_random_seed, n_features=2000)
+    labels = unanimous_greedy_blocks(unit, X, global_random_seed)
+    # No block mixes subtypes (at least two of the three are held whole on
+    # 18 of seeds 0-19; the bisecting tree's own splits keep them where a
+    # resample disagrees).
+    for label in np.unique(labels):
+        assert len(np.unique(groups[labels == label])) == 1
+    assert len(np.unique(labels)) < len(X)
+    null = noise(60, global_random_seed, n_features=2000)
+    labels = unanimous_greedy_blocks(unit, null, global_random_seed)
+    assert np.bincount(np.unique(labels, return_inverse=True)[1]).max() < 10
+    # A function of the data and the seed.
+    np.testing.assert_array_equal(labels, unanimous_greedy_blocks(unit, null, global_random_seed))

@@ -319,12 +319,121 @@ def test_pickle_and_dropped_posterior():
         model.sample()
 
 
-def test_auto_beta_is_said_to_be_uncalibrated():
-    """beta="auto" is never a silent 1: a warning and the reason in calibration_."""
+@pytest.mark.parametrize("kwargs", [
+    {"builder": []}, {"seed_clusters": [[0, 1]]}, {"seed_partitions": [np.arange(30) % 2]}])
+def test_auto_beta_of_a_family_of_ones_own_is_said_to_be_uncalibrated(kwargs):
+    """beta="auto" is never a silent 1: only the default family is calibrated."""
     X, _ = make_blobs(n_samples=30, n_features=12, centers=3, random_state=0)
     with pytest.warns(UserWarning, match="beta='auto' could not be calibrated: SparseFlat"):
-        model = SparseFlatClustering().fit(X)
+        model = SparseFlatClustering(**kwargs).fit(X)
     assert model.beta_ == 1.0
     assert model.calibration_["method"] == "uncalibrated"
-    fixed = SparseFlatClustering(CorrelationClustering(beta=2.0)).fit(X)
+    fixed = SparseFlatClustering(CorrelationClustering(beta=2.0), **kwargs).fit(X)
     assert fixed.calibration_["method"] == "fixed" and fixed.beta_ == 2.0
+
+
+def test_auto_beta_without_features_is_said_to_be_uncalibrated():
+    """Fewer than 10 distinct columns: beta = 1 over the default family, with the warning."""
+    X, _ = make_blobs(n_samples=30, n_features=3, centers=3, random_state=0)
+    with pytest.warns(UserWarning, match="beta='auto' could not be calibrated: X has 3"):
+        model = SparseFlatClustering().fit(X)
+    assert model.beta_ == 1.0 and model.calibration_["method"] == "uncalibrated"
+    plain = SparseFlatClustering(CorrelationClustering(beta=1.0)).fit(X)
+    assert model.log_partition_ == plain.log_partition_
+
+def test_bisecting_tree_is_a_tree():
+    from sktrellis._sparse_flat import _bisecting_tree
+
+    rng = np.random.default_rng(0)
+    for X in (rng.normal(size=(13, 5)), np.ones((5, 3)), rng.normal(size=(2, 4))):
+        for blocks in (np.zeros(len(X), dtype=int), rng.integers(0, 3, len(X))):
+            merges = _bisecting_tree(X, blocks)
+            assert merges.shape == (len(X) - 1, 2)
+            # Every node but the root is merged exactly once, after it exists.
+            assert sorted(merges.ravel().tolist()) == list(range(2 * len(X) - 2))
+            assert all(max(pair) < len(X) + row for row, pair in enumerate(merges))
+            # Every block is a node.
+            members = [{i} for i in range(len(X))]
+            for a, b in merges:
+                members.append(members[a] | members[b])
+            for label in np.unique(blocks):
+                assert set(np.flatnonzero(blocks == label).tolist()) in members
+
+
+@pytest.mark.parametrize("n_points", [5, 8])
+def test_calibrated_family_spans_every_partition_up_to_a_window(n_points, global_random_seed):
+    """Up to 8 points the calibration's family spans every partition: its posterior is exact."""
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(n_points, 40))
+    X[: n_points // 2] += 1.0
+    model = SparseFlatClustering(random_state=global_random_seed).fit(X)
+    assert model.calibration_["method"] == "feature bootstrap"
+    exact = ExactFlatClustering(CorrelationClustering(beta=model.beta_), verbose=0).fit(X)
+    assert model.log_partition_ == pytest.approx(exact.log_partition_, abs=1e-9)
+    np.testing.assert_allclose(model.pairwise_probability_, exact.pairwise_probability_,
+                               atol=1e-9)
+
+
+# Windows of 5 and 4 points put a pair together in a third of their
+# partitions, above the cap's level: the cap may not exist at 9 points.
+@pytest.mark.filterwarnings("ignore:beta='auto'.*not capped")
+def test_calibrated_posterior_is_exact_over_its_spanned_partitions(global_random_seed):
+    """N = 9 (two windows): log Z, co-clustering and P(K) by enumeration of the spanned set."""
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(9, 40))
+    model = SparseFlatClustering(random_state=global_random_seed).fit(X)
+    energy = CorrelationClustering(beta=model.beta_)
+    partitions, values = _spanned(model, X, energy)
+    log_z = logsumexp(values)
+    assert model.log_partition_ == pytest.approx(log_z, abs=1e-9)
+    assert model.n_partitions_ == len(partitions)
+    weights = np.exp(values - log_z)
+    together = sum(w * (row[:, None] == row[None, :]) for w, row in zip(weights, partitions))
+    np.testing.assert_allclose(model.pairwise_probability_, together, atol=1e-9)
+    counts = np.array([len(np.unique(row)) for row in partitions])
+    np.testing.assert_allclose(
+        model.n_clusters_probability_,
+        [weights[counts == k].sum() for k in range(10)], atol=1e-9)
+
+
+def _within_across(model, groups):
+    pairwise = model.pairwise_probability_
+    labels = np.unique(groups)
+    within = min(pairwise[np.ix_(groups == k, groups == k)].min() for k in labels)
+    across = max(pairwise[np.ix_(groups == k, groups == j)].max()
+                 for k in labels for j in labels if k != j)
+    return within, across
+
+
+def _two_sided(n_samples, seed, n_features, n_marked):
+    from sktrellis._calibration import largest_together
+    from sktrellis.datasets import make_planted_subtypes
+
+    X, groups = make_planted_subtypes(n_samples, n_features, n_marked=n_marked,
+                                      random_state=seed)
+    planted = SparseFlatClustering(random_state=seed).fit(X)
+    null = SparseFlatClustering(random_state=seed).fit(
+        np.random.default_rng(seed).normal(size=(n_samples, n_features)))
+    for model in (planted, null):
+        assert model.calibration_["method"] == "feature bootstrap"
+    for k in range(3):
+        assert planted.together_probability(np.flatnonzero(groups == k)) >= 0.9
+    within, across = _within_across(planted, groups)
+    assert within >= 0.9 and across <= 0.1
+    assert largest_together(null.pairwise_probability_) <= 0.5
+
+
+def test_calibrated_posterior_is_two_sided(global_random_seed):
+    """N = 30, 2000 genes: each subtype together >= 0.9; noise no three points above 0.5.
+
+    (At N = 24 the windows of 8 points are the subtypes themselves, every
+    partition of each spanned, and the cap leaves them 0.64-0.96.)
+    """
+    _two_sided(30, global_random_seed, 2000, 150)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_calibrated_posterior_is_two_sided_at_40_points(seed):
+    """N = 40, 2000 genes, the benchmark's data (bench_sparse_flat_auto.py)."""
+    _two_sided(40, seed, 2000, 150)

@@ -154,6 +154,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from ._engine.agglomerative.builders import beam_search
+from ._engine.multicut import greedy_agglomeration
 from ._engine.search.driver import run_search
 from ._engine.tree.conversion import splits_from_merges
 from .energies._base import TemperatureMixin
@@ -775,7 +776,7 @@ def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1]):
 
 
 def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
-              humility=None, max_resamples=MIN_BOOTSTRAP, n_threads=1):
+              humility=None, max_resamples=MIN_BOOTSTRAP, n_threads=1, solve=None):
     """Resolve ``beta="auto"`` by the feature bootstrap, capped by a reference null.
 
     The one calibration of the package: the exact estimators (over all
@@ -822,6 +823,8 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     n_threads : int, default=1
         Resamples whose ``map_loss`` runs at once (it must release the GIL
         to gain from more than one).
+    solve : callable or None, default=None
+        ``solve(evaluate, target, n_points)`` -> beta; None is ``_solve``.
 
     Returns
     -------
@@ -858,7 +861,7 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     target, plan["n_resamples"] = _bootstrap_excess(
         lambda Xb: map_loss(unit, Xb, cancelled), X, full_loss, bootstrap_rng, max_resamples,
         n_threads, groups, cancelled)
-    beta = _solve(evaluate, target, len(X))
+    beta = (_solve if solve is None else solve)(evaluate, target, len(X))
     if humility is not None and N_REFERENCE_DRAWS > 0:
         fitted.clear()   # the references' posteriors take its memory
         cap, n_fits = reference_null_cap(
@@ -1073,3 +1076,149 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
         # The constrained MAP of n_clusters needs its own pass.
         trellis = make_trellis(energy.cluster_potential(X), n_clusters)
     return energy, beta, trellis, calibration
+
+
+def calibrate_sparse_partition_posterior(energy, X, random_state, calibration_trellis,
+                                         plain_trellis):
+    """Resolve ``beta="auto"`` over a sparse flat trellis spanned by a humble family.
+
+    ``calibrate`` with the posterior over the partitions of
+    ``calibration_trellis(energy, data)``, a family of clusters built from
+    ``data`` alone (``SparseFlatClustering``: the cuts of a bisecting
+    2-means tree of the data that never cuts a cluster of
+    ``unanimous_greedy_blocks``, and every partition of each window of
+    consecutive points of its depth-first order), whose spanned set is
+    humble at small beta, so that the reference-null cap exists. The same
+    family on each permuted reference gives the cap's humility, three
+    points together as for ``ExactFlatClustering``. The minimiser on X and
+    on every resample is the greedy agglomeration's partition (the same
+    search for both, so D is 0 when all agree): the family's own MAP on a
+    resample depends on its bisecting tree, which varies more between
+    resamples than the data do. beta is the smallest whose expected excess
+    is at most D (``_solve_from_the_cold_side``). The expected loss is
+    exact from the co-clustering probabilities over the spanned set.
+
+    Parameters
+    ----------
+    energy : CorrelationClustering
+    X : ndarray of shape (n_samples, n_features)
+    random_state : int, RandomState instance or None
+    calibration_trellis : callable
+        ``(energy with a numeric beta, data) -> SparseFlatTrellis`` over
+        the calibration's family of ``data``.
+    plain_trellis : callable
+        ``energy -> (trellis, n_seed_trees)``: the estimator's own family,
+        used where the bootstrap does not apply (beta = 1 with a warning).
+
+    Returns
+    -------
+    energy : CorrelationClustering
+    beta : float or None
+    fitted : tuple
+        ``(trellis, n_seed_trees)`` as ``plain_trellis`` returns it (one
+        seed tree for the calibration's family).
+    calibration : dict
+        See ``calibrate``.
+    """
+    losses = {}   # the full data's loss, once
+
+    def map_loss(unit, data, cancelled=None):
+        if not losses:
+            losses["X"] = flat_loss(unit, X)
+        return losses["X"](co_clustering(greedy_agglomeration(unit.weights(data)).labels))
+
+    def fit(scaled, calibrating):
+        if calibrating:
+            return calibration_trellis(scaled, X), 1
+        return plain_trellis(scaled)
+
+    return calibrate(
+        energy, X, random_state, fit, map_loss,
+        lambda fitted, rng: losses["X"](fitted[0].pairwise_probability()),
+        humility=lambda scaled, data: largest_together(
+            calibration_trellis(scaled, data).pairwise_probability()),
+        max_resamples=MAX_PARTITION_BOOTSTRAP, solve=_solve_from_the_cold_side)
+
+
+def _solve_from_the_cold_side(evaluate, target, n_points):
+    """The smallest beta (to ``CAP_TOLERANCE``, from above) whose excess is at most target.
+
+    ``_solve``'s root, found by bracketing and bisection on log beta
+    instead of secant steps: over a sparse flat family the expected excess
+    can fall from tens of nats to 1e-12 within a factor of 5 in beta
+    (planted subtypes, N = 80: 28 at beta 1, 7e-13 at 6.7, exactly 0 above),
+    where the secant ran out of evaluations on the hot side (beta_ = 0.2,
+    every subtype together 0.0). Excess is decreasing in beta, so the
+    smallest beta with excess <= target is defined even where it jumps, and
+    the cold end of the bracket has excess at most the bootstrap's. Steps
+    of ``CAP_STEP`` from ``n_points / target`` bracket it.
+    """
+    if not target > 0:
+        evaluate(BETA_RANGE[1])
+        return BETA_RANGE[1]
+    low_bound, high_bound = np.log(BETA_RANGE[0]), np.log(BETA_RANGE[1])
+    hot, cold = None, None   # log betas with excess above / at most target
+    log_beta = float(np.clip(np.log(n_points / target), low_bound, high_bound))
+    while True:
+        excess = evaluate(float(np.exp(log_beta)))
+        if excess <= target:
+            cold = log_beta
+            if hot is not None or log_beta <= low_bound:
+                break
+            log_beta = max(log_beta - np.log(CAP_STEP), low_bound)
+        else:
+            hot = log_beta
+            if cold is not None or log_beta >= high_bound:
+                break
+            log_beta = min(log_beta + np.log(CAP_STEP), high_bound)
+    if cold is None:
+        return BETA_RANGE[1]   # too uncertain even at the coldest beta
+    while hot is not None and cold - hot > np.log(CAP_TOLERANCE):
+        middle = 0.5 * (hot + cold)
+        if evaluate(float(np.exp(middle))) <= target:
+            cold = middle
+        else:
+            hot = middle
+    return float(np.exp(cold))
+
+
+def unanimous_greedy_blocks(unit, X, seed):
+    """Labels of the clusters the greedy partition of X and of each column resample all hold.
+
+    The greedy agglomeration's partition of X and of ``MIN_BOOTSTRAP``
+    resamples of its columns (``_bootstrap_columns`` over
+    ``distinct_columns``, seeded by ``seed``): the points of a cluster of
+    at least two points that every one of them holds share a label, every
+    other point has a label of its own. Planted subtypes are held by every
+    resample; on structureless data the greedy partition has a large block
+    of points near the centroid whose edge moves from resample to resample,
+    so no cluster of it is unanimous (noise and planted subtypes of
+    80 x 2000: none and all three).
+
+    Parameters
+    ----------
+    unit : CorrelationClustering
+        An energy with ``weights``.
+    X : ndarray of shape (n_samples, n_features)
+    seed : int
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,)
+    """
+    def clusters(data):
+        labels = greedy_agglomeration(unit.weights(data)).labels
+        return {frozenset(np.flatnonzero(labels == label).tolist())
+                for label in np.unique(labels) if np.count_nonzero(labels == label) >= 2}
+
+    held = clusters(X)
+    resamples = _bootstrap_columns(X, np.random.RandomState(seed), distinct_columns(X))
+    for _ in range(MIN_BOOTSTRAP):
+        if not held:
+            break
+        held &= clusters(next(resamples))
+    labels = np.arange(len(X))
+    for cluster in held:
+        members = np.fromiter(cluster, dtype=np.int64)
+        labels[members] = members.min()
+    return labels

@@ -1,4 +1,6 @@
 """Sparse flat trellis: exact inference over the partitions spanned by chosen clusters."""
+import hashlib
+import itertools
 import time
 from numbers import Integral
 
@@ -14,7 +16,8 @@ from ._engine.multicut import greedy_agglomeration
 from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
-from ._calibration import uncalibrated_energy
+from ._calibration import (
+    calibrate_sparse_partition_posterior, is_auto, unanimous_greedy_blocks, uncalibrated_energy)
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 
@@ -22,6 +25,13 @@ from .energies import CorrelationClustering
 # precomputed affinity) the ones defined on any dissimilarity.
 _FEATURE_LINKAGES = ("ward", "average", "complete", "single")
 _DISTANCE_LINKAGES = ("average", "complete", "single")
+# Points of a window of the calibration's family, every partition of which
+# is spanned: a pair of a window of w points is together in B(w-1)/B(w) of
+# its partitions (B the Bell numbers), 0.21 at 8 and 0.33 at 4, so the
+# posterior at small beta stays below the reference-null cap's level 0.3.
+_WINDOW = 8
+# Lloyd iterations of each 2-means split of the bisecting tree.
+_LLOYD_ITERATIONS = 20
 
 
 class SparseFlatClustering(
@@ -42,7 +52,10 @@ class SparseFlatClustering(
     best cut of any seed tree: with pairwise weights
     (``CorrelationClustering``) the default seeds include the greedy
     agglomeration's tree, so the MAP is never worse than the greedy
-    correlation clustering either.
+    correlation clustering either. With ``beta="auto"`` (the default) the
+    posterior lives instead on the calibration's own family (see
+    ``energy``), which is not grown around its MAP: a plain fit at the same
+    numeric beta can find a better MAP.
 
     Seeds are the clusters of trees (every cut of a tree is then spanned;
     with one tree and a ``DirichletProcessMixture`` energy, ``log_evidence_``
@@ -67,14 +80,37 @@ class SparseFlatClustering(
         Energy model scoring each cluster (see :mod:`sktrellis.energies`):
         ``CorrelationClustering``, ``DirichletProcessMixture`` or a
         ``ClusterEnergy`` (up to 62 points). None means
-        ``CorrelationClustering()``. Its ``beta="auto"`` means 1 here, with
-        a warning and the reason in ``calibration_``: no temperature
-        calibrates the spanned partitions (on structureless data they
-        mostly put three points together above 0.5 even at beta = 0.001:
-        4 of 6 noise sets at N = 30-60, 2000 features; the
-        calibration of :class:`~sktrellis.ExactFlatClustering` needs them
-        below 0.3), so read the probabilities as relative to the spanned
-        set.
+        ``CorrelationClustering()``. Its ``beta="auto"`` with the default
+        family (``builder="linkage"``, no ``seed_clusters`` or
+        ``seed_partitions``) is calibrated as for
+        :class:`~sktrellis.ExactFlatClustering` (the feature bootstrap,
+        capped by the reference null), over a family of the calibration's
+        own instead of the seeds and growth below: the cuts of a bisecting
+        2-means tree of X that never cuts a cluster which the greedy
+        agglomeration's partitions of X and of 20 column resamples all
+        hold, and every partition of each window of at most 8 consecutive
+        points of its depth-first order (up to 8 points, every partition).
+        Why: at small beta the posterior is near-uniform over the spanned
+        partitions, and the seed trees' cuts put three points of
+        structureless data together at 0.5-0.95 there (chains: the first
+        three points of a chain of k stay together in about 1 - 2/k of its
+        cuts), so no beta could make them humble; a window of 8 points
+        keeps a pair together in 877 / 4140 = 0.21 of its partitions. Each
+        permuted reference of the cap gets the same family built on it; the
+        bootstrap's minimiser is the greedy partition, and beta is the
+        smallest whose expected excess loss is at most the bootstrap's.
+        Measured (``benchmarks/bench_sparse_flat_auto.py``, 2000 genes):
+        each planted subtype together at >= 0.999 and across-subtype
+        co-clustering 0.000 (N = 40-200, 22 seeds in all), three noise
+        points together at most 0.25-0.31; the fit costs 2-13 plain fits
+        at the same beta. Below about 30 points the windows hold whole
+        groups, every partition of each spanned, and planted subtypes got
+        0.27-0.96 (N = 20-24): use :class:`~sktrellis.ExactFlatClustering`.
+        The numbers are relative to the spanned set, whose share of the
+        full posterior mass is unknown. With other families, or where the
+        bootstrap does not apply (``affinity="precomputed"``, fewer than 10
+        distinct columns), ``beta="auto"`` means 1, with a warning and the
+        reason in ``calibration_``.
     builder : "linkage", callable or list of trees, default="linkage"
         Seed trees. "linkage": scipy's Ward, average, complete and single
         linkage trees of X (on features; average, complete and single on
@@ -143,10 +179,11 @@ class SparseFlatClustering(
     beta_ : float
         With an energy that has a temperature: the beta used.
     calibration_ : dict
-        How ``beta_`` was set: ``"method"`` is "fixed" (a numeric beta),
-        "uncalibrated" (``beta="auto"`` taken as 1, with ``"reason"``) or
-        None (an energy without a temperature); the other keys as
-        ``ExactFlatClustering.calibration_``.
+        How ``beta_`` was set: ``"method"`` is "feature bootstrap"
+        (calibrated, over the calibration's family), "fixed" (a numeric
+        beta), "uncalibrated" (``beta="auto"`` taken as 1, with
+        ``"reason"``) or None (an energy without a temperature); the other
+        keys as ``ExactFlatClustering.calibration_``.
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: the log of the
         summed p(X, partition) over the spanned partitions, a lower bound
@@ -231,19 +268,30 @@ class SparseFlatClustering(
             Fitted estimator.
         """
         X = self._validate_training_data(X, ensure_min_samples=1)
-        # The temperature is resolved here and nowhere else: the family is
-        # built by _build_trellis for whatever energy it is given. No beta
-        # calibrates it: on noise the spanned partitions alone, near-uniformly
-        # weighted (beta = 0.001), mostly put three points together above 0.5
-        # (benchmarks/bench_sparse_flat_calibration.py).
-        energy, beta, self.calibration_ = uncalibrated_energy(
-            self._energy(), X,
-            "SparseFlatClustering has no calibration of its own (on structureless data "
-            "the spanned partitions can put three points together above 0.5 at any beta, so "
-            "the feature bootstrap of ExactFlatClustering cannot make them humble)")
+        # The temperature is resolved here and nowhere else. beta="auto"
+        # with the default family calibrates over a family of its own
+        # (_calibration_trellis): the default seeds' spanned partitions put
+        # three noise points together above 0.5 even at beta = 0.001
+        # (benchmarks/bench_sparse_flat_calibration.py), so no beta could
+        # make them humble.
+        energy = self._energy()
+        if self._calibrates(energy):
+            families = {}   # the family of each data set met, for every beta tried
+            energy, beta, (trellis, self.n_seed_trees_), self.calibration_ = \
+                calibrate_sparse_partition_posterior(
+                    energy, X, self.random_state,
+                    lambda scaled, data: self._calibration_trellis(scaled, data, families),
+                    lambda scaled: self._build_trellis(X, scaled))
+        else:
+            energy, beta, self.calibration_ = uncalibrated_energy(
+                energy, X,
+                "SparseFlatClustering calibrates only its default family (builder='linkage', "
+                "no seed_clusters or seed_partitions) of a CorrelationClustering energy: the "
+                "partitions other families span can put three points of structureless data "
+                "together above 0.5 at any beta")
+            trellis, self.n_seed_trees_ = self._build_trellis(X, energy)
         if beta is not None:
             self.beta_ = beta
-        trellis, self.n_seed_trees_ = self._build_trellis(X, energy)
         n_points = len(X)
         if not trellis.log_partition > -np.inf:
             raise ValueError(
@@ -274,6 +322,58 @@ class SparseFlatClustering(
         if hasattr(energy, "log_evidence"):
             self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
         return self
+
+    def _calibrates(self, energy):
+        """Whether beta="auto" is calibrated: the default family, pairwise weights."""
+        return (is_auto(energy) and hasattr(energy, "weights")
+                and isinstance(self.builder, str) and not self.seed_clusters
+                and not self.seed_partitions)
+
+    def _calibration_trellis(self, energy, X, families):
+        """The sparse flat trellis of the calibration's family of X under energy.
+
+        The cuts of a bisecting 2-means tree of X that never cuts a cluster
+        the greedy partitions of X and of its column resamples all hold
+        (``unanimous_greedy_blocks``), and every partition of each window
+        of at most ``_WINDOW`` consecutive points of its depth-first order.
+        Why this family: at small beta the posterior is near-uniform over
+        the spanned partitions, and for the reference-null cap to exist
+        that must be humble. The cuts of a tree are not (below
+        a node of k points, chained one point at a time, the first three
+        stay together in about 1 - 2/k of its cuts; seed trees alone put
+        three noise points together at 0.5-0.95 at beta = 0.001, N = 60),
+        while windows spanned in full are (a pair of w points in B(w-1)/B(w)
+        of their partitions), and bisecting splits are near balanced on
+        structureless data. The windows cross no tree cluster more than
+        their depth-first order makes them, so the states stay about
+        N 2**_WINDOW / _WINDOW.
+        """
+        n_points = len(X)
+        # The family does not depend on beta: built once per data set (X or
+        # a permuted reference), keyed by its bytes.
+        key = hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
+        if key not in families:
+            # Seeded by the data, so each data set's family is a function of it.
+            seed = int.from_bytes(key[:4], "little")
+            merges = _bisecting_tree(X, unanimous_greedy_blocks(energy, X, seed))
+            order = _depth_first_leaves(merges, n_points)
+            clusters = [np.array([i]) for i in range(n_points)]
+            clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW)
+            families[key] = order, SparseFlatTrellis(n_points).new_clusters(clusters)
+        order, fresh = families[key]
+        scorer = energy.cluster_scorer(X)
+        trellis = SparseFlatTrellis(n_points)
+        trellis.add(fresh, check_log_potentials(
+            scorer(fresh), f"{type(energy).__name__}.cluster_scorer", (len(fresh),), "cluster"))
+        try:
+            trellis.solve(order, self.max_states)
+        except TooManyStates:
+            raise ValueError(
+                f"the calibration's family of these n_samples={n_points} points spans its "
+                f"partitions through more than max_states={self.max_states} states; raise "
+                "max_states or pass a numeric beta"
+            ) from None
+        return trellis
 
     def _build_trellis(self, X, energy):
         """The grown sparse flat trellis of validated X, and how many seed trees joined whole."""
@@ -527,6 +627,96 @@ def _tree_clusters(merges, n_points):
     for a, b in merges:
         members.append(np.concatenate([members[a], members[b]]))
     return members[n_points:]
+
+
+def _bisecting_tree(X, blocks):
+    """The merges of a bisecting 2-means tree of the rows of X that never cuts a block.
+
+    Each node's points are split by 2-means (Lloyd's iterations from the
+    sign of the first principal component), down to single points; while a
+    node holds several ``blocks`` (labels), each block goes whole to the
+    side most of its points chose, so every block is a node. A split that
+    leaves one side empty (identical rows) halves the points.
+    On structureless data the splits are near balanced, unlike the chains
+    agglomerative trees grow there. Everything is computed from the Gram
+    matrix of the rows, once: O(N**2) per node whatever the number of
+    features.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n_points = len(X)
+    centred = X - X.mean(axis=0)
+    gram = centred @ centred.T
+    # Split top-down (pre-order), then merge bottom-up (reversed pre-order
+    # meets both parts of a node before the node).
+    nodes, parts, pending = [], {}, [(np.arange(n_points), None, 0)]
+    while pending:
+        points, parent, which = pending.pop()
+        node = len(nodes)
+        nodes.append(points)
+        if parent is not None:
+            parts[parent][which] = node
+        if len(points) > 1:
+            side = _two_means(gram[np.ix_(points, points)])
+            labels = blocks[points]
+            if labels.min() != labels.max():
+                _, inverse = np.unique(labels, return_inverse=True)
+                votes = np.bincount(inverse, weights=2.0 * side - 1.0)
+                whole = votes[inverse] > 0
+                # Ties and all blocks on one side: the largest block alone.
+                if whole.all() or not whole.any():
+                    whole = inverse == np.argmax(np.bincount(inverse))
+                side = whole
+            parts[node] = [None, None]
+            pending.append((points[~side], node, 1))
+            pending.append((points[side], node, 0))
+    merges, index = [], {}
+    for node in reversed(range(len(nodes))):
+        if node in parts:
+            merges.append(tuple(index[part] for part in parts[node]))
+            index[node] = n_points + len(merges) - 1
+        else:
+            index[node] = int(nodes[node][0])
+    return np.array(merges, dtype=np.int64).reshape(-1, 2)
+
+
+def _two_means(gram):
+    """A 2-means split of at least two rows given by their Gram matrix (a mask, never trivial)."""
+    n_points = len(gram)
+    side = np.zeros(n_points, dtype=bool)
+    if n_points > 2:
+        # Centre the rows; the first principal component is then the
+        # leading eigenvector of the centred Gram matrix.
+        gram = gram - gram.mean(axis=0) - gram.mean(axis=1)[:, None] + gram.mean()
+        values, vectors = np.linalg.eigh(gram)
+        if values[-1] > 0:
+            side = vectors[:, -1] > 0
+        for _ in range(_LLOYD_ITERATIONS):
+            if side.all() or not side.any():
+                break
+            # Squared distance to a side's mean, less the shared |x_i|**2.
+            distance = [gram[np.ix_(members, members)].mean() - 2 * gram[:, members].mean(axis=1)
+                        for members in (side, ~side)]
+            near = distance[0] < distance[1]
+            if np.array_equal(near, side):
+                break
+            side = near
+    if side.all() or not side.any():
+        side = np.arange(n_points) < n_points // 2
+    return side
+
+
+def _window_clusters(order, window):
+    """Every cluster of at least two points of each window of consecutive points of order.
+
+    The windows have near-equal sizes of at most ``window`` points; with
+    the single points, every partition of a window is spanned.
+    """
+    n_windows = -(-len(order) // window)
+    clusters = []
+    for points in np.array_split(np.asarray(order), max(n_windows, 1)):
+        for size in range(2, len(points) + 1):
+            clusters.extend(np.array(c) for c in itertools.combinations(points, size))
+    return clusters
 
 
 def _depth_first_leaves(merges, n_points):
