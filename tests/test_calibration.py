@@ -716,7 +716,7 @@ def test_sparse_expected_loss_is_the_loss_of_the_drawn_trees():
 
     X = noise(10, 0, n_features=30)
     energy = Dasgupta(beta=2.5)
-    trellis = SparseTrellisClustering(energy).fit(X)._trellis
+    trellis = SparseTrellisClustering(energy, mass_bound_time=0).fit(X)._trellis
     splits = trellis.sample_splits(N_POSTERIOR_SAMPLES, np.random.RandomState(0))
     unit = _unit_loss(energy)
     replayed = [-replay_tree(unit.merge_model(X), trellis.merges(tree)[0]).log_potential
