@@ -728,7 +728,7 @@ def test_sparse_expected_loss_is_the_loss_of_the_drawn_trees():
 
 
 def test_sparse_calibration_is_deterministic():
-    X, _ = planted_subtypes(14, seed=0, n_features=300, n_marked=40)
+    X, _ = planted_subtypes(8, seed=1, n_features=200, n_marked=30)
     model = SparseTrellisClustering(mass_bound_time=0)
     first = model.fit(X).beta_
     assert model.calibration_["method"] == "feature bootstrap" and 1e-3 <= first <= 1e3
