@@ -315,9 +315,13 @@ def test_growing_helps_and_respects_the_vertex_budget(global_random_seed):
 def test_callable_builder_and_user_trees():
     X, _ = make_blobs(n_samples=40, centers=3, random_state=0)
     methods = ["average", "complete", "ward"]
-    from_list = SparseTrellisClustering(builder=[linkage(X, m) for m in methods], n_clusters=3).fit(X)
+    # Neither test reads the bound on the spanned share of log Z, half a
+    # second of wall time a fit: mass_bound_time=0 here and below.
+    from_list = SparseTrellisClustering(builder=[linkage(X, m) for m in methods], n_clusters=3,
+                                        mass_bound_time=0).fit(X)
     from_callable = SparseTrellisClustering(
-        builder=lambda X, random_state: [linkage(X, m) for m in methods], n_clusters=3
+        builder=lambda X, random_state: [linkage(X, m) for m in methods], n_clusters=3,
+        mass_bound_time=0,
     ).fit(X)
     np.testing.assert_array_equal(from_list.linkage_matrix_, from_callable.linkage_matrix_)
     assert len(from_list.seed_log_potentials_) == 3
@@ -328,8 +332,9 @@ def test_callable_builder_and_user_trees():
 def test_sampled_builder_is_reproducible(global_random_seed):
     X, _ = make_blobs(n_samples=60, centers=3, cluster_std=3.0, random_state=0)
     energy = Dasgupta(beta=0.01)
-    first = SparseTrellisClustering(energy, builder="sampled", random_state=global_random_seed).fit(X)
-    second = SparseTrellisClustering(energy, builder="sampled", random_state=global_random_seed).fit(X)
+    first, second = (SparseTrellisClustering(energy, builder="sampled", mass_bound_time=0,
+                                             random_state=global_random_seed).fit(X)
+                     for _ in range(2))
     np.testing.assert_array_equal(first.seed_log_potentials_, second.seed_log_potentials_)
     np.testing.assert_array_equal(first.linkage_matrix_, second.linkage_matrix_)
     assert first.n_trees_ == second.n_trees_
@@ -339,7 +344,8 @@ def test_sampled_builder_is_reproducible(global_random_seed):
 
 def test_jets_beyond_the_exact_limit():
     jet = make_jets(n_leaves=28, root_mass2=20000.0, random_state=0)[0]
-    model = SparseTrellisClustering(GinkgoLikelihood(), beam_width=5, n_seed_trees=5).fit(jet.momenta)
+    model = SparseTrellisClustering(GinkgoLikelihood(), beam_width=5, n_seed_trees=5,
+                                    mass_bound_time=0).fit(jet.momenta)
     assert model.map_log_potential_ >= max(model.seed_log_potentials_.max(), jet.log_likelihood) - 1e-9
     assert np.isfinite(model.log_partition_)
 
@@ -347,7 +353,7 @@ def test_jets_beyond_the_exact_limit():
 @pytest.mark.parametrize("n_clusters", [1, 3])
 def test_labels_are_the_fcluster_cut_of_a_valid_monotone_linkage(n_clusters, global_random_seed):
     X, _ = make_blobs(n_samples=50, centers=3, random_state=global_random_seed)
-    model = SparseTrellisClustering(n_clusters=n_clusters).fit(X)
+    model = SparseTrellisClustering(n_clusters=n_clusters, mass_bound_time=0).fit(X)
     Z = model.linkage_matrix_
     assert is_valid_linkage(Z, throw=True) and is_monotonic(Z)
     assert np.all(np.diff(Z[:, 2]) > 0)

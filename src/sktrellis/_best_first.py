@@ -296,19 +296,31 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             Fitted estimator.
         """
         X = self._validate_training_data(X)
-        n_points = len(X)
+        self._check_mask_width(len(X))
+        energy = self._uncalibrated_energy()
+        result = run_search(
+            energy.search_bound(X), len(X), lambda: self._incumbent(X, energy),
+            objective=self.objective, exact_size=self.exact_size, tol=self.tol,
+            max_time=self.max_time, max_states=self.max_states,
+            trellis=self._trellis_fallback(X, energy), verbose=self.verbose,
+            owner=type(self).__name__)
+        self._set_run_record(result)
+        if result.trellis is not None:
+            self._set_trellis_results(result.trellis, energy)
+        else:
+            self._set_search_results(result.search, energy)
+        return self
+
+    def _check_mask_width(self, n_points):
+        """The search keys clusters by 64-bit masks: refuse more points before any work."""
         if n_points > MAX_POINTS:
             raise ValueError(
                 f"{type(self).__name__} keys clusters by 64-bit masks: n_samples={n_points} "
                 f"is more than {MAX_POINTS}; use SparseTrellisClustering"
             )
-        energy = self._uncalibrated_energy()
-        result = run_search(
-            energy.search_bound(X), n_points, lambda: self._incumbent(X, energy),
-            objective=self.objective, exact_size=self.exact_size, tol=self.tol,
-            max_time=self.max_time, max_states=self.max_states,
-            trellis=self._trellis_fallback(X, energy), verbose=self.verbose,
-            owner=type(self).__name__)
+
+    def _set_run_record(self, result):
+        """How the run went, from the driver's record, and a warning if it ended unproven."""
         self.stop_reason_ = result.stop_reason
         self.solver_ = result.solver
         self.incumbent_log_potential_ = result.incumbent_log_potential
@@ -319,11 +331,6 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         self._search, self._trellis = result.search, result.trellis
         if self.stop_reason_ != "optimal":
             self._warn_unfinished(result.search, result.trellis_note)
-        if result.trellis is not None:
-            self._set_trellis_results(result.trellis, energy)
-        else:
-            self._set_search_results(result.search, energy)
-        return self
 
     def _incumbent(self, X, energy):
         """The tree the search starts from: ``(merges, log potential)``."""
@@ -338,7 +345,10 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             # dearer than the search) and report its tree's log potential
             # at that temperature, not the search's.
             energy = clone(energy).set_params(beta=self.beta_)
-        sparse = SparseTrellisClustering(energy, beam_width=self.beam_width).fit(X)
+        # Only its tree is wanted: not the bound on the share of log Z its
+        # trees span (mass_bound_time, half a second of the budget).
+        sparse = SparseTrellisClustering(energy, beam_width=self.beam_width,
+                                         mass_bound_time=0).fit(X)
         return merges_from_tree(sparse.linkage_matrix_, n_points), sparse.map_log_potential_
 
     def _trellis_fallback(self, X, energy):
@@ -468,7 +478,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 f"{type(self).__name__} stopped ({self.stop_reason_}) before the log Z "
                 f"bracket was {self.tol:g} wide{trellis_note}: {lower:.6g} <= log Z <= "
                 f"{upper:.6g}; raise max_time or max_states, or tol",
-                stacklevel=5,
+                stacklevel=6,
             )
         else:
             relative = _relative_gap(search.gap, -search.upper)
@@ -477,5 +487,5 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
                 f"optimal{trellis_note}: its log potential is within {search.gap:.6g} nats "
                 f"({relative:.3g} of its magnitude) of the best; raise max_time or "
                 "max_states to close the gap",
-                stacklevel=5,
+                stacklevel=6,
             )
