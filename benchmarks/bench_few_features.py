@@ -24,6 +24,11 @@ temperature:
   the same with frequencies under resamplings of the points, which need no
   scale estimate (``frequency_table``), and a second matching rule (the
   largest beta keeping every support below its frequency plus a margin);
+- ``gaussian-null``: beta the largest at which SigClust-style Gaussian
+  references (the pooled within-cluster covariance of X's correlation
+  clustering MAP partition, clustered at X's own kernel width) stay humble
+  (``gaussian_null_beta``), over the regimes and ``copies`` (one column
+  copied 12 times);
 - ``candidates``: the beta each principle picks and the requirement's
   failures at it. Each principle gives a reference excess loss D, and beta
   is the grid value whose posterior expected excess loss over the MAP is
@@ -46,6 +51,7 @@ temperature:
     python benchmarks/bench_few_features.py --only significance dpm
     python benchmarks/bench_few_features.py --resamples 20 --only point-frequencies \
         weighted-frequencies redrawn-frequencies
+    python benchmarks/bench_few_features.py --seeds 10 --only gaussian-null
 """
 import argparse
 import itertools
@@ -418,6 +424,8 @@ def bounded_beta(posteriors, clusters, frequencies, margin):
     return float(chosen)
 
 
+#: Gaussian-null rules measured: (level, references, how their betas are combined).
+GAUSSIAN_NULL_RULES = ((0.4, 3, "min"), (0.5, 3, "min"), (0.3, 7, "median"))
 #: Trees: the resamplings whose MAP-cluster frequencies the supports are matched to.
 RESAMPLINGS = {"frequencies": perturbed, "point-frequencies": reweighted,
                "weighted-frequencies": weighted, "redrawn-frequencies": redrawn}
@@ -486,6 +494,90 @@ def frequency_table(n_seeds, n_resamples, name):
                   flush=True)
 
 
+def within_covariance(X):
+    """Pooled within-cluster covariance of X (correlation clustering MAP; X's own when all alone)."""
+    labels = np.asarray(Posteriors.labels(calibration._unit_loss(CorrelationClustering()), X))
+    residuals = X - np.array([X[labels == k].mean(axis=0) for k in labels])
+    dof = len(X) - len(np.unique(labels))
+    return residuals.T @ residuals / dof if dof > 0 else np.atleast_2d(np.cov(X.T))
+
+
+def gaussian_reference(covariance, n_points, rng):
+    """N(0, covariance) draws through the eigendecomposition (copies of a column stay copies)."""
+    values, vectors = np.linalg.eigh(covariance)
+    root = vectors * np.sqrt(np.clip(values, 0.0, None))
+    return rng.standard_normal((n_points, len(values))) @ root.T
+
+
+def humility(X, beta, gamma, flat):
+    """The requirement's structureless statistic of the default energy's posterior over X."""
+    if flat:
+        model = ExactFlatClustering(CorrelationClustering(beta=beta, gamma=gamma),
+                                    verbose=0).fit(X)
+        return largest_together(model.pairwise_probability_)
+    model = ExactHierarchicalClustering(Dasgupta(beta=beta, gamma=gamma), verbose=0).fit(X)
+    return calibration.largest_clade_support(model._trellis, len(X))
+
+
+def gaussian_null_beta(X, flat, level, n_references, aggregate):
+    """The largest beta at which Gaussian references with X's within-cluster noise stay humble.
+
+    A SigClust-style null (Liu, Hayes, Nobel & Marron 2008): each reference
+    is N draws of N(0, S), S the pooled within-cluster covariance of X
+    under its correlation-clustering MAP partition, clustered at X's own
+    kernel width (the median heuristic of X), so that between clear groups
+    S is small next to the kernel and the reference's posterior flat. Per
+    reference, the largest beta (within ``CAP_TOLERANCE``, by
+    ``_largest_humble_beta``) whose requirement statistic is at most
+    ``level``; beta is their minimum (each reference searched up to the
+    cap so far, as the reference-null cap does) or their median.
+    """
+    unit = calibration._unit_loss(CorrelationClustering() if flat else Dasgupta())
+    gamma = median_gamma(unit, X)
+    covariance = within_covariance(X)
+    rng = calibration._rngs(None)[2]   # the reference-null cap's stream
+    cap, caps = calibration.BETA_RANGE[1], []
+    for _ in range(n_references):
+        reference = gaussian_reference(covariance, len(X), rng)
+        upper = cap if aggregate == "min" else calibration.BETA_RANGE[1]
+        # Scaled so that the cap's own level stands for ``level``.
+        found, _ = calibration._largest_humble_beta(
+            lambda beta: humility(reference, beta, gamma, flat) * calibration.NULL_LEVEL / level,
+            min(1.0, upper), upper)
+        caps.append(calibration.BETA_RANGE[0] if found is None else found)
+        cap = min(caps)
+    return cap if aggregate == "min" else float(np.exp(np.median(np.log(caps))))
+
+
+def gaussian_null_table(n_seeds, rules):
+    """The Gaussian-null temperature as beta: the requirement's failures, per rule.
+
+    Each rule is (level, references, aggregate). Adds ``copies`` (one noise
+    column copied 12 times, N = 12) to the regimes.
+    """
+    print(f"\nGaussian null (SigClust-style, within-cluster covariance, X's kernel width): "
+          f"seeds 0..{n_seeds - 1}")
+    print(f"{'regime':>28} {'':>5} {'rule':>12} {'beta range':>13} {'worst':>6} {'fail':>5}")
+    for regime in REGIMES + ("copies",):
+        for flat in (False, True):
+            for level, n_references, aggregate in rules:
+                betas, values = [], []
+                for seed in range(n_seeds):
+                    if regime == "copies":
+                        X = np.repeat(np.random.default_rng(seed).normal(size=(12, 1)), 12, axis=1)
+                        y = None
+                    else:
+                        X, y = regime_data(regime, seed)
+                    beta = gaussian_null_beta(X, flat, level, n_references, aggregate)
+                    betas.append(beta)
+                    values.append(statistic(Posteriors(X, flat).model(beta), y, flat))
+                worst = max(values) if y is None else min(values)
+                rule = f"{level:g}/{aggregate}{n_references}"
+                print(f"{regime:>28} {'flat' if flat else 'tree':>5} {rule:>12} "
+                      f"{min(betas):>6.3g}-{max(betas):<6.3g} {worst:>6.2f} "
+                      f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
+
+
 def window_table(n_seeds):
     print(f"\nwindows: the requirement's statistic at fixed beta, seeds 0..{n_seeds - 1} "
           "(noise: the largest, must be <= 0.5; groups: the smallest, must be >= 0.9)")
@@ -537,7 +629,7 @@ def main():
     parser.add_argument("--only", nargs="*", default=["windows", "candidates", "dpm",
                                                       "significance", "frequencies",
                                                       "point-frequencies", "weighted-frequencies",
-                                                      "redrawn-frequencies"],
+                                                      "redrawn-frequencies", "gaussian-null"],
                         help="tables to print (each takes 1-5 minutes at 5 seeds)")
     args = parser.parse_args()
     globals()["SHIFT"] = args.shift
@@ -551,6 +643,8 @@ def main():
         dpm_table(args.seeds)
     if "significance" in args.only:
         significance_table(args.seeds)
+    if "gaussian-null" in args.only:
+        gaussian_null_table(args.seeds, GAUSSIAN_NULL_RULES)
     for name in RESAMPLINGS:
         if name in args.only:
             frequency_table(args.seeds, args.resamples, name)
