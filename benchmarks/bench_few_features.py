@@ -29,6 +29,9 @@ temperature:
   clustering MAP partition, clustered at X's own kernel width) stay humble
   (``gaussian_null_beta``), over the regimes and ``copies`` (one column
   copied 12 times);
+- ``tested-null``: the same beta only where X's cluster index (SigClust)
+  is significant against Gaussian references with X's covariance, else
+  the largest beta at which X's own posterior is humble;
 - ``candidates``: the beta each principle picks and the requirement's
   failures at it. Each principle gives a reference excess loss D, and beta
   is the grid value whose posterior expected excess loss over the MAP is
@@ -52,6 +55,7 @@ temperature:
     python benchmarks/bench_few_features.py --resamples 20 --only point-frequencies \
         weighted-frequencies redrawn-frequencies
     python benchmarks/bench_few_features.py --seeds 10 --only gaussian-null
+    python benchmarks/bench_few_features.py --seeds 10 --only tested-null
 """
 import argparse
 import itertools
@@ -61,6 +65,7 @@ import warnings
 import numpy as np
 from scipy.spatial.distance import pdist
 from sklearn.base import clone
+from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris
 
 from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
@@ -578,6 +583,84 @@ def gaussian_null_table(n_seeds, rules):
                       f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
 
 
+def cluster_index(X, k):
+    """SigClust's cluster index: the within sum of squares of the best k-means partition over the total.
+
+    Exact over all 2-splits for k = 2, else k-means (10 starts).
+    """
+    centred = X - X.mean(axis=0)
+    total = (centred ** 2).sum()
+    if k > 2:
+        return KMeans(k, n_init=10, random_state=0).fit(X).inertia_ / total
+    n_points = len(X)
+    codes = np.arange(1, 2 ** (n_points - 1))
+    masks = ((codes[:, None] >> np.arange(n_points)) & 1).astype(np.float64)
+    sizes = masks.sum(axis=1)
+    between = ((masks @ centred) ** 2).sum(axis=1) * n_points / (sizes * (n_points - sizes))
+    return (total - between.max()) / total
+
+
+def structure_pvalue(X, rng, n_references=49):
+    """p-value of X's cluster index against Gaussian references with X's covariance.
+
+    k is the number of clusters of X's correlation-clustering MAP partition
+    (at least 2), the same k in every reference (SigClust, Liu, Hayes, Nobel
+    & Marron 2008, with the sample covariance: few features need no
+    background-noise estimate).
+    """
+    labels = Posteriors.labels(calibration._unit_loss(CorrelationClustering()), X)
+    k = max(2, len(np.unique(labels)))
+    statistic_x = cluster_index(X, k)
+    covariance = np.atleast_2d(np.cov(X.T))
+    null = [cluster_index(gaussian_reference(covariance, len(X), rng), k)
+            for _ in range(n_references)]
+    return (1 + sum(value <= statistic_x for value in null)) / (1 + n_references)
+
+
+def own_humble_beta(X, flat, level):
+    """The largest beta at which X's own posterior shows nothing above ``level``."""
+    found, _ = calibration._largest_humble_beta(
+        lambda beta: humility(X, beta, None, flat) * calibration.NULL_LEVEL / level, 1.0,
+        calibration.BETA_RANGE[1])
+    return calibration.BETA_RANGE[0] if found is None else found
+
+
+def tested_null_table(n_seeds, alpha=0.05, level=0.4, own_level=0.3):
+    """Test, then temper: the Gaussian-null beta where X has significant structure, else humble.
+
+    Where ``structure_pvalue`` <= alpha, beta is the Gaussian-null beta
+    (``gaussian_null_beta``, ``level``, min of 3 references); elsewhere the
+    largest beta at which X's own posterior shows nothing above
+    ``own_level`` (the test found no structure, and the posterior is made
+    to agree with it).
+    """
+    print(f"\ntested Gaussian null (alpha {alpha:g}, level {level:g}, else X's own posterior "
+          f"at {own_level:g}): seeds 0..{n_seeds - 1}")
+    print(f"{'regime':>28} {'':>5} {'significant':>11} {'beta range':>13} {'worst':>6} "
+          f"{'fail':>5}")
+    for regime in REGIMES + ("copies",):
+        data = []
+        for seed in range(n_seeds):
+            if regime == "copies":
+                X = np.repeat(np.random.default_rng(seed).normal(size=(12, 1)), 12, axis=1)
+                y = None
+            else:
+                X, y = regime_data(regime, seed)
+            data.append((X, y, structure_pvalue(X, np.random.RandomState(1000 + seed))))
+        for flat in (False, True):
+            betas, values = [], []
+            for X, y, p in data:
+                beta = (gaussian_null_beta(X, flat, level, 3, "min") if p <= alpha
+                        else own_humble_beta(X, flat, own_level))
+                betas.append(beta)
+                values.append(statistic(Posteriors(X, flat).model(beta), y, flat))
+            worst = max(values) if y is None else min(values)
+            significant = sum(p <= alpha for _, _, p in data)
+            print(f"{regime:>28} {'flat' if flat else 'tree':>5} {significant:>8}/{n_seeds:<2} "
+                  f"{min(betas):>6.3g}-{max(betas):<6.3g} {worst:>6.2f} "
+                  f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
+
+
 def window_table(n_seeds):
     print(f"\nwindows: the requirement's statistic at fixed beta, seeds 0..{n_seeds - 1} "
           "(noise: the largest, must be <= 0.5; groups: the smallest, must be >= 0.9)")
@@ -629,7 +712,8 @@ def main():
     parser.add_argument("--only", nargs="*", default=["windows", "candidates", "dpm",
                                                       "significance", "frequencies",
                                                       "point-frequencies", "weighted-frequencies",
-                                                      "redrawn-frequencies", "gaussian-null"],
+                                                      "redrawn-frequencies", "gaussian-null",
+                                                      "tested-null"],
                         help="tables to print (each takes 1-5 minutes at 5 seeds)")
     args = parser.parse_args()
     globals()["SHIFT"] = args.shift
@@ -645,6 +729,8 @@ def main():
         significance_table(args.seeds)
     if "gaussian-null" in args.only:
         gaussian_null_table(args.seeds, GAUSSIAN_NULL_RULES)
+    if "tested-null" in args.only:
+        tested_null_table(args.seeds)
     for name in RESAMPLINGS:
         if name in args.only:
             frequency_table(args.seeds, args.resamples, name)
