@@ -110,8 +110,11 @@ over 5 seeds: matching the excess loss of the Bayesian bootstrap over the
 points, of a perturbation at the within-cluster scale, or of
 ``DirichletProcessMixture()``'s posterior, matching the MAP clusters'
 supports to their perturbation frequencies (the closest: noise humble,
-clear groups below 0.9 in 3 of 10), and a cap that lets clusters
-significant against Gaussian references through
+clear groups below 0.9 in 3 of 10), a cap that lets clusters
+significant against Gaussian references through, and a SigClust-style
+Gaussian null with the within-cluster covariance at X's kernel width
+(alone or behind SigClust's test: over trees noise humble and synthetic
+groups kept, but setosa below 0.9 in 4-5 of 10 iris subsamples)
 (``benchmarks/bench_few_features.py``; doc/reading_a_posterior.rst, "Few
 features"). So none is applied there: beta = 1, and the warning says the
 numbers are not calibrated. All rows identical is an error,
