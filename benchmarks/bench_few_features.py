@@ -55,7 +55,7 @@ temperature:
     python benchmarks/bench_few_features.py --resamples 20 --only point-frequencies \
         weighted-frequencies redrawn-frequencies
     python benchmarks/bench_few_features.py --seeds 10 --only gaussian-null
-    python benchmarks/bench_few_features.py --seeds 10 --only tested-null
+    python benchmarks/bench_few_features.py --seeds 10 --only tested-null [--tested-level 0.5]
 """
 import argparse
 import itertools
@@ -715,6 +715,8 @@ def main():
                                                       "redrawn-frequencies", "gaussian-null",
                                                       "tested-null"],
                         help="tables to print (each takes 1-5 minutes at 5 seeds)")
+    parser.add_argument("--tested-level", type=float, default=0.4,
+                        help="level of the Gaussian null behind the test (tested-null)")
     args = parser.parse_args()
     globals()["SHIFT"] = args.shift
     warnings.simplefilter("ignore", UserWarning)
@@ -730,7 +732,7 @@ def main():
     if "gaussian-null" in args.only:
         gaussian_null_table(args.seeds, GAUSSIAN_NULL_RULES)
     if "tested-null" in args.only:
-        tested_null_table(args.seeds)
+        tested_null_table(args.seeds, level=args.tested_level)
     for name in RESAMPLINGS:
         if name in args.only:
             frequency_table(args.seeds, args.resamples, name)
