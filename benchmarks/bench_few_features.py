@@ -65,7 +65,6 @@ import warnings
 import numpy as np
 from scipy.spatial.distance import pdist
 from sklearn.base import clone
-from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris
 
 from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
@@ -499,21 +498,6 @@ def frequency_table(n_seeds, n_resamples, name):
                   flush=True)
 
 
-def within_covariance(X):
-    """Pooled within-cluster covariance of X (correlation clustering MAP; X's own when all alone)."""
-    labels = np.asarray(Posteriors.labels(calibration._unit_loss(CorrelationClustering()), X))
-    residuals = X - np.array([X[labels == k].mean(axis=0) for k in labels])
-    dof = len(X) - len(np.unique(labels))
-    return residuals.T @ residuals / dof if dof > 0 else np.atleast_2d(np.cov(X.T))
-
-
-def gaussian_reference(covariance, n_points, rng):
-    """N(0, covariance) draws through the eigendecomposition (copies of a column stay copies)."""
-    values, vectors = np.linalg.eigh(covariance)
-    root = vectors * np.sqrt(np.clip(values, 0.0, None))
-    return rng.standard_normal((n_points, len(values))) @ root.T
-
-
 def humility(X, beta, gamma, flat):
     """The requirement's structureless statistic of the default energy's posterior over X."""
     if flat:
@@ -525,33 +509,13 @@ def humility(X, beta, gamma, flat):
 
 
 def gaussian_null_beta(X, flat, level, n_references, aggregate):
-    """The largest beta at which Gaussian references with X's within-cluster noise stay humble.
-
-    A SigClust-style null (Liu, Hayes, Nobel & Marron 2008): each reference
-    is N draws of N(0, S), S the pooled within-cluster covariance of X
-    under its correlation-clustering MAP partition, clustered at X's own
-    kernel width (the median heuristic of X), so that between clear groups
-    S is small next to the kernel and the reference's posterior flat. Per
-    reference, the largest beta (within ``CAP_TOLERANCE``, by
-    ``_largest_humble_beta``) whose requirement statistic is at most
-    ``level``; beta is their minimum (each reference searched up to the
-    cap so far, as the reference-null cap does) or their median.
-    """
+    """``_calibration.gaussian_null_beta`` with the default energy at X's kernel width (exact)."""
     unit = calibration._unit_loss(CorrelationClustering() if flat else Dasgupta())
     gamma = median_gamma(unit, X)
-    covariance = within_covariance(X)
     rng = calibration._rngs(None)[2]   # the reference-null cap's stream
-    cap, caps = calibration.BETA_RANGE[1], []
-    for _ in range(n_references):
-        reference = gaussian_reference(covariance, len(X), rng)
-        upper = cap if aggregate == "min" else calibration.BETA_RANGE[1]
-        # Scaled so that the cap's own level stands for ``level``.
-        found, _ = calibration._largest_humble_beta(
-            lambda beta: humility(reference, beta, gamma, flat) * calibration.NULL_LEVEL / level,
-            min(1.0, upper), upper)
-        caps.append(calibration.BETA_RANGE[0] if found is None else found)
-        cap = min(caps)
-    return cap if aggregate == "min" else float(np.exp(np.median(np.log(caps))))
+    return calibration.gaussian_null_beta(
+        lambda beta, data, _: humility(data, beta, gamma, flat), X, rng, level=level,
+        n_references=n_references, aggregate=aggregate)[0]
 
 
 def gaussian_null_table(n_seeds, rules):
@@ -583,59 +547,17 @@ def gaussian_null_table(n_seeds, rules):
                       f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
 
 
-def cluster_index(X, k):
-    """SigClust's cluster index: the within sum of squares of the best k-means partition over the total.
+def tested_null_table(n_seeds):
+    """Test, then temper (``_calibration.tested_null_beta``), trees and partitions.
 
-    Exact over all 2-splits for k = 2, else k-means (10 starts).
+    Trees: ``ExactHierarchicalClustering()``'s own ``beta="auto"``, which
+    applies it with 2-9 distinct columns (and one). Partitions: the same
+    function with the flat posterior's exact statistic at X's kernel width,
+    the test's references seeded per seed.
     """
-    centred = X - X.mean(axis=0)
-    total = (centred ** 2).sum()
-    if k > 2:
-        return KMeans(k, n_init=10, random_state=0).fit(X).inertia_ / total
-    n_points = len(X)
-    codes = np.arange(1, 2 ** (n_points - 1))
-    masks = ((codes[:, None] >> np.arange(n_points)) & 1).astype(np.float64)
-    sizes = masks.sum(axis=1)
-    between = ((masks @ centred) ** 2).sum(axis=1) * n_points / (sizes * (n_points - sizes))
-    return (total - between.max()) / total
-
-
-def structure_pvalue(X, rng, n_references=49):
-    """p-value of X's cluster index against Gaussian references with X's covariance.
-
-    k is the number of clusters of X's correlation-clustering MAP partition
-    (at least 2), the same k in every reference (SigClust, Liu, Hayes, Nobel
-    & Marron 2008, with the sample covariance: few features need no
-    background-noise estimate).
-    """
-    labels = Posteriors.labels(calibration._unit_loss(CorrelationClustering()), X)
-    k = max(2, len(np.unique(labels)))
-    statistic_x = cluster_index(X, k)
-    covariance = np.atleast_2d(np.cov(X.T))
-    null = [cluster_index(gaussian_reference(covariance, len(X), rng), k)
-            for _ in range(n_references)]
-    return (1 + sum(value <= statistic_x for value in null)) / (1 + n_references)
-
-
-def own_humble_beta(X, flat, level):
-    """The largest beta at which X's own posterior shows nothing above ``level``."""
-    found, _ = calibration._largest_humble_beta(
-        lambda beta: humility(X, beta, None, flat) * calibration.NULL_LEVEL / level, 1.0,
-        calibration.BETA_RANGE[1])
-    return calibration.BETA_RANGE[0] if found is None else found
-
-
-def tested_null_table(n_seeds, alpha=0.05, level=0.4, own_level=0.3):
-    """Test, then temper: the Gaussian-null beta where X has significant structure, else humble.
-
-    Where ``structure_pvalue`` <= alpha, beta is the Gaussian-null beta
-    (``gaussian_null_beta``, ``level``, min of 3 references); elsewhere the
-    largest beta at which X's own posterior shows nothing above
-    ``own_level`` (the test found no structure, and the posterior is made
-    to agree with it).
-    """
-    print(f"\ntested Gaussian null (alpha {alpha:g}, level {level:g}, else X's own posterior "
-          f"at {own_level:g}): seeds 0..{n_seeds - 1}")
+    print(f"\ntested Gaussian null (alpha {calibration.STRUCTURE_ALPHA:g}, level "
+          f"{calibration.GAUSSIAN_NULL_LEVEL:g}, else X's own posterior at "
+          f"{calibration.NULL_LEVEL:g}): seeds 0..{n_seeds - 1}")
     print(f"{'regime':>28} {'':>5} {'significant':>11} {'beta range':>13} {'worst':>6} "
           f"{'fail':>5}")
     for regime in REGIMES + ("copies",):
@@ -646,16 +568,23 @@ def tested_null_table(n_seeds, alpha=0.05, level=0.4, own_level=0.3):
                 y = None
             else:
                 X, y = regime_data(regime, seed)
-            data.append((X, y, structure_pvalue(X, np.random.RandomState(1000 + seed))))
+            data.append((X, y))
         for flat in (False, True):
-            betas, values = [], []
-            for X, y, p in data:
-                beta = (gaussian_null_beta(X, flat, level, 3, "min") if p <= alpha
-                        else own_humble_beta(X, flat, own_level))
+            betas, values, significant = [], [], 0
+            for seed, (X, y) in enumerate(data):
+                if flat:
+                    gamma = median_gamma(calibration._unit_loss(CorrelationClustering()), X)
+                    beta, record = calibration.tested_null_beta(
+                        lambda beta, data, _: humility(data, beta, gamma, True), X,
+                        np.random.RandomState(1000 + seed), calibration._rngs(None)[2])
+                    model = Posteriors(X, True).model(beta)
+                else:
+                    model = ExactHierarchicalClustering(verbose=0).fit(X)
+                    beta, record = model.beta_, model.calibration_
+                significant += record["branch"] == "gaussian null"
                 betas.append(beta)
-                values.append(statistic(Posteriors(X, flat).model(beta), y, flat))
+                values.append(statistic(model, y, flat))
             worst = max(values) if y is None else min(values)
-            significant = sum(p <= alpha for _, _, p in data)
             print(f"{regime:>28} {'flat' if flat else 'tree':>5} {significant:>8}/{n_seeds:<2} "
                   f"{min(betas):>6.3g}-{max(betas):<6.3g} {worst:>6.2f} "
                   f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
@@ -715,7 +644,8 @@ def main():
                                                       "redrawn-frequencies", "gaussian-null",
                                                       "tested-null"],
                         help="tables to print (each takes 1-5 minutes at 5 seeds)")
-    parser.add_argument("--tested-level", type=float, default=0.4,
+    parser.add_argument("--tested-level", type=float,
+                        default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
     args = parser.parse_args()
     globals()["SHIFT"] = args.shift
@@ -732,7 +662,8 @@ def main():
     if "gaussian-null" in args.only:
         gaussian_null_table(args.seeds, GAUSSIAN_NULL_RULES)
     if "tested-null" in args.only:
-        tested_null_table(args.seeds, level=args.tested_level)
+        calibration.GAUSSIAN_NULL_LEVEL = args.tested_level
+        tested_null_table(args.seeds)
     for name in RESAMPLINGS:
         if name in args.only:
             frequency_table(args.seeds, args.resamples, name)
