@@ -1137,11 +1137,17 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     check_rows(energy, X)
     if plan["method"] == "tested-null":
         test_rng, _, reference_rng = _rngs(random_state)
-        at_width = _at_kernel_width(energy, X)
+        data = X
+        if energy.get_params().get("gamma", 0) is None:
+            # The width is X's own: X divided by a power of two (exact)
+            # that brings it near 1 gets the same posteriors, and its
+            # covariance neither underflows nor overflows at 1e-300 or 1e300.
+            data = np.ldexp(X, -int(np.frexp(np.max(np.abs(X)))[1]))
+        at_width = _at_kernel_width(energy, data)
         beta, record = tested_null_beta(
-            lambda beta, data, level: few_features(clone(at_width).set_params(beta=beta), data,
-                                                   level),
-            X, test_rng, reference_rng)
+            lambda beta, reference, level: few_features(
+                clone(at_width).set_params(beta=beta), reference, level),
+            data, test_rng, reference_rng)
         plan.update(record)
         _tested_null_warning(plan, beta)
         scaled = clone(energy).set_params(beta=beta)
