@@ -162,7 +162,7 @@ class ExactHierarchicalClustering(
     >>> model.n_trees_
     105
     >>> round(model.cluster_probability([2, 3, 4]), 3)
-    0.726
+    1.0
     """
 
     _parameter_constraints = {
