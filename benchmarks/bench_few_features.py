@@ -31,7 +31,11 @@ temperature:
   copied 12 times);
 - ``tested-null``: the same beta only where X's cluster index (SigClust)
   is significant against Gaussian references with X's covariance, else
-  the largest beta at which X's own posterior is humble;
+  the largest beta at which X's own posterior is humble
+  (``_calibration.tested_null_beta``, the trees' default ``beta="auto"``
+  with 1-9 distinct columns);
+- ``tested-sweep``: that default over 30 seeds and more group shapes;
+- ``cost``: that default's fit time over a plain fit at its beta_;
 - ``candidates``: the beta each principle picks and the requirement's
   failures at it. Each principle gives a reference excess loss D, and beta
   is the grid value whose posterior expected excess loss over the MAP is
@@ -56,6 +60,8 @@ temperature:
         weighted-frequencies redrawn-frequencies
     python benchmarks/bench_few_features.py --seeds 10 --only gaussian-null
     python benchmarks/bench_few_features.py --seeds 10 --only tested-null [--tested-level 0.5]
+    python benchmarks/bench_few_features.py --seeds 3 --only cost
+    python benchmarks/bench_few_features.py --seeds 30 --only tested-sweep
 """
 import argparse
 import itertools
@@ -590,6 +596,70 @@ def tested_null_table(n_seeds):
                   f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
 
 
+def tested_sweep_table(n_seeds):
+    """Trees, the default ``beta="auto"`` (test, then temper) over more seeds and shapes.
+
+    Groups shifted by SHIFT standard deviations along their own feature,
+    the other features noise; noise N = 12. Seeds 0..n_seeds - 1 for groups,
+    twice as many for noise.
+    """
+    print(f"\ntrees, test then temper over seeds 0..{n_seeds - 1} (noise: 0..{2 * n_seeds - 1})")
+    print(f"{'regime':>28} {'fail':>7} {'branch taken':>22} {'worst':>6}")
+    for n_groups, size, n_features in ((2, 5, 2), (2, 5, 3), (2, 5, 4), (3, 4, 3), (3, 4, 4)):
+        fails, other, worst = 0, 0, 1.0
+        for seed in range(n_seeds):
+            y = np.repeat(np.arange(n_groups), size)
+            X = (np.random.default_rng(seed).normal(size=(len(y), n_features))
+                 + SHIFT * np.eye(n_features)[y])
+            model = ExactHierarchicalClustering(verbose=0).fit(X)
+            value = statistic(model, y, False)
+            fails += value < 0.9
+            other += model.calibration_["branch"] != "gaussian null"
+            worst = min(worst, value)
+        print(f"{f'{n_groups} groups of {size}, {n_features} f':>28} {fails:>3}/{n_seeds:<3} "
+              f"{f'{other} own posterior':>22} {worst:>6.2f}", flush=True)
+    for n_features in (2, 3, 4):
+        fails, other, worst = 0, 0, 0.0
+        for seed in range(2 * n_seeds):
+            X = np.random.default_rng(seed).normal(size=(12, n_features))
+            model = ExactHierarchicalClustering(verbose=0).fit(X)
+            value = statistic(model, None, False)
+            fails += value > 0.5
+            other += model.calibration_["branch"] == "gaussian null"
+            worst = max(worst, value)
+        print(f"{f'noise, 12 x {n_features}':>28} {fails:>3}/{2 * n_seeds:<3} "
+              f"{f'{other} gaussian null':>22} {worst:>6.2f}", flush=True)
+
+
+def cost_table(n_seeds):
+    """Trees: the time of a ``beta="auto"`` fit (test, then temper) over a plain fit at its beta_.
+
+    Both timed side by side in one run, N = 12 and 18, 3 seeds per regime.
+    """
+    print(f"\ncost of test, then temper: calibrated fit / plain fit at beta_, seeds "
+          f"0..{n_seeds - 1}")
+    print(f"{'N':>3} {'regime':>18} {'branch':>14} {'calibrated s':>12} {'plain s':>8} "
+          f"{'ratios':>18}")
+    for n_points in (12, 18):
+        for regime, n_features in (("noise", 2), ("noise", 4), ("3 groups", 4)):
+            ratios = []
+            for seed in range(n_seeds):
+                rng = np.random.default_rng(seed)
+                X = rng.normal(size=(n_points, n_features))
+                if regime == "3 groups":
+                    X += SHIFT * np.eye(n_features)[np.arange(n_points) % 3]
+                start = time.perf_counter()
+                model = ExactHierarchicalClustering(verbose=0).fit(X)
+                calibrated = time.perf_counter() - start
+                start = time.perf_counter()
+                ExactHierarchicalClustering(Dasgupta(beta=model.beta_), verbose=0).fit(X)
+                plain = time.perf_counter() - start
+                ratios.append(calibrated / plain)
+            print(f"{n_points:>3} {f'{regime}, {n_features} f':>18} "
+                  f"{model.calibration_['branch']:>14} {calibrated:>12.3f} {plain:>8.3f} "
+                  f"{' '.join(f'{r:.1f}' for r in ratios):>18}", flush=True)
+
+
 def window_table(n_seeds):
     print(f"\nwindows: the requirement's statistic at fixed beta, seeds 0..{n_seeds - 1} "
           "(noise: the largest, must be <= 0.5; groups: the smallest, must be >= 0.9)")
@@ -661,6 +731,10 @@ def main():
         significance_table(args.seeds)
     if "gaussian-null" in args.only:
         gaussian_null_table(args.seeds, GAUSSIAN_NULL_RULES)
+    if "tested-sweep" in args.only:
+        tested_sweep_table(args.seeds)
+    if "cost" in args.only:
+        cost_table(args.seeds)
     if "tested-null" in args.only:
         calibration.GAUSSIAN_NULL_LEVEL = args.tested_level
         tested_null_table(args.seeds)

@@ -123,8 +123,9 @@ class ExactHierarchicalClustering(
         references with X's within-cluster covariance show no cluster
         above ``null_level`` = 0.5; "own posterior": beta_ the largest at
         which X's own posterior shows none above 0.3), with
-        ``n_reference_fits`` its posteriors (it costs 30 plain fits at
-        N = 12, where a fit takes 3 ms, and 3-11 at N = 18);
+        ``n_reference_fits`` its posteriors (it costs about 30 plain fits
+        at N = 12, where a fit takes 3 ms, and 3-11 at N = 18; see
+        "Reading a posterior", "Few features", for where it fails);
         ``n_effective_features``
         (duplicated or correlated columns counted once, see "Reading a
         posterior"), ``n_resamples`` (bootstrap resamples drawn),
