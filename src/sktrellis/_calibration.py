@@ -126,7 +126,8 @@ smallest over 3); otherwise the largest at which X's own posterior shows
 none above 0.3. Measured over 10 seeds it is two-sided on noise in 2 and
 4 features, two groups of 5 in 2 features, three groups of 4 in 4
 features and one column copied 12 times, but it is not a guarantee
-(setosa below 0.9 in 4-5 of 10 subsamples of 12 iris flowers, where the
+(setosa below 0.9 in 4-5 of 10 subsamples of 12 iris flowers, and two
+groups of 5 shifted along 2 of 3 features in 14 of 30 seeds: where the
 test has little power), so the fit warns and ``calibration_`` records the
 p-value and the branch. Over partitions the same rule fails clear groups
 (4 and 8 of 10), so partitions stay at beta = 1. All rows identical is an error,
@@ -234,7 +235,7 @@ N_GAUSSIAN_REFERENCES = 3
 N_KMEANS_STARTS = 100
 # Up to this many points the 2-means cluster index is exact over all
 # 2**(N-1) - 1 splits (32,767 at 16, a few milliseconds a reference);
-# above, k-means with 10 starts.
+# above, ``N_KMEANS_STARTS`` k-means++ starts.
 _EXACT_SPLIT_POINTS = 16
 # States of one bootstrap MAP search (about 1 KiB each) before it settles
 # for the best tree found so far.
