@@ -22,6 +22,9 @@ the same shape:
   beta (``N_REFERENCE_DRAWS = 0``), for the figures before it;
 - with ``--screen-n``, the tree calibration with the reference-null cap
   screened by posterior draws against the exact cap (one thread);
+- with ``--flat-margin``, ``ExactFlatClustering()`` on planted subtypes
+  and noise at ``--check-n`` points under other levels and numbers of
+  references of the cap, their caps combined by the minimum or the median;
 - with ``--sparse-n``, ``SparseTrellisClustering()`` on planted subtypes
   and noise of 2000 genes, and the cost of its calibration.
 
@@ -31,6 +34,7 @@ the same shape:
     python benchmarks/bench_calibration.py --seeds 0 --hier-n --flat-n 14 18 20 --n-jobs 1 2
     python benchmarks/bench_calibration.py --seeds 10 --check-n 12 --regime-seeds 5 \
         --sparse-n 40 80 --hier-n --flat-n
+    python benchmarks/bench_calibration.py --seeds 0 --hier-n --flat-n --flat-margin 60
 """
 import argparse
 import itertools
@@ -149,6 +153,63 @@ def behaviour_table(n_samples, n_seeds):
               f"{across:>7.3f} | {null_flat.beta_:>11.3g} {map_probability:>7.3f} "
               f"{together:>9.3f}", flush=True)
     print("requirement failures: " + ", ".join(f"{k} {v}/{n_seeds}" for k, v in failures.items()))
+
+
+def _median_null_cap(humility, X, groups, rng, start, upper=temperature.BETA_RANGE[1]):
+    """``reference_null_cap`` with the median of the references' caps instead of their minimum."""
+    caps, fits = [], 0
+    for _ in range(temperature.N_REFERENCE_DRAWS):
+        reference = temperature.reference_data(X, groups, rng)
+        cap, draw_fits = temperature._largest_humble_beta(
+            lambda beta: humility(beta, reference), start, upper)
+        fits += draw_fits
+        caps.append(temperature.BETA_RANGE[0] if cap is None else cap)
+    return float(np.exp(np.median(np.log(caps)))), fits
+
+
+#: Rules of the flat margin table: (level, references, how their caps are combined).
+FLAT_MARGIN_RULES = ((0.3, 3, "min"), (0.35, 3, "min"), (0.3, 9, "median"), (0.25, 9, "median"))
+
+
+def flat_margin_table(n_samples, n_seeds):
+    """``ExactFlatClustering()`` on planted subtypes and noise under other rules of the cap.
+
+    Planted: fails unless P(K=3) >= 0.5, within-subtype co-clustering >= 0.8
+    and across <= 0.2; noise: fails when three points all co-cluster above
+    0.5. The first rule is the default's.
+    """
+    print(f"\nflat margin at N = {n_samples}, 3000 features, seeds 0..{n_seeds - 1}")
+    print(f"{'rule':>14} | {'planted fail':>12} {'min P(K=3)':>10} {'min within':>10} | "
+          f"{'noise fail':>10} {'max 3 together':>14}")
+    defaults = (temperature.NULL_LEVEL, temperature.N_REFERENCE_DRAWS,
+                temperature.reference_null_cap)
+    for level, n_references, aggregate in FLAT_MARGIN_RULES:
+        temperature.NULL_LEVEL, temperature.N_REFERENCE_DRAWS = level, n_references
+        if aggregate == "median":
+            temperature.reference_null_cap = _median_null_cap
+        planted_fail = noise_fail = 0
+        k3s, withins, togethers = [], [], []
+        try:
+            for seed in range(n_seeds):
+                X, groups = make_planted_subtypes(n_samples, random_state=seed)
+                flat = ExactFlatClustering(verbose=0).fit(X)
+                same = groups[:, None] == groups[None, :]
+                within = flat.pairwise_probability_[same].min()
+                across = flat.pairwise_probability_[~same].max()
+                k3 = flat.n_clusters_probability_[3]
+                null = np.random.default_rng(seed).normal(size=(n_samples, 3000))
+                together = largest_together(ExactFlatClustering(verbose=0).fit(null)
+                                            .pairwise_probability_)
+                planted_fail += not (k3 >= 0.5 and within >= 0.8 and across <= 0.2)
+                noise_fail += together > 0.5
+                k3s.append(k3), withins.append(within), togethers.append(together)
+        finally:
+            (temperature.NULL_LEVEL, temperature.N_REFERENCE_DRAWS,
+             temperature.reference_null_cap) = defaults
+        rule = f"{level:g}/{aggregate}{n_references}"
+        print(f"{rule:>14} | {planted_fail:>9}/{n_seeds:<2} {min(k3s):>10.2f} "
+              f"{min(withins):>10.2f} | {noise_fail:>7}/{n_seeds:<2} {max(togethers):>14.2f}",
+              flush=True)
 
 
 def bootstrap_frequency(X, members, n_resamples=200, seed=12345):
@@ -336,6 +397,8 @@ def main():
                         help="sizes of the noise table by tree prior (e.g. 12 14 16)")
     parser.add_argument("--screen-n", type=int, nargs="*", default=[],
                         help="sizes of the table of the screened against the exact cap (trees)")
+    parser.add_argument("--flat-margin", type=int, default=0,
+                        help="seeds of the flat table under other rules of the cap (N = 12)")
     parser.add_argument("--no-null-cap", action="store_true",
                         help="calibrate without the reference-null cap (the figures before it)")
     args = parser.parse_args()
@@ -349,6 +412,8 @@ def main():
         regime_table(args.regime_seeds)
     if args.screen_n:
         screen_table(args.screen_n)
+    if args.flat_margin:
+        flat_margin_table(args.check_n, args.flat_margin)
     for n_samples in args.sparse_n:
         sparse_table(n_samples, args.sparse_seeds)
     for n_jobs in args.n_jobs:

@@ -24,6 +24,18 @@ temperature:
   the same with frequencies under resamplings of the points, which need no
   scale estimate (``frequency_table``), and a second matching rule (the
   largest beta keeping every support below its frequency plus a margin);
+- ``gaussian-null``: beta the largest at which SigClust-style Gaussian
+  references (the pooled within-cluster covariance of X's correlation
+  clustering MAP partition, clustered at X's own kernel width) stay humble
+  (``gaussian_null_beta``), over the regimes and ``copies`` (one column
+  copied 12 times);
+- ``tested-null``: the same beta only where X's cluster index (SigClust)
+  is significant against Gaussian references with X's covariance, else
+  the largest beta at which X's own posterior is humble
+  (``_calibration.tested_null_beta``, the trees' default ``beta="auto"``
+  with 1-9 distinct columns);
+- ``tested-sweep``: that default over 30 seeds and more group shapes;
+- ``cost``: that default's fit time over a plain fit at its beta_;
 - ``candidates``: the beta each principle picks and the requirement's
   failures at it. Each principle gives a reference excess loss D, and beta
   is the grid value whose posterior expected excess loss over the MAP is
@@ -46,6 +58,10 @@ temperature:
     python benchmarks/bench_few_features.py --only significance dpm
     python benchmarks/bench_few_features.py --resamples 20 --only point-frequencies \
         weighted-frequencies redrawn-frequencies
+    python benchmarks/bench_few_features.py --seeds 10 --only gaussian-null
+    python benchmarks/bench_few_features.py --seeds 10 --only tested-null [--tested-level 0.5]
+    python benchmarks/bench_few_features.py --seeds 3 --only cost
+    python benchmarks/bench_few_features.py --seeds 30 --only tested-sweep
 """
 import argparse
 import itertools
@@ -418,6 +434,8 @@ def bounded_beta(posteriors, clusters, frequencies, margin):
     return float(chosen)
 
 
+#: Gaussian-null rules measured: (level, references, how their betas are combined).
+GAUSSIAN_NULL_RULES = ((0.4, 3, "min"), (0.5, 3, "min"), (0.3, 7, "median"))
 #: Trees: the resamplings whose MAP-cluster frequencies the supports are matched to.
 RESAMPLINGS = {"frequencies": perturbed, "point-frequencies": reweighted,
                "weighted-frequencies": weighted, "redrawn-frequencies": redrawn}
@@ -486,6 +504,162 @@ def frequency_table(n_seeds, n_resamples, name):
                   flush=True)
 
 
+def humility(X, beta, gamma, flat):
+    """The requirement's structureless statistic of the default energy's posterior over X."""
+    if flat:
+        model = ExactFlatClustering(CorrelationClustering(beta=beta, gamma=gamma),
+                                    verbose=0).fit(X)
+        return largest_together(model.pairwise_probability_)
+    model = ExactHierarchicalClustering(Dasgupta(beta=beta, gamma=gamma), verbose=0).fit(X)
+    return calibration.largest_clade_support(model._trellis, len(X))
+
+
+def gaussian_null_beta(X, flat, level, n_references, aggregate):
+    """``_calibration.gaussian_null_beta`` with the default energy at X's kernel width (exact)."""
+    unit = calibration._unit_loss(CorrelationClustering() if flat else Dasgupta())
+    gamma = median_gamma(unit, X)
+    rng = calibration._rngs(None)[2]   # the reference-null cap's stream
+    return calibration.gaussian_null_beta(
+        lambda beta, data, _: humility(data, beta, gamma, flat), X, rng, level=level,
+        n_references=n_references, aggregate=aggregate)[0]
+
+
+def gaussian_null_table(n_seeds, rules):
+    """The Gaussian-null temperature as beta: the requirement's failures, per rule.
+
+    Each rule is (level, references, aggregate). Adds ``copies`` (one noise
+    column copied 12 times, N = 12) to the regimes.
+    """
+    print(f"\nGaussian null (SigClust-style, within-cluster covariance, X's kernel width): "
+          f"seeds 0..{n_seeds - 1}")
+    print(f"{'regime':>28} {'':>5} {'rule':>12} {'beta range':>13} {'worst':>6} {'fail':>5}")
+    for regime in REGIMES + ("copies",):
+        for flat in (False, True):
+            for level, n_references, aggregate in rules:
+                betas, values = [], []
+                for seed in range(n_seeds):
+                    if regime == "copies":
+                        X = np.repeat(np.random.default_rng(seed).normal(size=(12, 1)), 12, axis=1)
+                        y = None
+                    else:
+                        X, y = regime_data(regime, seed)
+                    beta = gaussian_null_beta(X, flat, level, n_references, aggregate)
+                    betas.append(beta)
+                    values.append(statistic(Posteriors(X, flat).model(beta), y, flat))
+                worst = max(values) if y is None else min(values)
+                rule = f"{level:g}/{aggregate}{n_references}"
+                print(f"{regime:>28} {'flat' if flat else 'tree':>5} {rule:>12} "
+                      f"{min(betas):>6.3g}-{max(betas):<6.3g} {worst:>6.2f} "
+                      f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
+
+
+def tested_null_table(n_seeds):
+    """Test, then temper (``_calibration.tested_null_beta``), trees and partitions.
+
+    Trees: ``ExactHierarchicalClustering()``'s own ``beta="auto"``, which
+    applies it with 2-9 distinct columns (and one). Partitions: the same
+    function with the flat posterior's exact statistic at X's kernel width,
+    the test's references seeded per seed.
+    """
+    print(f"\ntested Gaussian null (alpha {calibration.STRUCTURE_ALPHA:g}, level "
+          f"{calibration.GAUSSIAN_NULL_LEVEL:g}, else X's own posterior at "
+          f"{calibration.NULL_LEVEL:g}): seeds 0..{n_seeds - 1}")
+    print(f"{'regime':>28} {'':>5} {'significant':>11} {'beta range':>13} {'worst':>6} "
+          f"{'fail':>5}")
+    for regime in REGIMES + ("copies",):
+        data = []
+        for seed in range(n_seeds):
+            if regime == "copies":
+                X = np.repeat(np.random.default_rng(seed).normal(size=(12, 1)), 12, axis=1)
+                y = None
+            else:
+                X, y = regime_data(regime, seed)
+            data.append((X, y))
+        for flat in (False, True):
+            betas, values, significant = [], [], 0
+            for seed, (X, y) in enumerate(data):
+                if flat:
+                    gamma = median_gamma(calibration._unit_loss(CorrelationClustering()), X)
+                    beta, record = calibration.tested_null_beta(
+                        lambda beta, data, _: humility(data, beta, gamma, True), X,
+                        np.random.RandomState(1000 + seed), calibration._rngs(None)[2])
+                    model = Posteriors(X, True).model(beta)
+                else:
+                    model = ExactHierarchicalClustering(verbose=0).fit(X)
+                    beta, record = model.beta_, model.calibration_
+                significant += record["branch"] == "gaussian null"
+                betas.append(beta)
+                values.append(statistic(model, y, flat))
+            worst = max(values) if y is None else min(values)
+            print(f"{regime:>28} {'flat' if flat else 'tree':>5} {significant:>8}/{n_seeds:<2} "
+                  f"{min(betas):>6.3g}-{max(betas):<6.3g} {worst:>6.2f} "
+                  f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
+
+
+def tested_sweep_table(n_seeds):
+    """Trees, the default ``beta="auto"`` (test, then temper) over more seeds and shapes.
+
+    Groups shifted by SHIFT standard deviations along their own feature,
+    the other features noise; noise N = 12. Seeds 0..n_seeds - 1 for groups,
+    twice as many for noise.
+    """
+    print(f"\ntrees, test then temper over seeds 0..{n_seeds - 1} (noise: 0..{2 * n_seeds - 1})")
+    print(f"{'regime':>28} {'fail':>7} {'branch taken':>22} {'worst':>6}")
+    for n_groups, size, n_features in ((2, 5, 2), (2, 5, 3), (2, 5, 4), (3, 4, 3), (3, 4, 4)):
+        fails, other, worst = 0, 0, 1.0
+        for seed in range(n_seeds):
+            y = np.repeat(np.arange(n_groups), size)
+            X = (np.random.default_rng(seed).normal(size=(len(y), n_features))
+                 + SHIFT * np.eye(n_features)[y])
+            model = ExactHierarchicalClustering(verbose=0).fit(X)
+            value = statistic(model, y, False)
+            fails += value < 0.9
+            other += model.calibration_["branch"] != "gaussian null"
+            worst = min(worst, value)
+        print(f"{f'{n_groups} groups of {size}, {n_features} f':>28} {fails:>3}/{n_seeds:<3} "
+              f"{f'{other} own posterior':>22} {worst:>6.2f}", flush=True)
+    for n_features in (2, 3, 4):
+        fails, other, worst = 0, 0, 0.0
+        for seed in range(2 * n_seeds):
+            X = np.random.default_rng(seed).normal(size=(12, n_features))
+            model = ExactHierarchicalClustering(verbose=0).fit(X)
+            value = statistic(model, None, False)
+            fails += value > 0.5
+            other += model.calibration_["branch"] == "gaussian null"
+            worst = max(worst, value)
+        print(f"{f'noise, 12 x {n_features}':>28} {fails:>3}/{2 * n_seeds:<3} "
+              f"{f'{other} gaussian null':>22} {worst:>6.2f}", flush=True)
+
+
+def cost_table(n_seeds):
+    """Trees: the time of a ``beta="auto"`` fit (test, then temper) over a plain fit at its beta_.
+
+    Both timed side by side in one run, N = 12 and 18, 3 seeds per regime.
+    """
+    print(f"\ncost of test, then temper: calibrated fit / plain fit at beta_, seeds "
+          f"0..{n_seeds - 1}")
+    print(f"{'N':>3} {'regime':>18} {'branch':>14} {'calibrated s':>12} {'plain s':>8} "
+          f"{'ratios':>18}")
+    for n_points in (12, 18):
+        for regime, n_features in (("noise", 2), ("noise", 4), ("3 groups", 4)):
+            ratios = []
+            for seed in range(n_seeds):
+                rng = np.random.default_rng(seed)
+                X = rng.normal(size=(n_points, n_features))
+                if regime == "3 groups":
+                    X += SHIFT * np.eye(n_features)[np.arange(n_points) % 3]
+                start = time.perf_counter()
+                model = ExactHierarchicalClustering(verbose=0).fit(X)
+                calibrated = time.perf_counter() - start
+                start = time.perf_counter()
+                ExactHierarchicalClustering(Dasgupta(beta=model.beta_), verbose=0).fit(X)
+                plain = time.perf_counter() - start
+                ratios.append(calibrated / plain)
+            print(f"{n_points:>3} {f'{regime}, {n_features} f':>18} "
+                  f"{model.calibration_['branch']:>14} {calibrated:>12.3f} {plain:>8.3f} "
+                  f"{' '.join(f'{r:.1f}' for r in ratios):>18}", flush=True)
+
+
 def window_table(n_seeds):
     print(f"\nwindows: the requirement's statistic at fixed beta, seeds 0..{n_seeds - 1} "
           "(noise: the largest, must be <= 0.5; groups: the smallest, must be >= 0.9)")
@@ -537,8 +711,12 @@ def main():
     parser.add_argument("--only", nargs="*", default=["windows", "candidates", "dpm",
                                                       "significance", "frequencies",
                                                       "point-frequencies", "weighted-frequencies",
-                                                      "redrawn-frequencies"],
+                                                      "redrawn-frequencies", "gaussian-null",
+                                                      "tested-null"],
                         help="tables to print (each takes 1-5 minutes at 5 seeds)")
+    parser.add_argument("--tested-level", type=float,
+                        default=calibration.GAUSSIAN_NULL_LEVEL,
+                        help="level of the Gaussian null behind the test (tested-null)")
     args = parser.parse_args()
     globals()["SHIFT"] = args.shift
     warnings.simplefilter("ignore", UserWarning)
@@ -551,6 +729,15 @@ def main():
         dpm_table(args.seeds)
     if "significance" in args.only:
         significance_table(args.seeds)
+    if "gaussian-null" in args.only:
+        gaussian_null_table(args.seeds, GAUSSIAN_NULL_RULES)
+    if "tested-sweep" in args.only:
+        tested_sweep_table(args.seeds)
+    if "cost" in args.only:
+        cost_table(args.seeds)
+    if "tested-null" in args.only:
+        calibration.GAUSSIAN_NULL_LEVEL = args.tested_level
+        tested_null_table(args.seeds)
     for name in RESAMPLINGS:
         if name in args.only:
             frequency_table(args.seeds, args.resamples, name)

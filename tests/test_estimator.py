@@ -53,8 +53,11 @@ def _inject_failure(model, kind, monkeypatch, n_samples):
 
     energy = model.get_params().get("energy")
     if energy is not None:
+        # On the class too: a calibration works on clones of the energy.
         for method in _ENERGY_METHODS:
             monkeypatch.setattr(energy, method, fail, raising=False)
+            if hasattr(type(energy), method):
+                monkeypatch.setattr(type(energy), method, fail)
     # and the first step after validation of the baselines that compute
     # their own likelihoods
     for method in ("_build_tree", "_pass_messages"):

@@ -821,8 +821,10 @@ def test_progress_opens_with_an_estimate_and_the_bar_finishes(how, capsys, monke
         # verbose=1 shows passes estimated to take at least this long.
         monkeypatch.setattr(levels, "PROGRESS_MIN_SECONDS", 0.0)
         verbose = 1
-    # Labels cut from the MAP tree, so that the outside pass waits for the first query.
-    model = ExactHierarchicalClustering(verbose=verbose, n_jobs=1, labels_from="map_tree")
+    # Labels cut from the MAP tree, so that the outside pass waits for the first query;
+    # a numeric beta, so that the one pass is the fit's (a calibration's passes print too).
+    model = ExactHierarchicalClustering(Dasgupta(beta=1.0), verbose=verbose, n_jobs=1,
+                                        labels_from="map_tree")
     model.fit(np.random.default_rng(0).normal(size=(6, 2)))
     out, err = capsys.readouterr()
     assert out == ""

@@ -8,13 +8,13 @@ from sktrellis.__main__ import main
 
 
 def test_default_run_on_the_bundled_data(capsys):
-    with pytest.warns(UserWarning, match="could not be calibrated"):
+    with pytest.warns(UserWarning, match="'test, then temper'"):
         assert main([]) == 0
     out = capsys.readouterr().out
     assert "13,749,310,575" in out  # (2*12-3)!! trees
     assert "MAP tree (Newick; " in out and out.count("setosa") >= 4
     assert "log Z =" in out and "most probable clusters" in out
-    assert "beta_ = 1 (beta='auto' NOT calibrated (X has 4 distinct feature column(s)" in out
+    assert "(beta='auto': few features, test then temper (p = " in out
 
 
 def test_same_estimator_and_defaults_as_the_python_api(tmp_path, capsys):

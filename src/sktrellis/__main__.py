@@ -250,6 +250,9 @@ def run(args):
             how = "given by --beta"
         elif calibration["method"] == "feature bootstrap":
             how = "beta='auto': calibrated by a bootstrap over the features"
+        elif calibration["method"] == "tested-null":
+            how = (f"beta='auto': few features, test then temper (p = "
+                   f"{calibration['p_value']:.2g}, {calibration['branch']})")
         else:
             how = f"beta='auto' NOT calibrated ({calibration['reason']}): the loss as given"
         print(f"beta_ = {model.beta_:.4g} ({how})")

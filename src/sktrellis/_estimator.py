@@ -342,7 +342,7 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         >>> X = np.array([[0.0], [0.2], [3.0], [3.1], [3.5]])
         >>> model = ExactHierarchicalClustering().fit(X)
         >>> model.clade_support().round(2).tolist()
-        [0.78, 0.31, 0.75, 1.0]
+        [1.0, 0.48, 1.0, 1.0]
         """
         check_is_fitted(self)
         linkage = self.linkage_matrix_ if tree is None else tree
@@ -381,7 +381,7 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         >>> X = np.array([[0.0], [0.2], [3.0], [3.1], [3.5]])
         >>> model = ExactHierarchicalClustering().fit(X)
         >>> [(m.tolist(), round(p, 2)) for m, p in model.supported_clades(0.7)]
-        [([0, 1], 0.78), ([2, 3, 4], 0.75)]
+        [([0, 1], 1.0), ([2, 3, 4], 1.0)]
         """
         if not 0 < level <= 1:
             raise ValueError(f"level must be a support in (0, 1], got {level!r}")

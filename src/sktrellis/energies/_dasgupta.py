@@ -53,7 +53,10 @@ class Dasgupta(TemperatureMixin, HierarchicalEnergy):
         together, more than 0.3. ``"auto"`` means 1, with a warning, where
         there is nothing to calibrate against: with
         ``affinity="precomputed"`` or fewer than 10 distinct feature
-        columns (copies of a column count once); and without a warning
+        columns (copies of a column count once; over all trees,
+        ``ExactHierarchicalClustering``, these are tempered instead by
+        "test, then temper", with a warning: "Reading a posterior", "Few
+        features"); and without a warning
         below three points, in the search estimators (greedy, beam,
         best-first: no posterior to calibrate), and for the energy used on
         its own.
