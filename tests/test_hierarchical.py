@@ -507,6 +507,44 @@ def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_rand
     _assert_same_trellis(kernel, function)
 
 
+@pytest.mark.parametrize("width", [1, 4, 8])
+@pytest.mark.parametrize("case", ["jet", "equal masses"])
+def test_ginkgo_vector_paths_agree(width, case, global_random_seed, kernel_threads,
+                                   ginkgo_blocking, monkeypatch):
+    """The portable, AVX2 and AVX-512 rows of the Ginkgo inside pass give the same trellis.
+
+    The processor's widest path is what the other tests exercise; capped,
+    the narrower ones (on a processor without the wider instructions the
+    caps change nothing).
+    """
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
+    from sktrellis._engine.trellis import _hierarchical as kernels
+
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 9
+    if case == "jet":
+        X = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0].momenta
+        potential = GinkgoLikelihood().split_potential(X)
+    else:
+        sizes = np.array([bin(x).count("1") for x in range(1 << n_points)])
+        mass2 = np.round((sizes * 20.0) ** 2 * rng.uniform(0.5, 1.5, sizes.size), -3)
+        mass2 = (mass2 + 1000.0) * (sizes >= 2)
+        potential = ginkgo_potential(n_points, mass2, 1.5, 16.0)
+    old = kernels.set_ginkgo_vector_width(width)
+    try:
+        kernel, function = _ginkgo_kernel_and_function(potential, kernel_threads, monkeypatch)
+    finally:
+        kernels.set_ginkgo_vector_width(old)
+    _assert_same_trellis(kernel, function)
+
+
+def test_ginkgo_vector_width_is_checked():
+    from sktrellis._engine.trellis import _hierarchical as kernels
+
+    with pytest.raises(ValueError, match="width must be 1, 4 or 8"):
+        kernels.set_ginkgo_vector_width(2)
+
+
 @pytest.mark.parametrize("case", ["jet", "massless clusters"])
 def test_ginkgo_sampler_draws_what_the_function_draws(case, global_random_seed):
     """The sampler's inline Ginkgo formula: the same trees as through the C function.

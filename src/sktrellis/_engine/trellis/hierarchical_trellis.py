@@ -208,9 +208,12 @@ class HierarchicalTrellis:
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
         if ginkgo:
-            records = kernels.ginkgo_records(self.potential, self.log_z, 0.0)
+            records = kernels.ginkgo_split_records(self.potential)
+            # The largest log Z of each level, the scales of the records.
+            level_max = np.full(n_points + 1, -np.inf)
             kernels.fill_ginkgo_records(self.order[self.level_start[1] : self.level_start[2]],
-                                        self.log_z, self.log_map, records, 1)
+                                        self.log_z, self.log_map, self.counts, records,
+                                        level_max, 1)
         with self._progress("inside pass (MAP tree, log Z)", _inside_splits,
                             self.deadline) as progress:
             for size in range(2, n_points + 1):
@@ -230,7 +233,7 @@ class HierarchicalTrellis:
                             kernels.inside_level_ginkgo_blocked(
                                 self.potential, blocks.bits, high_parts, low_sizes,
                                 blocks.low_order, blocks.low_start, self.log_z, self.log_map,
-                                self.best_left, self.counts, records, n_threads,
+                                self.best_left, self.counts, records, level_max, n_threads,
                             )
                         else:
                             kernels.inside_level_blocked(
@@ -245,7 +248,7 @@ class HierarchicalTrellis:
                     if ginkgo:
                         kernels.inside_level_ginkgo(
                             self.potential, block, self.log_z, self.log_map, self.best_left,
-                            self.counts, records, n_threads,
+                            self.counts, records, level_max, n_threads,
                         )
                     else:
                         kernels.inside_level(
@@ -256,8 +259,8 @@ class HierarchicalTrellis:
                     progress.update(len(block) * n_splits)
                 if ginkgo and size < n_points:
                     level = self.order[self.level_start[size] : self.level_start[size + 1]]
-                    kernels.fill_ginkgo_records(level, self.log_z, self.log_map, records,
-                                                n_threads)
+                    kernels.fill_ginkgo_records(level, self.log_z, self.log_map, self.counts,
+                                                records, level_max, n_threads)
 
     def check_feasible(self, energy):
         """Raise ValueError unless log Z is finite or -inf only where allowed.
