@@ -462,7 +462,7 @@ def _assert_same_trellis(kernel, function):
 @pytest.mark.parametrize("n_points", [2, 3, 6, 10, 11])
 @pytest.mark.parametrize(
     "case", ["jet", "massive leaves", "ties and tau = 0", "below the cut", "below the range",
-             "above the range"])
+             "above the range", "tiny cut"])
 def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_random_seed,
                                                      kernel_threads, ginkgo_blocking,
                                                      monkeypatch):
@@ -471,8 +471,9 @@ def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_rand
     10 and 11 points have parents of more than one chunk of 256 splits.
     Random mass tables (not physical) reach every branch: massive leaves
     (no single-particle formula), equal child masses and tau = 0 (a
-    forbidden split), parents below the cut, and linear sums out of range
-    (the exact log-space redo).
+    forbidden split), parents below the cut, linear sums out of range
+    (the exact log-space redo), and single-particle terms too close to
+    log(0) for linear space.
     """
     from sktrellis._engine.potential._ginkgo import ginkgo_potential
 
@@ -496,6 +497,10 @@ def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_rand
                 mass2[parent] = mass2[int(parent) & -int(parent) ^ int(parent)]
         if case == "below the cut":
             t_cut = float(np.quantile(mass2[sizes >= 2], 0.3))
+        if case == "tiny cut":
+            # A single particle's term log(1 - exp(-lam t_cut / tau)): exp
+            # within an ulp of 1, or rounding to it (a forbidden split).
+            t_cut = 1e-12
         if case == "below the range":
             # psi ~ 1 / tau ~ 1e-280: linear sums below LINEAR_SUM_FLOOR.
             mass2, t_cut = mass2 * 1e280, t_cut * 1e280

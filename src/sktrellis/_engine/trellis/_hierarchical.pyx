@@ -28,7 +28,7 @@ from sktrellis.energies cimport SplitData, split_log_psi_t
 
 from .._common cimport (
     LINEAR_SUM_FLOOR,
-    LogSum, count_add_product, empty_log_sum, extract_rank, index_t, log_sum_add,
+    LogSum, count_add, count_add_product, empty_log_sum, extract_rank, index_t, log_sum_add,
     log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._ginkgo cimport (
@@ -492,11 +492,29 @@ cdef void ginkgo_row_sums(const double* params, const double* mass2, const doubl
 
 
 cdef void ginkgo_finish(const double* params, const double* mass2, const double* root,
-                        mask_t parent, GinkgoParent* s, double* z, double* m,
-                        mask_t* best_left, uint64_t* count) noexcept nogil:
-    """log Z, log MAP and MAP split of `parent` from its sums and its massless-child splits."""
-    cdef mask_t low = low_bit(parent), rest = parent ^ low, bit, left
+                        const GinkgoSplitRecord* rec, const double* factors, mask_t parent,
+                        GinkgoParent* s, double* z, double* m, mask_t* best_left,
+                        uint64_t* count) noexcept nogil:
+    """log Z, log MAP and MAP split of `parent` from its sums and its massless-child splits.
+
+    A split with a massless lighter child (a single particle {i} of mass 0
+    beside B = S ^ {i}) takes the formula's other branch:
+
+        psi Z(B) = exp(K(S) + M_k) f_k(1) u(B) exp(-lam t(B) / t(S))
+                   (1 - exp(-lam t_cut / tau)) / lam,  tau = (sqrt t(S) - sqrt t(B))**2,
+
+    added to the parent's linear sum (two exps), its MAP term compared with
+    the rows' as theirs, its count added exactly; none where exp(-lam t_cut
+    / tau) rounds to 1 (log psi is then -inf). Two points: in log space as
+    in `inside_level`.
+    """
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, bit, leaf, heavy, left
     cdef LogSum exact_terms = empty_log_sum()
+    cdef LogSum unused
+    cdef int size = popcount(parent), n_leaves = 0, j
+    cdef double lam = params[LAM], y, scale, term, cut, slack
+    cdef mask_t leaves[32]
+    cdef double leaf_terms[32]
     if mass2[parent] < params[T_CUT]:
         # Every split of a parent below the cut is forbidden.
         z[parent] = -INFINITY
@@ -506,29 +524,58 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             count[2 * parent] = 0
             count[2 * parent + 1] = 0
         return
-    if count != NULL and popcount(parent) <= 18:
+    if count != NULL and size <= 18:
         # Below 2**64 (see ginkgo_row_sums): no carry.
         count[2 * parent] += s.acc.count
-    # The splits with a massless lighter child: its single-particle formula.
-    if popcount(parent) == 2:
+    if size == 2:
         if not (mass2[low] > 0.0 and mass2[rest] > 0.0):
             ginkgo_take_split(params, mass2, root, parent, low, z, m, &exact_terms, &s.best,
                               &s.arg, count, True)
     else:
         bit = parent
         while bit:
-            left = low_bit(bit)
-            bit = bit ^ left
-            if not mass2[left] > 0.0:
-                ginkgo_take_split(params, mass2, root, parent,
-                                  left if left == low else parent ^ left, z, m,
-                                  &exact_terms, &s.best, &s.arg, count, True)
+            leaf = low_bit(bit)
+            bit = bit ^ leaf
+            if mass2[leaf] > 0.0:
+                continue
+            heavy = parent ^ leaf
+            scale = root[parent] - root[heavy]
+            if not scale * scale > 0.0:
+                continue
+            # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
+            # exact from the same exp (Sterbenz), 0 where log psi is -inf.
+            y = exp(-lam * params[T_CUT] / (scale * scale))
+            if not y < 1.0:
+                continue
+            if rec[heavy].u > 0.0:
+                s.acc.any_term = 1
+            term = (factors[1] * rec[heavy].u * exp(-lam * mass2[heavy] / mass2[parent])
+                    * (1.0 - y) / lam)
+            s.acc.total = s.acc.total + term
+            leaves[n_leaves] = leaf
+            leaf_terms[n_leaves] = term * rec[heavy].aux
+            n_leaves = n_leaves + 1
+            if leaf_terms[n_leaves - 1] > s.map_top:
+                s.map_top = leaf_terms[n_leaves - 1]
+            if count != NULL:
+                count_add(count + 2 * parent, count + 2 * heavy)
     if s.acc.any_term:
         if not (s.acc.total >= LINEAR_SUM_FLOOR and s.acc.total < INFINITY
                 and s.acc.inv_max <= GINKGO_INVERSE_MAX):
             ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
             return
         log_sum_add(&exact_terms, s.base + s.scale + log(s.acc.total))
+    # The massless-child splits among the MAP candidates (see ginkgo_row_sums).
+    slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(s.scale))
+    if s.map_top >= 1e-290 and s.map_top < INFINITY:
+        cut = s.map_top * (1.0 - slack)
+    else:
+        cut = 0.0
+    for j in range(n_leaves):
+        if leaf_terms[j] >= cut:
+            leaf = leaves[j]
+            ginkgo_take_split(params, mass2, root, parent, leaf if leaf == low else parent ^ leaf,
+                              z, m, &unused, &s.best, &s.arg, NULL, False)
     z[parent] = log_sum_value(&exact_terms)
     m[parent] = s.best
     best_left[parent] = s.arg
@@ -546,7 +593,7 @@ cdef void ginkgo_parent(const double* params, const double* mass2, const double*
     if mass2[parent] >= params[T_CUT]:
         ginkgo_row_sums(params, mass2, root, rec, parent, popcount(parent), low, parent ^ low,
                         &s, z, m, count, factors, terms)
-    ginkgo_finish(params, mass2, root, parent, &s, z, m, best_left, count)
+    ginkgo_finish(params, mass2, root, rec, factors, parent, &s, z, m, best_left, count)
 
 
 cdef void ginkgo_item(const double* params, const double* mass2, const double* root,
@@ -582,8 +629,8 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
             break
         high_left = next_submask(high_left, high)
     for i in range(first, stop):
-        ginkgo_finish(params, mass2, root, base | low_order[i], &sums[i - first], z, m,
-                      best_left, count)
+        ginkgo_finish(params, mass2, root, rec, factors, base | low_order[i], &sums[i - first],
+                      z, m, best_left, count)
 
 
 def is_ginkgo_potential(SplitPotential potential):
