@@ -41,6 +41,7 @@ def trellis_kernels(request, monkeypatch):
     monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
     monkeypatch.setattr(hierarchical_trellis, "BLOCK_BITS", 2)
     monkeypatch.setattr(hierarchical_trellis, "GINKGO_BLOCK_BITS", 2)
+    monkeypatch.setattr(hierarchical_trellis, "GINKGO_INSIDE_BLOCK_BITS", 2)
     return request.param
 
 
@@ -408,6 +409,7 @@ def ginkgo_blocking(request, monkeypatch):
     monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
     if blocked:
         monkeypatch.setattr(hierarchical_trellis, "GINKGO_BLOCK_BITS", request.param)
+        monkeypatch.setattr(hierarchical_trellis, "GINKGO_INSIDE_BLOCK_BITS", request.param)
     return request.param
 
 

@@ -46,10 +46,17 @@ _QUERY_BYTES = {"separable": 24, "function": 40, "table": 24}
 #: stays in L2 while it serves C(11, j) parents. 9 to 12 bits measured within
 #: 10% of each other at N=20; 11 was the fastest.
 BLOCK_BITS = 11
-#: Low bits of the Ginkgo passes' rows: a row pair is 2 x 2**12 32-byte
+#: Low bits of the Ginkgo outside pass's rows: a row pair is 2 x 2**12 32-byte
 #: records and 2 x 2**12 16-byte counts (384 KiB, within a 1 MiB L2); 12
-#: bits measured 8 % faster than 11 and as fast as 13 (N = 19, one thread).
+#: bits measured 8 % faster than 11 and as fast as 13 (N = 19, one thread,
+#: when the inside pass shared them).
 GINKGO_BLOCK_BITS = 12
+#: Low bits of the Ginkgo inside pass's rows: a row pair is 2 x 2**14 32-byte
+#: records (1 MiB), the tree counts inside them. Its runs of splits are
+#: longer than with 12 bits (a call per parent and row pair costs about what
+#: a block of splits does): 10 % faster at N = 19 and 21 (one thread, 13 and
+#: 15 bits within noise of 14, 12 and 11 slower).
+GINKGO_INSIDE_BLOCK_BITS = 14
 #: The separable passes are cache-blocked from this many points on. Measured
 #: (one thread, CPU time): the blocked inside pass 1.25x faster at
 #: N=16, 1.5x at N=17, 2x at N=18; the outside pass equal up to N=17, faster
@@ -203,7 +210,7 @@ class HierarchicalTrellis:
         rate = SECONDS_PER_TERM["ginkgo"] if ginkgo else _seconds_per_split(separable)
         blocked = (separable or ginkgo) and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            bits = GINKGO_BLOCK_BITS if ginkgo else BLOCK_BITS
+            bits = GINKGO_INSIDE_BLOCK_BITS if ginkgo else BLOCK_BITS
             blocks = RowBlocks(n_points, min(bits, n_points), rate)
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
