@@ -301,6 +301,13 @@ cdef struct GinkgoParent:
     double best       # log MAP value of the best exact candidate so far
     mask_t arg        # and its left child
     GinkgoAcc acc     # sum of the terms, largest 1 / tau, 64-bit count, any term
+    # The same in every row pair: the rows' shape (``ginkgo_row_shape`` of
+    # the free points), the parent's root and lam / t.
+    mask_t lane_bits[8]
+    mask_t high
+    int lanes
+    double root
+    double lam_over_parent
 
 
 # Entries of a level's size factors f_k(a) (``_ginkgo.pxd``), a = |A|: up to
@@ -417,11 +424,14 @@ cdef void ginkgo_exact_parent(const double* params, const double* mass2, const d
     best_left[parent] = arg
 
 
-cdef inline void ginkgo_start(const double* params, const double* mass2, mask_t parent,
-                              double level_scale, GinkgoParent* s,
+cdef inline void ginkgo_start(const double* params, const double* mass2, const double* root,
+                              mask_t parent, mask_t rest, double level_scale, GinkgoParent* s,
                               uint64_t* count) noexcept nogil:
-    """Empty running sums and count of `parent`."""
+    """Empty running sums and count of `parent`, whose rows have the free points `rest`."""
     s.base = ginkgo_base(params, mass2[parent])
+    s.lanes = ginkgo_row_shape(rest, s.lane_bits, &s.high)
+    s.root = root[parent]
+    s.lam_over_parent = params[LAM] / mass2[parent]
     s.scale = level_scale
     s.map_top = 0.0
     s.best = -INFINITY
@@ -437,24 +447,23 @@ cdef inline void ginkgo_start(const double* params, const double* mass2, mask_t 
 
 cdef void ginkgo_row_sums(const double* params, const double* mass2, const double* root,
                           const GinkgoSplitRecord* rec, mask_t parent, int size,
-                          mask_t left_base,
-                          mask_t rest, GinkgoParent* s, const double* z, const double* m,
+                          mask_t left_base, GinkgoParent* s, const double* z, const double* m,
                           uint64_t* count, const double* factors,
                           double* terms) noexcept nogil:
     """Add the splits (A, parent ^ A), A = left_base | a submask of `rest`, to `s`.
 
-    Every submask, `rest` itself included (when A is the parent, its right
+    `rest` is the free points given to `ginkgo_start`. Every submask, `rest` itself included (when A is the parent, its right
     child is the empty set, a massless child that makes no term). Their
     terms to the running sum, their counts to `count` (if not NULL), and
     the exact log-space value of the MAP candidates among them to the best
     split. `terms` is scratch of GINKGO_CHUNK_SIZE doubles.
     """
-    cdef mask_t q[8]
-    cdef mask_t high, sub = 0, first, left
-    cdef int lanes = ginkgo_row_shape(rest, q, &high), n_blocks, block, lane
+    cdef const mask_t* q = s.lane_bits
+    cdef mask_t high = s.high, sub = 0, first, left
+    cdef int lanes = s.lanes, n_blocks, block, lane
     cdef index_t blocks = (<index_t>1) << popcount(high), done = 0
-    cdef double root_parent = root[parent], lam = params[LAM]
-    cdef double lam_over_parent = lam / mass2[parent], top, cut, slack
+    cdef double root_parent = s.root, lam = params[LAM]
+    cdef double lam_over_parent = s.lam_over_parent, top, cut, slack
     cdef LogSum unused
     # Up to 18 points the row sums the count products in 64 bits.
     cdef int count64 = count != NULL and size <= 18
@@ -589,10 +598,10 @@ cdef void ginkgo_parent(const double* params, const double* mass2, const double*
     cdef mask_t low = low_bit(parent)
     cdef GinkgoParent s
     cdef double terms[GINKGO_CHUNK_SIZE]
-    ginkgo_start(params, mass2, parent, level_scale, &s, count)
+    ginkgo_start(params, mass2, root, parent, parent ^ low, level_scale, &s, count)
     if mass2[parent] >= params[T_CUT]:
-        ginkgo_row_sums(params, mass2, root, rec, parent, popcount(parent), low, parent ^ low,
-                        &s, z, m, count, factors, terms)
+        ginkgo_row_sums(params, mass2, root, rec, parent, popcount(parent), low, &s, z, m,
+                        count, factors, terms)
     ginkgo_finish(params, mass2, root, rec, factors, parent, &s, z, m, best_left, count)
 
 
@@ -611,7 +620,9 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
     cdef double t_cut = params[T_CUT]
     cdef double terms[GINKGO_CHUNK_SIZE]
     for i in range(first, stop):
-        ginkgo_start(params, mass2, base | low_order[i], level_scale, &sums[i - first], count)
+        part = low_order[i]
+        ginkgo_start(params, mass2, root, base | part, part ^ low_bit(part), level_scale,
+                     &sums[i - first], count)
     while True:
         left_high = high_left << block_bits
         for i in range(first, stop):
@@ -623,7 +634,7 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
             # row pair (S_hi, empty) its right child is empty, a massless
             # child that makes no term.
             low = low_bit(part)
-            ginkgo_row_sums(params, mass2, root, rec, parent, size, left_high | low, part ^ low,
+            ginkgo_row_sums(params, mass2, root, rec, parent, size, left_high | low,
                             &sums[i - first], z, m, count, factors, terms)
         if high_left == high:
             break
