@@ -254,23 +254,29 @@ cdef extern from *:
     }
 
     /* The same blocks' count products in 128 bits, added to count[parent]
-       (parents of more than 18 points): the splits with 1 / tau != 0, by
-       the same arithmetic. */
+       (parents of more than 18 points): the splits with a term (tau > 0 and
+       a lighter child of mass > 0), by the same arithmetic. */
     static void sktrellis_ginkgo_row_count128(
             const sktrellis_ginkgo_split_record* rec, uint64_t* count, uint32_t parent,
             uint32_t left_base, const uint32_t* q, int lanes, uint32_t high, uint32_t sub,
             int n_blocks, double root_parent, double lam_over_parent, double lam) {
         unsigned __int128 acc = ((unsigned __int128)count[2 * (size_t)parent + 1] << 64)
                                 | count[2 * (size_t)parent];
-        double v, inv;
-        int block, lane, alive;
+        double heavy_root, light_root, scale;
+        int block, lane;
         uint32_t left;
+        (void)lam_over_parent;
+        (void)lam;
         for (block = 0; block < n_blocks; block++) {
             for (lane = 0; lane < lanes; lane++) {
                 left = left_base | sub | q[lane];
-                sktrellis_ginkgo_term(rec + left, rec + (parent ^ left), root_parent,
-                                      lam_over_parent, lam, 0.0, &v, &inv, &alive);
-                if (inv != 0.0) {
+                /* has_term of sktrellis_ginkgo_term, without the term. */
+                heavy_root = rec[left].root >= rec[parent ^ left].root
+                    ? rec[left].root : rec[parent ^ left].root;
+                light_root = rec[left].root >= rec[parent ^ left].root
+                    ? rec[parent ^ left].root : rec[left].root;
+                scale = root_parent - heavy_root;
+                if (scale * scale > 0.0 && light_root > 0.0) {
                     const uint64_t* a = count + 2 * (size_t)left;
                     const uint64_t* b = count + 2 * (size_t)(parent ^ left);
                     acc += (((unsigned __int128)a[1] << 64) | a[0])
