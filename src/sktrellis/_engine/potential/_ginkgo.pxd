@@ -79,7 +79,7 @@ cdef extern from *:
     /* Per subset, what a split reads of each child (and the outside pass of
        each parent): one 32-byte record, half a cache line. The third field
        is u = exp(log Z - mz(|X|)) in the inside pass (0 where log Z = -inf;
-       see sktrellis_ginkgo_acc) and log Z in the outside pass. `aux` is
+       see the inside pass below) and log Z in the outside pass. `aux` is
        exp(log MAP - log Z) in the inside pass (0 where log Z = -inf) and
        log O + K, the outside sum and the parent's constant, in the outside
        pass (-inf where the subset cannot split). Tree counts stay in their
@@ -164,10 +164,12 @@ cdef extern from *:
        pass first looks for the largest term: one pass per split, one exp,
        one division. The MAP term is the term times the children's
        exp(log MAP - log Z) (`aux`). A row of splits is enumerated in
-       blocks of four: A = left_base | sub | q, sub over the submasks of
-       `high` in increasing order, q over the lanes (0, b1, b2, b1 | b2),
-       b1 and b2 the two lowest bits of the row's free points (a row of
-       fewer free points is one block of its 1 or 2 splits, lanes (0, b1)). */
+       blocks of eight or four: A = left_base | sub | q, sub over the
+       submasks of `high` in increasing order, q over the lanes (0, b1, b2,
+       b1 | b2, b3, ...), b1 < b2 < b3 the lowest bits of the row's free
+       points (a row of fewer than two free points is one block of its 1 or
+       2 splits, lanes (0, b1)); sktrellis_ginkgo_row_shape. */
+
     /* The inside pass's record of a subset X: sqrt t (t is its square,
        within an ulp of the table's t: enough for the linear terms, whose
        MAP candidates are re-evaluated from the tables), u, aux =
@@ -709,7 +711,7 @@ cdef extern from *:
     }
     #endif
 
-    /* The lanes q of a row's blocks (see sktrellis_ginkgo_acc) and the free
+    /* The lanes q of a row's blocks (see the inside pass above) and the free
        points `high` of its submask walk, for a row of free points `rest`;
        returns the number of lanes: 8 for three or more free points (with
        AVX-512, or on the portable path), 4 for two or more, else 1 or 2. */
