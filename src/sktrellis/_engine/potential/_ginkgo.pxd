@@ -76,21 +76,14 @@ cdef extern from *:
     #include <stdint.h>
     #include <string.h>
     #include <math.h>
-    /* Per subset, what a split reads of each child (and the outside pass of
-       each parent): one 32-byte record, half a cache line. The third field
-       is u = exp(log Z - mz(|X|)) in the inside pass (0 where log Z = -inf;
-       see the inside pass below) and log Z in the outside pass. `aux` is
-       exp(log MAP - log Z) in the inside pass (0 where log Z = -inf) and
-       log O + K, the outside sum and the parent's constant, in the outside
-       pass (-inf where the subset cannot split). Tree counts stay in their
-       own table. */
+    /* Per subset, what the outside pass reads of each sibling and parent:
+       one 32-byte record, half a cache line. `aux` is log O + K, the
+       outside sum and the parent's constant (-inf where the subset cannot
+       split). The inside pass has its own (sktrellis_ginkgo_split_record). */
     typedef struct {
         double mass2;      /* t */
         double root;       /* sqrt t, the root table's value bit for bit */
-        union {
-            double u;      /* inside pass */
-            double log_z;  /* outside pass */
-        };
+        double log_z;      /* log Z */
         double aux;
     } sktrellis_ginkgo_record;
 
@@ -787,7 +780,6 @@ cdef extern from *:
     ctypedef struct GinkgoRecord "sktrellis_ginkgo_record":
         double mass2
         double root
-        double u
         double log_z
         double aux
     ctypedef struct GinkgoSplitRecord "sktrellis_ginkgo_split_record":

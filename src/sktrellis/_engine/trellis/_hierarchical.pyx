@@ -678,21 +678,17 @@ def ginkgo_kernel_applies(SplitPotential potential):
 
 
 def ginkgo_records(SplitPotential potential, const double[::1] log_z, double aux):
-    """The per-subset records of the Ginkgo passes: (t, sqrt t, log Z or u, aux).
+    """The per-subset records of the Ginkgo outside pass: (t, sqrt t, log Z, aux).
 
-    Returns a float64 array of shape (2**N, 4). For the outside pass (`aux`
-    -inf) the third field is log Z and aux the parent exponents, filled by
-    `fill_ginkgo_outside_records`. For the inside pass (`aux` 0), u and aux
-    are 0 until `fill_ginkgo_records` fills them level by level; the empty
-    set's record (t = 0, u = 0) makes no term.
+    Returns a float64 array of shape (2**N, 4), every `aux` given (-inf:
+    the parent exponents, filled level by level by
+    `fill_ginkgo_outside_records`). The inside pass has records of its own
+    (`ginkgo_split_records`).
     """
     records = np.empty((1 << potential.n_points, 4))
     records[:, 0] = potential.arrays["mass2"]
     records[:, 1] = potential.arrays["sqrt_mass2"]
-    if aux == -np.inf:
-        records[:, 2] = log_z
-    else:
-        records[:, 2] = 0.0
+    records[:, 2] = log_z
     records[:, 3] = aux
     return records
 
