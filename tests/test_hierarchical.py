@@ -47,6 +47,7 @@ def trellis_kernels(request, monkeypatch):
     monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
     monkeypatch.setattr(hierarchical_trellis, "BLOCK_BITS", 2)
     monkeypatch.setattr(hierarchical_trellis, "GINKGO_BLOCK_BITS", 2)
+    monkeypatch.setattr(hierarchical_trellis, "GINKGO_INSIDE_BLOCK_BITS", 2)
     return request.param
 
 
@@ -414,6 +415,7 @@ def ginkgo_blocking(request, monkeypatch):
     monkeypatch.setattr(hierarchical_trellis, "BLOCKED_MIN_POINTS", 0 if blocked else 10**6)
     if blocked:
         monkeypatch.setattr(hierarchical_trellis, "GINKGO_BLOCK_BITS", request.param)
+        monkeypatch.setattr(hierarchical_trellis, "GINKGO_INSIDE_BLOCK_BITS", request.param)
     return request.param
 
 
@@ -468,7 +470,7 @@ def _assert_same_trellis(kernel, function):
 @pytest.mark.parametrize("n_points", [2, 3, 6, 10, 11])
 @pytest.mark.parametrize(
     "case", ["jet", "massive leaves", "ties and tau = 0", "below the cut", "below the range",
-             "above the range"])
+             "above the range", "tiny cut"])
 def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_random_seed,
                                                      kernel_threads, ginkgo_blocking,
                                                      monkeypatch):
@@ -477,8 +479,9 @@ def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_rand
     10 and 11 points have parents of more than one chunk of 256 splits.
     Random mass tables (not physical) reach every branch: massive leaves
     (no single-particle formula), equal child masses and tau = 0 (a
-    forbidden split), parents below the cut, and linear sums out of range
-    (the exact log-space redo).
+    forbidden split), parents below the cut, linear sums out of range
+    (the exact log-space redo), and single-particle terms too close to
+    log(0) for linear space.
     """
     from sktrellis._engine.potential._ginkgo import ginkgo_potential
 
@@ -502,6 +505,10 @@ def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_rand
                 mass2[parent] = mass2[int(parent) & -int(parent) ^ int(parent)]
         if case == "below the cut":
             t_cut = float(np.quantile(mass2[sizes >= 2], 0.3))
+        if case == "tiny cut":
+            # A single particle's term log(1 - exp(-lam t_cut / tau)): exp
+            # within an ulp of 1, or rounding to it (a forbidden split).
+            t_cut = 1e-12
         if case == "below the range":
             # psi ~ 1 / tau ~ 1e-280: linear sums below LINEAR_SUM_FLOOR.
             mass2, t_cut = mass2 * 1e280, t_cut * 1e280
@@ -511,6 +518,44 @@ def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_rand
         potential = ginkgo_potential(n_points, mass2, lam, t_cut)
     kernel, function = _ginkgo_kernel_and_function(potential, kernel_threads, monkeypatch)
     _assert_same_trellis(kernel, function)
+
+
+@pytest.mark.parametrize("width", [1, 4, 8])
+@pytest.mark.parametrize("case", ["jet", "equal masses"])
+def test_ginkgo_vector_paths_agree(width, case, global_random_seed, kernel_threads,
+                                   ginkgo_blocking, monkeypatch):
+    """The portable, AVX2 and AVX-512 rows of the Ginkgo inside pass give the same trellis.
+
+    The processor's widest path is what the other tests exercise; capped,
+    the narrower ones (on a processor without the wider instructions the
+    caps change nothing).
+    """
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
+    from sktrellis._engine.trellis import _hierarchical as kernels
+
+    rng = np.random.default_rng(global_random_seed)
+    n_points = 9
+    if case == "jet":
+        X = make_jets(n_leaves=n_points, random_state=int(rng.integers(2**31)))[0].momenta
+        potential = GinkgoLikelihood().split_potential(X)
+    else:
+        sizes = np.array([bin(x).count("1") for x in range(1 << n_points)])
+        mass2 = np.round((sizes * 20.0) ** 2 * rng.uniform(0.5, 1.5, sizes.size), -3)
+        mass2 = (mass2 + 1000.0) * (sizes >= 2)
+        potential = ginkgo_potential(n_points, mass2, 1.5, 16.0)
+    old = kernels.set_ginkgo_vector_width(width)
+    try:
+        kernel, function = _ginkgo_kernel_and_function(potential, kernel_threads, monkeypatch)
+    finally:
+        kernels.set_ginkgo_vector_width(old)
+    _assert_same_trellis(kernel, function)
+
+
+def test_ginkgo_vector_width_is_checked():
+    from sktrellis._engine.trellis import _hierarchical as kernels
+
+    with pytest.raises(ValueError, match="width must be 1, 4 or 8"):
+        kernels.set_ginkgo_vector_width(2)
 
 
 @pytest.mark.parametrize("case", ["jet", "massless clusters"])

@@ -63,22 +63,23 @@ cdef inline double log_psi_of_masses(const double* params, double t_parent, doub
 #     e = z(A) + z(B) - lam t_heavy / t(S) - lam t_light / tau:
 # one division and one exp per split, no log, no sqrt (each record holds its
 # root), no branch on which child is heavier (a select). The exp does not
-# factor: tau depends on the parent and the heavier child together. A run of
-# splits of one parent is evaluated in two vectorised passes: the exponents
-# and their largest (`ginkgo_exponents`), then the terms relative to the
-# parent's running scale (`ginkgo_weights`). The MAP term is the Z term
-# times exp(m - z) of both children, a per-subset ratio: two multiplies.
+# factor: tau depends on the parent and the heavier child together. The
+# inside pass scales Z(A) Z(B) per subset size as the separable kernels do,
+# so that its terms need no largest exponent first: one pass per split
+# (`ginkgo_row`, below). The outside pass evaluates a run of terms in two
+# vectorised passes: the exponents and their largest
+# (`ginkgo_outside_exponents`), then the terms relative to the cluster's
+# running scale (`ginkgo_sum`). The MAP term is the Z term times exp(m - z)
+# of both children, a per-subset ratio: two multiplies.
 cdef extern from *:
     """
     #include <stdint.h>
     #include <string.h>
     #include <math.h>
-    /* Per subset, what a split reads of each child (and the outside pass of
-       each parent): one 32-byte record, half a cache line. `aux` is
-       exp(log MAP - log Z) in the inside pass (0 where log Z = -inf) and
-       log O + K, the outside sum and the parent's constant, in the outside
-       pass (-inf where the subset cannot split). Tree counts stay in their
-       own table: only the count loop reads them. */
+    /* Per subset, what the outside pass reads of each sibling and parent:
+       one 32-byte record, half a cache line. `aux` is log O + K, the
+       outside sum and the parent's constant (-inf where the subset cannot
+       split). The inside pass has its own (sktrellis_ginkgo_split_record). */
     typedef struct {
         double mass2;      /* t */
         double root;       /* sqrt t, the root table's value bit for bit */
@@ -143,58 +144,144 @@ cdef extern from *:
     #define SKTRELLIS_VECTOR_CLONES
     #endif
 
-    /* First pass over the splits (A_j, parent ^ A_j), A_j = left_high |
-       lefts[j], j < n: exponent[j] = e (above), inverse[j] = 1 / tau and
-       ratio[j] = the product of both children's exp(m - z); a split
-       without a term here (tau <= 0: psi = 0; a lighter child of mass 0, a
-       leaf or the empty set: the caller adds those exactly) has exponent
-       -inf and inverse 0. Returns the largest exponent (-inf if none). */
-    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_exponents_portable(
-            const sktrellis_ginkgo_record* rec, uint32_t parent, uint32_t left_high,
-            const uint32_t* lefts, int n, double root_parent, double lam_over_parent,
-            double lam, double* exponent, double* inverse, double* ratio) {
-        double c = -INFINITY;
-        int j;
-        #pragma omp simd reduction(max:c)
-        for (j = 0; j < n; j++) {
-            uint32_t left = left_high | lefts[j];
-            const sktrellis_ginkgo_record* a = rec + left;
-            const sktrellis_ginkgo_record* b = rec + (parent ^ left);
-            int left_heavy = a->mass2 >= b->mass2;
-            double heavy = left_heavy ? a->mass2 : b->mass2;
-            double light = left_heavy ? b->mass2 : a->mass2;
-            double scale = root_parent - (left_heavy ? a->root : b->root);
-            double tau = scale * scale;
-            int has_term = (tau > 0.0) & (light > 0.0);
-            double inv = has_term ? 1.0 / tau : 0.0;
-            double e = a->log_z + b->log_z - lam_over_parent * heavy - lam * light * inv;
-            e = has_term ? e : -INFINITY;
-            exponent[j] = e;
-            inverse[j] = inv;
-            ratio[j] = a->aux * b->aux;
-            c = e > c ? e : c;
-        }
-        return c;
+    /* The inside pass in scaled linear space. A parent S of k points and
+       its splits (A, B = S ^ A), the lighter child not massless:
+
+           psi Z(A) Z(B) = exp(K(S) + M_k) f_k(|A|) u(A) u(B) exp(x) / tau,
+           x = -lam t_heavy / t(S) - lam t_light / tau <= 0,
+
+       with u(X) = exp(log Z(X) - mz(|X|)) in the record (`u`), mz(a) the
+       largest log Z of the subsets of a points, M_k = max_a mz(a) +
+       mz(k - a) and f_k(a) = exp(mz(a) + mz(k - a) - M_k) (the scales of
+       the separable kernels). Every factor but 1 / tau is at most 1, so no
+       pass first looks for the largest term: one pass per split, one exp,
+       one division. The MAP term is the term times the children's
+       exp(log MAP - log Z) (`aux`). A row of splits is enumerated in
+       blocks of eight or four: A = left_base | sub | q, sub over the
+       submasks of `high` in increasing order, q over the lanes (0, b1, b2,
+       b1 | b2, b3, ...), b1 < b2 < b3 the lowest bits of the row's free
+       points (a row of fewer than two free points is one block of its 1 or
+       2 splits, lanes (0, b1)); sktrellis_ginkgo_row_shape. */
+
+    /* The inside pass's record of a subset X: sqrt t (t is its square,
+       within an ulp of the table's t: enough for the linear terms, whose
+       MAP candidates are re-evaluated from the tables), u, aux =
+       exp(log MAP - log Z), and the low 64 bits of its tree count (exact
+       for the children of parents of up to 18 points, where they are
+       read): one 32-byte load per child and split. */
+    typedef struct {
+        double root;
+        double u;
+        double aux;
+        uint64_t count;
+    } sktrellis_ginkgo_split_record;
+
+    /* The widest vector path the rows take: 8 (AVX-512 where the processor
+       has it), 4 (AVX2 at most) or 1 (the portable code, on rows of up to 8
+       lanes); set by tests to compare the paths. */
+    static int sktrellis_ginkgo_vector_width = 8;
+
+    typedef struct {
+        double total;      /* sum of the terms / exp(K(S) + M_k) */
+        double inv_max;    /* largest 1 / tau among the splits with a term */
+        uint64_t count;    /* sum of the count products, 64-bit (sizes <= 18) */
+        int any_term;      /* a split with a term and both children possible */
+    } sktrellis_ginkgo_acc;
+
+    /* One split: its term (returned), MAP term, 1 / tau (0 if no term) and
+       whether it has a term with both children possible (Z > 0). */
+    static inline double sktrellis_ginkgo_term(
+            const sktrellis_ginkgo_split_record* a, const sktrellis_ginkgo_split_record* b,
+            double root_parent, double lam_over_parent, double lam, double f,
+            double* map_term, double* inverse, int* alive) {
+        int left_heavy = a->root >= b->root;
+        double heavy_root = left_heavy ? a->root : b->root;
+        double light_root = left_heavy ? b->root : a->root;
+        double heavy = heavy_root * heavy_root, light = light_root * light_root;
+        double scale = root_parent - heavy_root;
+        double tau = scale * scale;
+        int has_term = (tau > 0.0) & (light_root > 0.0);
+        double inv = has_term ? 1.0 / tau : 0.0;
+        double x = -(lam_over_parent * heavy) - lam * light * inv;
+        double w = a->u * b->u * f * sktrellis_exp_nonpositive(x) * inv;
+        *map_term = w * (a->aux * b->aux);
+        *inverse = inv;
+        *alive = has_term & (a->u > 0.0) & (b->u > 0.0);
+        return w;
     }
 
-    /* Second pass: the terms exp(exponent[j] - scale) * inverse[j] (scale
-       at least every exponent), whose sum is returned; ratio[j] becomes the
-       MAP term (the term times ratio[j]) and *map_max their largest. */
-    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_weights(
-            const double* exponent, const double* inverse, double* ratio, int n,
-            double scale, double* map_max) {
-        double sum = 0.0, top = 0.0;
-        int j;
-        #pragma omp simd reduction(+:sum) reduction(max:top)
-        for (j = 0; j < n; j++) {
-            double w = sktrellis_exp_nonpositive(exponent[j] - scale) * inverse[j];
-            double v = w * ratio[j];
-            ratio[j] = v;
-            sum += w;
-            top = v > top ? v : top;
+    /* n_blocks blocks of a row from the submask *sub of `high` on (left
+       at the next one): adds to *acc, writes the MAP terms in split order
+       to map_terms, returns their largest, or -1 if no split had a term
+       with both children possible. f is indexed by |A|. */
+    static double sktrellis_ginkgo_row_portable(
+            const sktrellis_ginkgo_split_record* rec, int with_count, uint32_t parent,
+            uint32_t left_base, const uint32_t* q, int lanes, uint32_t high, uint32_t* sub,
+            int n_blocks, double root_parent, double lam_over_parent, double lam,
+            const double* f, double* map_terms, sktrellis_ginkgo_acc* acc) {
+        double top = -1.0, total = 0.0, inv_max = acc->inv_max, v, inv;
+        uint64_t products = 0;
+        int block, lane, alive, any = 0;
+        uint32_t s = *sub, left;
+        for (block = 0; block < n_blocks; block++) {
+            for (lane = 0; lane < lanes; lane++) {
+                left = left_base | s | q[lane];
+                total += sktrellis_ginkgo_term(rec + left, rec + (parent ^ left), root_parent,
+                                               lam_over_parent, lam,
+                                               f[__builtin_popcount(left)], &v, &inv, &alive);
+                map_terms[block * lanes + lane] = v;
+                if (alive) {
+                    any = 1;
+                    top = v > top ? v : top;
+                }
+                inv_max = inv > inv_max ? inv : inv_max;
+                if (with_count && inv != 0.0)
+                    products += rec[left].count * rec[parent ^ left].count;
+            }
+            s = (s - high) & high;
         }
-        *map_max = top;
-        return sum;
+        *sub = s;
+        acc->total += total;
+        acc->inv_max = inv_max;
+        acc->count += products;
+        acc->any_term |= any;
+        return any ? (top > 0.0 ? top : 0.0) : -1.0;
+    }
+
+    /* The same blocks' count products in 128 bits, added to count[parent]
+       (parents of more than 18 points): the splits with a term (tau > 0 and
+       a lighter child of mass > 0), by the same arithmetic. */
+    static void sktrellis_ginkgo_row_count128(
+            const sktrellis_ginkgo_split_record* rec, uint64_t* count, uint32_t parent,
+            uint32_t left_base, const uint32_t* q, int lanes, uint32_t high, uint32_t sub,
+            int n_blocks, double root_parent, double lam_over_parent, double lam) {
+        unsigned __int128 acc = ((unsigned __int128)count[2 * (size_t)parent + 1] << 64)
+                                | count[2 * (size_t)parent];
+        double heavy_root, light_root, scale;
+        int block, lane;
+        uint32_t left;
+        (void)lam_over_parent;
+        (void)lam;
+        for (block = 0; block < n_blocks; block++) {
+            for (lane = 0; lane < lanes; lane++) {
+                left = left_base | sub | q[lane];
+                /* has_term of sktrellis_ginkgo_term, without the term. */
+                heavy_root = rec[left].root >= rec[parent ^ left].root
+                    ? rec[left].root : rec[parent ^ left].root;
+                light_root = rec[left].root >= rec[parent ^ left].root
+                    ? rec[parent ^ left].root : rec[left].root;
+                scale = root_parent - heavy_root;
+                if (scale * scale > 0.0 && light_root > 0.0) {
+                    const uint64_t* a = count + 2 * (size_t)left;
+                    const uint64_t* b = count + 2 * (size_t)(parent ^ left);
+                    acc += (((unsigned __int128)a[1] << 64) | a[0])
+                           * (((unsigned __int128)b[1] << 64) | b[0]);
+                }
+            }
+            sub = (sub - high) & high;
+        }
+        count[2 * (size_t)parent] = (uint64_t)acc;
+        count[2 * (size_t)parent + 1] = (uint64_t)(acc >> 64);
     }
 
     /* The outside pass's first pass: for the siblings D_j = sibling_high |
@@ -242,48 +329,7 @@ cdef extern from *:
     }
     #pragma GCC pop_options
 
-    /* Tree counts. Counts are (low, high) uint64 pairs (see _common.pxd). A
-       subset of s <= 18 points has at most (2s - 3)!! < 2**64 trees, and
-       every product of its children's counts is at most its own: up to 18
-       points, 64-bit arithmetic is exact (a multiply-add per split).
-       sktrellis_ginkgo_count64 returns the sum of count[A_j] count[parent ^
-       A_j], A_j = left_high | lefts[j], over the splits with a term
-       (inverse[j] != 0); sktrellis_ginkgo_count128 adds it to
-       count[parent] in 128 bits, for parents of any size. */
-    SKTRELLIS_VECTOR_CLONES static uint64_t sktrellis_ginkgo_count64(
-            const uint64_t* count, uint32_t parent, uint32_t left_high, const uint32_t* lefts,
-            const double* inverse, int n) {
-        uint64_t acc = 0;
-        int j;
-        #pragma omp simd reduction(+:acc)
-        for (j = 0; j < n; j++) {
-            uint32_t left = left_high | lefts[j];
-            uint64_t product = count[2 * (size_t)left] * count[2 * (size_t)(parent ^ left)];
-            acc += inverse[j] != 0.0 ? product : 0;
-        }
-        return acc;
-    }
-
-    static void sktrellis_ginkgo_count128(
-            uint64_t* count, uint32_t parent, uint32_t left_high, const uint32_t* lefts,
-            const double* inverse, int n) {
-        unsigned __int128 acc = ((unsigned __int128)count[2 * (size_t)parent + 1] << 64)
-                                | count[2 * (size_t)parent];
-        int j;
-        for (j = 0; j < n; j++) {
-            if (inverse[j] != 0.0) {
-                uint32_t left = left_high | lefts[j];
-                const uint64_t* a = count + 2 * (size_t)left;
-                const uint64_t* b = count + 2 * (size_t)(parent ^ left);
-                acc += (((unsigned __int128)a[1] << 64) | a[0])
-                       * (((unsigned __int128)b[1] << 64) | b[0]);
-            }
-        }
-        count[2 * (size_t)parent] = (uint64_t)acc;
-        count[2 * (size_t)parent + 1] = (uint64_t)(acc >> 64);
-    }
-
-    /* The first passes read two 32-byte records per split at scattered
+    /* The passes read two 32-byte records per split at scattered
        addresses. Compilers vectorise those reads as one scalar load and one
        insert per field (8 of each per split, the passes' bottleneck); on
        x86-64 with AVX2 the passes below read each record as two 16-byte
@@ -297,14 +343,15 @@ cdef extern from *:
     #if defined(__GNUC__) && defined(__x86_64__)
     #define SKTRELLIS_GINKGO_AVX2 1
     #include <immintrin.h>
-    /* Fields of the records rec[i[0..3]]: (t, sqrt t, log Z, aux), 4 lanes each. */
-    __attribute__((target("avx2"))) static inline void sktrellis_ginkgo_load4(
-            const sktrellis_ginkgo_record* rec, const uint32_t* i, __m256d* mass2,
-            __m256d* root, __m256d* log_z, __m256d* aux) {
-        const double* r0 = (const double*)(rec + i[0]);
-        const double* r1 = (const double*)(rec + i[1]);
-        const double* r2 = (const double*)(rec + i[2]);
-        const double* r3 = (const double*)(rec + i[3]);
+    /* The fields of four records, 4 lanes each. */
+    __attribute__((target("avx2"))) static inline void sktrellis_ginkgo_load4p(
+            const sktrellis_ginkgo_record* p0, const sktrellis_ginkgo_record* p1,
+            const sktrellis_ginkgo_record* p2, const sktrellis_ginkgo_record* p3,
+            __m256d* mass2, __m256d* root, __m256d* log_z, __m256d* aux) {
+        const double* r0 = (const double*)p0;
+        const double* r1 = (const double*)p1;
+        const double* r2 = (const double*)p2;
+        const double* r3 = (const double*)p3;
         __m256d lo02 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(r0)),
                                             _mm_loadu_pd(r2), 1);
         __m256d lo13 = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(r1)),
@@ -319,76 +366,291 @@ cdef extern from *:
         *aux = _mm256_unpackhi_pd(hi02, hi13);
     }
 
-    __attribute__((target("avx2"))) static double sktrellis_ginkgo_exponents_avx2(
-            const sktrellis_ginkgo_record* rec, uint32_t parent, uint32_t left_high,
-            const uint32_t* lefts, int n, double root_parent, double lam_over_parent,
-            double lam, double* exponent, double* inverse, double* ratio,
-            const uint64_t* count, uint64_t* count_sum) {
-        __m256i products = _mm256_setzero_si256();
-        uint64_t words[4], product_sum;
+    /* Fields of the records rec[i[0..3]]: (t, sqrt t, log Z, aux). */
+    __attribute__((target("avx2"))) static inline void sktrellis_ginkgo_load4(
+            const sktrellis_ginkgo_record* rec, const uint32_t* i, __m256d* mass2,
+            __m256d* root, __m256d* log_z, __m256d* aux) {
+        sktrellis_ginkgo_load4p(rec + i[0], rec + i[1], rec + i[2], rec + i[3], mass2, root,
+                                log_z, aux);
+    }
+
+    /* exp(x) for x <= 0, four lanes: sktrellis_exp_nonpositive's range
+       reduction with fused multiply-adds, within rounding of it. */
+    __attribute__((target("avx2,fma"))) static inline __m256d sktrellis_exp_nonpositive4(
+            __m256d x) {
+        const __m256d floor = _mm256_set1_pd(-708.0), shifter = _mm256_set1_pd(0x1.8p52);
+        __m256d keep = _mm256_cmp_pd(x, floor, _CMP_GT_OQ);
+        __m256d y = _mm256_max_pd(x, floor);
+        __m256d k = _mm256_fmadd_pd(y, _mm256_set1_pd(0x1.71547652b82fep0), shifter);
+        __m256d n = _mm256_sub_pd(k, shifter);
+        __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(0x1.62e42fee00000p-1), y);
+        r = _mm256_fnmadd_pd(n, _mm256_set1_pd(0x1.a39ef35793c76p-33), r);
+        /* exp(r), |r| <= ln(2) / 2, by its degree-12 Taylor polynomial
+           (truncation error < 2e-16) in Estrin's scheme: a chain of 4
+           multiply-adds after r**8 rather than Horner's 12 (the pass waits
+           on this latency). */
+    #define SKTRELLIS_C(k) _mm256_set1_pd(k)
+        __m256d r2 = _mm256_mul_pd(r, r), r4 = _mm256_mul_pd(r2, r2);
+        __m256d r8 = _mm256_mul_pd(r4, r4);
+        __m256d p01 = _mm256_add_pd(SKTRELLIS_C(1.0), r);
+        __m256d p23 = _mm256_fmadd_pd(SKTRELLIS_C(1.0 / 6.0), r, SKTRELLIS_C(0.5));
+        __m256d p45 = _mm256_fmadd_pd(SKTRELLIS_C(1.0 / 120.0), r, SKTRELLIS_C(1.0 / 24.0));
+        __m256d p67 = _mm256_fmadd_pd(SKTRELLIS_C(1.0 / 5040.0), r, SKTRELLIS_C(1.0 / 720.0));
+        __m256d p89 = _mm256_fmadd_pd(SKTRELLIS_C(1.0 / 362880.0), r,
+                                      SKTRELLIS_C(1.0 / 40320.0));
+        __m256d p1011 = _mm256_fmadd_pd(SKTRELLIS_C(1.0 / 39916800.0), r,
+                                        SKTRELLIS_C(1.0 / 3628800.0));
+        __m256d q0 = _mm256_fmadd_pd(p23, r2, p01), q1 = _mm256_fmadd_pd(p67, r2, p45);
+        __m256d q2 = _mm256_fmadd_pd(p1011, r2, p89);
+        __m256d s0 = _mm256_fmadd_pd(q1, r4, q0);
+        __m256d s1 = _mm256_fmadd_pd(SKTRELLIS_C(1.0 / 479001600.0), r4, q2);
+        __m256d p = _mm256_fmadd_pd(s1, r8, s0);
+    #undef SKTRELLIS_C
+        __m256i bits = _mm256_slli_epi64(
+            _mm256_add_epi64(_mm256_castpd_si256(k), _mm256_set1_epi64x(1023)), 52);
+        return _mm256_and_pd(keep, _mm256_mul_pd(p, _mm256_castsi256_pd(bits)));
+    }
+
+    /* sktrellis_ginkgo_row_portable for rows of two or more free points
+       (lanes (0, b1, b2, b1 | b2)): the four splits of a block read their
+       records at constant offsets from the first split's, and the four
+       count products go to a vector sum. */
+    __attribute__((target("avx2,fma"))) static double sktrellis_ginkgo_row_avx2(
+            const sktrellis_ginkgo_split_record* rec, int with_count, uint32_t parent,
+            uint32_t left_base, uint32_t b1, uint32_t b2, uint32_t high, uint32_t* sub,
+            int n_blocks, double root_parent, double lam_over_parent, double lam,
+            const double* f, double* map_terms, sktrellis_ginkgo_acc* acc) {
         const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
-        const __m256d minus_inf = _mm256_set1_pd(-INFINITY);
         const __m256d v_root = _mm256_set1_pd(root_parent);
         const __m256d v_lop = _mm256_set1_pd(lam_over_parent), v_lam = _mm256_set1_pd(lam);
-        __m256d top = minus_inf;
-        double c, lanes[4];
-        uint32_t a_index[4], b_index[4];
-        int j = 0, k;
-        for (; j + 4 <= n; j += 4) {
-            __m256d ma, ra, za, xa, mb, rb, zb, xb;
-            for (k = 0; k < 4; k++) {
-                a_index[k] = left_high | lefts[j + k];
-                b_index[k] = parent ^ a_index[k];
-            }
-            sktrellis_ginkgo_load4(rec, a_index, &ma, &ra, &za, &xa);
-            sktrellis_ginkgo_load4(rec, b_index, &mb, &rb, &zb, &xb);
-            __m256d left_heavy = _mm256_cmp_pd(ma, mb, _CMP_GE_OQ);
-            __m256d heavy = _mm256_blendv_pd(mb, ma, left_heavy);
-            __m256d light = _mm256_blendv_pd(ma, mb, left_heavy);
-            __m256d scale = _mm256_sub_pd(v_root, _mm256_blendv_pd(rb, ra, left_heavy));
+        const size_t o1 = b1, o2 = b2, o3 = (size_t)b1 + b2;
+        const int base_count = __builtin_popcount(left_base);
+        __m256d total = zero, top = zero, inv_top = _mm256_set1_pd(acc->inv_max);
+        __m256d alive_any = zero;
+        __m256i products = _mm256_setzero_si256();
+        uint64_t words[4];
+        double lanes[4], best;
+        uint32_t s = *sub;
+        int block, k, any;
+        for (block = 0; block < n_blocks; block++) {
+            uint32_t a0 = left_base | s, c0 = parent ^ a0;
+            const sktrellis_ginkgo_split_record* pa = rec + a0;
+            const sktrellis_ginkgo_split_record* pb = rec + c0;
+            __m256d ra, ua, xa, ca, rb, ub, xb, cb;
+            /* B = parent ^ A: the lane bits are set in c0, so clearing
+               them is a subtraction. */
+            sktrellis_ginkgo_load4p((const sktrellis_ginkgo_record*)pa,
+                                    (const sktrellis_ginkgo_record*)(pa + o1),
+                                    (const sktrellis_ginkgo_record*)(pa + o2),
+                                    (const sktrellis_ginkgo_record*)(pa + o3), &ra, &ua, &xa, &ca);
+            sktrellis_ginkgo_load4p((const sktrellis_ginkgo_record*)pb,
+                                    (const sktrellis_ginkgo_record*)(pb - o1),
+                                    (const sktrellis_ginkgo_record*)(pb - o2),
+                                    (const sktrellis_ginkgo_record*)(pb - o3), &rb, &ub, &xb, &cb);
+            (void)ca;
+            (void)cb;
+            __m256d fv = _mm256_permute4x64_pd(
+                _mm256_loadu_pd(f + base_count + __builtin_popcount(s)), 0x94);
+            __m256d left_heavy = _mm256_cmp_pd(ra, rb, _CMP_GE_OQ);
+            __m256d heavy_root = _mm256_blendv_pd(rb, ra, left_heavy);
+            __m256d light_root = _mm256_blendv_pd(ra, rb, left_heavy);
+            __m256d heavy = _mm256_mul_pd(heavy_root, heavy_root);
+            __m256d light = _mm256_mul_pd(light_root, light_root);
+            __m256d scale = _mm256_sub_pd(v_root, heavy_root);
             __m256d tau = _mm256_mul_pd(scale, scale);
             __m256d has_term = _mm256_and_pd(_mm256_cmp_pd(tau, zero, _CMP_GT_OQ),
-                                             _mm256_cmp_pd(light, zero, _CMP_GT_OQ));
+                                             _mm256_cmp_pd(light_root, zero, _CMP_GT_OQ));
             __m256d inv = _mm256_and_pd(has_term, _mm256_div_pd(one, tau));
-            __m256d e = _mm256_sub_pd(
-                _mm256_sub_pd(_mm256_add_pd(za, zb), _mm256_mul_pd(v_lop, heavy)),
-                _mm256_mul_pd(_mm256_mul_pd(v_lam, light), inv));
-            e = _mm256_blendv_pd(minus_inf, e, has_term);
-            _mm256_storeu_pd(exponent + j, e);
-            _mm256_storeu_pd(inverse + j, inv);
-            _mm256_storeu_pd(ratio + j, _mm256_mul_pd(xa, xb));
-            top = _mm256_max_pd(top, e);
-            if (count != NULL) {
-                /* The splits' counts while their indices are at hand, summed
-                   in a vector register (a scalar sum is spilled to memory
-                   for lack of registers, and its store-load chain cost more
-                   than the rest of the loop). */
+            __m256d x = _mm256_sub_pd(_mm256_sub_pd(zero, _mm256_mul_pd(v_lop, heavy)),
+                                      _mm256_mul_pd(_mm256_mul_pd(v_lam, light), inv));
+            __m256d w = _mm256_mul_pd(
+                _mm256_mul_pd(_mm256_mul_pd(ua, ub), fv),
+                _mm256_mul_pd(sktrellis_exp_nonpositive4(x), inv));
+            __m256d v = _mm256_mul_pd(w, _mm256_mul_pd(xa, xb));
+            __m256d alive = _mm256_and_pd(
+                has_term, _mm256_and_pd(_mm256_cmp_pd(ua, zero, _CMP_GT_OQ),
+                                        _mm256_cmp_pd(ub, zero, _CMP_GT_OQ)));
+            total = _mm256_add_pd(total, w);
+            _mm256_storeu_pd(map_terms + 4 * block, v);
+            top = _mm256_max_pd(top, _mm256_and_pd(alive, v));
+            inv_top = _mm256_max_pd(inv_top, inv);
+            alive_any = _mm256_or_pd(alive_any, alive);
+            if (with_count) {
                 __m256i product = _mm256_set_epi64x(
-                    (long long)(count[2 * (size_t)a_index[3]] * count[2 * (size_t)b_index[3]]),
-                    (long long)(count[2 * (size_t)a_index[2]] * count[2 * (size_t)b_index[2]]),
-                    (long long)(count[2 * (size_t)a_index[1]] * count[2 * (size_t)b_index[1]]),
-                    (long long)(count[2 * (size_t)a_index[0]] * count[2 * (size_t)b_index[0]]));
+                    (long long)(pa[o3].count * pb[-(ptrdiff_t)o3].count),
+                    (long long)(pa[o2].count * pb[-(ptrdiff_t)o2].count),
+                    (long long)(pa[o1].count * pb[-(ptrdiff_t)o1].count),
+                    (long long)(pa[0].count * pb[0].count));
                 products = _mm256_add_epi64(
                     products, _mm256_and_si256(product, _mm256_castpd_si256(has_term)));
             }
+            s = (s - high) & high;
         }
+        *sub = s;
+        _mm256_storeu_pd(lanes, total);
+        acc->total += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+        _mm256_storeu_pd(lanes, inv_top);
+        for (k = 0; k < 4; k++)
+            acc->inv_max = lanes[k] > acc->inv_max ? lanes[k] : acc->inv_max;
         _mm256_storeu_si256((__m256i*)words, products);
-        product_sum = words[0] + words[1] + words[2] + words[3];
+        acc->count += words[0] + words[1] + words[2] + words[3];
+        any = _mm256_movemask_pd(alive_any) != 0;
+        acc->any_term |= any;
         _mm256_storeu_pd(lanes, top);
-        c = lanes[0];
+        best = lanes[0];
         for (k = 1; k < 4; k++)
-            c = lanes[k] > c ? lanes[k] : c;
-        if (j < n) {
-            double rest = sktrellis_ginkgo_exponents_portable(
-                rec, parent, left_high, lefts + j, n - j, root_parent, lam_over_parent, lam,
-                exponent + j, inverse + j, ratio + j);
-            c = rest > c ? rest : c;
-            if (count != NULL)
-                product_sum += sktrellis_ginkgo_count64(count, parent, left_high, lefts + j,
-                                                        inverse + j, n - j);
+            best = lanes[k] > best ? lanes[k] : best;
+        return any ? best : -1.0;
+    }
+
+
+    /* Eight lanes on x86-64 with AVX-512 (F, DQ): the blocks of eight
+       splits of rows of three or more free points, lanes (0, b1, b2,
+       b1 | b2, b3, ...), the three lowest free points deposited in
+       increasing order; 32 registers hold the block without spills. */
+    #define SKTRELLIS_GINKGO_AVX512 1
+    #define SKTRELLIS_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,fma")))
+    /* exp(x) for x <= 0, eight lanes: 2**(n + j / 16) exp(r), |r| <=
+       ln(2) / 32, 2**(j / 16) from a 16-entry table held in two registers
+       (one permute), exp(r) - 1 by its degree-7 Taylor polynomial
+       (truncation error < 2e-18) in Estrin's scheme: within 2 ulp of exp
+       (1.0 measured over 4e6 points in [-708, 0]), 0 at or below -708, as
+       sktrellis_exp_nonpositive. */
+    SKTRELLIS_AVX512 static inline __m512d sktrellis_exp_nonpositive8(__m512d x) {
+        const __m512d table_low = _mm512_set_pd(
+            0x1.5ab07dd485429p+0, 0x1.4bfdad5362a27p+0, 0x1.3dea64c123422p+0,
+            0x1.306fe0a31b715p+0, 0x1.2387a6e756238p+0, 0x1.172b83c7d517bp+0,
+            0x1.0b5586cf9890fp+0, 0x1.0000000000000p+0);
+        const __m512d table_high = _mm512_set_pd(
+            0x1.ea4afa2a490dap+0, 0x1.d5818dcfba487p+0, 0x1.c199bdd85529cp+0,
+            0x1.ae89f995ad3adp+0, 0x1.9c49182a3f090p+0, 0x1.8ace5422aa0dbp+0,
+            0x1.7a11473eb0187p+0, 0x1.6a09e667f3bcdp+0);
+        const __m512d floor = _mm512_set1_pd(-708.0), shifter = _mm512_set1_pd(0x1.8p52);
+        __mmask8 keep = _mm512_cmp_pd_mask(x, floor, _CMP_GT_OQ);
+        __m512d y = _mm512_max_pd(x, floor);
+        /* k = round(16 y / ln 2) in the low bits of kf: n = k >> 4, j = k & 15. */
+        __m512d kf = _mm512_fmadd_pd(y, _mm512_set1_pd(0x1.71547652b82fep+4), shifter);
+        __m512d k = _mm512_sub_pd(kf, shifter);
+        __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(0x1.62e42fee00000p-5), y);
+        r = _mm512_fnmadd_pd(k, _mm512_set1_pd(0x1.a39ef35793c76p-37), r);
+        __m512i bits = _mm512_castpd_si512(kf);
+        __m512d power = _mm512_permutex2var_pd(table_low, bits, table_high);
+    #define SKTRELLIS_C(k) _mm512_set1_pd(k)
+        /* exp(r) - 1, small, then power * (1 + it) with a single rounding. */
+        __m512d r2 = _mm512_mul_pd(r, r), r4 = _mm512_mul_pd(r2, r2);
+        __m512d p23 = _mm512_fmadd_pd(SKTRELLIS_C(1.0 / 6.0), r, SKTRELLIS_C(0.5));
+        __m512d p45 = _mm512_fmadd_pd(SKTRELLIS_C(1.0 / 120.0), r, SKTRELLIS_C(1.0 / 24.0));
+        __m512d p67 = _mm512_fmadd_pd(SKTRELLIS_C(1.0 / 5040.0), r, SKTRELLIS_C(1.0 / 720.0));
+        __m512d q = _mm512_fmadd_pd(_mm512_fmadd_pd(p67, r2, p45), r4,
+                                    _mm512_fmadd_pd(p23, r2, r));
+    #undef SKTRELLIS_C
+        __m512i scale = _mm512_slli_epi64(
+            _mm512_add_epi64(_mm512_srli_epi64(bits, 4), _mm512_set1_epi64(1023)), 52);
+        return _mm512_maskz_mul_pd(keep, _mm512_fmadd_pd(power, q, power),
+                                   _mm512_castsi512_pd(scale));
+    }
+
+    /* The fields of the records p[k] + sign * o[k], k < 8, 8 lanes each:
+       each record one 32-byte load, two per register, then unpacks and
+       cross-lane permutes. */
+    SKTRELLIS_AVX512 static inline void sktrellis_ginkgo_load8(
+            const sktrellis_ginkgo_split_record* p, const ptrdiff_t* o, __m512d* root,
+            __m512d* u, __m512d* aux, __m512d* count) {
+        const __m512i even = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+        const __m512i odd = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+        __m512d z0 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[0]))),
+            _mm256_loadu_pd((const double*)(p + o[4])), 1);
+        __m512d z1 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[1]))),
+            _mm256_loadu_pd((const double*)(p + o[5])), 1);
+        __m512d z2 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[2]))),
+            _mm256_loadu_pd((const double*)(p + o[6])), 1);
+        __m512d z3 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[3]))),
+            _mm256_loadu_pd((const double*)(p + o[7])), 1);
+        /* t0 = (r0 r1 x0 x1 r4 r5 x4 x5), t1 = (u0 u1 c0 c1 u4 u5 c4 c5), t2
+           and t3 the same for records 2, 3, 6, 7. */
+        __m512d t0 = _mm512_unpacklo_pd(z0, z1), t1 = _mm512_unpackhi_pd(z0, z1);
+        __m512d t2 = _mm512_unpacklo_pd(z2, z3), t3 = _mm512_unpackhi_pd(z2, z3);
+        *root = _mm512_permutex2var_pd(t0, even, t2);
+        *aux = _mm512_permutex2var_pd(t0, odd, t2);
+        *u = _mm512_permutex2var_pd(t1, even, t3);
+        *count = _mm512_permutex2var_pd(t1, odd, t3);
+    }
+
+    /* sktrellis_ginkgo_row_portable for the eight-lane blocks. */
+    SKTRELLIS_AVX512 static double sktrellis_ginkgo_row_avx512(
+            const sktrellis_ginkgo_split_record* rec, int with_count, uint32_t parent,
+            uint32_t left_base, const uint32_t* q, uint32_t high, uint32_t* sub,
+            int n_blocks, double root_parent, double lam_over_parent, double lam,
+            const double* f, double* map_terms, sktrellis_ginkgo_acc* acc) {
+        const __m512d zero = _mm512_setzero_pd(), one = _mm512_set1_pd(1.0);
+        const __m512d v_root = _mm512_set1_pd(root_parent);
+        const __m512d v_lop = _mm512_set1_pd(lam_over_parent), v_lam = _mm512_set1_pd(lam);
+        const __m512i lane_counts = _mm512_set_epi64(3, 2, 2, 1, 2, 1, 1, 0);
+        ptrdiff_t plus[8], minus[8];
+        const int base_count = __builtin_popcount(left_base);
+        __m512d total = zero, top = zero, inv_top = _mm512_set1_pd(acc->inv_max);
+        __mmask8 alive_any = 0;
+
+        uint64_t products = 0;
+        double best;
+        uint32_t s = *sub;
+        int block, k;
+        for (k = 0; k < 8; k++) {
+            plus[k] = (ptrdiff_t)q[k];
+            minus[k] = -(ptrdiff_t)q[k];
         }
-        *count_sum = product_sum;
-        return c;
+        __m512i count_sum = _mm512_setzero_si512();
+        for (block = 0; block < n_blocks; block++) {
+            uint32_t a0 = left_base | s, c0 = parent ^ a0;
+            __m512d ra, ua, xa, ca, rb, ub, xb, cb;
+            /* B = parent ^ A: the lane bits are set in c0, so clearing
+               them is a subtraction. */
+            sktrellis_ginkgo_load8(rec + a0, plus, &ra, &ua, &xa, &ca);
+            sktrellis_ginkgo_load8(rec + c0, minus, &rb, &ub, &xb, &cb);
+            __m512d fv = _mm512_permutexvar_pd(
+                lane_counts, _mm512_castpd256_pd512(
+                    _mm256_loadu_pd(f + base_count + __builtin_popcount(s))));
+            __mmask8 left_heavy = _mm512_cmp_pd_mask(ra, rb, _CMP_GE_OQ);
+            __m512d heavy_root = _mm512_mask_blend_pd(left_heavy, rb, ra);
+            __m512d light_root = _mm512_mask_blend_pd(left_heavy, ra, rb);
+            __m512d heavy = _mm512_mul_pd(heavy_root, heavy_root);
+            __m512d light = _mm512_mul_pd(light_root, light_root);
+            __m512d scale = _mm512_sub_pd(v_root, heavy_root);
+            __m512d tau = _mm512_mul_pd(scale, scale);
+            __mmask8 has_term = _mm512_cmp_pd_mask(tau, zero, _CMP_GT_OQ)
+                                & _mm512_cmp_pd_mask(light_root, zero, _CMP_GT_OQ);
+            __m512d inv = _mm512_maskz_div_pd(has_term, one, tau);
+            __m512d x = _mm512_sub_pd(_mm512_sub_pd(zero, _mm512_mul_pd(v_lop, heavy)),
+                                      _mm512_mul_pd(_mm512_mul_pd(v_lam, light), inv));
+            __m512d w = _mm512_mul_pd(
+                _mm512_mul_pd(_mm512_mul_pd(ua, ub), fv),
+                _mm512_mul_pd(sktrellis_exp_nonpositive8(x), inv));
+            __m512d v = _mm512_mul_pd(w, _mm512_mul_pd(xa, xb));
+            __mmask8 alive = has_term & _mm512_cmp_pd_mask(ua, zero, _CMP_GT_OQ)
+                             & _mm512_cmp_pd_mask(ub, zero, _CMP_GT_OQ);
+            total = _mm512_add_pd(total, w);
+            _mm512_storeu_pd(map_terms + 8 * block, v);
+            top = _mm512_mask_max_pd(top, alive, top, v);
+            inv_top = _mm512_max_pd(inv_top, inv);
+            alive_any |= alive;
+            if (with_count)
+                count_sum = _mm512_mask_add_epi64(
+                    count_sum, has_term, count_sum,
+                    _mm512_mullo_epi64(_mm512_castpd_si512(ca), _mm512_castpd_si512(cb)));
+            s = (s - high) & high;
+        }
+        *sub = s;
+        acc->total += _mm512_reduce_add_pd(total);
+        best = _mm512_reduce_max_pd(inv_top);
+        acc->inv_max = best > acc->inv_max ? best : acc->inv_max;
+        products = (uint64_t)_mm512_reduce_add_epi64(count_sum);
+        acc->count += products;
+        acc->any_term |= alive_any != 0;
+        return alive_any != 0 ? _mm512_reduce_max_pd(top) : -1.0;
     }
 
     __attribute__((target("avx2"))) static double sktrellis_ginkgo_outside_exponents_avx2(
@@ -442,27 +704,61 @@ cdef extern from *:
     }
     #endif
 
-    /* The first pass (sktrellis_ginkgo_exponents_portable). With `count`
-       not NULL (a parent of at most 18 points, see sktrellis_ginkgo_count64),
-       also the sum of the splits' count products in *count_sum. */
-    static double sktrellis_ginkgo_exponents(
-            const sktrellis_ginkgo_record* rec, uint32_t parent, uint32_t left_high,
-            const uint32_t* lefts, int n, double root_parent, double lam_over_parent,
-            double lam, double* exponent, double* inverse, double* ratio,
-            const uint64_t* count, uint64_t* count_sum) {
-        double c;
-    #ifdef SKTRELLIS_GINKGO_AVX2
-        if (__builtin_cpu_supports("avx2"))
-            return sktrellis_ginkgo_exponents_avx2(rec, parent, left_high, lefts, n,
-                                                   root_parent, lam_over_parent, lam,
-                                                   exponent, inverse, ratio, count, count_sum);
+    /* The lanes q of a row's blocks (see the inside pass above) and the free
+       points `high` of its submask walk, for a row of free points `rest`;
+       returns the number of lanes: 8 for three or more free points (with
+       AVX-512, or on the portable path), 4 for two or more, else 1 or 2. */
+    static inline int sktrellis_ginkgo_row_shape(uint32_t rest, uint32_t* q, uint32_t* high) {
+        uint32_t b1 = rest & (0u - rest), b2 = (rest ^ b1) & (0u - (rest ^ b1));
+        uint32_t b3 = (rest ^ b1 ^ b2) & (0u - (rest ^ b1 ^ b2));
+        int k;
+        int wide = sktrellis_ginkgo_vector_width == 1;
+    #ifdef SKTRELLIS_GINKGO_AVX512
+        wide = wide || (sktrellis_ginkgo_vector_width >= 8 && __builtin_cpu_supports("avx512f")
+                        && __builtin_cpu_supports("avx512dq")
+                        && __builtin_cpu_supports("avx512vl"));
     #endif
-        c = sktrellis_ginkgo_exponents_portable(rec, parent, left_high, lefts, n,
-                                                root_parent, lam_over_parent, lam,
-                                                exponent, inverse, ratio);
-        *count_sum = count != NULL
-            ? sktrellis_ginkgo_count64(count, parent, left_high, lefts, inverse, n) : 0;
-        return c;
+        if (b3 != 0 && wide) {
+            for (k = 0; k < 8; k++)
+                q[k] = (k & 1 ? b1 : 0) | (k & 2 ? b2 : 0) | (k & 4 ? b3 : 0);
+            *high = rest ^ b1 ^ b2 ^ b3;
+            return 8;
+        }
+        if (b2 != 0) {
+            for (k = 0; k < 4; k++)
+                q[k] = (k & 1 ? b1 : 0) | (k & 2 ? b2 : 0);
+            *high = rest ^ b1 ^ b2;
+            return 4;
+        }
+        q[0] = 0;
+        q[1] = rest;
+        *high = 0;
+        return rest ? 2 : 1;
+    }
+
+    /* sktrellis_ginkgo_row_portable, on AVX-512 or AVX2 with FMA when the
+       row has eight or four lanes. */
+    static double sktrellis_ginkgo_row(
+            const sktrellis_ginkgo_split_record* rec, int with_count, uint32_t parent,
+            uint32_t left_base, const uint32_t* q, int lanes, uint32_t high, uint32_t* sub,
+            int n_blocks, double root_parent, double lam_over_parent, double lam,
+            const double* f, double* map_terms, sktrellis_ginkgo_acc* acc) {
+    #ifdef SKTRELLIS_GINKGO_AVX512
+        if (lanes == 8 && sktrellis_ginkgo_vector_width >= 8)
+            return sktrellis_ginkgo_row_avx512(rec, with_count, parent, left_base, q, high, sub,
+                                               n_blocks, root_parent, lam_over_parent, lam, f,
+                                               map_terms, acc);
+    #endif
+    #ifdef SKTRELLIS_GINKGO_AVX2
+        if (lanes == 4 && sktrellis_ginkgo_vector_width >= 4 && __builtin_cpu_supports("avx2")
+                && __builtin_cpu_supports("fma"))
+            return sktrellis_ginkgo_row_avx2(rec, with_count, parent, left_base, q[1], q[2], high,
+                                             sub, n_blocks, root_parent, lam_over_parent, lam,
+                                             f, map_terms, acc);
+    #endif
+        return sktrellis_ginkgo_row_portable(rec, with_count, parent, left_base, q, lanes, high, sub,
+                                             n_blocks, root_parent, lam_over_parent, lam, f,
+                                             map_terms, acc);
     }
 
     static double sktrellis_ginkgo_outside_exponents(
@@ -486,23 +782,34 @@ cdef extern from *:
         double root
         double log_z
         double aux
-    double ginkgo_exponents "sktrellis_ginkgo_exponents"(
-        const GinkgoRecord* rec, mask_t parent, mask_t left_high, const mask_t* lefts, int n,
-        double root_parent, double lam_over_parent, double lam,
-        double* exponent, double* inverse, double* ratio, const uint64_t* count,
-        uint64_t* count_sum) noexcept nogil
-    double ginkgo_weights "sktrellis_ginkgo_weights"(
-        const double* exponent, const double* inverse, double* ratio, int n, double scale,
-        double* map_max) noexcept nogil
+    ctypedef struct GinkgoSplitRecord "sktrellis_ginkgo_split_record":
+        double root
+        double u
+        double aux
+        uint64_t count
+    ctypedef struct GinkgoAcc "sktrellis_ginkgo_acc":
+        double total
+        double inv_max
+        uint64_t count
+        int any_term
+    int ginkgo_vector_width "sktrellis_ginkgo_vector_width"
+    int ginkgo_row_shape "sktrellis_ginkgo_row_shape"(
+        mask_t rest, mask_t* q, mask_t* high) noexcept nogil
+    double ginkgo_row "sktrellis_ginkgo_row"(
+        const GinkgoSplitRecord* rec, int with_count, mask_t parent, mask_t left_base,
+        const mask_t* q, int lanes, mask_t high, mask_t* sub, int n_blocks,
+        double root_parent, double lam_over_parent, double lam, const double* f,
+        double* map_terms, GinkgoAcc* acc) noexcept nogil
+    void ginkgo_row_count128 "sktrellis_ginkgo_row_count128"(
+        const GinkgoSplitRecord* rec, uint64_t* count, mask_t parent, mask_t left_base,
+        const mask_t* q, int lanes, mask_t high, mask_t sub, int n_blocks,
+        double root_parent, double lam_over_parent, double lam) noexcept nogil
     double ginkgo_outside_exponents "sktrellis_ginkgo_outside_exponents"(
         const GinkgoRecord* rec, mask_t cluster, double t_cluster, double root_cluster,
         mask_t sibling_high, const mask_t* others, int n, double lam, double* exponent,
         double* inverse) noexcept nogil
     double ginkgo_sum "sktrellis_ginkgo_sum"(
         const double* exponent, const double* inverse, int n, double scale) noexcept nogil
-    void ginkgo_count128 "sktrellis_ginkgo_count128"(
-        uint64_t* count, mask_t parent, mask_t left_high, const mask_t* lefts,
-        const double* inverse, int n) noexcept nogil
 
 
 # Splits per run of the linear-space passes: the run's buffers stay in L1.

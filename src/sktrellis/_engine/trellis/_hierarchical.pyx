@@ -17,6 +17,7 @@ cache-blocked (``inside_level_blocked``, ``outside_level_blocked``): the same
 sums, visited one pair of table rows at a time.
 """
 from cython.parallel cimport prange, threadid
+from libc.float cimport DBL_MIN
 from libc.math cimport INFINITY, NAN, exp, fabs, log, isfinite
 from libc.stdint cimport uint64_t
 from libc.string cimport memset
@@ -27,12 +28,14 @@ from sktrellis.energies cimport SplitData, split_log_psi_t
 
 from .._common cimport (
     LINEAR_SUM_FLOOR,
-    LogSum, count_add_product, empty_log_sum, extract_rank, index_t, log_sum_add,
+    LogSum, count_add, count_add_product, empty_log_sum, extract_rank, index_t, log_sum_add,
     log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._ginkgo cimport (
-    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoRecord, ginkgo_count128,
-    ginkgo_exponents, ginkgo_outside_exponents, ginkgo_sum, ginkgo_weights, log_psi_of_masses,
+    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord,
+    GinkgoSplitRecord, ginkgo_vector_width,
+    ginkgo_outside_exponents, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape, ginkgo_sum,
+    log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
@@ -243,16 +246,19 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
 #
 # The Ginkgo likelihood (``potential/_ginkgo.pxd``) is a function potential,
 # but the kernel knows its formula: per split one division and one exp in
-# linear space (``ginkgo_exponents`` and ``ginkgo_weights``, vectorised over
-# a run of splits) instead of a call through a pointer with a log, a
-# division and, for leaf children, an exp and a log1p. Its results are those
-# of `inside_level`:
+# linear space (``ginkgo_row``, vectorised over blocks of four splits)
+# instead of a call through a pointer with a log, a division and, for leaf
+# children, an exp and a log1p. Its results are those of `inside_level`:
 #
-# - log Z: each parent keeps a running sum in linear space, scaled by the
-#   largest exponent met so far (`GinkgoSum`; a run whose largest exponent
-#   is larger rescales the sum by one exp); a parent whose sum is not in
-#   [LINEAR_SUM_FLOOR, inf) is redone exactly in log space
-#   (`ginkgo_exact_parent`).
+# - log Z: each parent keeps a running sum in linear space, its terms
+#   scaled by subset sizes as in the separable kernels (``_ginkgo.pxd``:
+#   each record holds u = exp(log Z - mz(|X|)), each level the factors
+#   f_k(a) and its scale M_k, `ginkgo_level_factors`), so that one pass per
+#   split suffices; a parent whose sum is not in [LINEAR_SUM_FLOOR, inf),
+#   or one of whose terms has 1 / tau above GINKGO_INVERSE_MAX, is redone
+#   exactly in log space (`ginkgo_exact_parent`). On jets the log Z of the
+#   subsets of one size span a few tens of nats (20 at N = 16), far inside
+#   the 575 nats that the floor allows.
 # - the MAP split: every split whose linear MAP term is within a relative
 #   `MAP_CANDIDATE_SLACK` of the largest met so far is re-evaluated with
 #   the log-space formula of `inside_level` and compared as there (largest
@@ -275,19 +281,45 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
 # each parent's running sums kept across the row pairs.
 
 # Relative slack of the MAP candidates, per unit of the magnitude of the
-# log-space quantities summed (see ginkgo_run).
+# log-space quantities summed (see ginkgo_row_sums).
 cdef double MAP_CANDIDATE_SLACK = 1e-10
 
 
 cdef struct GinkgoSum:
-    # The running linear-space sums of one parent (inside pass) or one
-    # cluster (outside pass).
-    double base       # K(S) of the inside pass (``_ginkgo.pxd``); 0 outside
+    # The running linear-space sums of one cluster (outside pass).
+    double base       # 0 outside
     double scale      # largest exponent so far: the log scale of total and map_top
     double total      # sum of the terms / exp(base + scale)
-    double map_top    # largest MAP term / exp(base + scale)
+    double map_top    # unused outside
+
+
+cdef struct GinkgoParent:
+    # The running linear-space sums of one parent (inside pass).
+    double base       # K(S) of ``_ginkgo.pxd``
+    double scale      # M_k of its level: the sums are relative to exp(base + scale)
+    double map_top    # largest MAP term so far
     double best       # log MAP value of the best exact candidate so far
     mask_t arg        # and its left child
+    GinkgoAcc acc     # sum of the terms, largest 1 / tau, 64-bit count, any term
+    # The same in every row pair: the rows' shape (``ginkgo_row_shape`` of
+    # the free points), the parent's root and lam / t.
+    mask_t lane_bits[8]
+    mask_t high
+    int lanes
+    double root
+    double lam_over_parent
+
+
+# Entries of a level's size factors f_k(a) (``_ginkgo.pxd``), a = |A|: up to
+# 31 points, and the vector loads of the AVX2 row read 4 from a <= |S| - 2.
+cdef enum:
+    GINKGO_SIZE_FACTORS = 36
+
+# A parent any of whose terms has 1 / tau above this is summed exactly: a
+# factor flushed below the smallest normal double (2.2e-308) then moves a
+# term by at most 2.2e-278, and a sum of at most 2**30 of them by 2.4e-269,
+# below the rounding of any sum of at least LINEAR_SUM_FLOOR.
+cdef double GINKGO_INVERSE_MAX = 1e30
 
 
 cdef inline double ginkgo_base(const double* params, double t_parent) noexcept nogil:
@@ -305,6 +337,44 @@ cdef inline void ginkgo_rescale(GinkgoSum* s, double scale) noexcept nogil:
             s.total = s.total * factor
             s.map_top = s.map_top * factor
         s.scale = scale
+
+
+cdef double ginkgo_level_factors(const double* level_max, int size,
+                                 double* factors) noexcept nogil:
+    """The size factors f_k(a) of the parents of `size` points; returns M_k.
+
+    `level_max[a]` is mz(a), the largest log Z of the subsets of a points
+    (-inf if none is possible). ``factors`` gets GINKGO_SIZE_FACTORS
+    entries, 0 where no split has a term.
+    """
+    cdef double scale = -INFINITY
+    cdef int a
+    for a in range(GINKGO_SIZE_FACTORS):
+        factors[a] = 0.0
+    for a in range(1, size):
+        if level_max[a] > -INFINITY and level_max[size - a] > -INFINITY:
+            scale = max(scale, level_max[a] + level_max[size - a])
+    if scale == -INFINITY:
+        return 0.0
+    for a in range(1, size):
+        if level_max[a] > -INFINITY and level_max[size - a] > -INFINITY:
+            factors[a] = exp(level_max[a] + level_max[size - a] - scale)
+    return scale
+
+
+cdef inline void ginkgo_fill_record(GinkgoSplitRecord* rec, double log_z, double log_map,
+                                    double level_max) noexcept nogil:
+    """u and aux of a finished subset, given mz of its size.
+
+    u of a possible subset is at least the smallest normal double, so that
+    u > 0 tells a possible child (see GINKGO_INVERSE_MAX for what that moves).
+    """
+    if log_z > -INFINITY:
+        rec.u = max(exp(log_z - level_max), DBL_MIN)
+        rec.aux = exp(log_map - log_z)
+    else:
+        rec.u = 0.0
+        rec.aux = 0.0
 
 
 cdef inline void ginkgo_take_split(const double* params, const double* mass2,
@@ -354,73 +424,106 @@ cdef void ginkgo_exact_parent(const double* params, const double* mass2, const d
     best_left[parent] = arg
 
 
-cdef inline void ginkgo_start(const double* params, const GinkgoRecord* rec, mask_t parent,
-                              GinkgoSum* s, uint64_t* count) noexcept nogil:
-    """Empty running sums and count of `parent`."""
-    s.base = ginkgo_base(params, rec[parent].mass2)
-    s.scale = -INFINITY
-    s.total = 0.0
+cdef inline void ginkgo_start(const double* params, const double* mass2, const double* root,
+                              mask_t parent, mask_t rest, double level_scale, GinkgoParent* s,
+                              uint64_t* count) noexcept nogil:
+    """Empty running sums and count of `parent`, whose rows have the free points `rest`."""
+    s.base = ginkgo_base(params, mass2[parent])
+    s.lanes = ginkgo_row_shape(rest, s.lane_bits, &s.high)
+    s.root = root[parent]
+    s.lam_over_parent = params[LAM] / mass2[parent]
+    s.scale = level_scale
     s.map_top = 0.0
     s.best = -INFINITY
     s.arg = low_bit(parent)
+    s.acc.total = 0.0
+    s.acc.inv_max = 0.0
+    s.acc.count = 0
+    s.acc.any_term = 0
     if count != NULL:
         count[2 * parent] = 0
         count[2 * parent + 1] = 0
 
 
-cdef void ginkgo_run(const double* params, const double* mass2, const double* root,
-                     const GinkgoRecord* rec, mask_t parent, int size, mask_t left_high,
-                     const mask_t* lefts, int n, GinkgoSum* s, const double* z,
-                     const double* m, uint64_t* count, double* exponent, double* inverse,
-                     double* terms) noexcept nogil:
-    """Add the splits (A_j, parent ^ A_j), A_j = left_high | lefts[j], j < n, to `s`.
+cdef void ginkgo_row_sums(const double* params, const double* mass2, const double* root,
+                          const GinkgoSplitRecord* rec, mask_t parent, int size,
+                          mask_t left_base, GinkgoParent* s, const double* z, const double* m,
+                          uint64_t* count, const double* factors,
+                          double* terms) noexcept nogil:
+    """Add the splits (A, parent ^ A), A = left_base | a submask of `rest`, to `s`.
 
-    Their terms to the running sum, their counts to `count` (if not NULL),
-    and the exact log-space value of the MAP candidates among them to the
-    best split. `exponent`, `inverse` and `terms` are scratch of n doubles.
+    `rest` is the free points given to `ginkgo_start`. Every submask, `rest` itself included (when A is the parent, its right
+    child is the empty set, a massless child that makes no term). Their
+    terms to the running sum, their counts to `count` (if not NULL), and
+    the exact log-space value of the MAP candidates among them to the best
+    split. `terms` is scratch of GINKGO_CHUNK_SIZE doubles.
     """
-    cdef double c, top, cut, slack
+    cdef const mask_t* q = s.lane_bits
+    cdef mask_t high = s.high, sub = 0, first, left
+    cdef int lanes = s.lanes, n_blocks, block, lane
+    cdef index_t blocks = (<index_t>1) << popcount(high), done = 0
+    cdef double root_parent = s.root, lam = params[LAM]
+    cdef double lam_over_parent = s.lam_over_parent, top, cut, slack
     cdef LogSum unused
-    cdef int j
-    cdef uint64_t products
-    # Up to 18 points, the first pass sums the count products in 64 bits.
-    c = ginkgo_exponents(rec, parent, left_high, lefts, n, rec[parent].root,
-                         params[LAM] / rec[parent].mass2, params[LAM], exponent, inverse, terms,
-                         count if size <= 18 else NULL, &products)
-    # Counted even when no term is in range: a split with tau so small that
-    # 1 / tau overflows has a finite log psi (the sum is then redone in log
-    # space).
-    if count != NULL:
-        if size <= 18:
-            count[2 * parent] += products
+    # Up to 18 points the row sums the count products in 64 bits.
+    cdef int count64 = count != NULL and size <= 18
+    while done < blocks:
+        n_blocks = <int>min(<index_t>(GINKGO_CHUNK_SIZE // lanes), blocks - done)
+        first = sub
+        top = ginkgo_row(rec, count64, parent, left_base, q, lanes, high, &sub, n_blocks,
+                         root_parent, lam_over_parent, lam, factors, terms, &s.acc)
+        done += n_blocks
+        # Counted even when no term is in range: a split with tau so small
+        # that 1 / tau overflows has a finite log psi (the parent is then
+        # redone in log space).
+        if count != NULL and size > 18:
+            ginkgo_row_count128(rec, count, parent, left_base, q, lanes, high, first, n_blocks,
+                                root_parent, lam_over_parent, lam)
+        if top < 0.0:
+            continue
+        if top > s.map_top:
+            s.map_top = top
+        # MAP candidates: the splits near the largest linear term so far; all of
+        # them when the linear terms are out of range.
+        slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(s.scale))
+        if s.map_top >= 1e-290 and s.map_top < INFINITY:
+            cut = s.map_top * (1.0 - slack)
         else:
-            ginkgo_count128(count, parent, left_high, lefts, inverse, n)
-    if not c > -INFINITY:
-        return
-    ginkgo_rescale(s, c)
-    s.total = s.total + ginkgo_weights(exponent, inverse, terms, n, s.scale, &top)
-    if top > s.map_top:
-        s.map_top = top
-    # MAP candidates: the splits near the largest linear term so far; all of
-    # them when the linear terms are out of range.
-    slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(s.scale))
-    if s.map_top >= 1e-290 and s.map_top < INFINITY:
-        cut = s.map_top * (1.0 - slack)
-    else:
-        cut = 0.0
-    if top >= cut:
-        for j in range(n):
-            if inverse[j] != 0.0 and terms[j] >= cut:
-                ginkgo_take_split(params, mass2, root, parent, left_high | lefts[j], z, m,
-                                  &unused, &s.best, &s.arg, NULL, False)
+            cut = 0.0
+        if top >= cut:
+            for block in range(n_blocks):
+                for lane in range(lanes):
+                    left = left_base | first | q[lane]
+                    if terms[block * lanes + lane] >= cut and left != parent:
+                        ginkgo_take_split(params, mass2, root, parent, left, z, m, &unused,
+                                          &s.best, &s.arg, NULL, False)
+                first = next_submask(first, high)
 
 
 cdef void ginkgo_finish(const double* params, const double* mass2, const double* root,
-                        mask_t parent, GinkgoSum* s, double* z, double* m, mask_t* best_left,
+                        const GinkgoSplitRecord* rec, const double* factors, mask_t parent,
+                        GinkgoParent* s, double* z, double* m, mask_t* best_left,
                         uint64_t* count) noexcept nogil:
-    """log Z, log MAP and MAP split of `parent` from its sums and its massless-child splits."""
-    cdef mask_t low = low_bit(parent), rest = parent ^ low, bit, left
+    """log Z, log MAP and MAP split of `parent` from its sums and its massless-child splits.
+
+    A split with a massless lighter child (a single particle {i} of mass 0
+    beside B = S ^ {i}) takes the formula's other branch:
+
+        psi Z(B) = exp(K(S) + M_k) f_k(1) u(B) exp(-lam t(B) / t(S))
+                   (1 - exp(-lam t_cut / tau)) / lam,  tau = (sqrt t(S) - sqrt t(B))**2,
+
+    added to the parent's linear sum (two exps), its MAP term compared with
+    the rows' as theirs, its count added exactly; none where exp(-lam t_cut
+    / tau) rounds to 1 (log psi is then -inf). Two points: in log space as
+    in `inside_level`.
+    """
+    cdef mask_t low = low_bit(parent), rest = parent ^ low, bit, leaf, heavy, left
     cdef LogSum exact_terms = empty_log_sum()
+    cdef LogSum unused
+    cdef int size = popcount(parent), n_leaves = 0, j
+    cdef double lam = params[LAM], y, scale, term, cut, slack
+    cdef mask_t leaves[32]
+    cdef double leaf_terms[32]
     if mass2[parent] < params[T_CUT]:
         # Every split of a parent below the cut is forbidden.
         z[parent] = -INFINITY
@@ -430,106 +533,115 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             count[2 * parent] = 0
             count[2 * parent + 1] = 0
         return
-    # The splits with a massless lighter child: its single-particle formula.
-    if popcount(parent) == 2:
+    if count != NULL and size <= 18:
+        # Below 2**64 (see ginkgo_row_sums): no carry.
+        count[2 * parent] += s.acc.count
+    if size == 2:
         if not (mass2[low] > 0.0 and mass2[rest] > 0.0):
             ginkgo_take_split(params, mass2, root, parent, low, z, m, &exact_terms, &s.best,
                               &s.arg, count, True)
     else:
         bit = parent
         while bit:
-            left = low_bit(bit)
-            bit = bit ^ left
-            if not mass2[left] > 0.0:
-                ginkgo_take_split(params, mass2, root, parent,
-                                  left if left == low else parent ^ left, z, m,
-                                  &exact_terms, &s.best, &s.arg, count, True)
-    if s.scale > -INFINITY:
-        if not (s.total >= LINEAR_SUM_FLOOR and s.total < INFINITY):
+            leaf = low_bit(bit)
+            bit = bit ^ leaf
+            if mass2[leaf] > 0.0:
+                continue
+            heavy = parent ^ leaf
+            scale = root[parent] - root[heavy]
+            if not scale * scale > 0.0:
+                continue
+            # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
+            # exact from the same exp (Sterbenz), 0 where log psi is -inf.
+            y = exp(-lam * params[T_CUT] / (scale * scale))
+            if not y < 1.0:
+                continue
+            if rec[heavy].u > 0.0:
+                s.acc.any_term = 1
+            term = (factors[1] * rec[heavy].u * exp(-lam * mass2[heavy] / mass2[parent])
+                    * (1.0 - y) / lam)
+            s.acc.total = s.acc.total + term
+            leaves[n_leaves] = leaf
+            leaf_terms[n_leaves] = term * rec[heavy].aux
+            n_leaves = n_leaves + 1
+            if leaf_terms[n_leaves - 1] > s.map_top:
+                s.map_top = leaf_terms[n_leaves - 1]
+            if count != NULL:
+                count_add(count + 2 * parent, count + 2 * heavy)
+    if s.acc.any_term:
+        if not (s.acc.total >= LINEAR_SUM_FLOOR and s.acc.total < INFINITY
+                and s.acc.inv_max <= GINKGO_INVERSE_MAX):
             ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
             return
-        log_sum_add(&exact_terms, s.base + s.scale + log(s.total))
+        log_sum_add(&exact_terms, s.base + s.scale + log(s.acc.total))
+    # The massless-child splits among the MAP candidates (see ginkgo_row_sums).
+    slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(s.scale))
+    if s.map_top >= 1e-290 and s.map_top < INFINITY:
+        cut = s.map_top * (1.0 - slack)
+    else:
+        cut = 0.0
+    for j in range(n_leaves):
+        if leaf_terms[j] >= cut:
+            leaf = leaves[j]
+            ginkgo_take_split(params, mass2, root, parent, leaf if leaf == low else parent ^ leaf,
+                              z, m, &unused, &s.best, &s.arg, NULL, False)
     z[parent] = log_sum_value(&exact_terms)
     m[parent] = s.best
     best_left[parent] = s.arg
 
 
 cdef void ginkgo_parent(const double* params, const double* mass2, const double* root,
-                        const GinkgoRecord* rec, mask_t parent, double* z, double* m,
-                        mask_t* best_left, uint64_t* count) noexcept nogil:
+                        const GinkgoSplitRecord* rec, mask_t parent, double level_scale,
+                        const double* factors, double* z, double* m, mask_t* best_left,
+                        uint64_t* count) noexcept nogil:
     """log Z, log MAP, MAP split and count of `parent`, its splits in linear space."""
-    cdef mask_t low = low_bit(parent), rest = parent ^ low, sub = 0
-    cdef int size = popcount(parent), n
-    cdef GinkgoSum s
-    cdef mask_t lefts[GINKGO_CHUNK_SIZE]
-    cdef double exponent[GINKGO_CHUNK_SIZE]
-    cdef double inverse[GINKGO_CHUNK_SIZE]
+    cdef mask_t low = low_bit(parent)
+    cdef GinkgoParent s
     cdef double terms[GINKGO_CHUNK_SIZE]
-    ginkgo_start(params, rec, parent, &s, count)
+    ginkgo_start(params, mass2, root, parent, parent ^ low, level_scale, &s, count)
     if mass2[parent] >= params[T_CUT]:
-        while sub != rest:
-            n = 0
-            while n < GINKGO_CHUNK_SIZE and sub != rest:
-                lefts[n] = low | sub
-                n = n + 1
-                sub = next_submask(sub, rest)
-            ginkgo_run(params, mass2, root, rec, parent, size, 0, lefts, n, &s, z, m, count,
-                       exponent, inverse, terms)
-    ginkgo_finish(params, mass2, root, parent, &s, z, m, best_left, count)
+        ginkgo_row_sums(params, mass2, root, rec, parent, popcount(parent), low, &s, z, m,
+                        count, factors, terms)
+    ginkgo_finish(params, mass2, root, rec, factors, parent, &s, z, m, best_left, count)
 
 
 cdef void ginkgo_item(const double* params, const double* mass2, const double* root,
-                      const GinkgoRecord* rec, int block_bits, mask_t high,
+                      const GinkgoSplitRecord* rec, int block_bits, mask_t high,
                       const mask_t* low_order, Py_ssize_t first, Py_ssize_t stop,
-                      double* z, double* m, mask_t* best_left, uint64_t* count,
-                      GinkgoSum* sums) noexcept nogil:
+                      double level_scale, const double* factors, double* z, double* m,
+                      mask_t* best_left, uint64_t* count, GinkgoParent* sums) noexcept nogil:
     """The parents (high, S_lo), S_lo in low_order[first:stop], one row pair at a time.
 
     `sums` is scratch for stop - first parents.
     """
-    cdef mask_t base = high << block_bits, high_left = 0, left_high, part, parent
-    cdef mask_t low, rest, sub
+    cdef mask_t base = high << block_bits, high_left = 0, left_high, part, parent, low
     cdef Py_ssize_t i
-    cdef int size = popcount(base | low_order[first]), n
-    cdef bint more
+    cdef int size = popcount(base | low_order[first])
     cdef double t_cut = params[T_CUT]
-    cdef mask_t lefts[GINKGO_CHUNK_SIZE]
-    cdef double exponent[GINKGO_CHUNK_SIZE]
-    cdef double inverse[GINKGO_CHUNK_SIZE]
     cdef double terms[GINKGO_CHUNK_SIZE]
     for i in range(first, stop):
-        ginkgo_start(params, rec, base | low_order[i], &sums[i - first], count)
+        part = low_order[i]
+        ginkgo_start(params, mass2, root, base | part, part ^ low_bit(part), level_scale,
+                     &sums[i - first], count)
     while True:
         left_high = high_left << block_bits
         for i in range(first, stop):
             part = low_order[i]
             parent = base | part
-            if rec[parent].mass2 < t_cut:
+            if mass2[parent] < t_cut:
                 continue
             # Every A_lo holding low(S_lo), S_lo itself included: with the
             # row pair (S_hi, empty) its right child is empty, a massless
-            # child that the run leaves out.
+            # child that makes no term.
             low = low_bit(part)
-            rest = part ^ low
-            sub = 0
-            more = True
-            while more:
-                n = 0
-                while n < GINKGO_CHUNK_SIZE and more:
-                    lefts[n] = low | sub
-                    n = n + 1
-                    if sub == rest:
-                        more = False
-                    else:
-                        sub = next_submask(sub, rest)
-                ginkgo_run(params, mass2, root, rec, parent, size, left_high, lefts, n,
-                           &sums[i - first], z, m, count, exponent, inverse, terms)
+            ginkgo_row_sums(params, mass2, root, rec, parent, size, left_high | low,
+                            &sums[i - first], z, m, count, factors, terms)
         if high_left == high:
             break
         high_left = next_submask(high_left, high)
     for i in range(first, stop):
-        ginkgo_finish(params, mass2, root, base | low_order[i], &sums[i - first], z, m,
-                      best_left, count)
+        ginkgo_finish(params, mass2, root, rec, factors, base | low_order[i], &sums[i - first],
+                      z, m, best_left, count)
 
 
 def is_ginkgo_potential(SplitPotential potential):
@@ -566,13 +678,12 @@ def ginkgo_kernel_applies(SplitPotential potential):
 
 
 def ginkgo_records(SplitPotential potential, const double[::1] log_z, double aux):
-    """The per-subset records of the Ginkgo passes: (t, sqrt t, log Z, aux).
+    """The per-subset records of the Ginkgo outside pass: (t, sqrt t, log Z, aux).
 
-    Returns a float64 array of shape (2**N, 4), every `aux` given: 0 for
-    the inside pass (MAP ratios, filled level by level by
-    `fill_ginkgo_records`), -inf for the outside pass (parent exponents,
-    by `fill_ginkgo_outside_records`). The empty set's record (t = 0)
-    makes no term.
+    Returns a float64 array of shape (2**N, 4), every `aux` given (-inf:
+    the parent exponents, filled level by level by
+    `fill_ginkgo_outside_records`). The inside pass has records of its own
+    (`ginkgo_split_records`).
     """
     records = np.empty((1 << potential.n_points, 4))
     records[:, 0] = potential.arrays["mass2"]
@@ -582,70 +693,125 @@ def ginkgo_records(SplitPotential potential, const double[::1] log_z, double aux
     return records
 
 
+def set_ginkgo_vector_width(int width):
+    """Cap the vector path of the Ginkgo inside rows: 8, 4 or 1 (portable); returns the old cap.
+
+    For tests: every path gives the same results (to rounding for log Z).
+    """
+    global ginkgo_vector_width
+    if width not in (1, 4, 8):
+        raise ValueError(f"width must be 1, 4 or 8, got {width}")
+    old = ginkgo_vector_width
+    ginkgo_vector_width = width
+    return old
+
+
+def ginkgo_split_records(SplitPotential potential):
+    """The per-subset records of the Ginkgo inside pass: (sqrt t, u, aux, count).
+
+    A float64 array of shape (2**N, 4), u, aux and the count (uint64 bits)
+    0 until `fill_ginkgo_records` fills them level by level; the empty
+    set's record (t = 0, u = 0) makes no term.
+    """
+    records = np.zeros((1 << potential.n_points, 4))
+    records[:, 0] = potential.arrays["sqrt_mass2"]
+    return records
+
+
 def fill_ginkgo_records(const mask_t[::1] subsets, const double[::1] log_z,
-                        const double[::1] log_map, double[:, ::1] records, int n_threads):
-    """Copy log Z and exp(log MAP - log Z) of finished `subsets` into their records."""
+                        const double[::1] log_map, counts, double[:, ::1] records,
+                        double[::1] level_max, int n_threads):
+    """Fill the records (`ginkgo_split_records`) of the finished level `subsets`.
+
+    Sets level_max[size] to mz(size), the level's largest log Z, and each
+    record's u = exp(log Z - mz(size)), aux = exp(log MAP - log Z) and the
+    low 64 bits of its count (from `counts`, if not None).
+    """
     cdef Py_ssize_t i, n = subsets.shape[0]
     cdef mask_t x
-    cdef GinkgoRecord* rec = <GinkgoRecord*>&records[0, 0]
+    cdef GinkgoSplitRecord* rec = <GinkgoSplitRecord*>&records[0, 0]
+    cdef uint64_t[:, ::1] count_view
+    cdef bint with_counts = counts is not None
+    if with_counts:
+        count_view = counts
+    cdef double top = -INFINITY
+    if n == 0:
+        return
+    for i in range(n):
+        if log_z[subsets[i]] > top:
+            top = log_z[subsets[i]]
+    level_max[popcount(subsets[0])] = top
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="static"):
         x = subsets[i]
-        rec[x].log_z = log_z[x]
-        rec[x].aux = exp(log_map[x] - log_z[x]) if log_z[x] > -INFINITY else 0.0
+        ginkgo_fill_record(&rec[x], log_z[x], log_map[x], top)
+        if with_counts:
+            rec[x].count = count_view[x, 0]
 
 
 def inside_level_ginkgo(SplitPotential potential, const mask_t[::1] parents,
                         double[::1] log_z, double[::1] log_map, mask_t[::1] best_left,
-                        counts, const double[:, ::1] records, int n_threads):
+                        counts, const double[:, ::1] records, const double[::1] level_max,
+                        int n_threads):
     """`inside_level` for the Ginkgo potential, in linear space (see above).
 
-    `records` come from `ginkgo_records`, with every subset smaller than
-    the parents filled by `fill_ginkgo_records`; `counts` as for
-    `inside_level`. The potential must pass `ginkgo_kernel_applies`.
+    `records` come from `ginkgo_records`, with every level smaller than
+    the parents filled by `fill_ginkgo_records` (which also fills
+    `level_max`); `counts` as for `inside_level`. The potential must pass
+    `ginkgo_kernel_applies`.
     """
     cdef const SplitTables* t = &potential.tables
     cdef const double* params = t.data.params
     cdef const double* mass2 = t.data.tables[0]
     cdef const double* root = t.data.tables[1]
-    cdef const GinkgoRecord* rec = <const GinkgoRecord*>&records[0, 0]
+    cdef const GinkgoSplitRecord* rec = <const GinkgoSplitRecord*>&records[0, 0]
     cdef Py_ssize_t i, n = parents.shape[0]
     cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
+    cdef double factors[GINKGO_SIZE_FACTORS]
+    cdef double level_scale
     if n == 0:
         return
+    level_scale = ginkgo_level_factors(&level_max[0], popcount(parents[0]), factors)
     if counts is not None:
         count_view = counts
         count = &count_view[0, 0]
     for i in prange(n, nogil=True, num_threads=n_threads, schedule="guided"):
-        ginkgo_parent(params, mass2, root, rec, parents[i], &log_z[0], &log_map[0],
-                      &best_left[0], count)
+        ginkgo_parent(params, mass2, root, rec, parents[i], level_scale, factors, &log_z[0],
+                      &log_map[0], &best_left[0], count)
 
 
 def inside_level_ginkgo_blocked(SplitPotential potential, int block_bits,
                                 const mask_t[::1] high_parts, const index_t[::1] low_sizes,
                                 const mask_t[::1] low_order, const index_t[::1] low_level_start,
                                 double[::1] log_z, double[::1] log_map, mask_t[::1] best_left,
-                                counts, const double[:, ::1] records, int n_threads):
+                                counts, const double[:, ::1] records,
+                                const double[::1] level_max, int n_threads):
     """`inside_level_ginkgo` for the parents (high_parts[i], S_lo), cache-blocked.
 
-    Items as for `inside_level_blocked` (S_lo non-empty); records and
-    counts as for `inside_level_ginkgo`. The same results: the same terms
-    summed in another order, the same exact MAP comparisons.
+    Items as for `inside_level_blocked` (S_lo non-empty); records, level
+    maxima and counts as for `inside_level_ginkgo`. The same results: the
+    same terms summed in another order, the same exact MAP comparisons.
     """
     cdef const SplitTables* t = &potential.tables
     cdef const double* params = t.data.params
     cdef const double* mass2 = t.data.tables[0]
     cdef const double* root = t.data.tables[1]
-    cdef const GinkgoRecord* rec = <const GinkgoRecord*>&records[0, 0]
+    cdef const GinkgoSplitRecord* rec = <const GinkgoSplitRecord*>&records[0, 0]
     cdef Py_ssize_t item, n_items = high_parts.shape[0], first, stop
     cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
     cdef Py_ssize_t most = max(np.diff(np.asarray(low_level_start)))
+    cdef double factors[GINKGO_SIZE_FACTORS]
+    cdef double level_scale
     # Per thread, the running sums of one item's parents.
-    cdef unsigned char[:, ::1] scratch = np.empty((n_threads, most * sizeof(GinkgoSum)),
+    cdef unsigned char[:, ::1] scratch = np.empty((n_threads, most * sizeof(GinkgoParent)),
                                                   dtype=np.uint8)
     if n_items == 0:
         return
+    level_scale = ginkgo_level_factors(
+        &level_max[0],
+        popcount((high_parts[0] << block_bits) | low_order[low_level_start[low_sizes[0]]]),
+        factors)
     if counts is not None:
         count_view = counts
         count = &count_view[0, 0]
@@ -655,8 +821,8 @@ def inside_level_ginkgo_blocked(SplitPotential potential, int block_bits,
         first = low_level_start[low_sizes[item]]
         stop = low_level_start[low_sizes[item] + 1]
         ginkgo_item(params, mass2, root, rec, block_bits, high_parts[item], &low_order[0],
-                    first, stop, &log_z[0], &log_map[0], &best_left[0], count,
-                    <GinkgoSum*>&scratch[threadid(), 0])
+                    first, stop, level_scale, factors, &log_z[0], &log_map[0],
+                    &best_left[0], count, <GinkgoParent*>&scratch[threadid(), 0])
 
 
 ###############################################################################
@@ -692,38 +858,52 @@ cdef int ginkgo_subset_tables(const double* params, int m, const double* mass2,
     """
     cdef index_t n_subsets = (<index_t>1) << m, x
     cdef mask_t subset, last, low, ripple
-    cdef int size
+    cdef int size, sweep
     cdef bint massive = True
-    cdef GinkgoRecord* rec = <GinkgoRecord*>records
+    cdef GinkgoSplitRecord* rec = <GinkgoSplitRecord*>records
+    cdef double level_max[32]
+    cdef double factors[GINKGO_SIZE_FACTORS]
+    cdef double level_scale
     for x in range(n_subsets):
-        rec[x].mass2 = mass2[x]
         rec[x].root = root[x]
-        rec[x].log_z = 0.0
+        rec[x].u = 1.0
         rec[x].aux = 1.0
+        rec[x].count = 1
         log_z[x] = 0.0
         log_map[x] = 0.0
         best_left[x] = <mask_t>x
         if x & (x - 1) and not mass2[x] > 0.0:
             massive = False
+    rec[0].u = 0.0
     rec[0].aux = 0.0
+    level_max[1] = 0.0
     for size in range(2, m + 1):
-        # The subsets of `size` points in increasing order (Gosper's hack).
-        subset = <mask_t>((<uint64_t>1 << size) - 1)
-        last = subset << (m - size)
-        while True:
-            if massive:
-                ginkgo_parent(params, mass2, root, rec, subset, log_z, log_map, best_left, NULL)
-            else:
-                ginkgo_exact_parent(params, mass2, root, subset, log_z, log_map, best_left,
-                                    NULL)
-            rec[subset].log_z = log_z[subset]
-            rec[subset].aux = (exp(log_map[subset] - log_z[subset])
-                               if log_z[subset] > -INFINITY else 0.0)
-            if subset == last:
+        level_scale = ginkgo_level_factors(level_max, size, factors)
+        level_max[size] = -INFINITY
+        # The subsets of `size` points in increasing order (Gosper's hack):
+        # solved in the first sweep, their records filled in the second
+        # (from the level's largest log Z).
+        for sweep in range(2):
+            subset = <mask_t>((<uint64_t>1 << size) - 1)
+            last = subset << (m - size)
+            while True:
+                if sweep == 1:
+                    ginkgo_fill_record(&rec[subset], log_z[subset], log_map[subset],
+                                       level_max[size])
+                elif massive:
+                    ginkgo_parent(params, mass2, root, rec, subset, level_scale, factors,
+                                  log_z, log_map, best_left, NULL)
+                    level_max[size] = max(level_max[size], log_z[subset])
+                else:
+                    ginkgo_exact_parent(params, mass2, root, subset, log_z, log_map, best_left,
+                                        NULL)
+                if subset == last:
+                    break
+                low = low_bit(subset)
+                ripple = subset + low
+                subset = ripple | (((subset ^ ripple) >> 2) // low)
+            if not massive:
                 break
-            low = low_bit(subset)
-            ripple = subset + low
-            subset = ripple | (((subset ^ ripple) >> 2) // low)
     return 0
 
 

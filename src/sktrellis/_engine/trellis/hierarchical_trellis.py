@@ -46,10 +46,17 @@ _QUERY_BYTES = {"separable": 24, "function": 40, "table": 24}
 #: stays in L2 while it serves C(11, j) parents. 9 to 12 bits measured within
 #: 10% of each other at N=20; 11 was the fastest.
 BLOCK_BITS = 11
-#: Low bits of the Ginkgo passes' rows: a row pair is 2 x 2**12 32-byte
+#: Low bits of the Ginkgo outside pass's rows: a row pair is 2 x 2**12 32-byte
 #: records and 2 x 2**12 16-byte counts (384 KiB, within a 1 MiB L2); 12
-#: bits measured 8 % faster than 11 and as fast as 13 (N = 19, one thread).
+#: bits measured 8 % faster than 11 and as fast as 13 (N = 19, one thread,
+#: when the inside pass shared them).
 GINKGO_BLOCK_BITS = 12
+#: Low bits of the Ginkgo inside pass's rows: a row pair is 2 x 2**14 32-byte
+#: records (1 MiB), the tree counts inside them. Its runs of splits are
+#: longer than with 12 bits (a call per parent and row pair costs about what
+#: a block of splits does): 10 % faster at N = 19 and 21 (one thread, 13 and
+#: 15 bits within noise of 14, 12 and 11 slower).
+GINKGO_INSIDE_BLOCK_BITS = 14
 #: The separable passes are cache-blocked from this many points on. Measured
 #: (one thread, CPU time): the blocked inside pass 1.25x faster at
 #: N=16, 1.5x at N=17, 2x at N=18; the outside pass equal up to N=17, faster
@@ -203,14 +210,17 @@ class HierarchicalTrellis:
         rate = SECONDS_PER_TERM["ginkgo"] if ginkgo else _seconds_per_split(separable)
         blocked = (separable or ginkgo) and n_points >= BLOCKED_MIN_POINTS
         if blocked:
-            bits = GINKGO_BLOCK_BITS if ginkgo else BLOCK_BITS
+            bits = GINKGO_INSIDE_BLOCK_BITS if ginkgo else BLOCK_BITS
             blocks = RowBlocks(n_points, min(bits, n_points), rate)
             # The empty right child of the row pair (S_hi, empty): no term.
             right_factors[0] = (0.0, -np.inf)
         if ginkgo:
-            records = kernels.ginkgo_records(self.potential, self.log_z, 0.0)
+            records = kernels.ginkgo_split_records(self.potential)
+            # The largest log Z of each level, the scales of the records.
+            level_max = np.full(n_points + 1, -np.inf)
             kernels.fill_ginkgo_records(self.order[self.level_start[1] : self.level_start[2]],
-                                        self.log_z, self.log_map, records, 1)
+                                        self.log_z, self.log_map, self.counts, records,
+                                        level_max, 1)
         with self._progress("inside pass (MAP tree, log Z)", _inside_splits,
                             self.deadline) as progress:
             for size in range(2, n_points + 1):
@@ -230,7 +240,7 @@ class HierarchicalTrellis:
                             kernels.inside_level_ginkgo_blocked(
                                 self.potential, blocks.bits, high_parts, low_sizes,
                                 blocks.low_order, blocks.low_start, self.log_z, self.log_map,
-                                self.best_left, self.counts, records, n_threads,
+                                self.best_left, self.counts, records, level_max, n_threads,
                             )
                         else:
                             kernels.inside_level_blocked(
@@ -245,7 +255,7 @@ class HierarchicalTrellis:
                     if ginkgo:
                         kernels.inside_level_ginkgo(
                             self.potential, block, self.log_z, self.log_map, self.best_left,
-                            self.counts, records, n_threads,
+                            self.counts, records, level_max, n_threads,
                         )
                     else:
                         kernels.inside_level(
@@ -256,8 +266,8 @@ class HierarchicalTrellis:
                     progress.update(len(block) * n_splits)
                 if ginkgo and size < n_points:
                     level = self.order[self.level_start[size] : self.level_start[size + 1]]
-                    kernels.fill_ginkgo_records(level, self.log_z, self.log_map, records,
-                                                n_threads)
+                    kernels.fill_ginkgo_records(level, self.log_z, self.log_map, self.counts,
+                                                records, level_max, n_threads)
 
     def check_feasible(self, energy):
         """Raise ValueError unless log Z is finite or -inf only where allowed.
