@@ -915,3 +915,26 @@ def test_unanimous_greedy_blocks_keep_subtypes_not_the_noise_block(global_random
     assert np.bincount(np.unique(labels, return_inverse=True)[1]).max() < 10
     # A function of the data and the seed.
     np.testing.assert_array_equal(labels, unanimous_greedy_blocks(unit, null, global_random_seed))
+
+
+
+
+@pytest.mark.parametrize("ties", [False, True], ids=["continuous", "rounded"])
+def test_the_bootstrap_maps_are_the_enumerated_maps(ties, global_random_seed):
+    """The calibration's MAP trees (searched from the greedy tree) are the exact MAPs.
+
+    On structureless data, where the greedy tree falls short of the MAP
+    about one time in five at 7 points (measured over 30 seeds).
+    """
+    from sktrellis._calibration import _search_map_merges, _tree_log_potential
+
+    rng = np.random.default_rng(global_random_seed)
+    unit = _unit_loss(Dasgupta())
+    for _ in range(12):
+        X = rng.normal(size=(7, 10))
+        if ties:
+            X = np.round(X)
+        potential = unit.split_potential(X)
+        _, log_map, _, _ = brute_force(potential, 7)
+        assert _tree_log_potential(potential, _search_map_merges(unit, X), 7) == pytest.approx(
+            log_map, rel=1e-12, abs=1e-12)
