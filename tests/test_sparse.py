@@ -367,15 +367,19 @@ def test_labels_are_the_fcluster_cut_of_a_valid_monotone_linkage(n_clusters, glo
 
 def test_verbose_reports_each_round(capsys):
     X, _ = make_blobs(n_samples=30, random_state=0)
-    SparseTrellisClustering(verbose=1).fit(X)
+    # The mass bound's search still runs and reports, in a fiftieth of its
+    # default budget (the whole budget would be most of this test's time).
+    SparseTrellisClustering(verbose=1, mass_bound_time=0.01).fit(X)
     out = capsys.readouterr().out
     assert "[SparseTrellisClustering] seeds:" in out and "vertices" in out
+    assert "log spanned mass >=" in out
 
 
 def test_input_is_not_mutated():
     X = np.random.default_rng(0).normal(size=(20, 2))
     before = X.copy()
-    SparseTrellisClustering().fit(X)
+    # The mass bound's search reads X too: it runs, in a short budget.
+    SparseTrellisClustering(mass_bound_time=0.01).fit(X)
     np.testing.assert_array_equal(X, before)
 
 
