@@ -43,10 +43,12 @@ from sktrellis.datasets import make_planted_subtypes
 
 from .common import (
     all_partitions,
+    all_trees,
     brute_force,
     cluster_marginals,
     partition_log_potentials,
     partition_masks,
+    tree_log_potentials,
 )
 
 
@@ -1019,3 +1021,27 @@ def test_cluster_index_is_the_best_split_by_enumeration(n_points, global_random_
         total = ((X - X.mean(axis=0)) ** 2).sum()
         assert index == pytest.approx(within / total, rel=1e-12)
         assert kmeans == pytest.approx(within, rel=1e-12)
+
+
+
+
+@pytest.mark.parametrize("ties", [False, True], ids=["continuous", "rounded"])
+def test_the_bootstrap_maps_are_the_enumerated_maps(ties, global_random_seed):
+    """The calibration's MAP trees (searched from the greedy tree) are the exact MAPs.
+
+    On structureless data, where the greedy tree falls short of the MAP
+    about one time in five at 7 points (measured over 30 seeds).
+    """
+    from sktrellis._calibration import _search_map_merges, _tree_log_potential
+
+    rng = np.random.default_rng(global_random_seed)
+    unit = _unit_loss(Dasgupta())
+    trees = all_trees((1 << 7) - 1)
+    for _ in range(12):
+        X = rng.normal(size=(7, 10))
+        if ties:
+            X = np.round(X)
+        potential = unit.split_potential(X)
+        log_map = tree_log_potentials(potential, trees).max()
+        assert _tree_log_potential(potential, _search_map_merges(unit, X), 7) == pytest.approx(
+            log_map, rel=1e-12, abs=1e-12)

@@ -367,15 +367,19 @@ def test_labels_are_the_fcluster_cut_of_a_valid_monotone_linkage(n_clusters, glo
 
 def test_verbose_reports_each_round(capsys):
     X, _ = make_blobs(n_samples=30, random_state=0)
-    SparseTrellisClustering(verbose=1).fit(X)
+    # The mass bound's search still runs and reports, in a fiftieth of its
+    # default budget (the whole budget would be most of this test's time).
+    SparseTrellisClustering(verbose=1, mass_bound_time=0.01).fit(X)
     out = capsys.readouterr().out
     assert "[SparseTrellisClustering] seeds:" in out and "vertices" in out
+    assert "log spanned mass >=" in out
 
 
 def test_input_is_not_mutated():
     X = np.random.default_rng(0).normal(size=(20, 2))
     before = X.copy()
-    SparseTrellisClustering().fit(X)
+    # The mass bound's search reads X too: it runs, in a short budget.
+    SparseTrellisClustering(mass_bound_time=0.01).fit(X)
     np.testing.assert_array_equal(X, before)
 
 
@@ -464,15 +468,31 @@ def test_spanned_mass_lower_bound_is_the_share_when_the_search_sums_every_tree(
 
 @pytest.mark.parametrize("mass_bound_time", [1e-4, 0.05])
 def test_spanned_mass_lower_bound_holds_at_any_budget(mass_bound_time, global_random_seed):
-    """Stopped early, the search's upper bound on log Z still bounds the share from below."""
+    """Stopped early, the search's upper bound on log Z still bounds the share from below.
+
+    At 15 points, one past those whose share the search solves at once.
+    """
     rng = np.random.default_rng(global_random_seed)
-    X = rng.normal(size=(13, 3))
+    X = rng.normal(size=(15, 3))
     energy = Dasgupta(beta=rng.uniform(0.5, 3))
     model = SparseTrellisClustering(energy, mass_bound_time=mass_bound_time).fit(X)
     exact = ExactHierarchicalClustering(energy).fit(X)
     share = math.exp(model.log_partition_ - exact.log_partition_)
     assert -np.inf < model.log_spanned_mass_lower_bound_ <= math.log(share) + 1e-9
     assert share <= 1 + 1e-9
+
+
+def test_up_to_14_points_the_spanned_mass_is_the_share_at_any_budget():
+    """Up to 14 points the search solves the full log Z at once: the bound is the share.
+
+    Even with a budget far too short for a search to sum the trees.
+    """
+    X = np.random.default_rng(0).normal(size=(14, 3))
+    energy = Dasgupta(beta=1.5)
+    model = SparseTrellisClustering(energy, mass_bound_time=1e-4).fit(X)
+    exact = ExactHierarchicalClustering(energy).fit(X)
+    assert model.log_spanned_mass_lower_bound_ == pytest.approx(
+        min(model.log_partition_ - exact.log_partition_, 0.0), rel=1e-9, abs=1e-9)
 
 
 def test_spanned_mass_is_unknown_past_the_search_or_when_not_asked():
