@@ -846,13 +846,15 @@ def test_bagged_sparse_posterior_weighs_each_resample_once_and_keeps_the_map():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", [1])
 def test_sparse_bagged_posterior_is_two_sided_at_120_points(seed):
     """N = 120, 2000 genes: subtypes >= 0.9, noise no cluster of 3..119 points above 0.5.
 
     One posterior over the union of the families gave noise 0.33 and 0.59
-    here (one resample's family took most of the mass); bagged, 0.10 and
-    0.11, while subtypes keep 1.000.
+    at seeds 0 and 1 (one resample's family took most of the mass);
+    bagged, 0.10 and 0.11, while subtypes keep 1.000. The seed that failed
+    is kept (each fit costs about 10 CPU s; bench_sparse_humility.py runs
+    seeds 0-3).
     """
     n_samples = 120
     X, groups = planted_subtypes(n_samples, seed, n_features=2000)
@@ -864,15 +866,18 @@ def test_sparse_bagged_posterior_is_two_sided_at_120_points(seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", [1])
 def test_sparse_bagged_posterior_is_humble_on_noise_at_200_points(seed):
     """N = 200 noise, 2000 genes: one posterior over the union of the families gave 0.50 and 0.72.
 
-    Bagged, each resample's family weighs 1 / (B + 1): 0.16 and 0.13.
+    Bagged, each resample's family weighs 1 / (B + 1): 0.16 and 0.13 at
+    seeds 0 and 1; the worse seed is kept.
     """
     model = SparseTrellisClustering(mass_bound_time=0).fit(noise(200, seed, 2000))
     assert model.calibration_["method"] == "feature bootstrap"
     assert largest_support(model, 200) <= 0.5
+
+
 # The sparse flat part: SparseFlatClustering's own solve (the estimator's
 # two-sided tests are in tests/test_sparse_flat.py).
 
