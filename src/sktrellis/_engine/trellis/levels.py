@@ -35,9 +35,11 @@ PARALLEL_MIN_TERMS = 1 << 16
 #: EPYC VM, one thread, N = 16-22): 1.0 ns per split of a separable
 #: potential with the cache-blocked passes (Dasgupta, N = 21-22; the outside
 #: pass about 1.2-1.45x that), 20 ns for a function potential (a user's
-#: function may be cheaper or dearer), 5 ns for the cache-blocked Ginkgo
-#: kernel (4.7 ns at N = 20-22; a 24-particle jet's inside pass took 347 s
-#: on two quiet threads, 4.9 ns a split, its largest subsets out of cache),
+#: function may be cheaper or dearer), 3 ns for the Ginkgo inside pass of
+#: one vectorised pass per split (a 24-particle jet's pass took 211 s on two
+#: quiet threads, 3.0 ns a split, its largest subsets out of cache; about 2x
+#: the separable rate at N = 18-22; its outside pass, unchanged, about 1.5x
+#: that, so the outside pass's first line is optimistic),
 #: 1.0 ns per (subset, cluster) pair of the cache-blocked flat inside pass
 #: and 0.6 ns of its MAP-only pass (N = 18-20, one thread, CPU time on the
 #: Intel VM, loaded), 3-5 ns for its cluster-count pass. On a loaded machine
@@ -45,7 +47,7 @@ PARALLEL_MIN_TERMS = 1 << 16
 #: under a load of 15 on 2 cores): the first line is an estimate, the bar's
 #: time left is measured.
 SECONDS_PER_TERM = {"separable": 1e-9, "generic": 20e-9, "flat": 1.2e-9, "flat count": 5e-9,
-                    "flat map": 0.7e-9, "ginkgo": 5e-9}
+                    "flat map": 0.7e-9, "ginkgo": 3e-9}
 #: With verbose=1 progress shows only for
 #: passes estimated to take at least this long: the point where one wonders
 #: whether the fit hangs, while quick fits (grid searches, fit_many) stay quiet.
