@@ -514,6 +514,13 @@ def humility(X, beta, gamma, flat):
     return calibration.largest_clade_support(model._trellis, len(X))
 
 
+def regime_or_copies(regime, seed):
+    """``regime_data``, or for "copies" one noise column copied 12 times (no labels)."""
+    if regime == "copies":
+        return np.repeat(np.random.default_rng(seed).normal(size=(12, 1)), 12, axis=1), None
+    return regime_data(regime, seed)
+
+
 def gaussian_null_beta(X, flat, level, n_references, aggregate):
     """``_calibration.gaussian_null_beta`` with the default energy at X's kernel width (exact)."""
     unit = calibration._unit_loss(CorrelationClustering() if flat else Dasgupta())
@@ -538,11 +545,7 @@ def gaussian_null_table(n_seeds, rules):
             for level, n_references, aggregate in rules:
                 betas, values = [], []
                 for seed in range(n_seeds):
-                    if regime == "copies":
-                        X = np.repeat(np.random.default_rng(seed).normal(size=(12, 1)), 12, axis=1)
-                        y = None
-                    else:
-                        X, y = regime_data(regime, seed)
+                    X, y = regime_or_copies(regime, seed)
                     beta = gaussian_null_beta(X, flat, level, n_references, aggregate)
                     betas.append(beta)
                     values.append(statistic(Posteriors(X, flat).model(beta), y, flat))
@@ -569,12 +572,7 @@ def tested_null_table(n_seeds):
     for regime in REGIMES + ("copies",):
         data = []
         for seed in range(n_seeds):
-            if regime == "copies":
-                X = np.repeat(np.random.default_rng(seed).normal(size=(12, 1)), 12, axis=1)
-                y = None
-            else:
-                X, y = regime_data(regime, seed)
-            data.append((X, y))
+            data.append(regime_or_copies(regime, seed))
         for flat in (False, True):
             betas, values, significant = [], [], 0
             for seed, (X, y) in enumerate(data):

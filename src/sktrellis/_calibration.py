@@ -1331,6 +1331,24 @@ def _search_map_merges(unit, X, cancelled=None):
     return merges
 
 
+def _partition_losses(X, labels_of):
+    """``calibrate``'s ``map_loss`` over partitions, and X's flat loss of a co-clustering matrix.
+
+    ``labels_of(unit, data)`` is the partition the estimator finds on
+    ``data`` (X or a resample of its columns) under the unit energy. The
+    full data's loss is built once, by the first ``map_loss`` call (the
+    bootstrap's, before any posterior's expected loss is asked).
+    """
+    losses = {}
+
+    def map_loss(unit, data, cancelled=None):
+        if not losses:
+            losses["X"] = flat_loss(unit, X)
+        return losses["X"](co_clustering(labels_of(unit, data)))
+
+    return map_loss, lambda together: losses["X"](together)
+
+
 def co_clustering(labels):
     """The (n, n) matrix of 1.0 where two points share a label, else 0.0."""
     labels = np.asarray(labels)
@@ -1392,13 +1410,9 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
     calibration : dict
         See ``calibrate``.
     """
-    losses = {}   # the full data's loss, once
-
-    def map_loss(unit, data, cancelled=None):
-        # One resample at a time, in this thread: its kernel sees Ctrl-C itself.
-        if not losses:
-            losses["X"] = flat_loss(unit, X)
-        return losses["X"](co_clustering(map_labels(unit.cluster_potential(data))))
+    # One resample at a time, in this thread: its kernel sees Ctrl-C itself.
+    map_loss, loss_of = _partition_losses(
+        X, lambda unit, data: map_labels(unit.cluster_potential(data)))
 
     def fit(scaled, calibrating):
         # The max-only passes use every thread already: one resample at a time.
@@ -1406,7 +1420,7 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
 
     energy, beta, trellis, calibration = calibrate(
         energy, X, random_state, fit, map_loss,
-        lambda trellis, rng: losses["X"](trellis.pairwise_probability()),
+        lambda trellis, rng: loss_of(trellis.pairwise_probability()),
         humility=lambda scaled, data: largest_together(
             make_trellis(scaled.cluster_potential(data), None).pairwise_probability()),
         max_resamples=MAX_PARTITION_BOOTSTRAP)
@@ -1458,12 +1472,8 @@ def calibrate_sparse_partition_posterior(energy, X, random_state, calibration_tr
     calibration : dict
         See ``calibrate``.
     """
-    losses = {}   # the full data's loss, once
-
-    def map_loss(unit, data, cancelled=None):
-        if not losses:
-            losses["X"] = flat_loss(unit, X)
-        return losses["X"](co_clustering(greedy_agglomeration(unit.weights(data)).labels))
+    map_loss, loss_of = _partition_losses(
+        X, lambda unit, data: greedy_agglomeration(unit.weights(data)).labels)
 
     def fit(scaled, calibrating):
         if calibrating:
@@ -1472,7 +1482,7 @@ def calibrate_sparse_partition_posterior(energy, X, random_state, calibration_tr
 
     return calibrate(
         energy, X, random_state, fit, map_loss,
-        lambda fitted, rng: losses["X"](fitted[0].pairwise_probability()),
+        lambda fitted, rng: loss_of(fitted[0].pairwise_probability()),
         humility=lambda scaled, data: largest_together(
             calibration_trellis(scaled, data).pairwise_probability()),
         max_resamples=MAX_PARTITION_BOOTSTRAP, solve=_solve_from_the_cold_side)
