@@ -3,7 +3,9 @@ import functools
 import math
 
 import numpy as np
+import pytest
 from scipy.special import logsumexp
+from scipy.stats import chisquare
 
 from sktrellis.datasets import make_jets
 from sktrellis.energies import (
@@ -244,3 +246,21 @@ def run_pytest_in_subprocess(node_id, env=None, timeout=600):
     )
     assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-2000:]
     return result
+
+
+def assert_draws_follow(observed, expected, what="tree"):
+    """Chi-square test of draw counts against their exact expectations.
+
+    No draw may fall where the expectation is 0; rare structures are pooled
+    so that every cell expects at least 5 draws, and a posterior
+    concentrated on one structure is skipped (nothing to test).
+    """
+    assert observed[expected == 0].sum() == 0, f"sampled a {what} of zero probability"
+    keep = expected >= 5
+    cells_observed = np.append(observed[keep], observed[~keep].sum())
+    cells_expected = np.append(expected[keep], expected[~keep].sum())
+    if cells_expected[-1] == 0:
+        cells_observed, cells_expected = cells_observed[:-1], cells_expected[:-1]
+    if len(cells_expected) < 2:
+        pytest.skip(f"posterior concentrated on one {what}")
+    assert chisquare(cells_observed, cells_expected).pvalue > 1e-4
