@@ -913,7 +913,7 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
 
     from sktrellis import _hierarchical as hierarchical
     from sktrellis._engine.resources import hierarchical_fit_bytes
-    from sktrellis._engine.trellis import hierarchical_trellis, levels
+    from sktrellis._engine.trellis import hierarchical_trellis
 
     monkeypatch.setattr(levels, "PARALLEL_MIN_TERMS", 0)
     monkeypatch.setattr(hierarchical_trellis, "_SAMPLE_CACHE_MIN_DOUBLES", 1)
@@ -934,25 +934,39 @@ def test_memory_estimate_covers_the_peak(kind, monkeypatch):
     assert peak <= hierarchical_fit_bytes(energy, n_points) + 2**16
 
 
-@pytest.mark.slow
-def test_ctrl_c_interrupts_the_outside_pass(capsys, ctrl_c):
-    """KeyboardInterrupt stops the outside pass between chunks; a later query redoes it."""
-    import _thread
-    import threading
+def test_ctrl_c_interrupts_the_outside_pass(capsys, ctrl_c, monkeypatch):
+    """KeyboardInterrupt stops the outside pass between chunks; a later query redoes it.
 
-    X = np.random.default_rng(0).normal(size=(20, 2))
+    The interrupt comes after the outside pass's first kernel call, of
+    many (chunks of 4096 splits), so no clock decides whether it came in
+    time; 16 points are the fewest the cache-blocked passes take.
+    """
+    import _thread
+
+    from sktrellis._engine.trellis import hierarchical_trellis
+
+    X = np.random.default_rng(0).normal(size=(hierarchical_trellis.BLOCKED_MIN_POINTS, 2))
     # labels_ cut from the MAP tree: the fit then leaves the outside pass to the query.
-    model = ExactHierarchicalClustering(labels_from="map_tree", verbose=2).fit(X)
+    model = ExactHierarchicalClustering(Dasgupta(beta=1.0), labels_from="map_tree",
+                                        verbose=2).fit(X)
+    expected = clone(model).fit(X).cluster_probability([0, 1])
     capsys.readouterr()
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
-    try:
+    update = levels.LevelProgress.update
+
+    def ctrl_c_after_the_first_call(progress, *args, **kwargs):
+        first = progress.done == 0
+        update(progress, *args, **kwargs)
+        if first:
+            _thread.interrupt_main()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(levels, "CHUNK_TERMS", 1 << 12)
+        patch.setattr(levels.LevelProgress, "update", ctrl_c_after_the_first_call)
         with pytest.raises(KeyboardInterrupt):
             model.cluster_probability([0, 1])
-    finally:
-        timer.cancel()
-    assert "100%|" not in capsys.readouterr().err
+    assert "100%|" not in capsys.readouterr().err, "the interrupt waited for the whole pass"
     assert model._trellis._log_marginals is None
+    assert model.cluster_probability([0, 1]) == expected
 
 
 ###############################################################################
