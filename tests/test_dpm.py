@@ -432,17 +432,10 @@ def _check_planted_and_noise(X, groups, seed):
 
 
 @pytest.mark.slow
-def test_diag_recovers_groups_planted_in_3000_features():
-    """14 x 3000 (seed 7): a few seconds with covariance_type="diag"."""
-    X, groups = _planted((5, 5, 4), 3000, 7)
-    _check_planted_and_noise(X, groups, 7)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", [8, 9])
-def test_diag_recovers_planted_groups_at_other_seeds(seed):
-    X, groups = _planted((5, 5, 4), 3000, seed)
-    _check_planted_and_noise(X, groups, seed)
+def test_diag_recovers_groups_planted_in_3000_features(global_random_seed):
+    """14 x 3000: a few seconds with covariance_type="diag"."""
+    X, groups = _planted((5, 5, 4), 3000, global_random_seed)
+    _check_planted_and_noise(X, groups, global_random_seed)
 
 
 @pytest.mark.xfail(strict=True, reason=(

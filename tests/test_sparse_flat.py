@@ -424,7 +424,6 @@ def test_calibrated_posterior_is_two_sided(global_random_seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(3))
-def test_calibrated_posterior_is_two_sided_at_40_points(seed):
+def test_calibrated_posterior_is_two_sided_at_40_points(global_random_seed):
     """N = 40, 2000 genes, the benchmark's data (bench_sparse_flat_auto.py)."""
-    _two_sided(40, seed, 2000, 150)
+    _two_sided(40, global_random_seed, 2000, 150)
