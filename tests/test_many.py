@@ -29,7 +29,12 @@ def processes_always_pay(monkeypatch):
     monkeypatch.setattr(_many, "PROCESS_START_SECONDS", 0.0)
 
 
-@pytest.mark.parametrize("n_jobs", [None, 1, 2])
+# Worker processes: their start-up (about 3 CPU s for two, each importing
+# numpy, scikit-learn and sktrellis) is for the full suite.
+_PROCESSES = pytest.mark.slow
+
+
+@pytest.mark.parametrize("n_jobs", [None, 1, pytest.param(2, marks=_PROCESSES)])
 def test_fit_many_equals_fitting_one_by_one(n_jobs, global_random_seed, processes_always_pay):
     datasets = _datasets(global_random_seed)
     template = ExactHierarchicalClustering(Dasgupta(beta=2.0), n_clusters=2, n_jobs=1)
@@ -62,6 +67,7 @@ def test_small_work_stays_in_process(global_random_seed, monkeypatch):
     assert fit_many(template, datasets[:3], n_jobs=1).task_seconds is None
 
 
+@_PROCESSES
 @pytest.mark.parametrize("batch_size", ["auto", 4])
 @pytest.mark.parametrize("as_generator", [False, True])
 def test_work_worth_processes_goes_to_them_in_batches(
@@ -89,6 +95,7 @@ def test_fit_many_rejects_bad_batch_size(batch_size):
         fit_many(ExactHierarchicalClustering(), [np.zeros((3, 2))], batch_size=batch_size)
 
 
+@_PROCESSES
 def test_fit_many_light_results(global_random_seed, processes_always_pay):
     datasets = _datasets(global_random_seed)
     template = make_pipeline(StandardScaler(), ExactHierarchicalClustering(n_jobs=1))
@@ -103,7 +110,7 @@ def test_fit_many_light_results(global_random_seed, processes_always_pay):
     assert fit_many(template, []) == []
 
 
-@pytest.mark.parametrize("n_jobs", [1, 2])
+@pytest.mark.parametrize("n_jobs", [1, pytest.param(2, marks=_PROCESSES)])
 def test_fit_many_names_the_failing_dataset(n_jobs, processes_always_pay):
     rng = np.random.default_rng(0)
     datasets = [rng.normal(size=(4, 2)), rng.normal(size=(1, 2)), rng.normal(size=(3, 2))]
