@@ -1059,13 +1059,13 @@ print([str(w.message) for w in caught])
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc")
 @pytest.mark.parametrize("max_states, note", [
-    # The default cap read from the memory found under a real limit: the
-    # quick suite keeps the cap following a monkeypatched reading
-    # (test_the_default_state_cap_follows_the_memory_found) and the
-    # failed allocation below, each subprocess costing 1.5-2 CPU seconds.
+    # Each subprocess costs 1.5-2 CPU seconds: the quick suite keeps the
+    # cap following a monkeypatched reading of the memory
+    # (test_the_default_state_cap_follows_the_memory_found).
     pytest.param("None", "stopped (max_states) before proving the tree optimal: ",
                  marks=pytest.mark.slow),
-    ("10**12", "an allocation failed before the state cap"),
+    pytest.param("10**12", "an allocation failed before the state cap",
+                 marks=pytest.mark.slow),
 ])
 def test_a_search_under_a_memory_limit_keeps_its_tree(max_states, note):
     """Under RLIMIT_AS of 1 GiB a 40-point fit died with std::bad_alloc, its tree lost.

@@ -439,6 +439,7 @@ print("all refused")
 """
 
 
+@pytest.mark.slow  # a subprocess: the quick suite has the guard's monkeypatched readings
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="RLIMIT_AS and /proc")
 def test_every_estimator_refuses_what_does_not_fit_under_rlimit_as():
     """TransitivePropagation is left out: its input, an N x N matrix, is its memory."""
