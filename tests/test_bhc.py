@@ -876,7 +876,8 @@ def test_full_covariances_that_would_not_fit_are_refused_naming_the_way_out(
     assert set(default.covariance_type_lower_bounds_) == {"diag", "spherical"}
 
 
-@pytest.mark.parametrize("n_points, n_features", [(20, 30), (40, 60)])
+@pytest.mark.parametrize("n_points, n_features",
+                         [(20, 30), pytest.param(40, 60, marks=pytest.mark.slow)])
 def test_the_estimate_covers_the_measured_peak(n_points, n_features):
     import tracemalloc
 
@@ -904,7 +905,7 @@ def test_scored_pairs_come_in_blocks_bounded_in_bytes():
 # The model parameter: an energy the estimator reads and never changes
 
 @pytest.mark.parametrize("covariance_type", ["auto", None])
-@pytest.mark.parametrize("hyperparameters", ["fixed", "learn"])
+@pytest.mark.parametrize("hyperparameters", ["fixed", pytest.param("learn", marks=pytest.mark.slow)])
 def test_the_energy_is_not_changed_and_the_fitted_one_is_a_clone(covariance_type,
                                                                   hyperparameters):
     X = np.random.default_rng(0).normal(size=(8, 2))

@@ -736,6 +736,7 @@ def test_sparse_expected_loss_is_the_loss_of_the_drawn_trees():
     assert np.ptp(replayed) > 0   # the draws differ: the mean is not one tree's loss
 
 
+@pytest.mark.slow  # two calibrated fits; the quick suite has test_sparse_calibrated_family_is_two_sided
 def test_sparse_calibration_is_deterministic():
     X, _ = planted_subtypes(8, seed=1, n_features=200, n_marked=30)
     model = SparseTrellisClustering(mass_bound_time=0)
@@ -820,6 +821,7 @@ def test_a_cap_that_no_calibration_reaches_is_said(monkeypatch):
     assert not model.calibration_["null_cap_bound"]
 
 
+@pytest.mark.slow  # two fits; the quick suite has tests/test_sparse.py's bagged posteriors
 def test_bagged_sparse_posterior_weighs_each_resample_once_and_keeps_the_map():
     """The calibrated sparse posterior: the MAP tree's family and one family a resample, equally.
 

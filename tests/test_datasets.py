@@ -62,7 +62,7 @@ def test_bundled_iris_subset():
     assert list(iris.target_names) == ["setosa", "versicolor", "virginica"]
 
 
-@pytest.mark.parametrize("n_leaves", [13, 20, 30, 45, 64])
+@pytest.mark.parametrize("n_leaves", [13, 20, 30, 45, pytest.param(64, marks=pytest.mark.slow)])
 def test_any_requested_size_is_returned(n_leaves, global_random_seed):
     """Past the published sizes the root mass is chosen for the size: exact sizes, valid jets."""
     jets = make_jets(2, n_leaves=n_leaves, random_state=global_random_seed)

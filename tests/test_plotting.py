@@ -192,7 +192,8 @@ def _blobs(seed, sizes=(3, 3, 3), spread=0.1):
     return np.vstack([c + spread * rng.normal(size=(n, 2)) for c, n in zip(centres, sizes)])
 
 
-@pytest.mark.parametrize("n_clusters", [2, 3, 4])
+@pytest.mark.parametrize("n_clusters", [pytest.param(2, marks=pytest.mark.slow), 3,
+                                        pytest.param(4, marks=pytest.mark.slow)])
 def test_dendrogram_colours_follow_n_clusters(ax, n_clusters, global_random_seed):
     """One colour per cluster of the estimator's cut, not scipy's 0.7 x top height."""
     X = _blobs(global_random_seed, sizes=(3, 3, 4, 4))

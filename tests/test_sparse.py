@@ -696,6 +696,7 @@ def test_bagged_trellis_refuses_bad_families_and_weights():
         BaggedTrellis(families + other.trellises)
 
 
+@pytest.mark.slow  # a calibrated fit; the quick suite has test_model_file.py's damages
 def test_a_calibrated_fit_loads_from_a_model_file_and_damage_is_refused():
     import io
     import pickle
