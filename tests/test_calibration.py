@@ -88,7 +88,8 @@ def test_bad_beta_is_refused_naming_it(energy_class, beta):
     "estimator",
     [
         ExactHierarchicalClustering(),
-        ExactHierarchicalClustering(CorrelationClustering()),
+        pytest.param(ExactHierarchicalClustering(CorrelationClustering()),
+                     marks=pytest.mark.slow),
         ExactFlatClustering(),
     ],
     ids=["dasgupta", "hcc", "flat"],
@@ -774,6 +775,7 @@ def test_sparse_planted_subtypes_are_supported(global_random_seed):
         assert model.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
 
 
+@pytest.mark.slow  # two calibrated fits (2 CPU s); quick: the sparse loss, identical rows
 def test_sparse_calibrated_family_is_two_sided(global_random_seed):
     """N = 20, 150 genes: subtypes >= 0.9, noise no cluster of 3..19 points above 0.5.
 

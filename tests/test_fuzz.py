@@ -43,15 +43,20 @@ ESTIMATORS = [
     GreedyHierarchicalClustering(n_clusters=1),
     BeamSearchHierarchicalClustering(n_clusters=1),
     BayesianHierarchicalClustering(),
-    BayesianHierarchicalClustering(algorithm="exact"),
+    # The quick suite fuzzes each estimator, each kind of input and each
+    # model once; the full suite the other combinations too.
+    pytest.param(BayesianHierarchicalClustering(algorithm="exact"), marks=pytest.mark.slow),
     TransitivePropagation(max_iter=20),
-    ExactHierarchicalClustering(Dasgupta(affinity="precomputed"), n_clusters=1),
+    pytest.param(ExactHierarchicalClustering(Dasgupta(affinity="precomputed"), n_clusters=1),
+                 marks=pytest.mark.slow),
     ExactFlatClustering(CorrelationClustering(affinity="precomputed")),
     ExactFlatClustering(DirichletProcessMixture()),
-    ExactHierarchicalClustering(CorrelationClustering(), n_clusters=1),
+    pytest.param(ExactHierarchicalClustering(CorrelationClustering(), n_clusters=1),
+                 marks=pytest.mark.slow),
     ExactHierarchicalClustering(GinkgoLikelihood(), n_clusters=1),
     CertifiedFlatClustering(),
-    CertifiedFlatClustering(CorrelationClustering(affinity="precomputed")),
+    pytest.param(CertifiedFlatClustering(CorrelationClustering(affinity="precomputed")),
+                 marks=pytest.mark.slow),
 ]
 
 

@@ -24,6 +24,7 @@ from sktrellis.metrics import (
 GAMMAS = [0.01, 0.1, 1.0, 10.0]
 
 
+@pytest.mark.slow  # eight fits; the quick suite has the pipeline and scorer tests below
 def test_pipeline_grid_search_and_scipy_dendrogram():
     iris = load_iris12()
     X, y = iris.data, iris.target
