@@ -209,6 +209,12 @@ COMMON_CHECK_N_SAMPLES = {
 KINDS = ["dasgupta", "hcc", "ginkgo", "table"]
 
 
+def quick_kinds(*quick):
+    """KINDS as parameters: those named here in the quick suite, the others in the full suite."""
+    return [kind if kind in quick else pytest.param(kind, marks=pytest.mark.slow)
+            for kind in KINDS]
+
+
 def random_problem(kind, n_points, rng, forbidden=0.2):
     """(energy, X) of an energy kind with random data; `forbidden` as in random_split_energy."""
     if kind == "dasgupta":

@@ -33,7 +33,7 @@ from sktrellis.energies import (
     HierarchicalEnergy,
 )
 
-from .common import KINDS, random_problem, random_split_energy
+from .common import KINDS, quick_kinds, random_problem, random_split_energy
 
 # Overflow or invalid values would mean statistics read from memory never
 # written (the cross sums of clusters that did not meet).
@@ -204,7 +204,7 @@ def test_greedy_merges_are_certified_best(kind, global_random_seed):
     )
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", quick_kinds("dasgupta", "ginkgo"))
 def test_beam_with_a_huge_width_finds_the_exact_map(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     n_points = 6

@@ -419,7 +419,7 @@ def test_flat_calibration_finds_the_maps_with_the_map_only_pass(monkeypatch):
     np.testing.assert_array_equal(model.labels_, reference.labels_)
 
 
-@pytest.mark.parametrize("n_jobs", [1, 2])
+@pytest.mark.parametrize("n_jobs", [pytest.param(1, marks=pytest.mark.slow), 2])
 def test_ctrl_c_interrupts_the_bootstrap(n_jobs, ctrl_c, monkeypatch):
     """KeyboardInterrupt stops the bootstrap's searches, on one thread or several.
 
@@ -680,7 +680,7 @@ def test_few_features_with_clear_groups_say_they_are_not_calibrated(estimator, n
 
 
 @pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering,
-                                       SparseTrellisClustering])
+                                       pytest.param(SparseTrellisClustering, marks=pytest.mark.slow)])
 def test_identical_rows_are_named(estimator):
     X = noise(8, 0, n_features=40)
     X[5] = X[3]
@@ -748,7 +748,7 @@ def test_sparse_calibration_is_deterministic():
 
 @pytest.mark.parametrize("make_data", [
     lambda: planted_subtypes(8, seed=1, n_features=200, n_marked=30)[0],
-    lambda: noise(8, 2, n_features=200),
+    pytest.param(lambda: noise(8, 2, n_features=200), marks=pytest.mark.slow),
 ], ids=["planted", "noise"])
 @pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering])
 def test_a_copy_of_every_column_changes_nothing(estimator, make_data):

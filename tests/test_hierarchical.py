@@ -245,7 +245,7 @@ def test_bad_sub_hierarchy_queries(members, tree, match):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("n_points", [4, 5])
+@pytest.mark.parametrize("n_points", [4, pytest.param(5, marks=pytest.mark.slow)])
 def test_samples_follow_the_exact_posterior(kind, n_points, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
     energy, X = random_problem(kind, n_points, rng)

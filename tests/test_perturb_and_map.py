@@ -98,7 +98,7 @@ def test_the_same_seed_gives_the_same_estimate(global_random_seed):
 
 
 @pytest.mark.parametrize("weight", [-2.0, 0.0, 0.8, 3.0])
-@pytest.mark.parametrize("beta", [0.5, 1.0])
+@pytest.mark.parametrize("beta", [pytest.param(0.5, marks=pytest.mark.slow), 1.0])
 def test_two_points_are_exact(weight, beta, global_random_seed):
     """One pair: the Gumbel-max trick, so P(together) = sigmoid(beta w) and the bound is log Z."""
     n_draws = 4000
@@ -117,7 +117,7 @@ def test_two_points_are_exact(weight, beta, global_random_seed):
     )
 
 
-@pytest.mark.parametrize("n_points", [3, 4])
+@pytest.mark.parametrize("n_points", [3, pytest.param(4, marks=pytest.mark.slow)])
 def test_estimate_converges_to_the_perturb_and_map_distribution(n_points, global_random_seed):
     """The estimate is unbiased for P&M's own co-clustering probabilities.
 

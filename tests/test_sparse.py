@@ -25,6 +25,7 @@ from .common import (
     brute_force,
     children_over,
     cluster_marginals,
+    quick_kinds,
     random_problem,
     random_split_energy,
     subtree_marginals,
@@ -250,7 +251,7 @@ def test_spanned_sub_hierarchy_marginals_match_brute_force(kind, global_random_s
 @pytest.mark.parametrize(
     "kind",
     # One kind in the quick suite; the chi-square test of each is seconds.
-    [kind if kind == "dasgupta" else pytest.param(kind, marks=pytest.mark.slow) for kind in KINDS],
+    quick_kinds("dasgupta"),
 )
 def test_samples_follow_the_sparse_posterior(kind, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
@@ -276,7 +277,8 @@ def test_samples_follow_the_sparse_posterior(kind, global_random_seed):
 ###############################################################################
 # Builders, growth and large N
 
-@pytest.mark.parametrize("builder", ["greedy", "beam", "sampled"])
+@pytest.mark.parametrize("builder", [pytest.param("greedy", marks=pytest.mark.slow), "beam",
+                                     pytest.param("sampled", marks=pytest.mark.slow)])
 def test_map_is_at_least_the_baselines_on_many_points(builder, global_random_seed):
     X, _ = make_blobs(n_samples=150, centers=4, cluster_std=2.0, random_state=global_random_seed)
     sparse = SparseTrellisClustering(
@@ -602,7 +604,7 @@ def _bagged_problem(kind, seed, n_points=6, n_families=3):
     return bagged, trees, probability, X
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", quick_kinds("dasgupta", "ginkgo"))
 def test_bagged_posterior_matches_brute_force(kind, global_random_seed):
     """Tree, cluster, split and sub-hierarchy probabilities of the mixture, by enumeration."""
     n_points = 6

@@ -160,7 +160,7 @@ def test_grown_family_is_exact_over_what_it_spans(kind, n_points, resplit_parts,
             values[counts == k].max(), abs=1e-9)
 
 
-@pytest.mark.parametrize("kind", ["table", "correlation", "gaussian"])
+@pytest.mark.parametrize("kind", ["table", pytest.param("correlation", marks=pytest.mark.slow), "gaussian"])
 @pytest.mark.parametrize("resplit_parts", [0, pytest.param(4, marks=pytest.mark.slow)])
 def test_samples_follow_the_spanned_posterior(kind, resplit_parts, global_random_seed):
     rng = np.random.default_rng(global_random_seed)
