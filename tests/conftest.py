@@ -72,3 +72,36 @@ def ctrl_c():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+# Nodes that could crash the interpreter (fuzzers of compiled code) run in a
+# subprocess, so that a crash fails a test instead of ending the run: all of
+# a session's in one subprocess (tests/common.py, pytest_in_subprocess).
+# A test names its node with @pytest.mark.in_subprocess("name", timeout=...)
+# in its own file, and reads the outcome from the fixture subprocess_failure.
+_SUBPROCESS_NODES = pytest.StashKey[dict]()
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k deselected what will not run
+def pytest_collection_modifyitems(config, items):
+    nodes = {}
+    for item in items:
+        marker = item.get_closest_marker("in_subprocess")
+        if marker is not None:
+            nodes[f"{item.path}::{marker.args[0]}"] = marker.kwargs.get("timeout", 600)
+    config.stash[_SUBPROCESS_NODES] = nodes
+
+
+@pytest.fixture(scope="session")
+def _subprocess_outcomes(request):
+    from .common import pytest_in_subprocess
+
+    nodes = request.config.stash[_SUBPROCESS_NODES]
+    return pytest_in_subprocess(list(nodes), timeout=sum(nodes.values()))
+
+
+@pytest.fixture
+def subprocess_failure(request, _subprocess_outcomes):
+    """Why this test's ``in_subprocess`` node did not pass in the session's subprocess, or None."""
+    marker = request.node.get_closest_marker("in_subprocess")
+    return _subprocess_outcomes[f"{request.node.path}::{marker.args[0]}"]

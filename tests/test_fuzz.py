@@ -34,7 +34,6 @@ from sktrellis.baselines import (  # noqa: E402
     TransitivePropagation,
 )
 
-from .common import run_pytest_in_subprocess  # noqa: E402
 
 ESTIMATORS = [
     ExactHierarchicalClustering(n_clusters=1),
@@ -140,8 +139,9 @@ _N_FITTED = 5
 
 
 @pytest.mark.slow
-def test_posterior_queries_never_crash():
-    run_pytest_in_subprocess(f"{__file__}::test_posterior_queries_in_this_process")
+@pytest.mark.in_subprocess("test_posterior_queries_in_this_process")
+def test_posterior_queries_never_crash(subprocess_failure):
+    assert subprocess_failure is None, subprocess_failure
 
 
 @st.composite
@@ -263,13 +263,14 @@ def test_posterior_queries_in_this_process(estimator):
 # changed global -- and every length a declaration states is bounded.
 
 @pytest.mark.slow
-def test_model_files_never_crash_or_change_a_global():
+@pytest.mark.in_subprocess("test_model_files_in_this_process", timeout=900)
+def test_model_files_never_crash_or_change_a_global(subprocess_failure):
     """Every example, in a subprocess: a crash fails this test, not the run.
 
     The quick suite runs a tenth of them in its own process
     (test_model_files_in_this_process).
     """
-    run_pytest_in_subprocess(f"{__file__}::test_model_files_in_this_process", timeout=900)
+    assert subprocess_failure is None, subprocess_failure
 
 
 def _package_state():

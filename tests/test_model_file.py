@@ -24,8 +24,6 @@ from sktrellis.baselines import (
 from sktrellis.energies import CorrelationClustering, DirichletProcessMixture, GinkgoLikelihood
 from sktrellis import SparseFlatClustering
 
-from .common import run_pytest_in_subprocess
-
 
 def _loads(data, **kwargs):
     return sktrellis.load(io.BytesIO(data), **kwargs)
@@ -250,13 +248,14 @@ _IN_SUBPROCESS = os.environ.get("SKTRELLIS_IN_SUBPROCESS") == "1"
 
 
 @pytest.mark.slow
-def test_damaged_sparse_model_files_are_refused_never_read():
+@pytest.mark.in_subprocess("test_damaged_sparse_model_files_in_this_process")
+def test_damaged_sparse_model_files_are_refused_never_read(subprocess_failure):
     """Every random damage, in a subprocess: a crash fails this test, not the run.
 
     The quick suite runs the listed damages and a tenth of the random ones
     in its own process (test_damaged_sparse_model_files_in_this_process).
     """
-    run_pytest_in_subprocess(f"{__file__}::test_damaged_sparse_model_files_in_this_process")
+    assert subprocess_failure is None, subprocess_failure
 
 
 @pytest.mark.parametrize("name", ["hierarchical", "flat"])
