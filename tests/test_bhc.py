@@ -588,7 +588,7 @@ def test_predictive_rejects_bad_new_points():
 ###############################################################################
 # Hyperparameter learning
 
-@pytest.mark.parametrize("component", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("component", [pytest.param("gaussian", marks=pytest.mark.slow), "bernoulli"])
 def test_learned_hyperparameters_maximise_the_evidence_lower_bound(component):
     rng = np.random.default_rng(0)
     if component == "gaussian":

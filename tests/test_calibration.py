@@ -1033,7 +1033,8 @@ def test_cluster_index_is_the_best_split_by_enumeration(n_points, global_random_
 
 
 
-@pytest.mark.parametrize("ties", [False, True], ids=["continuous", "rounded"])
+@pytest.mark.parametrize("ties", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["continuous", "rounded"])
 def test_the_bootstrap_maps_are_the_enumerated_maps(ties, global_random_seed):
     """The calibration's MAP trees (searched from the greedy tree) are the exact MAPs.
 
