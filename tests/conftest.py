@@ -9,6 +9,13 @@ import pytest
 # nothing. Passive waiting changes no result; it is read when the OpenMP
 # runtime starts, at the first import of a compiled kernel, after this file.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Likewise NumPy's BLAS (OpenBLAS), whose threads spin between calls: on the
+# small matrices of the tests its threads only wait for each other and for
+# a core (BHC's full covariances over 64 features: 7.3 CPU s on its default
+# threads, 1.9 on one, on this loaded 2-core machine). No test depends on the
+# BLAS's threads; the kernels' own threads are the estimators' n_jobs. Read
+# when NumPy first loads, after this file; subprocesses inherit it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _seeds():

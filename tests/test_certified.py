@@ -48,7 +48,7 @@ def _fit_quietly(model, X):
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "sparse", "integer"])
-@pytest.mark.parametrize("n_points", [1, 2, 3, 5, 8, 10, 12])
+@pytest.mark.parametrize("n_points", [1, 2, 3, 5, 8, 10, pytest.param(12, marks=pytest.mark.slow)])
 def test_map_equals_the_exact_trellis(kind, n_points, global_random_seed):
     rng = np.random.default_rng(global_random_seed + 100 * n_points)
     for _ in range(4):
