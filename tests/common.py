@@ -236,9 +236,9 @@ def pytest_in_subprocess(node_ids, env=None, timeout=600):
     A segfault in compiled code would kill the pytest process itself; in a
     subprocess it is a return code (-11) that fails the nodes (whose report
     is written at the end of the run). One subprocess for several nodes: a
-    subprocess costs about 1.8 CPU seconds of start-up and collection. The nodes run with
-    SKTRELLIS_IN_SUBPROCESS=1 so that they know to run; a node passes if all
-    its parametrizations passed (none skipped).
+    subprocess costs about 1.8 CPU seconds of start-up and collection. The
+    nodes run with SKTRELLIS_IN_SUBPROCESS=1 so that they know to run; a node
+    passes if all its parametrizations passed (none skipped).
     """
     import os
     import pathlib
