@@ -34,7 +34,8 @@ from .._common cimport (
 from ..potential._ginkgo cimport (
     GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord,
     GinkgoSplitRecord, ginkgo_vector_width,
-    ginkgo_outside_exponents, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape, ginkgo_sum,
+    ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
+    ginkgo_sum,
     log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
@@ -297,10 +298,11 @@ cdef struct GinkgoParent:
     # The running linear-space sums of one parent (inside pass).
     double base       # K(S) of ``_ginkgo.pxd``
     double scale      # M_k of its level: the sums are relative to exp(base + scale)
-    double map_top    # largest MAP term so far
     double best       # log MAP value of the best exact candidate so far
     mask_t arg        # and its left child
-    GinkgoAcc acc     # sum of the terms, largest 1 / tau, 64-bit count, any term
+    # Per lane: sums of the terms, largest 1 / tau, 64-bit counts; the
+    # largest MAP term and the candidate cut; whether any split has a term.
+    GinkgoAcc acc
     # The same in every row pair: the rows' shape (``ginkgo_row_shape`` of
     # the free points), the parent's root and lam / t.
     mask_t lane_bits[8]
@@ -433,13 +435,12 @@ cdef inline void ginkgo_start(const double* params, const double* mass2, const d
     s.root = root[parent]
     s.lam_over_parent = params[LAM] / mass2[parent]
     s.scale = level_scale
-    s.map_top = 0.0
     s.best = -INFINITY
     s.arg = low_bit(parent)
-    s.acc.total = 0.0
-    s.acc.inv_max = 0.0
-    s.acc.count = 0
-    s.acc.any_term = 0
+    memset(&s.acc, 0, sizeof(GinkgoAcc))
+    # MAP candidates: the splits whose linear MAP term is within this
+    # relative slack of the largest met so far (see ginkgo_row_sums).
+    s.acc.cut_factor = 1.0 - MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(level_scale))
     if count != NULL:
         count[2 * parent] = 0
         count[2 * parent + 1] = 0
@@ -448,30 +449,35 @@ cdef inline void ginkgo_start(const double* params, const double* mass2, const d
 cdef void ginkgo_row_sums(const double* params, const double* mass2, const double* root,
                           const GinkgoSplitRecord* rec, mask_t parent, int size,
                           mask_t left_base, GinkgoParent* s, const double* z, const double* m,
-                          uint64_t* count, const double* factors,
-                          double* terms) noexcept nogil:
+                          uint64_t* count, const double* factors, mask_t* cand_sub,
+                          double* cand_terms) noexcept nogil:
     """Add the splits (A, parent ^ A), A = left_base | a submask of `rest`, to `s`.
 
-    `rest` is the free points given to `ginkgo_start`. Every submask, `rest` itself included (when A is the parent, its right
-    child is the empty set, a massless child that makes no term). Their
-    terms to the running sum, their counts to `count` (if not NULL), and
-    the exact log-space value of the MAP candidates among them to the best
-    split. `terms` is scratch of GINKGO_CHUNK_SIZE doubles.
+    `rest` is the free points given to `ginkgo_start`. Every submask, `rest`
+    itself included (when A is the parent, its right child is the empty
+    set, a massless child that makes no term). Their terms to the running
+    sums, their counts to `count` (if not NULL), and the exact log-space
+    value of the MAP candidates among them to the best split: the rows
+    hand over the splits whose linear MAP term was within the slack of the
+    largest met so far when met, and those still within it of the largest
+    at the end of a run are re-evaluated. `cand_sub` and `cand_terms` are
+    scratch of GINKGO_CHUNK_SIZE entries.
     """
     cdef const mask_t* q = s.lane_bits
     cdef mask_t high = s.high, sub = 0, first, left
-    cdef int lanes = s.lanes, n_blocks, block, lane
+    cdef int lanes = s.lanes, n_blocks, n_cand, k, lane
     cdef index_t blocks = (<index_t>1) << popcount(high), done = 0
     cdef double root_parent = s.root, lam = params[LAM]
-    cdef double lam_over_parent = s.lam_over_parent, top, cut, slack
+    cdef double lam_over_parent = s.lam_over_parent
     cdef LogSum unused
     # Up to 18 points the row sums the count products in 64 bits.
     cdef int count64 = count != NULL and size <= 18
     while done < blocks:
         n_blocks = <int>min(<index_t>(GINKGO_CHUNK_SIZE // lanes), blocks - done)
         first = sub
-        top = ginkgo_row(rec, count64, parent, left_base, q, lanes, high, &sub, n_blocks,
-                         root_parent, lam_over_parent, lam, factors, terms, &s.acc)
+        n_cand = ginkgo_row(rec, count64, parent, left_base, q, lanes, high, &sub, n_blocks,
+                            root_parent, lam_over_parent, lam, factors, &s.acc, cand_sub,
+                            cand_terms)
         done += n_blocks
         # Counted even when no term is in range: a split with tau so small
         # that 1 / tau overflows has a finite log psi (the parent is then
@@ -479,25 +485,15 @@ cdef void ginkgo_row_sums(const double* params, const double* mass2, const doubl
         if count != NULL and size > 18:
             ginkgo_row_count128(rec, count, parent, left_base, q, lanes, high, first, n_blocks,
                                 root_parent, lam_over_parent, lam)
-        if top < 0.0:
-            continue
-        if top > s.map_top:
-            s.map_top = top
-        # MAP candidates: the splits near the largest linear term so far; all of
-        # them when the linear terms are out of range.
-        slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(s.scale))
-        if s.map_top >= 1e-290 and s.map_top < INFINITY:
-            cut = s.map_top * (1.0 - slack)
-        else:
-            cut = 0.0
-        if top >= cut:
-            for block in range(n_blocks):
-                for lane in range(lanes):
-                    left = left_base | first | q[lane]
-                    if terms[block * lanes + lane] >= cut and left != parent:
+        # The cut only rises (or drops to 0 when the linear terms leave
+        # their range): a split below it now is below it at the end.
+        for k in range(n_cand):
+            for lane in range(lanes):
+                if cand_terms[k * lanes + lane] >= s.acc.cut:
+                    left = left_base | cand_sub[k] | q[lane]
+                    if left != parent:
                         ginkgo_take_split(params, mass2, root, parent, left, z, m, &unused,
                                           &s.best, &s.arg, NULL, False)
-                first = next_submask(first, high)
 
 
 cdef void ginkgo_finish(const double* params, const double* mass2, const double* root,
@@ -521,7 +517,8 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
     cdef LogSum exact_terms = empty_log_sum()
     cdef LogSum unused
     cdef int size = popcount(parent), n_leaves = 0, j
-    cdef double lam = params[LAM], y, scale, term, cut, slack
+    cdef double lam = params[LAM], y, scale, term, total, inv_max
+    cdef uint64_t products = 0
     cdef mask_t leaves[32]
     cdef double leaf_terms[32]
     if mass2[parent] < params[T_CUT]:
@@ -533,9 +530,16 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             count[2 * parent] = 0
             count[2 * parent + 1] = 0
         return
+    # The rows' lane sums, in a fixed order.
+    total = (((s.acc.total[0] + s.acc.total[1]) + (s.acc.total[2] + s.acc.total[3]))
+             + ((s.acc.total[4] + s.acc.total[5]) + (s.acc.total[6] + s.acc.total[7])))
+    inv_max = s.acc.inv_max[0]
+    for j in range(8):
+        inv_max = max(inv_max, s.acc.inv_max[j])
+        products += s.acc.count[j]
     if count != NULL and size <= 18:
         # Below 2**64 (see ginkgo_row_sums): no carry.
-        count[2 * parent] += s.acc.count
+        count[2 * parent] += products
     if size == 2:
         if not (mass2[low] > 0.0 and mass2[rest] > 0.0):
             ginkgo_take_split(params, mass2, root, parent, low, z, m, &exact_terms, &s.best,
@@ -560,28 +564,22 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
                 s.acc.any_term = 1
             term = (factors[1] * rec[heavy].u * exp(-lam * mass2[heavy] / mass2[parent])
                     * (1.0 - y) / lam)
-            s.acc.total = s.acc.total + term
+            total = total + term
             leaves[n_leaves] = leaf
             leaf_terms[n_leaves] = term * rec[heavy].aux
             n_leaves = n_leaves + 1
-            if leaf_terms[n_leaves - 1] > s.map_top:
-                s.map_top = leaf_terms[n_leaves - 1]
+            ginkgo_raise_top(&s.acc, leaf_terms[n_leaves - 1])
             if count != NULL:
                 count_add(count + 2 * parent, count + 2 * heavy)
     if s.acc.any_term:
-        if not (s.acc.total >= LINEAR_SUM_FLOOR and s.acc.total < INFINITY
-                and s.acc.inv_max <= GINKGO_INVERSE_MAX):
+        if not (total >= LINEAR_SUM_FLOOR and total < INFINITY
+                and inv_max <= GINKGO_INVERSE_MAX):
             ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
             return
-        log_sum_add(&exact_terms, s.base + s.scale + log(s.acc.total))
+        log_sum_add(&exact_terms, s.base + s.scale + log(total))
     # The massless-child splits among the MAP candidates (see ginkgo_row_sums).
-    slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(s.scale))
-    if s.map_top >= 1e-290 and s.map_top < INFINITY:
-        cut = s.map_top * (1.0 - slack)
-    else:
-        cut = 0.0
     for j in range(n_leaves):
-        if leaf_terms[j] >= cut:
+        if leaf_terms[j] >= s.acc.cut:
             leaf = leaves[j]
             ginkgo_take_split(params, mass2, root, parent, leaf if leaf == low else parent ^ leaf,
                               z, m, &unused, &s.best, &s.arg, NULL, False)
@@ -597,11 +595,12 @@ cdef void ginkgo_parent(const double* params, const double* mass2, const double*
     """log Z, log MAP, MAP split and count of `parent`, its splits in linear space."""
     cdef mask_t low = low_bit(parent)
     cdef GinkgoParent s
-    cdef double terms[GINKGO_CHUNK_SIZE]
+    cdef mask_t cand_sub[GINKGO_CHUNK_SIZE]
+    cdef double cand_terms[GINKGO_CHUNK_SIZE]
     ginkgo_start(params, mass2, root, parent, parent ^ low, level_scale, &s, count)
     if mass2[parent] >= params[T_CUT]:
         ginkgo_row_sums(params, mass2, root, rec, parent, popcount(parent), low, &s, z, m,
-                        count, factors, terms)
+                        count, factors, cand_sub, cand_terms)
     ginkgo_finish(params, mass2, root, rec, factors, parent, &s, z, m, best_left, count)
 
 
@@ -618,7 +617,8 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
     cdef Py_ssize_t i
     cdef int size = popcount(base | low_order[first])
     cdef double t_cut = params[T_CUT]
-    cdef double terms[GINKGO_CHUNK_SIZE]
+    cdef mask_t cand_sub[GINKGO_CHUNK_SIZE]
+    cdef double cand_terms[GINKGO_CHUNK_SIZE]
     for i in range(first, stop):
         part = low_order[i]
         ginkgo_start(params, mass2, root, base | part, part ^ low_bit(part), level_scale,
@@ -635,7 +635,7 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
             # child that makes no term.
             low = low_bit(part)
             ginkgo_row_sums(params, mass2, root, rec, parent, size, left_high | low,
-                            &sums[i - first], z, m, count, factors, terms)
+                            &sums[i - first], z, m, count, factors, cand_sub, cand_terms)
         if high_left == high:
             break
         high_left = next_submask(high_left, high)
