@@ -176,6 +176,15 @@ cdef extern from *:
         uint64_t count;
     } sktrellis_ginkgo_split_record;
 
+    /* A level's size factors f_k(a), a = |A| (`f` of the rows): f_k(a) at
+       a < SKTRELLIS_GINKGO_SIZE_FACTORS (up to 31 points, and the AVX2
+       row reads 4 from a <= |S| - 2), then the eight-lane rows' factors:
+       those of the lanes of a block whose lane 0 has c points at
+       SKTRELLIS_GINKGO_SIZE_FACTORS + 8 c (one load per block, no
+       permute). */
+    #define SKTRELLIS_GINKGO_SIZE_FACTORS 36
+    #define SKTRELLIS_GINKGO_FACTOR_TABLE (9 * SKTRELLIS_GINKGO_SIZE_FACTORS)
+
     /* The widest vector path the rows take: 8 (AVX-512 where the processor
        has it), 4 (AVX2 at most) or 1 (the portable code, on rows of up to 8
        lanes); set by tests to compare the paths. */
@@ -624,7 +633,6 @@ cdef extern from *:
         const __m512d minus_one = _mm512_set1_pd(-1.0);
         const __m512d v_root = _mm512_set1_pd(root_parent);
         const __m512d v_lop = _mm512_set1_pd(lam_over_parent), v_lam = _mm512_set1_pd(lam);
-        const __m512i lane_counts = _mm512_set_epi64(3, 2, 2, 1, 2, 1, 1, 0);
         ptrdiff_t plus[8], minus[8];
         const int base_count = __builtin_popcount(left_base);
         __m512d total = _mm512_loadu_pd(acc->total), inv_top = _mm512_loadu_pd(acc->inv_max);
@@ -644,9 +652,8 @@ cdef extern from *:
                them is a subtraction. */
             sktrellis_ginkgo_load8(rec + a0, plus, &ra, &ua, &xa, &ca);
             sktrellis_ginkgo_load8(rec + c0, minus, &rb, &ub, &xb, &cb);
-            __m512d fv = _mm512_permutexvar_pd(
-                lane_counts, _mm512_castpd256_pd512(
-                    _mm256_loadu_pd(f + base_count + __builtin_popcount(s))));
+            __m512d fv = _mm512_loadu_pd(
+                f + SKTRELLIS_GINKGO_SIZE_FACTORS + 8 * (base_count + __builtin_popcount(s)));
             __mmask8 left_heavy = _mm512_cmp_pd_mask(ra, rb, _CMP_GE_OQ);
             __m512d heavy_root = _mm512_mask_blend_pd(left_heavy, rb, ra);
             __m512d light_root = _mm512_mask_blend_pd(left_heavy, ra, rb);
@@ -814,6 +821,9 @@ cdef extern from *:
     }
 
     """
+    enum:
+        GINKGO_SIZE_FACTORS "SKTRELLIS_GINKGO_SIZE_FACTORS"
+        GINKGO_FACTOR_TABLE "SKTRELLIS_GINKGO_FACTOR_TABLE"
     ctypedef struct GinkgoRecord "sktrellis_ginkgo_record":
         double mass2
         double root

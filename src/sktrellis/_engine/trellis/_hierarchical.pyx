@@ -32,7 +32,7 @@ from .._common cimport (
     log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._ginkgo cimport (
-    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord,
+    GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord,
     GinkgoSplitRecord, ginkgo_vector_width,
     ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
     ginkgo_sum,
@@ -312,11 +312,6 @@ cdef struct GinkgoParent:
     double lam_over_parent
 
 
-# Entries of a level's size factors f_k(a) (``_ginkgo.pxd``), a = |A|: up to
-# 31 points, and the vector loads of the AVX2 row read 4 from a <= |S| - 2.
-cdef enum:
-    GINKGO_SIZE_FACTORS = 36
-
 # A parent any of whose terms has 1 / tau above this is summed exactly: a
 # factor flushed below the smallest normal double (2.2e-308) then moves a
 # term by at most 2.2e-278, and a sum of at most 2**30 of them by 2.4e-269,
@@ -346,12 +341,12 @@ cdef double ginkgo_level_factors(const double* level_max, int size,
     """The size factors f_k(a) of the parents of `size` points; returns M_k.
 
     `level_max[a]` is mz(a), the largest log Z of the subsets of a points
-    (-inf if none is possible). ``factors`` gets GINKGO_SIZE_FACTORS
-    entries, 0 where no split has a term.
+    (-inf if none is possible). ``factors`` gets GINKGO_FACTOR_TABLE
+    entries in the layout of ``_ginkgo.pxd``, 0 where no split has a term.
     """
     cdef double scale = -INFINITY
-    cdef int a
-    for a in range(GINKGO_SIZE_FACTORS):
+    cdef int a, lane
+    for a in range(GINKGO_FACTOR_TABLE):
         factors[a] = 0.0
     for a in range(1, size):
         if level_max[a] > -INFINITY and level_max[size - a] > -INFINITY:
@@ -361,6 +356,11 @@ cdef double ginkgo_level_factors(const double* level_max, int size,
     for a in range(1, size):
         if level_max[a] > -INFINITY and level_max[size - a] > -INFINITY:
             factors[a] = exp(level_max[a] + level_max[size - a] - scale)
+    # The eight lanes of a block: lane j adds popcount(j) points to lane 0.
+    for a in range(GINKGO_SIZE_FACTORS):
+        for lane in range(8):
+            if a + popcount(lane) < GINKGO_SIZE_FACTORS:
+                factors[GINKGO_SIZE_FACTORS + 8 * a + lane] = factors[a + popcount(lane)]
     return scale
 
 
@@ -537,9 +537,6 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
     for j in range(8):
         inv_max = max(inv_max, s.acc.inv_max[j])
         products += s.acc.count[j]
-    if count != NULL and size <= 18:
-        # Below 2**64 (see ginkgo_row_sums): no carry.
-        count[2 * parent] += products
     if size == 2:
         if not (mass2[low] > 0.0 and mass2[rest] > 0.0):
             ginkgo_take_split(params, mass2, root, parent, low, z, m, &exact_terms, &s.best,
@@ -552,7 +549,11 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             if mass2[leaf] > 0.0:
                 continue
             heavy = parent ^ leaf
-            scale = root[parent] - root[heavy]
+            # From the heavy child's record alone (one cache line, not
+            # four tables): its root is the table's, bit for bit, its
+            # square within an ulp of t (as in the rows), and up to 18
+            # points its count's low 64 bits are the count.
+            scale = root[parent] - rec[heavy].root
             if not scale * scale > 0.0:
                 continue
             # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
@@ -562,15 +563,21 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
                 continue
             if rec[heavy].u > 0.0:
                 s.acc.any_term = 1
-            term = (factors[1] * rec[heavy].u * exp(-lam * mass2[heavy] / mass2[parent])
+            term = (factors[1] * rec[heavy].u
+                    * exp(-lam * (rec[heavy].root * rec[heavy].root) / mass2[parent])
                     * (1.0 - y) / lam)
             total = total + term
             leaves[n_leaves] = leaf
             leaf_terms[n_leaves] = term * rec[heavy].aux
             n_leaves = n_leaves + 1
             ginkgo_raise_top(&s.acc, leaf_terms[n_leaves - 1])
-            if count != NULL:
+            if count != NULL and size <= 18:
+                products += rec[heavy].count
+            elif count != NULL:
                 count_add(count + 2 * parent, count + 2 * heavy)
+    if count != NULL and size <= 18:
+        # Below 2**64 (see ginkgo_row_sums): no carry.
+        count[2 * parent] += products
     if s.acc.any_term:
         if not (total >= LINEAR_SUM_FLOOR and total < INFINITY
                 and inv_max <= GINKGO_INVERSE_MAX):
@@ -767,7 +774,7 @@ def inside_level_ginkgo(SplitPotential potential, const mask_t[::1] parents,
     cdef Py_ssize_t i, n = parents.shape[0]
     cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
-    cdef double factors[GINKGO_SIZE_FACTORS]
+    cdef double factors[GINKGO_FACTOR_TABLE]
     cdef double level_scale
     if n == 0:
         return
@@ -801,7 +808,7 @@ def inside_level_ginkgo_blocked(SplitPotential potential, int block_bits,
     cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
     cdef Py_ssize_t most = max(np.diff(np.asarray(low_level_start)))
-    cdef double factors[GINKGO_SIZE_FACTORS]
+    cdef double factors[GINKGO_FACTOR_TABLE]
     cdef double level_scale
     # Per thread, the running sums of one item's parents.
     cdef unsigned char[:, ::1] scratch = np.empty((n_threads, most * sizeof(GinkgoParent)),
@@ -862,7 +869,7 @@ cdef int ginkgo_subset_tables(const double* params, int m, const double* mass2,
     cdef bint massive = True
     cdef GinkgoSplitRecord* rec = <GinkgoSplitRecord*>records
     cdef double level_max[32]
-    cdef double factors[GINKGO_SIZE_FACTORS]
+    cdef double factors[GINKGO_FACTOR_TABLE]
     cdef double level_scale
     for x in range(n_subsets):
         rec[x].root = root[x]
