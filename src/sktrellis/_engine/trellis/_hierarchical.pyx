@@ -285,6 +285,10 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
 # log-space quantities summed (see ginkgo_row_sums).
 cdef double MAP_CANDIDATE_SLACK = 1e-10
 
+# MAP candidates a parent keeps before it evaluates them (GinkgoParent).
+cdef enum:
+    GINKGO_PARENT_CANDIDATES = 8
+
 
 cdef struct GinkgoSum:
     # The running linear-space sums of one cluster (outside pass).
@@ -303,6 +307,11 @@ cdef struct GinkgoParent:
     # Per lane: sums of the terms, largest 1 / tau, 64-bit counts; the
     # largest MAP term and the candidate cut; whether any split has a term.
     GinkgoAcc acc
+    # MAP candidates kept for the parent's end (left child, linear MAP
+    # term): most fall below the cut by then and are never evaluated.
+    int n_cands
+    mask_t cand_left[GINKGO_PARENT_CANDIDATES]
+    double cand_term[GINKGO_PARENT_CANDIDATES]
     # The same in every row pair: the rows' shape (``ginkgo_row_shape`` of
     # the free points), the parent's root and lam / t.
     mask_t lane_bits[8]
@@ -438,12 +447,54 @@ cdef inline void ginkgo_start(const double* params, const double* mass2, const d
     s.best = -INFINITY
     s.arg = low_bit(parent)
     memset(&s.acc, 0, sizeof(GinkgoAcc))
+    s.n_cands = 0
     # MAP candidates: the splits whose linear MAP term is within this
     # relative slack of the largest met so far (see ginkgo_row_sums).
     s.acc.cut_factor = 1.0 - MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(level_scale))
     if count != NULL:
         count[2 * parent] = 0
         count[2 * parent + 1] = 0
+
+
+cdef inline void ginkgo_evaluate_candidates(const double* params, const double* mass2,
+                                            const double* root, mask_t parent, GinkgoParent* s,
+                                            const double* z, const double* m) noexcept nogil:
+    """Evaluate in log space the kept MAP candidates still at least the cut; keep none.
+
+    The cut only rises (or drops to 0 when the linear terms leave their
+    range): a split below it now is below it at the parent's end.
+    """
+    cdef LogSum unused
+    cdef int i
+    for i in range(s.n_cands):
+        if s.cand_term[i] >= s.acc.cut:
+            ginkgo_take_split(params, mass2, root, parent, s.cand_left[i], z, m, &unused,
+                              &s.best, &s.arg, NULL, False)
+    s.n_cands = 0
+
+
+cdef inline void ginkgo_keep_candidate(const double* params, const double* mass2,
+                                       const double* root, mask_t parent, GinkgoParent* s,
+                                       mask_t left, double term, const double* z,
+                                       const double* m) noexcept nogil:
+    """Keep the MAP candidate (left, term) for the parent's end.
+
+    When the buffer is full, the candidates now below the cut are dropped,
+    or, if none is, all are evaluated.
+    """
+    cdef int i, kept = 0
+    if s.n_cands == GINKGO_PARENT_CANDIDATES:
+        for i in range(s.n_cands):
+            if s.cand_term[i] >= s.acc.cut:
+                s.cand_left[kept] = s.cand_left[i]
+                s.cand_term[kept] = s.cand_term[i]
+                kept += 1
+        s.n_cands = kept
+        if kept == GINKGO_PARENT_CANDIDATES:
+            ginkgo_evaluate_candidates(params, mass2, root, parent, s, z, m)
+    s.cand_left[s.n_cands] = left
+    s.cand_term[s.n_cands] = term
+    s.n_cands += 1
 
 
 cdef void ginkgo_row_sums(const double* params, const double* mass2, const double* root,
@@ -469,7 +520,6 @@ cdef void ginkgo_row_sums(const double* params, const double* mass2, const doubl
     cdef index_t blocks = (<index_t>1) << popcount(high), done = 0
     cdef double root_parent = s.root, lam = params[LAM]
     cdef double lam_over_parent = s.lam_over_parent
-    cdef LogSum unused
     # Up to 18 points the row sums the count products in 64 bits.
     cdef int count64 = count != NULL and size <= 18
     while done < blocks:
@@ -485,15 +535,13 @@ cdef void ginkgo_row_sums(const double* params, const double* mass2, const doubl
         if count != NULL and size > 18:
             ginkgo_row_count128(rec, count, parent, left_base, q, lanes, high, first, n_blocks,
                                 root_parent, lam_over_parent, lam)
-        # The cut only rises (or drops to 0 when the linear terms leave
-        # their range): a split below it now is below it at the end.
         for k in range(n_cand):
             for lane in range(lanes):
                 if cand_terms[k * lanes + lane] >= s.acc.cut:
                     left = left_base | cand_sub[k] | q[lane]
                     if left != parent:
-                        ginkgo_take_split(params, mass2, root, parent, left, z, m, &unused,
-                                          &s.best, &s.arg, NULL, False)
+                        ginkgo_keep_candidate(params, mass2, root, parent, s, left,
+                                              cand_terms[k * lanes + lane], z, m)
 
 
 cdef void ginkgo_finish(const double* params, const double* mass2, const double* root,
@@ -584,7 +632,8 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
             return
         log_sum_add(&exact_terms, s.base + s.scale + log(total))
-    # The massless-child splits among the MAP candidates (see ginkgo_row_sums).
+    # The rows' MAP candidates, then the massless-child splits among them.
+    ginkgo_evaluate_candidates(params, mass2, root, parent, s, z, m)
     for j in range(n_leaves):
         if leaf_terms[j] >= s.acc.cut:
             leaf = leaves[j]
