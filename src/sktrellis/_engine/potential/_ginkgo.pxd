@@ -207,7 +207,8 @@ cdef extern from *:
 
     /* A new MAP term `top` of a split with a term and both children
        possible: raises map_top and the cut. */
-    static inline void sktrellis_ginkgo_raise_top(sktrellis_ginkgo_acc* acc, double top) {
+    static inline __attribute__((always_inline)) void sktrellis_ginkgo_raise_top(
+            sktrellis_ginkgo_acc* acc, double top) {
         if (top > acc->map_top) {
             acc->map_top = top;
             acc->cut = top >= 1e-290 && top < INFINITY ? top * acc->cut_factor : 0.0;
@@ -661,8 +662,8 @@ cdef extern from *:
             __m512d light = _mm512_mul_pd(light_root, light_root);
             __m512d scale = _mm512_sub_pd(v_root, heavy_root);
             __m512d tau = _mm512_mul_pd(scale, scale);
-            __mmask8 has_term = _mm512_cmp_pd_mask(tau, zero, _CMP_GT_OQ)
-                                & _mm512_cmp_pd_mask(light_root, zero, _CMP_GT_OQ);
+            __mmask8 has_term = _mm512_mask_cmp_pd_mask(
+                _mm512_cmp_pd_mask(tau, zero, _CMP_GT_OQ), light_root, zero, _CMP_GT_OQ);
             __m512d inv = _mm512_maskz_div_pd(has_term, one, tau);
             __m512d x = _mm512_sub_pd(_mm512_sub_pd(zero, _mm512_mul_pd(v_lop, heavy)),
                                       _mm512_mul_pd(_mm512_mul_pd(v_lam, light), inv));
@@ -670,8 +671,8 @@ cdef extern from *:
                 _mm512_mul_pd(_mm512_mul_pd(ua, ub), fv),
                 _mm512_mul_pd(sktrellis_exp_nonpositive8(x), inv));
             __m512d v = _mm512_mul_pd(w, _mm512_mul_pd(xa, xb));
-            __mmask8 alive = has_term & _mm512_cmp_pd_mask(ua, zero, _CMP_GT_OQ)
-                             & _mm512_cmp_pd_mask(ub, zero, _CMP_GT_OQ);
+            __mmask8 alive = _mm512_mask_cmp_pd_mask(has_term, _mm512_min_pd(ua, ub), zero,
+                                                     _CMP_GT_OQ);
             __mmask8 cand = _mm512_mask_cmp_pd_mask(alive, v, v_cut, _CMP_GE_OQ);
             total = _mm512_add_pd(total, w);
             inv_top = _mm512_max_pd(inv_top, inv);
@@ -844,6 +845,7 @@ cdef extern from *:
         int any_term
     void ginkgo_raise_top "sktrellis_ginkgo_raise_top"(GinkgoAcc* acc, double top) noexcept nogil
     int ginkgo_vector_width "sktrellis_ginkgo_vector_width"
+    double exp_nonpositive "sktrellis_exp_nonpositive"(double x) noexcept nogil
     int ginkgo_row_shape "sktrellis_ginkgo_row_shape"(
         mask_t rest, mask_t* q, mask_t* high) noexcept nogil
     int ginkgo_row "sktrellis_ginkgo_row"(

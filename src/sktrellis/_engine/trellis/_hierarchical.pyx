@@ -33,7 +33,7 @@ from .._common cimport (
 )
 from ..potential._ginkgo cimport (
     GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord,
-    GinkgoSplitRecord, ginkgo_vector_width,
+    GinkgoSplitRecord, exp_nonpositive, ginkgo_vector_width,
     ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
     ginkgo_sum,
     log_psi_of_masses,
@@ -612,7 +612,8 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             if rec[heavy].u > 0.0:
                 s.acc.any_term = 1
             term = (factors[1] * rec[heavy].u
-                    * exp(-lam * (rec[heavy].root * rec[heavy].root) / mass2[parent])
+                    * exp_nonpositive(-lam * (rec[heavy].root * rec[heavy].root)
+                                      / mass2[parent])
                     * (1.0 - y) / lam)
             total = total + term
             leaves[n_leaves] = leaf
