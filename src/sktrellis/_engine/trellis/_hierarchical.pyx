@@ -260,13 +260,15 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
 #   exactly in log space (`ginkgo_exact_parent`). On jets the log Z of the
 #   subsets of one size span a few tens of nats (20 at N = 16), far inside
 #   the 575 nats that the floor allows.
-# - the MAP split: every split whose linear MAP term is within a relative
-#   `MAP_CANDIDATE_SLACK` of the largest met so far is re-evaluated with
-#   the log-space formula of `inside_level` and compared as there (largest
-#   value, ties to the smallest left mask, whatever the visiting order), so
-#   the MAP value and split are those of `inside_level` bit for bit. The
-#   linear terms are far more accurate than the slack (a few ulp of the
-#   exponents' magnitude), so the winner is always among the candidates.
+# - the MAP split: the rows pick the splits whose linear MAP term is within
+#   a relative `MAP_CANDIDATE_SLACK` of the largest met so far; the parent
+#   keeps them, and at its end those still within the slack of its largest
+#   are re-evaluated with the log-space formula of `inside_level` and
+#   compared as there (largest value, ties to the smallest left mask,
+#   whatever the visiting order), so the MAP value and split are those of
+#   `inside_level` bit for bit. The linear terms are far more accurate than
+#   the slack (a few ulp of the exponents' magnitude), so the winner is
+#   always among the candidates.
 # - the tree counts: a multiply-add per split of finite potential (64-bit up
 #   to 18 points, 128-bit above).
 #
