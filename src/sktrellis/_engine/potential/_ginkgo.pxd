@@ -185,9 +185,10 @@ cdef extern from *:
     #define SKTRELLIS_GINKGO_SIZE_FACTORS 36
     #define SKTRELLIS_GINKGO_FACTOR_TABLE (9 * SKTRELLIS_GINKGO_SIZE_FACTORS)
 
-    /* The widest vector path the rows take: 8 (AVX-512 where the processor
-       has it), 4 (AVX2 at most) or 1 (the portable code, on rows of up to 8
-       lanes); set by tests to compare the paths. */
+    /* The widest vector path the inside rows and the outside runs take: 8
+       (AVX-512 where the processor has it), 4 (AVX2 at most) or 1 (the
+       portable code, on rows of up to 8 lanes); set by tests to compare
+       the paths. */
     static int sktrellis_ginkgo_vector_width = 8;
 
     /* A parent's running sums across its rows, one per vector lane (the
@@ -359,8 +360,8 @@ cdef extern from *:
         return c;
     }
 
-    /* The sum of exp(exponent[j] - scale) * inverse[j], scale at least every exponent. */
-    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_sum(
+    /* sktrellis_ginkgo_sum (below), portable. */
+    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_sum_portable(
             const double* exponent, const double* inverse, int n, double scale) {
         double sum = 0.0;
         int j;
@@ -746,6 +747,104 @@ cdef extern from *:
         }
         return c;
     }
+
+    /* The fields of the records p[k], k < 8, 8 lanes each (as
+       sktrellis_ginkgo_load8, at any addresses). */
+    SKTRELLIS_AVX512 static inline void sktrellis_ginkgo_gather8(
+            const sktrellis_ginkgo_record* const* p, __m512d* f0, __m512d* f1, __m512d* f2,
+            __m512d* f3) {
+        const __m512i even = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+        const __m512i odd = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+        __m512d z0 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)p[0])),
+            _mm256_loadu_pd((const double*)p[4]), 1);
+        __m512d z1 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)p[1])),
+            _mm256_loadu_pd((const double*)p[5]), 1);
+        __m512d z2 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)p[2])),
+            _mm256_loadu_pd((const double*)p[6]), 1);
+        __m512d z3 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)p[3])),
+            _mm256_loadu_pd((const double*)p[7]), 1);
+        __m512d t0 = _mm512_unpacklo_pd(z0, z1), t1 = _mm512_unpackhi_pd(z0, z1);
+        __m512d t2 = _mm512_unpacklo_pd(z2, z3), t3 = _mm512_unpackhi_pd(z2, z3);
+        *f0 = _mm512_permutex2var_pd(t0, even, t2);
+        *f2 = _mm512_permutex2var_pd(t0, odd, t2);
+        *f1 = _mm512_permutex2var_pd(t1, even, t3);
+        *f3 = _mm512_permutex2var_pd(t1, odd, t3);
+    }
+
+    /* sktrellis_ginkgo_outside_exponents_avx2, eight lanes. */
+    SKTRELLIS_AVX512 static double sktrellis_ginkgo_outside_exponents_avx512(
+            const sktrellis_ginkgo_record* rec, uint32_t cluster, double t_cluster,
+            double root_cluster, uint32_t sibling_high, const uint32_t* others, int n,
+            double lam, double* exponent, double* inverse) {
+        const __m512d zero = _mm512_setzero_pd(), one = _mm512_set1_pd(1.0);
+        const __m512d minus_inf = _mm512_set1_pd(-INFINITY);
+        const __m512d v_t = _mm512_set1_pd(t_cluster), v_root = _mm512_set1_pd(root_cluster);
+        const __m512d v_lam = _mm512_set1_pd(lam);
+        __m512d top = minus_inf;
+        const sktrellis_ginkgo_record* p_rec[8];
+        const sktrellis_ginkgo_record* d_rec[8];
+        double c;
+        int j = 0, k;
+        for (; j + 8 <= n; j += 8) {
+            __m512d mp, rp, zp, xp, md, rd, zd, xd;
+            for (k = 0; k < 8; k++) {
+                uint32_t sibling = sibling_high | others[j + k];
+                d_rec[k] = rec + sibling;
+                p_rec[k] = rec + (cluster | sibling);
+            }
+            sktrellis_ginkgo_gather8(p_rec, &mp, &rp, &zp, &xp);
+            sktrellis_ginkgo_gather8(d_rec, &md, &rd, &zd, &xd);
+            __mmask8 cluster_heavy = _mm512_cmp_pd_mask(v_t, md, _CMP_GE_OQ);
+            __m512d heavy = _mm512_mask_blend_pd(cluster_heavy, md, v_t);
+            __m512d light = _mm512_mask_blend_pd(cluster_heavy, v_t, md);
+            __m512d scale = _mm512_sub_pd(rp, _mm512_mask_blend_pd(cluster_heavy, rd, v_root));
+            __m512d tau = _mm512_mul_pd(scale, scale);
+            __mmask8 has_term = _mm512_cmp_pd_mask(tau, zero, _CMP_GT_OQ)
+                                & _mm512_cmp_pd_mask(light, zero, _CMP_GT_OQ);
+            __m512d inv = _mm512_maskz_div_pd(has_term, one, tau);
+            __m512d e = _mm512_sub_pd(
+                _mm512_sub_pd(_mm512_add_pd(xp, zd),
+                              _mm512_div_pd(_mm512_mul_pd(v_lam, heavy), mp)),
+                _mm512_mul_pd(_mm512_mul_pd(v_lam, light), inv));
+            e = _mm512_mask_blend_pd(has_term, minus_inf, e);
+            _mm512_storeu_pd(exponent + j, e);
+            _mm512_storeu_pd(inverse + j, inv);
+            top = _mm512_max_pd(top, e);
+        }
+        c = _mm512_reduce_max_pd(top);
+        if (j < n) {
+            double rest = sktrellis_ginkgo_outside_exponents_portable(
+                rec, cluster, t_cluster, root_cluster, sibling_high, others + j, n - j, lam,
+                exponent + j, inverse + j);
+            c = rest > c ? rest : c;
+        }
+        return c;
+    }
+
+    /* sktrellis_ginkgo_sum_portable by the eight-lane table exp. */
+    SKTRELLIS_AVX512 static double sktrellis_ginkgo_sum_avx512(
+            const double* exponent, const double* inverse, int n, double scale) {
+        const __m512d v_scale = _mm512_set1_pd(scale), minus_inf = _mm512_set1_pd(-INFINITY);
+        __m512d sum = _mm512_setzero_pd();
+        int j = 0;
+        for (; j + 8 <= n; j += 8)
+            sum = _mm512_fmadd_pd(
+                sktrellis_exp_nonpositive8(_mm512_sub_pd(_mm512_loadu_pd(exponent + j), v_scale)),
+                _mm512_loadu_pd(inverse + j), sum);
+        if (j < n) {
+            /* The last lanes: exponent -inf (exp 0) and inverse 0 beyond n. */
+            __mmask8 tail = (__mmask8)((1u << (n - j)) - 1);
+            sum = _mm512_fmadd_pd(
+                sktrellis_exp_nonpositive8(_mm512_sub_pd(
+                    _mm512_mask_loadu_pd(minus_inf, tail, exponent + j), v_scale)),
+                _mm512_maskz_loadu_pd(tail, inverse + j), sum);
+        }
+        return _mm512_reduce_add_pd(sum);
+    }
     #endif
 
     /* The lanes q of a row's blocks (see the inside pass above) and the free
@@ -806,12 +905,29 @@ cdef extern from *:
                                              acc, cand_sub, cand_terms);
     }
 
+    /* Whether the outside passes take their AVX-512 forms: the processor
+       has them and the vector width allows eight lanes. */
+    static inline int sktrellis_ginkgo_outside_wide(void) {
+    #ifdef SKTRELLIS_GINKGO_AVX512
+        return sktrellis_ginkgo_vector_width >= 8 && __builtin_cpu_supports("avx512f")
+               && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    #else
+        return 0;
+    #endif
+    }
+
     static double sktrellis_ginkgo_outside_exponents(
             const sktrellis_ginkgo_record* rec, uint32_t cluster, double t_cluster,
             double root_cluster, uint32_t sibling_high, const uint32_t* others, int n,
             double lam, double* exponent, double* inverse) {
+    #ifdef SKTRELLIS_GINKGO_AVX512
+        if (sktrellis_ginkgo_outside_wide())
+            return sktrellis_ginkgo_outside_exponents_avx512(rec, cluster, t_cluster,
+                                                             root_cluster, sibling_high, others,
+                                                             n, lam, exponent, inverse);
+    #endif
     #ifdef SKTRELLIS_GINKGO_AVX2
-        if (__builtin_cpu_supports("avx2"))
+        if (sktrellis_ginkgo_vector_width >= 4 && __builtin_cpu_supports("avx2"))
             return sktrellis_ginkgo_outside_exponents_avx2(rec, cluster, t_cluster,
                                                            root_cluster, sibling_high, others,
                                                            n, lam, exponent, inverse);
@@ -819,6 +935,16 @@ cdef extern from *:
         return sktrellis_ginkgo_outside_exponents_portable(rec, cluster, t_cluster,
                                                            root_cluster, sibling_high, others,
                                                            n, lam, exponent, inverse);
+    }
+
+    /* The sum of exp(exponent[j] - scale) * inverse[j], scale at least every exponent. */
+    static double sktrellis_ginkgo_sum(const double* exponent, const double* inverse, int n,
+                                       double scale) {
+    #ifdef SKTRELLIS_GINKGO_AVX512
+        if (sktrellis_ginkgo_outside_wide())
+            return sktrellis_ginkgo_sum_avx512(exponent, inverse, n, scale);
+    #endif
+        return sktrellis_ginkgo_sum_portable(exponent, inverse, n, scale);
     }
 
     """

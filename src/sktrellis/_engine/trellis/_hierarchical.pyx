@@ -753,7 +753,7 @@ def ginkgo_records(SplitPotential potential, const double[::1] log_z, double aux
 
 
 def set_ginkgo_vector_width(int width):
-    """Cap the vector path of the Ginkgo inside rows: 8, 4 or 1 (portable); returns the old cap.
+    """Cap the vector path of the Ginkgo passes: 8, 4 or 1 (portable); returns the old cap.
 
     For tests: every path gives the same results (to rounding for log Z).
     """
