@@ -568,6 +568,7 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
     cdef LogSum unused
     cdef int size = popcount(parent), n_leaves = 0, j
     cdef double lam = params[LAM], y, scale, term, total, inv_max
+    cdef double inv_lam = 1.0 / lam
     cdef uint64_t products = 0
     cdef mask_t leaves[32]
     cdef double leaf_terms[32]
@@ -613,10 +614,11 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
                 continue
             if rec[heavy].u > 0.0:
                 s.acc.any_term = 1
+            # lam t_B / t_S as the rows form it (lam / t_S per parent).
             term = (factors[1] * rec[heavy].u
-                    * exp_nonpositive(-lam * (rec[heavy].root * rec[heavy].root)
-                                      / mass2[parent])
-                    * (1.0 - y) / lam)
+                    * exp_nonpositive(-(s.lam_over_parent
+                                        * (rec[heavy].root * rec[heavy].root)))
+                    * (1.0 - y) * inv_lam)
             total = total + term
             leaves[n_leaves] = leaf
             leaf_terms[n_leaves] = term * rec[heavy].aux
