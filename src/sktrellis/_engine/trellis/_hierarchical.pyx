@@ -383,7 +383,9 @@ cdef inline void ginkgo_fill_record(GinkgoSplitRecord* rec, double log_z, double
     u > 0 tells a possible child (see GINKGO_INVERSE_MAX for what that moves).
     """
     if log_z > -INFINITY:
-        rec.u = max(exp(log_z - level_max), DBL_MIN)
+        # The pass's own exp (2 ulp): below its range (0) as libm's
+        # subnormals, clamped.
+        rec.u = max(exp_nonpositive(log_z - level_max), DBL_MIN)
         rec.aux = exp(log_map - log_z)
     else:
         rec.u = 0.0
@@ -607,9 +609,14 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             scale = root[parent] - rec[heavy].root
             if not scale * scale > 0.0:
                 continue
-            # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
-            # exact from the same exp (Sterbenz), 0 where log psi is -inf.
-            y = exp(-lam * params[T_CUT] / (scale * scale))
+            # 1 - exp(x), x = -lam t_cut / tau, as the log-space formula rounds
+            # it, log1p(-exp(x)): exact from the same exp (Sterbenz), 0 where
+            # log psi is -inf. Where 1 - exp(x) is above 0.01 the pass's own
+            # exp (2 ulp of libm's) moves the term by at most 2.2e-14
+            # relative; closer to 1, libm's exp, the formula's bit for bit,
+            # decides whether the split has a term.
+            y = -lam * params[T_CUT] / (scale * scale)
+            y = exp_nonpositive(y) if y < -0.01 else exp(y)
             if not y < 1.0:
                 continue
             if rec[heavy].u > 0.0:
