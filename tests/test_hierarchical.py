@@ -515,11 +515,12 @@ def test_ginkgo_kernel_equals_the_function_potential(n_points, case, global_rand
 @pytest.mark.parametrize("case", ["jet", "equal masses"])
 def test_ginkgo_vector_paths_agree(width, case, global_random_seed, kernel_threads,
                                    ginkgo_blocking, monkeypatch):
-    """The portable, AVX2 and AVX-512 rows of the Ginkgo inside pass give the same trellis.
+    """The portable, AVX2 and AVX-512 forms of the Ginkgo passes give the same trellis.
 
-    The processor's widest path is what the other tests exercise; capped,
-    the narrower ones (on a processor without the wider instructions the
-    caps change nothing).
+    The inside rows and the outside runs (the marginals are computed under
+    the same cap). The processor's widest path is what the other tests
+    exercise; capped, the narrower ones (on a processor without the wider
+    instructions the caps change nothing).
     """
     from sktrellis._engine.potential._ginkgo import ginkgo_potential
     from sktrellis._engine.trellis import _hierarchical as kernels
@@ -537,9 +538,9 @@ def test_ginkgo_vector_paths_agree(width, case, global_random_seed, kernel_threa
     old = kernels.set_ginkgo_vector_width(width)
     try:
         kernel, function = _ginkgo_kernel_and_function(potential, kernel_threads, monkeypatch)
+        _assert_same_trellis(kernel, function)
     finally:
         kernels.set_ginkgo_vector_width(old)
-    _assert_same_trellis(kernel, function)
 
 
 def test_ginkgo_vector_width_is_checked():

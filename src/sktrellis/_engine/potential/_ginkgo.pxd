@@ -176,17 +176,45 @@ cdef extern from *:
         uint64_t count;
     } sktrellis_ginkgo_split_record;
 
-    /* The widest vector path the rows take: 8 (AVX-512 where the processor
-       has it), 4 (AVX2 at most) or 1 (the portable code, on rows of up to 8
-       lanes); set by tests to compare the paths. */
+    /* A level's size factors f_k(a), a = |A| (`f` of the rows): f_k(a) at
+       a < SKTRELLIS_GINKGO_SIZE_FACTORS (up to 31 points, and the AVX2
+       row reads 4 from a <= |S| - 2), then the eight-lane rows' factors:
+       those of the lanes of a block whose lane 0 has c points at
+       SKTRELLIS_GINKGO_SIZE_FACTORS + 8 c (one load per block, no
+       permute). */
+    #define SKTRELLIS_GINKGO_SIZE_FACTORS 36
+    #define SKTRELLIS_GINKGO_FACTOR_TABLE (9 * SKTRELLIS_GINKGO_SIZE_FACTORS)
+
+    /* The widest vector path the inside rows and the outside runs take: 8
+       (AVX-512 where the processor has it), 4 (AVX2 at most) or 1 (the
+       portable code, on rows of up to 8 lanes); set by tests to compare
+       the paths. */
     static int sktrellis_ginkgo_vector_width = 8;
 
+    /* A parent's running sums across its rows, one per vector lane (the
+       rows keep them in registers and reduce none of them: the parent's
+       last step, ginkgo_finish, does, once), and its MAP candidate cut. */
     typedef struct {
-        double total;      /* sum of the terms / exp(K(S) + M_k) */
-        double inv_max;    /* largest 1 / tau among the splits with a term */
-        uint64_t count;    /* sum of the count products, 64-bit (sizes <= 18) */
-        int any_term;      /* a split with a term and both children possible */
+        double total[8];     /* sums of the terms / exp(K(S) + M_k) */
+        double inv_max[8];   /* largest 1 / tau among the splits with a term */
+        uint64_t count[8];   /* sums of the count products, 64-bit (sizes <= 18) */
+        double map_top;      /* largest MAP term of a split with a term and both
+                                children possible, 0 before the first */
+        double cut;          /* map_top * cut_factor, or 0 where map_top is not in
+                                [1e-290, inf): every such split is a candidate */
+        double cut_factor;   /* 1 - the parent's relative slack */
+        int any_term;        /* a split with a term and both children possible */
     } sktrellis_ginkgo_acc;
+
+    /* A new MAP term `top` of a split with a term and both children
+       possible: raises map_top and the cut. */
+    static inline __attribute__((always_inline)) void sktrellis_ginkgo_raise_top(
+            sktrellis_ginkgo_acc* acc, double top) {
+        if (top > acc->map_top) {
+            acc->map_top = top;
+            acc->cut = top >= 1e-290 && top < INFINITY ? top * acc->cut_factor : 0.0;
+        }
+    }
 
     /* One split: its term (returned), MAP term, 1 / tau (0 if no term) and
        whether it has a term with both children possible (Z > 0). */
@@ -211,41 +239,56 @@ cdef extern from *:
     }
 
     /* n_blocks blocks of a row from the submask *sub of `high` on (left
-       at the next one): adds to *acc, writes the MAP terms in split order
-       to map_terms, returns their largest, or -1 if no split had a term
-       with both children possible. f is indexed by |A|. */
-    static double sktrellis_ginkgo_row_portable(
+       at the next one): adds to *acc. The MAP candidates, the splits with
+       a term and both children possible whose MAP term is at least the
+       cut when met (a superset of those at least the parent's final cut):
+       for the k-th block that has one (k from 0, the return value their
+       number), cand_sub[k] is its submask and cand_terms[k * lanes +
+       lane] the MAP term of each lane that is a candidate, -1 for the
+       others. f is indexed by |A|. */
+    static int sktrellis_ginkgo_row_portable(
             const sktrellis_ginkgo_split_record* rec, int with_count, uint32_t parent,
             uint32_t left_base, const uint32_t* q, int lanes, uint32_t high, uint32_t* sub,
             int n_blocks, double root_parent, double lam_over_parent, double lam,
-            const double* f, double* map_terms, sktrellis_ginkgo_acc* acc) {
-        double top = -1.0, total = 0.0, inv_max = acc->inv_max, v, inv;
+            const double* f, sktrellis_ginkgo_acc* acc, uint32_t* cand_sub,
+            double* cand_terms) {
+        double total = 0.0, inv_max = acc->inv_max[0], v, inv, top;
         uint64_t products = 0;
-        int block, lane, alive, any = 0;
+        int block, lane, alive, any = 0, n_cand = 0, hit;
         uint32_t s = *sub, left;
         for (block = 0; block < n_blocks; block++) {
+            hit = 0;
+            top = -1.0;
             for (lane = 0; lane < lanes; lane++) {
                 left = left_base | s | q[lane];
                 total += sktrellis_ginkgo_term(rec + left, rec + (parent ^ left), root_parent,
                                                lam_over_parent, lam,
                                                f[__builtin_popcount(left)], &v, &inv, &alive);
-                map_terms[block * lanes + lane] = v;
+                cand_terms[n_cand * lanes + lane] = -1.0;
                 if (alive) {
                     any = 1;
-                    top = v > top ? v : top;
+                    if (v >= acc->cut) {
+                        cand_terms[n_cand * lanes + lane] = v;
+                        top = v > top ? v : top;
+                        hit = 1;
+                    }
                 }
                 inv_max = inv > inv_max ? inv : inv_max;
                 if (with_count && inv != 0.0)
                     products += rec[left].count * rec[parent ^ left].count;
             }
+            if (hit) {
+                sktrellis_ginkgo_raise_top(acc, top);
+                cand_sub[n_cand++] = s;
+            }
             s = (s - high) & high;
         }
         *sub = s;
-        acc->total += total;
-        acc->inv_max = inv_max;
-        acc->count += products;
+        acc->total[0] += total;
+        acc->inv_max[0] = inv_max;
+        acc->count[0] += products;
         acc->any_term |= any;
-        return any ? (top > 0.0 ? top : 0.0) : -1.0;
+        return n_cand;
     }
 
     /* The same blocks' count products in 128 bits, added to count[parent]
@@ -317,8 +360,8 @@ cdef extern from *:
         return c;
     }
 
-    /* The sum of exp(exponent[j] - scale) * inverse[j], scale at least every exponent. */
-    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_sum(
+    /* sktrellis_ginkgo_sum (below), portable. */
+    SKTRELLIS_VECTOR_CLONES static double sktrellis_ginkgo_sum_portable(
             const double* exponent, const double* inverse, int n, double scale) {
         double sum = 0.0;
         int j;
@@ -415,23 +458,24 @@ cdef extern from *:
        (lanes (0, b1, b2, b1 | b2)): the four splits of a block read their
        records at constant offsets from the first split's, and the four
        count products go to a vector sum. */
-    __attribute__((target("avx2,fma"))) static double sktrellis_ginkgo_row_avx2(
+    __attribute__((target("avx2,fma"))) static int sktrellis_ginkgo_row_avx2(
             const sktrellis_ginkgo_split_record* rec, int with_count, uint32_t parent,
             uint32_t left_base, uint32_t b1, uint32_t b2, uint32_t high, uint32_t* sub,
             int n_blocks, double root_parent, double lam_over_parent, double lam,
-            const double* f, double* map_terms, sktrellis_ginkgo_acc* acc) {
+            const double* f, sktrellis_ginkgo_acc* acc, uint32_t* cand_sub,
+            double* cand_terms) {
         const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
+        const __m256d minus_one = _mm256_set1_pd(-1.0);
         const __m256d v_root = _mm256_set1_pd(root_parent);
         const __m256d v_lop = _mm256_set1_pd(lam_over_parent), v_lam = _mm256_set1_pd(lam);
         const size_t o1 = b1, o2 = b2, o3 = (size_t)b1 + b2;
         const int base_count = __builtin_popcount(left_base);
-        __m256d total = zero, top = zero, inv_top = _mm256_set1_pd(acc->inv_max);
-        __m256d alive_any = zero;
-        __m256i products = _mm256_setzero_si256();
-        uint64_t words[4];
+        __m256d total = _mm256_loadu_pd(acc->total), inv_top = _mm256_loadu_pd(acc->inv_max);
+        __m256d alive_any = zero, v_cut = _mm256_set1_pd(acc->cut);
+        __m256i products = _mm256_loadu_si256((const __m256i*)acc->count);
         double lanes[4], best;
         uint32_t s = *sub;
-        int block, k, any;
+        int block, k, n_cand = 0;
         for (block = 0; block < n_blocks; block++) {
             uint32_t a0 = left_base | s, c0 = parent ^ a0;
             const sktrellis_ginkgo_split_record* pa = rec + a0;
@@ -470,11 +514,20 @@ cdef extern from *:
             __m256d alive = _mm256_and_pd(
                 has_term, _mm256_and_pd(_mm256_cmp_pd(ua, zero, _CMP_GT_OQ),
                                         _mm256_cmp_pd(ub, zero, _CMP_GT_OQ)));
+            __m256d cand = _mm256_and_pd(alive, _mm256_cmp_pd(v, v_cut, _CMP_GE_OQ));
             total = _mm256_add_pd(total, w);
-            _mm256_storeu_pd(map_terms + 4 * block, v);
-            top = _mm256_max_pd(top, _mm256_and_pd(alive, v));
             inv_top = _mm256_max_pd(inv_top, inv);
             alive_any = _mm256_or_pd(alive_any, alive);
+            if (__builtin_expect(_mm256_movemask_pd(cand) != 0, 0)) {
+                _mm256_storeu_pd(lanes, _mm256_blendv_pd(minus_one, v, cand));
+                best = lanes[0];
+                for (k = 1; k < 4; k++)
+                    best = lanes[k] > best ? lanes[k] : best;
+                sktrellis_ginkgo_raise_top(acc, best);
+                v_cut = _mm256_set1_pd(acc->cut);
+                _mm256_storeu_pd(cand_terms + 4 * n_cand, _mm256_blendv_pd(minus_one, v, cand));
+                cand_sub[n_cand++] = s;
+            }
             if (with_count) {
                 __m256i product = _mm256_set_epi64x(
                     (long long)(pa[o3].count * pb[-(ptrdiff_t)o3].count),
@@ -487,20 +540,11 @@ cdef extern from *:
             s = (s - high) & high;
         }
         *sub = s;
-        _mm256_storeu_pd(lanes, total);
-        acc->total += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-        _mm256_storeu_pd(lanes, inv_top);
-        for (k = 0; k < 4; k++)
-            acc->inv_max = lanes[k] > acc->inv_max ? lanes[k] : acc->inv_max;
-        _mm256_storeu_si256((__m256i*)words, products);
-        acc->count += words[0] + words[1] + words[2] + words[3];
-        any = _mm256_movemask_pd(alive_any) != 0;
-        acc->any_term |= any;
-        _mm256_storeu_pd(lanes, top);
-        best = lanes[0];
-        for (k = 1; k < 4; k++)
-            best = lanes[k] > best ? lanes[k] : best;
-        return any ? best : -1.0;
+        _mm256_storeu_pd(acc->total, total);
+        _mm256_storeu_pd(acc->inv_max, inv_top);
+        _mm256_storeu_si256((__m256i*)acc->count, products);
+        acc->any_term |= _mm256_movemask_pd(alive_any) != 0;
+        return n_cand;
     }
 
 
@@ -581,29 +625,28 @@ cdef extern from *:
     }
 
     /* sktrellis_ginkgo_row_portable for the eight-lane blocks. */
-    SKTRELLIS_AVX512 static double sktrellis_ginkgo_row_avx512(
+    SKTRELLIS_AVX512 static int sktrellis_ginkgo_row_avx512(
             const sktrellis_ginkgo_split_record* rec, int with_count, uint32_t parent,
             uint32_t left_base, const uint32_t* q, uint32_t high, uint32_t* sub,
             int n_blocks, double root_parent, double lam_over_parent, double lam,
-            const double* f, double* map_terms, sktrellis_ginkgo_acc* acc) {
+            const double* f, sktrellis_ginkgo_acc* acc, uint32_t* cand_sub,
+            double* cand_terms) {
         const __m512d zero = _mm512_setzero_pd(), one = _mm512_set1_pd(1.0);
+        const __m512d minus_one = _mm512_set1_pd(-1.0);
         const __m512d v_root = _mm512_set1_pd(root_parent);
         const __m512d v_lop = _mm512_set1_pd(lam_over_parent), v_lam = _mm512_set1_pd(lam);
-        const __m512i lane_counts = _mm512_set_epi64(3, 2, 2, 1, 2, 1, 1, 0);
         ptrdiff_t plus[8], minus[8];
         const int base_count = __builtin_popcount(left_base);
-        __m512d total = zero, top = zero, inv_top = _mm512_set1_pd(acc->inv_max);
+        __m512d total = _mm512_loadu_pd(acc->total), inv_top = _mm512_loadu_pd(acc->inv_max);
+        __m512d v_cut = _mm512_set1_pd(acc->cut);
         __mmask8 alive_any = 0;
-
-        uint64_t products = 0;
-        double best;
         uint32_t s = *sub;
-        int block, k;
+        int block, k, n_cand = 0;
         for (k = 0; k < 8; k++) {
             plus[k] = (ptrdiff_t)q[k];
             minus[k] = -(ptrdiff_t)q[k];
         }
-        __m512i count_sum = _mm512_setzero_si512();
+        __m512i count_sum = _mm512_loadu_si512(acc->count);
         for (block = 0; block < n_blocks; block++) {
             uint32_t a0 = left_base | s, c0 = parent ^ a0;
             __m512d ra, ua, xa, ca, rb, ub, xb, cb;
@@ -611,9 +654,8 @@ cdef extern from *:
                them is a subtraction. */
             sktrellis_ginkgo_load8(rec + a0, plus, &ra, &ua, &xa, &ca);
             sktrellis_ginkgo_load8(rec + c0, minus, &rb, &ub, &xb, &cb);
-            __m512d fv = _mm512_permutexvar_pd(
-                lane_counts, _mm512_castpd256_pd512(
-                    _mm256_loadu_pd(f + base_count + __builtin_popcount(s))));
+            __m512d fv = _mm512_loadu_pd(
+                f + SKTRELLIS_GINKGO_SIZE_FACTORS + 8 * (base_count + __builtin_popcount(s)));
             __mmask8 left_heavy = _mm512_cmp_pd_mask(ra, rb, _CMP_GE_OQ);
             __m512d heavy_root = _mm512_mask_blend_pd(left_heavy, rb, ra);
             __m512d light_root = _mm512_mask_blend_pd(left_heavy, ra, rb);
@@ -621,8 +663,8 @@ cdef extern from *:
             __m512d light = _mm512_mul_pd(light_root, light_root);
             __m512d scale = _mm512_sub_pd(v_root, heavy_root);
             __m512d tau = _mm512_mul_pd(scale, scale);
-            __mmask8 has_term = _mm512_cmp_pd_mask(tau, zero, _CMP_GT_OQ)
-                                & _mm512_cmp_pd_mask(light_root, zero, _CMP_GT_OQ);
+            __mmask8 has_term = _mm512_mask_cmp_pd_mask(
+                _mm512_cmp_pd_mask(tau, zero, _CMP_GT_OQ), light_root, zero, _CMP_GT_OQ);
             __m512d inv = _mm512_maskz_div_pd(has_term, one, tau);
             __m512d x = _mm512_sub_pd(_mm512_sub_pd(zero, _mm512_mul_pd(v_lop, heavy)),
                                       _mm512_mul_pd(_mm512_mul_pd(v_lam, light), inv));
@@ -630,13 +672,18 @@ cdef extern from *:
                 _mm512_mul_pd(_mm512_mul_pd(ua, ub), fv),
                 _mm512_mul_pd(sktrellis_exp_nonpositive8(x), inv));
             __m512d v = _mm512_mul_pd(w, _mm512_mul_pd(xa, xb));
-            __mmask8 alive = has_term & _mm512_cmp_pd_mask(ua, zero, _CMP_GT_OQ)
-                             & _mm512_cmp_pd_mask(ub, zero, _CMP_GT_OQ);
+            __mmask8 alive = _mm512_mask_cmp_pd_mask(has_term, _mm512_min_pd(ua, ub), zero,
+                                                     _CMP_GT_OQ);
+            __mmask8 cand = _mm512_mask_cmp_pd_mask(alive, v, v_cut, _CMP_GE_OQ);
             total = _mm512_add_pd(total, w);
-            _mm512_storeu_pd(map_terms + 8 * block, v);
-            top = _mm512_mask_max_pd(top, alive, top, v);
             inv_top = _mm512_max_pd(inv_top, inv);
             alive_any |= alive;
+            if (__builtin_expect(cand != 0, 0)) {
+                sktrellis_ginkgo_raise_top(acc, _mm512_mask_reduce_max_pd(cand, v));
+                v_cut = _mm512_set1_pd(acc->cut);
+                _mm512_storeu_pd(cand_terms + 8 * n_cand, _mm512_mask_blend_pd(cand, minus_one, v));
+                cand_sub[n_cand++] = s;
+            }
             if (with_count)
                 count_sum = _mm512_mask_add_epi64(
                     count_sum, has_term, count_sum,
@@ -644,13 +691,11 @@ cdef extern from *:
             s = (s - high) & high;
         }
         *sub = s;
-        acc->total += _mm512_reduce_add_pd(total);
-        best = _mm512_reduce_max_pd(inv_top);
-        acc->inv_max = best > acc->inv_max ? best : acc->inv_max;
-        products = (uint64_t)_mm512_reduce_add_epi64(count_sum);
-        acc->count += products;
+        _mm512_storeu_pd(acc->total, total);
+        _mm512_storeu_pd(acc->inv_max, inv_top);
+        _mm512_storeu_si512(acc->count, count_sum);
         acc->any_term |= alive_any != 0;
-        return alive_any != 0 ? _mm512_reduce_max_pd(top) : -1.0;
+        return n_cand;
     }
 
     __attribute__((target("avx2"))) static double sktrellis_ginkgo_outside_exponents_avx2(
@@ -702,6 +747,104 @@ cdef extern from *:
         }
         return c;
     }
+
+    /* The fields of the records p[k], k < 8, 8 lanes each (as
+       sktrellis_ginkgo_load8, at any addresses). */
+    SKTRELLIS_AVX512 static inline void sktrellis_ginkgo_gather8(
+            const sktrellis_ginkgo_record* const* p, __m512d* f0, __m512d* f1, __m512d* f2,
+            __m512d* f3) {
+        const __m512i even = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
+        const __m512i odd = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+        __m512d z0 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)p[0])),
+            _mm256_loadu_pd((const double*)p[4]), 1);
+        __m512d z1 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)p[1])),
+            _mm256_loadu_pd((const double*)p[5]), 1);
+        __m512d z2 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)p[2])),
+            _mm256_loadu_pd((const double*)p[6]), 1);
+        __m512d z3 = _mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)p[3])),
+            _mm256_loadu_pd((const double*)p[7]), 1);
+        __m512d t0 = _mm512_unpacklo_pd(z0, z1), t1 = _mm512_unpackhi_pd(z0, z1);
+        __m512d t2 = _mm512_unpacklo_pd(z2, z3), t3 = _mm512_unpackhi_pd(z2, z3);
+        *f0 = _mm512_permutex2var_pd(t0, even, t2);
+        *f2 = _mm512_permutex2var_pd(t0, odd, t2);
+        *f1 = _mm512_permutex2var_pd(t1, even, t3);
+        *f3 = _mm512_permutex2var_pd(t1, odd, t3);
+    }
+
+    /* sktrellis_ginkgo_outside_exponents_avx2, eight lanes. */
+    SKTRELLIS_AVX512 static double sktrellis_ginkgo_outside_exponents_avx512(
+            const sktrellis_ginkgo_record* rec, uint32_t cluster, double t_cluster,
+            double root_cluster, uint32_t sibling_high, const uint32_t* others, int n,
+            double lam, double* exponent, double* inverse) {
+        const __m512d zero = _mm512_setzero_pd(), one = _mm512_set1_pd(1.0);
+        const __m512d minus_inf = _mm512_set1_pd(-INFINITY);
+        const __m512d v_t = _mm512_set1_pd(t_cluster), v_root = _mm512_set1_pd(root_cluster);
+        const __m512d v_lam = _mm512_set1_pd(lam);
+        __m512d top = minus_inf;
+        const sktrellis_ginkgo_record* p_rec[8];
+        const sktrellis_ginkgo_record* d_rec[8];
+        double c;
+        int j = 0, k;
+        for (; j + 8 <= n; j += 8) {
+            __m512d mp, rp, zp, xp, md, rd, zd, xd;
+            for (k = 0; k < 8; k++) {
+                uint32_t sibling = sibling_high | others[j + k];
+                d_rec[k] = rec + sibling;
+                p_rec[k] = rec + (cluster | sibling);
+            }
+            sktrellis_ginkgo_gather8(p_rec, &mp, &rp, &zp, &xp);
+            sktrellis_ginkgo_gather8(d_rec, &md, &rd, &zd, &xd);
+            __mmask8 cluster_heavy = _mm512_cmp_pd_mask(v_t, md, _CMP_GE_OQ);
+            __m512d heavy = _mm512_mask_blend_pd(cluster_heavy, md, v_t);
+            __m512d light = _mm512_mask_blend_pd(cluster_heavy, v_t, md);
+            __m512d scale = _mm512_sub_pd(rp, _mm512_mask_blend_pd(cluster_heavy, rd, v_root));
+            __m512d tau = _mm512_mul_pd(scale, scale);
+            __mmask8 has_term = _mm512_cmp_pd_mask(tau, zero, _CMP_GT_OQ)
+                                & _mm512_cmp_pd_mask(light, zero, _CMP_GT_OQ);
+            __m512d inv = _mm512_maskz_div_pd(has_term, one, tau);
+            __m512d e = _mm512_sub_pd(
+                _mm512_sub_pd(_mm512_add_pd(xp, zd),
+                              _mm512_div_pd(_mm512_mul_pd(v_lam, heavy), mp)),
+                _mm512_mul_pd(_mm512_mul_pd(v_lam, light), inv));
+            e = _mm512_mask_blend_pd(has_term, minus_inf, e);
+            _mm512_storeu_pd(exponent + j, e);
+            _mm512_storeu_pd(inverse + j, inv);
+            top = _mm512_max_pd(top, e);
+        }
+        c = _mm512_reduce_max_pd(top);
+        if (j < n) {
+            double rest = sktrellis_ginkgo_outside_exponents_portable(
+                rec, cluster, t_cluster, root_cluster, sibling_high, others + j, n - j, lam,
+                exponent + j, inverse + j);
+            c = rest > c ? rest : c;
+        }
+        return c;
+    }
+
+    /* sktrellis_ginkgo_sum_portable by the eight-lane table exp. */
+    SKTRELLIS_AVX512 static double sktrellis_ginkgo_sum_avx512(
+            const double* exponent, const double* inverse, int n, double scale) {
+        const __m512d v_scale = _mm512_set1_pd(scale), minus_inf = _mm512_set1_pd(-INFINITY);
+        __m512d sum = _mm512_setzero_pd();
+        int j = 0;
+        for (; j + 8 <= n; j += 8)
+            sum = _mm512_fmadd_pd(
+                sktrellis_exp_nonpositive8(_mm512_sub_pd(_mm512_loadu_pd(exponent + j), v_scale)),
+                _mm512_loadu_pd(inverse + j), sum);
+        if (j < n) {
+            /* The last lanes: exponent -inf (exp 0) and inverse 0 beyond n. */
+            __mmask8 tail = (__mmask8)((1u << (n - j)) - 1);
+            sum = _mm512_fmadd_pd(
+                sktrellis_exp_nonpositive8(_mm512_sub_pd(
+                    _mm512_mask_loadu_pd(minus_inf, tail, exponent + j), v_scale)),
+                _mm512_maskz_loadu_pd(tail, inverse + j), sum);
+        }
+        return _mm512_reduce_add_pd(sum);
+    }
     #endif
 
     /* The lanes q of a row's blocks (see the inside pass above) and the free
@@ -738,35 +881,53 @@ cdef extern from *:
 
     /* sktrellis_ginkgo_row_portable, on AVX-512 or AVX2 with FMA when the
        row has eight or four lanes. */
-    static double sktrellis_ginkgo_row(
+    static int sktrellis_ginkgo_row(
             const sktrellis_ginkgo_split_record* rec, int with_count, uint32_t parent,
             uint32_t left_base, const uint32_t* q, int lanes, uint32_t high, uint32_t* sub,
             int n_blocks, double root_parent, double lam_over_parent, double lam,
-            const double* f, double* map_terms, sktrellis_ginkgo_acc* acc) {
+            const double* f, sktrellis_ginkgo_acc* acc, uint32_t* cand_sub,
+            double* cand_terms) {
     #ifdef SKTRELLIS_GINKGO_AVX512
         if (lanes == 8 && sktrellis_ginkgo_vector_width >= 8)
             return sktrellis_ginkgo_row_avx512(rec, with_count, parent, left_base, q, high, sub,
                                                n_blocks, root_parent, lam_over_parent, lam, f,
-                                               map_terms, acc);
+                                               acc, cand_sub, cand_terms);
     #endif
     #ifdef SKTRELLIS_GINKGO_AVX2
         if (lanes == 4 && sktrellis_ginkgo_vector_width >= 4 && __builtin_cpu_supports("avx2")
                 && __builtin_cpu_supports("fma"))
             return sktrellis_ginkgo_row_avx2(rec, with_count, parent, left_base, q[1], q[2], high,
                                              sub, n_blocks, root_parent, lam_over_parent, lam,
-                                             f, map_terms, acc);
+                                             f, acc, cand_sub, cand_terms);
     #endif
         return sktrellis_ginkgo_row_portable(rec, with_count, parent, left_base, q, lanes, high, sub,
                                              n_blocks, root_parent, lam_over_parent, lam, f,
-                                             map_terms, acc);
+                                             acc, cand_sub, cand_terms);
+    }
+
+    /* Whether the outside passes take their AVX-512 forms: the processor
+       has them and the vector width allows eight lanes. */
+    static inline int sktrellis_ginkgo_outside_wide(void) {
+    #ifdef SKTRELLIS_GINKGO_AVX512
+        return sktrellis_ginkgo_vector_width >= 8 && __builtin_cpu_supports("avx512f")
+               && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    #else
+        return 0;
+    #endif
     }
 
     static double sktrellis_ginkgo_outside_exponents(
             const sktrellis_ginkgo_record* rec, uint32_t cluster, double t_cluster,
             double root_cluster, uint32_t sibling_high, const uint32_t* others, int n,
             double lam, double* exponent, double* inverse) {
+    #ifdef SKTRELLIS_GINKGO_AVX512
+        if (sktrellis_ginkgo_outside_wide())
+            return sktrellis_ginkgo_outside_exponents_avx512(rec, cluster, t_cluster,
+                                                             root_cluster, sibling_high, others,
+                                                             n, lam, exponent, inverse);
+    #endif
     #ifdef SKTRELLIS_GINKGO_AVX2
-        if (__builtin_cpu_supports("avx2"))
+        if (sktrellis_ginkgo_vector_width >= 4 && __builtin_cpu_supports("avx2"))
             return sktrellis_ginkgo_outside_exponents_avx2(rec, cluster, t_cluster,
                                                            root_cluster, sibling_high, others,
                                                            n, lam, exponent, inverse);
@@ -776,7 +937,20 @@ cdef extern from *:
                                                            n, lam, exponent, inverse);
     }
 
+    /* The sum of exp(exponent[j] - scale) * inverse[j], scale at least every exponent. */
+    static double sktrellis_ginkgo_sum(const double* exponent, const double* inverse, int n,
+                                       double scale) {
+    #ifdef SKTRELLIS_GINKGO_AVX512
+        if (sktrellis_ginkgo_outside_wide())
+            return sktrellis_ginkgo_sum_avx512(exponent, inverse, n, scale);
+    #endif
+        return sktrellis_ginkgo_sum_portable(exponent, inverse, n, scale);
+    }
+
     """
+    enum:
+        GINKGO_SIZE_FACTORS "SKTRELLIS_GINKGO_SIZE_FACTORS"
+        GINKGO_FACTOR_TABLE "SKTRELLIS_GINKGO_FACTOR_TABLE"
     ctypedef struct GinkgoRecord "sktrellis_ginkgo_record":
         double mass2
         double root
@@ -788,18 +962,23 @@ cdef extern from *:
         double aux
         uint64_t count
     ctypedef struct GinkgoAcc "sktrellis_ginkgo_acc":
-        double total
-        double inv_max
-        uint64_t count
+        double total[8]
+        double inv_max[8]
+        uint64_t count[8]
+        double map_top
+        double cut
+        double cut_factor
         int any_term
+    void ginkgo_raise_top "sktrellis_ginkgo_raise_top"(GinkgoAcc* acc, double top) noexcept nogil
     int ginkgo_vector_width "sktrellis_ginkgo_vector_width"
+    double exp_nonpositive "sktrellis_exp_nonpositive"(double x) noexcept nogil
     int ginkgo_row_shape "sktrellis_ginkgo_row_shape"(
         mask_t rest, mask_t* q, mask_t* high) noexcept nogil
-    double ginkgo_row "sktrellis_ginkgo_row"(
+    int ginkgo_row "sktrellis_ginkgo_row"(
         const GinkgoSplitRecord* rec, int with_count, mask_t parent, mask_t left_base,
         const mask_t* q, int lanes, mask_t high, mask_t* sub, int n_blocks,
         double root_parent, double lam_over_parent, double lam, const double* f,
-        double* map_terms, GinkgoAcc* acc) noexcept nogil
+        GinkgoAcc* acc, mask_t* cand_sub, double* cand_terms) noexcept nogil
     void ginkgo_row_count128 "sktrellis_ginkgo_row_count128"(
         const GinkgoSplitRecord* rec, uint64_t* count, mask_t parent, mask_t left_base,
         const mask_t* q, int lanes, mask_t high, mask_t sub, int n_blocks,

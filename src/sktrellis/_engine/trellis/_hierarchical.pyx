@@ -32,9 +32,10 @@ from .._common cimport (
     log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._ginkgo cimport (
-    GINKGO_CHUNK_SIZE, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord,
-    GinkgoSplitRecord, ginkgo_vector_width,
-    ginkgo_outside_exponents, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape, ginkgo_sum,
+    GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord,
+    GinkgoSplitRecord, exp_nonpositive, ginkgo_vector_width,
+    ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
+    ginkgo_sum,
     log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
@@ -259,13 +260,15 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
 #   exactly in log space (`ginkgo_exact_parent`). On jets the log Z of the
 #   subsets of one size span a few tens of nats (20 at N = 16), far inside
 #   the 575 nats that the floor allows.
-# - the MAP split: every split whose linear MAP term is within a relative
-#   `MAP_CANDIDATE_SLACK` of the largest met so far is re-evaluated with
-#   the log-space formula of `inside_level` and compared as there (largest
-#   value, ties to the smallest left mask, whatever the visiting order), so
-#   the MAP value and split are those of `inside_level` bit for bit. The
-#   linear terms are far more accurate than the slack (a few ulp of the
-#   exponents' magnitude), so the winner is always among the candidates.
+# - the MAP split: the rows pick the splits whose linear MAP term is within
+#   a relative `MAP_CANDIDATE_SLACK` of the largest met so far; the parent
+#   keeps them, and at its end those still within the slack of its largest
+#   are re-evaluated with the log-space formula of `inside_level` and
+#   compared as there (largest value, ties to the smallest left mask,
+#   whatever the visiting order), so the MAP value and split are those of
+#   `inside_level` bit for bit. The linear terms are far more accurate than
+#   the slack (a few ulp of the exponents' magnitude), so the winner is
+#   always among the candidates.
 # - the tree counts: a multiply-add per split of finite potential (64-bit up
 #   to 18 points, 128-bit above).
 #
@@ -284,6 +287,10 @@ def inside_level(SplitPotential potential, const mask_t[::1] parents,
 # log-space quantities summed (see ginkgo_row_sums).
 cdef double MAP_CANDIDATE_SLACK = 1e-10
 
+# MAP candidates a parent keeps before it evaluates them (GinkgoParent).
+cdef enum:
+    GINKGO_PARENT_CANDIDATES = 8
+
 
 cdef struct GinkgoSum:
     # The running linear-space sums of one cluster (outside pass).
@@ -297,10 +304,16 @@ cdef struct GinkgoParent:
     # The running linear-space sums of one parent (inside pass).
     double base       # K(S) of ``_ginkgo.pxd``
     double scale      # M_k of its level: the sums are relative to exp(base + scale)
-    double map_top    # largest MAP term so far
     double best       # log MAP value of the best exact candidate so far
     mask_t arg        # and its left child
-    GinkgoAcc acc     # sum of the terms, largest 1 / tau, 64-bit count, any term
+    # Per lane: sums of the terms, largest 1 / tau, 64-bit counts; the
+    # largest MAP term and the candidate cut; whether any split has a term.
+    GinkgoAcc acc
+    # MAP candidates kept for the parent's end (left child, linear MAP
+    # term): most fall below the cut by then and are never evaluated.
+    int n_cands
+    mask_t cand_left[GINKGO_PARENT_CANDIDATES]
+    double cand_term[GINKGO_PARENT_CANDIDATES]
     # The same in every row pair: the rows' shape (``ginkgo_row_shape`` of
     # the free points), the parent's root and lam / t.
     mask_t lane_bits[8]
@@ -309,11 +322,6 @@ cdef struct GinkgoParent:
     double root
     double lam_over_parent
 
-
-# Entries of a level's size factors f_k(a) (``_ginkgo.pxd``), a = |A|: up to
-# 31 points, and the vector loads of the AVX2 row read 4 from a <= |S| - 2.
-cdef enum:
-    GINKGO_SIZE_FACTORS = 36
 
 # A parent any of whose terms has 1 / tau above this is summed exactly: a
 # factor flushed below the smallest normal double (2.2e-308) then moves a
@@ -344,12 +352,12 @@ cdef double ginkgo_level_factors(const double* level_max, int size,
     """The size factors f_k(a) of the parents of `size` points; returns M_k.
 
     `level_max[a]` is mz(a), the largest log Z of the subsets of a points
-    (-inf if none is possible). ``factors`` gets GINKGO_SIZE_FACTORS
-    entries, 0 where no split has a term.
+    (-inf if none is possible). ``factors`` gets GINKGO_FACTOR_TABLE
+    entries in the layout of ``_ginkgo.pxd``, 0 where no split has a term.
     """
     cdef double scale = -INFINITY
-    cdef int a
-    for a in range(GINKGO_SIZE_FACTORS):
+    cdef int a, lane
+    for a in range(GINKGO_FACTOR_TABLE):
         factors[a] = 0.0
     for a in range(1, size):
         if level_max[a] > -INFINITY and level_max[size - a] > -INFINITY:
@@ -359,6 +367,11 @@ cdef double ginkgo_level_factors(const double* level_max, int size,
     for a in range(1, size):
         if level_max[a] > -INFINITY and level_max[size - a] > -INFINITY:
             factors[a] = exp(level_max[a] + level_max[size - a] - scale)
+    # The eight lanes of a block: lane j adds popcount(j) points to lane 0.
+    for a in range(GINKGO_SIZE_FACTORS):
+        for lane in range(8):
+            if a + popcount(lane) < GINKGO_SIZE_FACTORS:
+                factors[GINKGO_SIZE_FACTORS + 8 * a + lane] = factors[a + popcount(lane)]
     return scale
 
 
@@ -370,7 +383,9 @@ cdef inline void ginkgo_fill_record(GinkgoSplitRecord* rec, double log_z, double
     u > 0 tells a possible child (see GINKGO_INVERSE_MAX for what that moves).
     """
     if log_z > -INFINITY:
-        rec.u = max(exp(log_z - level_max), DBL_MIN)
+        # The pass's own exp (2 ulp): below its range (0) as libm's
+        # subnormals, clamped.
+        rec.u = max(exp_nonpositive(log_z - level_max), DBL_MIN)
         rec.aux = exp(log_map - log_z)
     else:
         rec.u = 0.0
@@ -433,45 +448,90 @@ cdef inline void ginkgo_start(const double* params, const double* mass2, const d
     s.root = root[parent]
     s.lam_over_parent = params[LAM] / mass2[parent]
     s.scale = level_scale
-    s.map_top = 0.0
     s.best = -INFINITY
     s.arg = low_bit(parent)
-    s.acc.total = 0.0
-    s.acc.inv_max = 0.0
-    s.acc.count = 0
-    s.acc.any_term = 0
+    memset(&s.acc, 0, sizeof(GinkgoAcc))
+    s.n_cands = 0
+    # MAP candidates: the splits whose linear MAP term is within this
+    # relative slack of the largest met so far (see ginkgo_row_sums).
+    s.acc.cut_factor = 1.0 - MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(level_scale))
     if count != NULL:
         count[2 * parent] = 0
         count[2 * parent + 1] = 0
 
 
+cdef inline void ginkgo_evaluate_candidates(const double* params, const double* mass2,
+                                            const double* root, mask_t parent, GinkgoParent* s,
+                                            const double* z, const double* m) noexcept nogil:
+    """Evaluate in log space the kept MAP candidates still at least the cut; keep none.
+
+    The cut only rises (or drops to 0 when the linear terms leave their
+    range): a split below it now is below it at the parent's end.
+    """
+    cdef LogSum unused
+    cdef int i
+    for i in range(s.n_cands):
+        if s.cand_term[i] >= s.acc.cut:
+            ginkgo_take_split(params, mass2, root, parent, s.cand_left[i], z, m, &unused,
+                              &s.best, &s.arg, NULL, False)
+    s.n_cands = 0
+
+
+cdef inline void ginkgo_keep_candidate(const double* params, const double* mass2,
+                                       const double* root, mask_t parent, GinkgoParent* s,
+                                       mask_t left, double term, const double* z,
+                                       const double* m) noexcept nogil:
+    """Keep the MAP candidate (left, term) for the parent's end.
+
+    When the buffer is full, the candidates now below the cut are dropped,
+    or, if none is, all are evaluated.
+    """
+    cdef int i, kept = 0
+    if s.n_cands == GINKGO_PARENT_CANDIDATES:
+        for i in range(s.n_cands):
+            if s.cand_term[i] >= s.acc.cut:
+                s.cand_left[kept] = s.cand_left[i]
+                s.cand_term[kept] = s.cand_term[i]
+                kept += 1
+        s.n_cands = kept
+        if kept == GINKGO_PARENT_CANDIDATES:
+            ginkgo_evaluate_candidates(params, mass2, root, parent, s, z, m)
+    s.cand_left[s.n_cands] = left
+    s.cand_term[s.n_cands] = term
+    s.n_cands += 1
+
+
 cdef void ginkgo_row_sums(const double* params, const double* mass2, const double* root,
                           const GinkgoSplitRecord* rec, mask_t parent, int size,
                           mask_t left_base, GinkgoParent* s, const double* z, const double* m,
-                          uint64_t* count, const double* factors,
-                          double* terms) noexcept nogil:
+                          uint64_t* count, const double* factors, mask_t* cand_sub,
+                          double* cand_terms) noexcept nogil:
     """Add the splits (A, parent ^ A), A = left_base | a submask of `rest`, to `s`.
 
-    `rest` is the free points given to `ginkgo_start`. Every submask, `rest` itself included (when A is the parent, its right
-    child is the empty set, a massless child that makes no term). Their
-    terms to the running sum, their counts to `count` (if not NULL), and
-    the exact log-space value of the MAP candidates among them to the best
-    split. `terms` is scratch of GINKGO_CHUNK_SIZE doubles.
+    `rest` is the free points given to `ginkgo_start`. Every submask, `rest`
+    itself included (when A is the parent, its right child is the empty
+    set, a massless child that makes no term). Their terms to the running
+    sums, their counts to `count` (if not NULL), and the exact log-space
+    value of the MAP candidates among them to the best split: the rows
+    hand over the splits whose linear MAP term was within the slack of the
+    largest met so far when met, and those still within it of the largest
+    at the end of a run are re-evaluated. `cand_sub` and `cand_terms` are
+    scratch of GINKGO_CHUNK_SIZE entries.
     """
     cdef const mask_t* q = s.lane_bits
     cdef mask_t high = s.high, sub = 0, first, left
-    cdef int lanes = s.lanes, n_blocks, block, lane
+    cdef int lanes = s.lanes, n_blocks, n_cand, k, lane
     cdef index_t blocks = (<index_t>1) << popcount(high), done = 0
     cdef double root_parent = s.root, lam = params[LAM]
-    cdef double lam_over_parent = s.lam_over_parent, top, cut, slack
-    cdef LogSum unused
+    cdef double lam_over_parent = s.lam_over_parent
     # Up to 18 points the row sums the count products in 64 bits.
     cdef int count64 = count != NULL and size <= 18
     while done < blocks:
         n_blocks = <int>min(<index_t>(GINKGO_CHUNK_SIZE // lanes), blocks - done)
         first = sub
-        top = ginkgo_row(rec, count64, parent, left_base, q, lanes, high, &sub, n_blocks,
-                         root_parent, lam_over_parent, lam, factors, terms, &s.acc)
+        n_cand = ginkgo_row(rec, count64, parent, left_base, q, lanes, high, &sub, n_blocks,
+                            root_parent, lam_over_parent, lam, factors, &s.acc, cand_sub,
+                            cand_terms)
         done += n_blocks
         # Counted even when no term is in range: a split with tau so small
         # that 1 / tau overflows has a finite log psi (the parent is then
@@ -479,25 +539,13 @@ cdef void ginkgo_row_sums(const double* params, const double* mass2, const doubl
         if count != NULL and size > 18:
             ginkgo_row_count128(rec, count, parent, left_base, q, lanes, high, first, n_blocks,
                                 root_parent, lam_over_parent, lam)
-        if top < 0.0:
-            continue
-        if top > s.map_top:
-            s.map_top = top
-        # MAP candidates: the splits near the largest linear term so far; all of
-        # them when the linear terms are out of range.
-        slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(s.scale))
-        if s.map_top >= 1e-290 and s.map_top < INFINITY:
-            cut = s.map_top * (1.0 - slack)
-        else:
-            cut = 0.0
-        if top >= cut:
-            for block in range(n_blocks):
-                for lane in range(lanes):
-                    left = left_base | first | q[lane]
-                    if terms[block * lanes + lane] >= cut and left != parent:
-                        ginkgo_take_split(params, mass2, root, parent, left, z, m, &unused,
-                                          &s.best, &s.arg, NULL, False)
-                first = next_submask(first, high)
+        for k in range(n_cand):
+            for lane in range(lanes):
+                if cand_terms[k * lanes + lane] >= s.acc.cut:
+                    left = left_base | cand_sub[k] | q[lane]
+                    if left != parent:
+                        ginkgo_keep_candidate(params, mass2, root, parent, s, left,
+                                              cand_terms[k * lanes + lane], z, m)
 
 
 cdef void ginkgo_finish(const double* params, const double* mass2, const double* root,
@@ -521,7 +569,9 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
     cdef LogSum exact_terms = empty_log_sum()
     cdef LogSum unused
     cdef int size = popcount(parent), n_leaves = 0, j
-    cdef double lam = params[LAM], y, scale, term, cut, slack
+    cdef double lam = params[LAM], y, scale, term, total, inv_max
+    cdef double inv_lam = 1.0 / lam
+    cdef uint64_t products = 0
     cdef mask_t leaves[32]
     cdef double leaf_terms[32]
     if mass2[parent] < params[T_CUT]:
@@ -533,9 +583,13 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             count[2 * parent] = 0
             count[2 * parent + 1] = 0
         return
-    if count != NULL and size <= 18:
-        # Below 2**64 (see ginkgo_row_sums): no carry.
-        count[2 * parent] += s.acc.count
+    # The rows' lane sums, in a fixed order.
+    total = (((s.acc.total[0] + s.acc.total[1]) + (s.acc.total[2] + s.acc.total[3]))
+             + ((s.acc.total[4] + s.acc.total[5]) + (s.acc.total[6] + s.acc.total[7])))
+    inv_max = s.acc.inv_max[0]
+    for j in range(8):
+        inv_max = max(inv_max, s.acc.inv_max[j])
+        products += s.acc.count[j]
     if size == 2:
         if not (mass2[low] > 0.0 and mass2[rest] > 0.0):
             ginkgo_take_split(params, mass2, root, parent, low, z, m, &exact_terms, &s.best,
@@ -548,40 +602,52 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             if mass2[leaf] > 0.0:
                 continue
             heavy = parent ^ leaf
-            scale = root[parent] - root[heavy]
+            # From the heavy child's record alone (one cache line, not
+            # four tables): its root is the table's, bit for bit, its
+            # square within an ulp of t (as in the rows), and up to 18
+            # points its count's low 64 bits are the count.
+            scale = root[parent] - rec[heavy].root
             if not scale * scale > 0.0:
                 continue
-            # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
-            # exact from the same exp (Sterbenz), 0 where log psi is -inf.
-            y = exp(-lam * params[T_CUT] / (scale * scale))
+            # 1 - exp(x), x = -lam t_cut / tau, as the log-space formula rounds
+            # it, log1p(-exp(x)): exact from the same exp (Sterbenz), 0 where
+            # log psi is -inf. Where 1 - exp(x) is above 0.01 the pass's own
+            # exp (2 ulp of libm's) moves the term by at most 2.2e-14
+            # relative; closer to 1, libm's exp, the formula's bit for bit,
+            # decides whether the split has a term.
+            y = -lam * params[T_CUT] / (scale * scale)
+            y = exp_nonpositive(y) if y < -0.01 else exp(y)
             if not y < 1.0:
                 continue
             if rec[heavy].u > 0.0:
                 s.acc.any_term = 1
-            term = (factors[1] * rec[heavy].u * exp(-lam * mass2[heavy] / mass2[parent])
-                    * (1.0 - y) / lam)
-            s.acc.total = s.acc.total + term
+            # lam t_B / t_S as the rows form it (lam / t_S per parent).
+            term = (factors[1] * rec[heavy].u
+                    * exp_nonpositive(-(s.lam_over_parent
+                                        * (rec[heavy].root * rec[heavy].root)))
+                    * (1.0 - y) * inv_lam)
+            total = total + term
             leaves[n_leaves] = leaf
             leaf_terms[n_leaves] = term * rec[heavy].aux
             n_leaves = n_leaves + 1
-            if leaf_terms[n_leaves - 1] > s.map_top:
-                s.map_top = leaf_terms[n_leaves - 1]
-            if count != NULL:
+            ginkgo_raise_top(&s.acc, leaf_terms[n_leaves - 1])
+            if count != NULL and size <= 18:
+                products += rec[heavy].count
+            elif count != NULL:
                 count_add(count + 2 * parent, count + 2 * heavy)
+    if count != NULL and size <= 18:
+        # Below 2**64 (see ginkgo_row_sums): no carry.
+        count[2 * parent] += products
     if s.acc.any_term:
-        if not (s.acc.total >= LINEAR_SUM_FLOOR and s.acc.total < INFINITY
-                and s.acc.inv_max <= GINKGO_INVERSE_MAX):
+        if not (total >= LINEAR_SUM_FLOOR and total < INFINITY
+                and inv_max <= GINKGO_INVERSE_MAX):
             ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
             return
-        log_sum_add(&exact_terms, s.base + s.scale + log(s.acc.total))
-    # The massless-child splits among the MAP candidates (see ginkgo_row_sums).
-    slack = MAP_CANDIDATE_SLACK * (1.0 + fabs(s.base) + fabs(s.scale))
-    if s.map_top >= 1e-290 and s.map_top < INFINITY:
-        cut = s.map_top * (1.0 - slack)
-    else:
-        cut = 0.0
+        log_sum_add(&exact_terms, s.base + s.scale + log(total))
+    # The rows' MAP candidates, then the massless-child splits among them.
+    ginkgo_evaluate_candidates(params, mass2, root, parent, s, z, m)
     for j in range(n_leaves):
-        if leaf_terms[j] >= cut:
+        if leaf_terms[j] >= s.acc.cut:
             leaf = leaves[j]
             ginkgo_take_split(params, mass2, root, parent, leaf if leaf == low else parent ^ leaf,
                               z, m, &unused, &s.best, &s.arg, NULL, False)
@@ -597,11 +663,12 @@ cdef void ginkgo_parent(const double* params, const double* mass2, const double*
     """log Z, log MAP, MAP split and count of `parent`, its splits in linear space."""
     cdef mask_t low = low_bit(parent)
     cdef GinkgoParent s
-    cdef double terms[GINKGO_CHUNK_SIZE]
+    cdef mask_t cand_sub[GINKGO_CHUNK_SIZE]
+    cdef double cand_terms[GINKGO_CHUNK_SIZE]
     ginkgo_start(params, mass2, root, parent, parent ^ low, level_scale, &s, count)
     if mass2[parent] >= params[T_CUT]:
         ginkgo_row_sums(params, mass2, root, rec, parent, popcount(parent), low, &s, z, m,
-                        count, factors, terms)
+                        count, factors, cand_sub, cand_terms)
     ginkgo_finish(params, mass2, root, rec, factors, parent, &s, z, m, best_left, count)
 
 
@@ -618,7 +685,8 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
     cdef Py_ssize_t i
     cdef int size = popcount(base | low_order[first])
     cdef double t_cut = params[T_CUT]
-    cdef double terms[GINKGO_CHUNK_SIZE]
+    cdef mask_t cand_sub[GINKGO_CHUNK_SIZE]
+    cdef double cand_terms[GINKGO_CHUNK_SIZE]
     for i in range(first, stop):
         part = low_order[i]
         ginkgo_start(params, mass2, root, base | part, part ^ low_bit(part), level_scale,
@@ -635,7 +703,7 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
             # child that makes no term.
             low = low_bit(part)
             ginkgo_row_sums(params, mass2, root, rec, parent, size, left_high | low,
-                            &sums[i - first], z, m, count, factors, terms)
+                            &sums[i - first], z, m, count, factors, cand_sub, cand_terms)
         if high_left == high:
             break
         high_left = next_submask(high_left, high)
@@ -694,7 +762,7 @@ def ginkgo_records(SplitPotential potential, const double[::1] log_z, double aux
 
 
 def set_ginkgo_vector_width(int width):
-    """Cap the vector path of the Ginkgo inside rows: 8, 4 or 1 (portable); returns the old cap.
+    """Cap the vector path of the Ginkgo passes: 8, 4 or 1 (portable); returns the old cap.
 
     For tests: every path gives the same results (to rounding for log Z).
     """
@@ -767,7 +835,7 @@ def inside_level_ginkgo(SplitPotential potential, const mask_t[::1] parents,
     cdef Py_ssize_t i, n = parents.shape[0]
     cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
-    cdef double factors[GINKGO_SIZE_FACTORS]
+    cdef double factors[GINKGO_FACTOR_TABLE]
     cdef double level_scale
     if n == 0:
         return
@@ -801,7 +869,7 @@ def inside_level_ginkgo_blocked(SplitPotential potential, int block_bits,
     cdef uint64_t* count = NULL
     cdef uint64_t[:, ::1] count_view
     cdef Py_ssize_t most = max(np.diff(np.asarray(low_level_start)))
-    cdef double factors[GINKGO_SIZE_FACTORS]
+    cdef double factors[GINKGO_FACTOR_TABLE]
     cdef double level_scale
     # Per thread, the running sums of one item's parents.
     cdef unsigned char[:, ::1] scratch = np.empty((n_threads, most * sizeof(GinkgoParent)),
@@ -862,7 +930,7 @@ cdef int ginkgo_subset_tables(const double* params, int m, const double* mass2,
     cdef bint massive = True
     cdef GinkgoSplitRecord* rec = <GinkgoSplitRecord*>records
     cdef double level_max[32]
-    cdef double factors[GINKGO_SIZE_FACTORS]
+    cdef double factors[GINKGO_FACTOR_TABLE]
     cdef double level_scale
     for x in range(n_subsets):
         rec[x].root = root[x]
