@@ -353,16 +353,38 @@ def test_bisecting_tree_is_a_tree():
 
 @pytest.mark.parametrize("n_points", [5, 8])
 def test_calibrated_family_spans_every_partition_up_to_a_window(n_points, global_random_seed):
-    """Up to 8 points the calibration's family spans every partition: its posterior is exact."""
+    """Up to 8 points the calibration's family spans every partition that keeps its blocks whole.
+
+    The blocks (the clusters every column resample's greedy partition
+    holds) are the windows' units: where there are none, every partition
+    is spanned and the posterior is the exact one.
+    """
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(n_points, 40))
     X[: n_points // 2] += 1.0
     model = SparseFlatClustering(random_state=global_random_seed).fit(X)
     assert model.calibration_["method"] == "feature bootstrap"
-    exact = ExactFlatClustering(CorrelationClustering(beta=model.beta_), verbose=0).fit(X)
-    assert model.log_partition_ == pytest.approx(exact.log_partition_, abs=1e-9)
-    np.testing.assert_allclose(model.pairwise_probability_, exact.pairwise_probability_,
-                               atol=1e-9)
+    energy = CorrelationClustering(beta=model.beta_)
+    partitions, values = _spanned(model, X, energy)
+    spanned = {tuple(row) for row in partitions}
+    blocks = _calibration_blocks(model, X)
+    for row in all_partitions(n_points):
+        if all(len(np.unique(row[blocks == b])) == 1 for b in np.unique(blocks)):
+            assert tuple(row) in spanned
+    assert model.log_partition_ == pytest.approx(logsumexp(values), abs=1e-9)
+    if len(np.unique(blocks)) == n_points:
+        exact = ExactFlatClustering(energy, verbose=0).fit(X)
+        assert model.log_partition_ == pytest.approx(exact.log_partition_, abs=1e-9)
+        np.testing.assert_allclose(model.pairwise_probability_, exact.pairwise_probability_,
+                                   atol=1e-9)
+
+
+def _calibration_blocks(model, X):
+    """The units of the calibration's family of X (built on a plain fit's MAP partition)."""
+    from sktrellis._sparse_flat import _calibration_family
+
+    plain = SparseFlatClustering(CorrelationClustering(beta=model.beta_)).fit(X)
+    return _calibration_family(CorrelationClustering(beta=1.0), X, plain.labels_)[2]
 
 
 # Windows of 5 and 4 points put a pair together in a third of their

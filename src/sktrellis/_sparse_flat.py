@@ -332,33 +332,28 @@ class SparseFlatClustering(
     def _calibration_trellis(self, energy, X, families):
         """The sparse flat trellis of the calibration's family of X under energy.
 
-        The cuts of a bisecting 2-means tree of X that never cuts a cluster
-        the greedy partitions of X and of its column resamples all hold
-        (``unanimous_greedy_blocks``), and every partition of each window
-        of at most ``_WINDOW`` consecutive points of its depth-first order.
-        Why this family: at small beta the posterior is near-uniform over
-        the spanned partitions, and for the reference-null cap to exist
-        that must be humble. The cuts of a tree are not (below
-        a node of k points, chained one point at a time, the first three
-        stay together in about 1 - 2/k of its cuts; seed trees alone put
-        three noise points together at 0.5-0.95 at beta = 0.001, N = 60),
-        while windows spanned in full are (a pair of w points in B(w-1)/B(w)
-        of their partitions), and bisecting splits are near balanced on
-        structureless data. The windows cross no tree cluster more than
-        their depth-first order makes them, so the states stay about
-        N 2**_WINDOW / _WINDOW.
+        ``_calibration_family`` of X, with the MAP partition of a plain fit
+        of X (the default family grown around its MAP; under
+        ``CorrelationClustering`` the MAP does not depend on beta, so one
+        plain fit serves every beta tried). Why this family: at small beta
+        the posterior is near-uniform over the spanned partitions, and for
+        the reference-null cap to exist that must be humble. The cuts of a
+        tree are not (below a node of k points, chained one point at a
+        time, the first three stay together in about 1 - 2/k of its cuts;
+        seed trees alone put three noise points together at 0.5-0.95 at
+        beta = 0.001, N = 60), while windows spanned in full are (a pair of
+        w points in B(w-1)/B(w) of their partitions), and bisecting splits
+        are near balanced on structureless data. The windows cross no tree
+        cluster more than their depth-first order makes them, so the
+        states stay about N 2**_WINDOW / _WINDOW.
         """
         n_points = len(X)
         # The family does not depend on beta: built once per data set (X or
         # a permuted reference), keyed by its bytes.
-        key = hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
+        key = _data_key(X)
         if key not in families:
-            # Seeded by the data, so each data set's family is a function of it.
-            seed = int.from_bytes(key[:4], "little")
-            merges = _bisecting_tree(X, unanimous_greedy_blocks(energy, X, seed))
-            order = _depth_first_leaves(merges, n_points)
-            clusters = [np.array([i]) for i in range(n_points)]
-            clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW)
+            plain, _ = self._build_trellis(X, energy)
+            order, clusters, _ = _calibration_family(energy, X, plain.map_labels())
             families[key] = order, SparseFlatTrellis(n_points).new_clusters(clusters)
         order, fresh = families[key]
         scorer = energy.cluster_scorer(X)
@@ -621,6 +616,60 @@ class SparseFlatClustering(
         return posterior.sample_labels(int(n_samples), rng)
 
 
+def _data_key(X):
+    """A digest of the bytes of X: the calibration builds one family per data set met."""
+    return hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
+
+
+def _calibration_family(unit, X, map_labels):
+    """The calibration's family of clusters of X: (order, clusters, units).
+
+    A bisecting 2-means tree of X (``_bisecting_tree``) that never cuts a
+    cluster of ``map_labels`` (the MAP partition of a plain fit of X) nor,
+    inside one, a *unit*: the points of a cluster the greedy partitions of
+    X and of its column resamples all hold (``unanimous_greedy_blocks``,
+    seeded by the data) that lie in one MAP cluster, or a point alone. The
+    family is the tree's clusters -- the MAP partition is one of its cuts,
+    refined along the tree below it and merged along it above -- and every
+    union of units of each window of at most ``_WINDOW`` consecutive units
+    of its depth-first ``order``, so that every partition of a window's
+    units is spanned. Why units rather than points: a window of points
+    that holds a whole planted group spans all its partitions, and at the
+    reference-null cap's beta they took 0.2-0.9 of the mass from the group
+    (N = 16-24); the resamples all agree on such a group, and the windows
+    then keep it whole. On structureless data no cluster is unanimous
+    (units are points) and the family is humble at small beta. Why the MAP
+    partition: the calibrated MAP is then never worse than a plain fit's.
+
+    Parameters
+    ----------
+    unit : CorrelationClustering
+        An energy with ``weights`` (any numeric beta).
+    X : ndarray of shape (n_samples, n_features)
+    map_labels : ndarray of shape (n_samples,)
+
+    Returns
+    -------
+    order : ndarray of shape (n_samples,)
+        The tree's depth-first order of the points, each unit a run of it.
+    clusters : list of ndarray
+        The single points, the tree's clusters and the windows' unions.
+    units : ndarray of shape (n_samples,)
+        A label per point, shared by the points of a unit.
+    """
+    n_points = len(X)
+    unanimous = unanimous_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"))
+    # The common refinement of the MAP partition and the unanimous blocks.
+    _, units = np.unique(np.column_stack([map_labels, unanimous]), axis=0,
+                         return_inverse=True)
+    units = units.ravel()
+    merges = _bisecting_tree(X, np.column_stack([map_labels, units]))
+    order = _depth_first_leaves(merges, n_points)
+    clusters = [np.array([i]) for i in range(n_points)]
+    clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW, units)
+    return order, clusters, units
+
+
 def _tree_clusters(merges, n_points):
     """The point sets of the inner nodes of a tree given by its merges."""
     members = [np.array([i]) for i in range(n_points)]
@@ -635,7 +684,10 @@ def _bisecting_tree(X, blocks):
     Each node's points are split by 2-means (Lloyd's iterations from the
     sign of the first principal component), down to single points; while a
     node holds several ``blocks`` (labels), each block goes whole to the
-    side most of its points chose, so every block is a node. A split that
+    side most of its points chose, so every block is a node. ``blocks`` of
+    shape (n_samples, n_levels) are nested levels, coarse to fine, each
+    refining the one before: a node is split between the blocks of the
+    coarsest level of which it holds several. A split that
     leaves one side empty (identical rows) halves the points.
     On structureless data the splits are near balanced, unlike the chains
     agglomerative trees grow there. Everything is computed from the Gram
@@ -644,6 +696,7 @@ def _bisecting_tree(X, blocks):
     """
     X = np.asarray(X, dtype=np.float64)
     n_points = len(X)
+    levels = np.asarray(blocks).reshape(n_points, -1)
     centred = X - X.mean(axis=0)
     gram = centred @ centred.T
     # Split top-down (pre-order), then merge bottom-up (reversed pre-order
@@ -657,8 +710,10 @@ def _bisecting_tree(X, blocks):
             parts[parent][which] = node
         if len(points) > 1:
             side = _two_means(gram[np.ix_(points, points)])
-            labels = blocks[points]
-            if labels.min() != labels.max():
+            # The coarsest level of blocks the node holds several of.
+            mixed = np.flatnonzero(levels[points].min(axis=0) != levels[points].max(axis=0))
+            if len(mixed):
+                labels = levels[points, mixed[0]]
                 _, inverse = np.unique(labels, return_inverse=True)
                 votes = np.bincount(inverse, weights=2.0 * side - 1.0)
                 whole = votes[inverse] > 0
@@ -705,17 +760,27 @@ def _two_means(gram):
     return side
 
 
-def _window_clusters(order, window):
-    """Every cluster of at least two points of each window of consecutive points of order.
+def _window_clusters(order, window, blocks):
+    """Every union of at least two points of the units of each window of consecutive units.
 
-    The windows have near-equal sizes of at most ``window`` points; with
-    the single points, every partition of a window is spanned.
+    The units are the runs of ``order`` whose points share a label of
+    ``blocks`` (a block whole, or a point alone; each block is a run of a
+    depth-first order of a tree of which it is a node). The windows hold
+    near-equal numbers of at most ``window`` consecutive units; with the
+    single points, every partition of a window's units is spanned, and a
+    block is split only as the tree splits it.
     """
-    n_windows = -(-len(order) // window)
+    order = np.asarray(order)
+    starts = np.flatnonzero(np.r_[True, blocks[order[1:]] != blocks[order[:-1]]])
+    units = np.split(order, starts[1:])
+    n_windows = -(-len(units) // window)
     clusters = []
-    for points in np.array_split(np.asarray(order), max(n_windows, 1)):
-        for size in range(2, len(points) + 1):
-            clusters.extend(np.array(c) for c in itertools.combinations(points, size))
+    for indices in np.array_split(np.arange(len(units)), max(n_windows, 1)):
+        for size in range(1, len(indices) + 1):
+            for chosen in itertools.combinations(indices, size):
+                cluster = np.concatenate([units[i] for i in chosen])
+                if len(cluster) >= 2:
+                    clusters.append(cluster)
     return clusters
 
 
