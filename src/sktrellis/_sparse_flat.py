@@ -332,10 +332,7 @@ class SparseFlatClustering(
     def _calibration_trellis(self, energy, X, families):
         """The sparse flat trellis of the calibration's family of X under energy.
 
-        ``_calibration_family`` of X, with the MAP partition of a plain fit
-        of X (the default family grown around its MAP; under
-        ``CorrelationClustering`` the MAP does not depend on beta, so one
-        plain fit serves every beta tried). Why this family: at small beta
+        ``_calibration_family`` of X. Why this family: at small beta
         the posterior is near-uniform over the spanned partitions, and for
         the reference-null cap to exist that must be humble. The cuts of a
         tree are not (below a node of k points, chained one point at a
@@ -352,8 +349,7 @@ class SparseFlatClustering(
         # a permuted reference), keyed by its bytes.
         key = _data_key(X)
         if key not in families:
-            plain, _ = self._build_trellis(X, energy)
-            order, clusters, _ = _calibration_family(energy, X, plain.map_labels())
+            order, clusters, _ = _calibration_family(energy, X)
             families[key] = order, SparseFlatTrellis(n_points).new_clusters(clusters)
         order, fresh = families[key]
         scorer = energy.cluster_scorer(X)
@@ -621,32 +617,28 @@ def _data_key(X):
     return hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
 
 
-def _calibration_family(unit, X, map_labels):
+def _calibration_family(unit, X):
     """The calibration's family of clusters of X: (order, clusters, units).
 
     A bisecting 2-means tree of X (``_bisecting_tree``) that never cuts a
-    cluster of ``map_labels`` (the MAP partition of a plain fit of X) nor,
-    inside one, a *unit*: the points of a cluster the greedy partitions of
-    X and of its column resamples all hold (``unanimous_greedy_blocks``,
-    seeded by the data) that lie in one MAP cluster, or a point alone. The
-    family is the tree's clusters -- the MAP partition is one of its cuts,
-    refined along the tree below it and merged along it above -- and every
+    *unit*: the points of a cluster the greedy partitions of X and of its
+    column resamples all hold (``unanimous_greedy_blocks``, seeded by the
+    data), or a point alone. The family is the tree's clusters and every
     union of units of each window of at most ``_WINDOW`` consecutive units
     of its depth-first ``order``, so that every partition of a window's
     units is spanned. Why units rather than points: a window of points
     that holds a whole planted group spans all its partitions, and at the
-    reference-null cap's beta they took 0.2-0.9 of the mass from the group
+    reference-null cap's beta they took 0.1-1.0 of the mass from the group
     (N = 16-24); the resamples all agree on such a group, and the windows
-    then keep it whole. On structureless data no cluster is unanimous
-    (units are points) and the family is humble at small beta. Why the MAP
-    partition: the calibrated MAP is then never worse than a plain fit's.
+    then keep it whole (the tree's cuts still split it). On structureless
+    data no cluster is unanimous (units are points) and the family is
+    humble at small beta.
 
     Parameters
     ----------
     unit : CorrelationClustering
         An energy with ``weights`` (any numeric beta).
     X : ndarray of shape (n_samples, n_features)
-    map_labels : ndarray of shape (n_samples,)
 
     Returns
     -------
@@ -658,12 +650,8 @@ def _calibration_family(unit, X, map_labels):
         A label per point, shared by the points of a unit.
     """
     n_points = len(X)
-    unanimous = unanimous_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"))
-    # The common refinement of the MAP partition and the unanimous blocks.
-    _, units = np.unique(np.column_stack([map_labels, unanimous]), axis=0,
-                         return_inverse=True)
-    units = units.ravel()
-    merges = _bisecting_tree(X, np.column_stack([map_labels, units]))
+    units = unanimous_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"))
+    merges = _bisecting_tree(X, units)
     order = _depth_first_leaves(merges, n_points)
     clusters = [np.array([i]) for i in range(n_points)]
     clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW, units)
@@ -684,10 +672,7 @@ def _bisecting_tree(X, blocks):
     Each node's points are split by 2-means (Lloyd's iterations from the
     sign of the first principal component), down to single points; while a
     node holds several ``blocks`` (labels), each block goes whole to the
-    side most of its points chose, so every block is a node. ``blocks`` of
-    shape (n_samples, n_levels) are nested levels, coarse to fine, each
-    refining the one before: a node is split between the blocks of the
-    coarsest level of which it holds several. A split that
+    side most of its points chose, so every block is a node. A split that
     leaves one side empty (identical rows) halves the points.
     On structureless data the splits are near balanced, unlike the chains
     agglomerative trees grow there. Everything is computed from the Gram
@@ -696,7 +681,6 @@ def _bisecting_tree(X, blocks):
     """
     X = np.asarray(X, dtype=np.float64)
     n_points = len(X)
-    levels = np.asarray(blocks).reshape(n_points, -1)
     centred = X - X.mean(axis=0)
     gram = centred @ centred.T
     # Split top-down (pre-order), then merge bottom-up (reversed pre-order
@@ -710,10 +694,8 @@ def _bisecting_tree(X, blocks):
             parts[parent][which] = node
         if len(points) > 1:
             side = _two_means(gram[np.ix_(points, points)])
-            # The coarsest level of blocks the node holds several of.
-            mixed = np.flatnonzero(levels[points].min(axis=0) != levels[points].max(axis=0))
-            if len(mixed):
-                labels = levels[points, mixed[0]]
+            labels = blocks[points]
+            if labels.min() != labels.max():
                 _, inverse = np.unique(labels, return_inverse=True)
                 votes = np.bincount(inverse, weights=2.0 * side - 1.0)
                 whole = votes[inverse] > 0
