@@ -442,7 +442,7 @@ def test_calibrated_posterior_is_two_sided(global_random_seed):
 
 
 def test_calibrated_posterior_is_two_sided_below_30_points(global_random_seed):
-    """N = 24, subtypes of 8: windows of 8 points spanned every partition of each (0.00-0.98).
+    """N = 24, subtypes of 8: windows of 8 points spanned every partition of each (0.76, seed 5).
 
     The windows' units keep a unanimous block whole; below 30 points 2 of
     32 planted runs stay under 0.9 (bench_sparse_flat_auto.py): 0.78 at
