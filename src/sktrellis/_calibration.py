@@ -1438,7 +1438,7 @@ def calibrate_sparse_partition_posterior(energy, X, random_state, calibration_tr
     ``calibration_trellis(energy, data)``, a family of clusters built from
     ``data`` alone (``SparseFlatClustering``: the cuts of a bisecting
     2-means tree of the data that never cuts a cluster of
-    ``unanimous_greedy_blocks``, and every partition of each window of
+    ``consensus_greedy_blocks``, and every partition of each window of
     consecutive points of its depth-first order), whose spanned set is
     humble at small beta, so that the reference-null cap exists. The same
     family on each permuted reference gives the cap's humility, three
@@ -1530,7 +1530,7 @@ def _solve_from_the_cold_side(evaluate, target, n_points):
     return float(np.exp(cold))
 
 
-def unanimous_greedy_blocks(unit, X, seed):
+def consensus_greedy_blocks(unit, X, seed):
     """Labels of the clusters the greedy partition of X and of each column resample all hold.
 
     The greedy agglomeration's partition of X and of ``MIN_BOOTSTRAP``

@@ -17,7 +17,7 @@ from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._calibration import (
-    calibrate_sparse_partition_posterior, is_auto, unanimous_greedy_blocks, uncalibrated_energy)
+    calibrate_sparse_partition_posterior, is_auto, consensus_greedy_blocks, uncalibrated_energy)
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 
@@ -625,7 +625,7 @@ def _calibration_family(unit, X):
 
     A bisecting 2-means tree of X (``_bisecting_tree``) that never cuts a
     *unit*: the points of a cluster the greedy partitions of X and of its
-    column resamples all hold (``unanimous_greedy_blocks``, seeded by the
+    column resamples all hold (``consensus_greedy_blocks``, seeded by the
     data), or a point alone. The family is the tree's clusters and every
     union of units of each window of at most ``_WINDOW`` consecutive units
     of its depth-first ``order``, so that every partition of a window's
@@ -653,7 +653,7 @@ def _calibration_family(unit, X):
         A label per point, shared by the points of a unit.
     """
     n_points = len(X)
-    units = unanimous_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"))
+    units = consensus_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"))
     merges = _bisecting_tree(X, units)
     order = _depth_first_leaves(merges, n_points)
     clusters = [np.array([i]) for i in range(n_points)]
