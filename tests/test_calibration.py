@@ -912,23 +912,24 @@ def test_the_cold_side_solve_at_the_ends_of_the_range(target):
 
 
 def test_consensus_greedy_blocks_keep_subtypes_not_the_noise_block(global_random_seed):
-    """Planted subtypes are held by every resample's greedy partition; noise's big block is not."""
+    """Most resamples' greedy partitions hold each planted subtype; on noise, no cluster at all.
+
+    Seeds 0-19: every subtype a block (asking for every resample instead
+    held at least two of the three on 18), and no block on noise.
+    """
     from sktrellis._calibration import consensus_greedy_blocks
 
     unit = CorrelationClustering(beta=1.0)
     X, groups = planted_subtypes(40, global_random_seed, n_features=2000)
     labels = consensus_greedy_blocks(unit, X, global_random_seed)
-    # No block mixes subtypes (at least two of the three are held whole on
-    # 18 of seeds 0-19; the bisecting tree's own splits keep them where a
-    # resample disagrees).
-    for label in np.unique(labels):
-        assert len(np.unique(groups[labels == label])) == 1
-    assert len(np.unique(labels)) < len(X)
+    np.testing.assert_array_equal(np.unique(labels, return_inverse=True)[1].ravel(), groups)
     null = noise(60, global_random_seed, n_features=2000)
     labels = consensus_greedy_blocks(unit, null, global_random_seed)
-    assert np.bincount(np.unique(labels, return_inverse=True)[1]).max() < 10
+    np.testing.assert_array_equal(labels, np.arange(60))
     # A function of the data and the seed.
     np.testing.assert_array_equal(labels, consensus_greedy_blocks(unit, null, global_random_seed))
+
+
 # Few distinct columns, over trees: "test, then temper" (tested_null_beta).
 # Seeds 0-9 of each regime pass in benchmarks/bench_few_features.py
 # (--only tested-null); groups shifted by 6 standard deviations along their

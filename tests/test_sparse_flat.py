@@ -355,8 +355,8 @@ def test_bisecting_tree_is_a_tree():
 def test_calibrated_family_spans_every_partition_up_to_a_window(n_points, global_random_seed):
     """Up to 8 points the calibration's family spans every partition that keeps its blocks whole.
 
-    The blocks (the clusters every column resample's greedy partition
-    holds) are the windows' units: where there are none, every partition
+    The blocks (the clusters most column resamples' greedy partitions
+    hold) are the windows' units: where there are none, every partition
     is spanned and the posterior is the exact one.
     """
     rng = np.random.default_rng(global_random_seed)
@@ -444,10 +444,9 @@ def test_calibrated_posterior_is_two_sided(global_random_seed):
 def test_calibrated_posterior_is_two_sided_below_30_points(global_random_seed):
     """N = 24, subtypes of 8: windows of 8 points spanned every partition of each (0.76, seed 5).
 
-    The windows' units keep a unanimous block whole; below 30 points 2 of
-    32 planted runs stay under 0.9 (bench_sparse_flat_auto.py): 0.78 at
-    N = 20, and 0.00 at N = 24 where one subtype is not unanimous and the
-    bisecting tree cuts it.
+    The windows' units keep a block most resamples hold whole; below 30
+    points 1 of 32 planted runs stays under 0.9 (0.78 at N = 20, seed 4;
+    bench_sparse_flat_auto.py).
     """
     _two_sided(24, global_random_seed, 2000, 150)
 
@@ -460,9 +459,14 @@ def test_calibrated_posterior_is_two_sided_at_40_points(seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n_samples, seed", [(16, 1), (20, 0), (24, 5)])
+@pytest.mark.parametrize("n_samples, seed", [(16, 1), (20, 0), (24, 0)])
 def test_calibrated_posterior_is_two_sided_where_windows_were_subtypes(n_samples, seed):
-    """Seeds that failed with windows of 8 points: 0.53, 0.38 and 0.76 (bench_sparse_flat_auto)."""
+    """Seeds that failed with windows of 8 points: 0.53, 0.38 and 0.00 (bench_sparse_flat_auto).
+
+    At N = 24, seed 0, one subtype was held by 20 of the 21 greedy
+    partitions: not a block when all of them had to hold it, and the
+    bisecting tree cut it.
+    """
     _two_sided(n_samples, seed, 2000, 150)
 
 
@@ -475,7 +479,7 @@ def test_calibration_family_keeps_units_whole_in_its_windows():
     X, groups = make_planted_subtypes(20, 500, n_marked=60, random_state=0)
     order, clusters, units = _calibration_family(unit, X)
     assert sorted(order.tolist()) == list(range(20))
-    # The planted subtypes are unanimous here: three units of several points.
+    # The planted subtypes are held by most resamples: three units of several points.
     assert sorted(np.bincount(units)[np.bincount(units) > 1].tolist()) == [6, 7, 7]
     family = {frozenset(c.tolist()) for c in clusters}
     for label in np.unique(units):

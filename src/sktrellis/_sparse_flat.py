@@ -87,8 +87,8 @@ class SparseFlatClustering(
         capped by the reference null), over a family of the calibration's
         own instead of the seeds and growth below: the cuts of a bisecting
         2-means tree of X that never cuts a cluster which the greedy
-        agglomeration's partitions of X and of 20 column resamples all
-        hold, and every partition of each window of at most 8 consecutive
+        agglomeration's partitions of X and of 20 column resamples mostly
+        hold (more than half of them), and every partition of each window of at most 8 consecutive
         units of its depth-first order, a unit being such a cluster or a
         point alone (up to 8 points without one, every partition).
         Why: at small beta the posterior is near-uniform over the spanned
@@ -104,10 +104,9 @@ class SparseFlatClustering(
         each planted subtype together at >= 0.999 and across-subtype
         co-clustering 0.000 (N = 40-200, 22 seeds in all), three noise
         points together at most 0.25-0.31; the fit costs 2-13 plain fits
-        at the same beta. At N = 16-30 (seeds 0-7) 30 of 32 planted runs
-        reach 0.9 (0.78 at N = 20 and 0.00 at N = 24, where a subtype not
-        held by every resample is cut by the bisecting tree) and noise
-        stays at or under 0.33; up to 20 points or so
+        at the same beta. At N = 16-30 (seeds 0-7) 31 of 32 planted runs
+        reach 0.9 (one subtype of 7 at 0.78, N = 20) and noise stays at or
+        under 0.33; up to 20 points or so
         :class:`~sktrellis.ExactFlatClustering` is exact instead.
         The numbers are relative to the spanned set, whose share of the
         full posterior mass is unknown. With other families, or where the
@@ -624,18 +623,18 @@ def _calibration_family(unit, X):
     """The calibration's family of clusters of X: (order, clusters, units).
 
     A bisecting 2-means tree of X (``_bisecting_tree``) that never cuts a
-    *unit*: the points of a cluster the greedy partitions of X and of its
-    column resamples all hold (``consensus_greedy_blocks``, seeded by the
-    data), or a point alone. The family is the tree's clusters and every
+    *unit*: the points of a cluster most of the greedy partitions of X and
+    of its column resamples hold (``consensus_greedy_blocks``, seeded by
+    the data), or a point alone. The family is the tree's clusters and every
     union of units of each window of at most ``_WINDOW`` consecutive units
     of its depth-first ``order``, so that every partition of a window's
     units is spanned. Why units rather than points: a window of points
     that holds a whole planted group spans all its partitions, and at the
-    reference-null cap's beta they took 0.1-1.0 of the mass from the group
-    (N = 16-24); the resamples all agree on such a group, and the windows
+    reference-null cap's beta they took up to 0.93 of the mass from a group
+    (N = 16-24); the resamples agree on such a group, and the windows
     then keep it whole (the tree's cuts still split it). On structureless
-    data no cluster is unanimous (units are points) and the family is
-    humble at small beta.
+    data no cluster is held by most resamples (units are points) and the
+    family is humble at small beta.
 
     Parameters
     ----------
