@@ -17,7 +17,7 @@ from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._calibration import (
-    calibrate_sparse_partition_posterior, is_auto, consensus_greedy_blocks, uncalibrated_energy)
+    calibrate_sparse_partition_posterior, consensus_greedy_blocks, is_auto, uncalibrated_energy)
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 
@@ -86,11 +86,12 @@ class SparseFlatClustering(
         :class:`~sktrellis.ExactFlatClustering` (the feature bootstrap,
         capped by the reference null), over a family of the calibration's
         own instead of the seeds and growth below: the cuts of a bisecting
-        2-means tree of X that never cuts a cluster which the greedy
-        agglomeration's partitions of X and of 20 column resamples mostly
-        hold (more than half of them), and every partition of each window of at most 8 consecutive
-        units of its depth-first order, a unit being such a cluster or a
-        point alone (up to 8 points without one, every partition).
+        2-means tree of X that never cuts a cluster which more than half
+        of the greedy agglomeration's partitions of X and of 20 column
+        resamples hold, and every partition of each window of at most 8
+        consecutive units of its depth-first order, a unit being such a
+        cluster or a point alone (up to 8 points without one, every
+        partition).
         Why: at small beta the posterior is near-uniform over the spanned
         partitions, and the seed trees' cuts put three points of
         structureless data together at 0.5-0.95 there (chains: the first
