@@ -1575,3 +1575,59 @@ def consensus_greedy_blocks(unit, X, seed):
         members = np.fromiter(cluster, dtype=np.int64)
         labels[members] = members.min()
     return labels
+
+
+def _proud_pairs(pairwise):
+    """The (n, n) mask of pairs of distinct points that co-cluster above 0.5."""
+    proud = np.array(pairwise) > 0.5
+    np.fill_diagonal(proud, False)
+    return proud
+
+
+def beta_adding_no_confidence(posterior_at, beta, pairwise):
+    """The largest beta up to ``beta`` at which a wider family adds no confident triple.
+
+    ``posterior_at(b)`` is a posterior (with ``pairwise_probability()``)
+    over a family wider than the calibrated one, at temperature b;
+    ``pairwise`` the calibrated posterior's co-clustering at ``beta``. A
+    triple of points is confident when all its three pairs co-cluster
+    above 0.5 (``largest_together``'s requirement on structureless data);
+    the wider posterior may keep those of the calibrated one and add none.
+    ``SparseFlatClustering`` widens its calibrated family by a plain fit's
+    MAP partition, whose near-centroid block of noise can take the
+    posterior at the calibrated beta although the references of the cap,
+    each over its own family without it, stayed humble there. Steps of
+    ``CAP_STEP`` and bisection from ``beta`` down (``_largest_humble_beta``).
+
+    Parameters
+    ----------
+    posterior_at : callable
+        beta -> posterior over the wider family.
+    beta : float
+        The calibrated beta, the largest returned.
+    pairwise : ndarray of shape (n_samples, n_samples)
+        The calibrated posterior's co-clustering probabilities.
+
+    Returns
+    -------
+    beta : float or None
+        None when even ``BETA_RANGE[0]`` adds a confident triple.
+    posterior : object or None
+        ``posterior_at(beta)``.
+    """
+    before = _proud_pairs(pairwise)
+    fitted = {}
+
+    def adds_a_triple(candidate):
+        fitted.clear()   # one posterior at a time
+        fitted[candidate] = posterior_at(candidate)
+        after = _proud_pairs(fitted[candidate].pairwise_probability())
+        # A triangle of proud pairs the calibrated posterior lacked has a
+        # proud pair it lacked: count the paths of two proud pairs around it.
+        paths = after.astype(np.float64) @ after.astype(np.float64)
+        return float(np.any(paths[after & ~before] > 0))
+
+    found, _ = _largest_humble_beta(adds_a_triple, beta, beta, level=0.5)
+    if found is None:
+        return None, None
+    return found, fitted[found] if found in fitted else posterior_at(found)

@@ -17,8 +17,8 @@ from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._calibration import (
-    _largest_humble_beta, calibrate_sparse_partition_posterior, consensus_greedy_blocks, is_auto,
-    uncalibrated_energy)
+    beta_adding_no_confidence, calibrate_sparse_partition_posterior, consensus_greedy_blocks,
+    is_auto, uncalibrated_energy)
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 
@@ -402,30 +402,17 @@ class SparseFlatClustering(
         order, fresh = families[_data_key(X)]
         joined = fresh + calibrated.new_clusters(
             [np.flatnonzero(labels == label) for label in np.unique(labels)])
-        before = _proud_pairs(calibrated.pairwise_probability())
-        trellises = {}
-
-        def trellis_at(beta):
-            if beta not in trellises:
-                trellises.clear()
-                trellises[beta] = self._family_trellis(
-                    clone(energy).set_params(beta=beta), X, order, joined)
-            return trellises[beta]
-
-        def new_proud_triples(beta):
-            after = _proud_pairs(trellis_at(beta).pairwise_probability())
-            # A triangle of pairs above 0.5 that the calibrated posterior
-            # lacked has a pair it did not have.
-            paths = after.astype(np.float64) @ after.astype(np.float64)
-            return float(np.any(paths[after & ~before] > 0))
-
-        cap, _ = _largest_humble_beta(new_proud_triples, energy.beta, energy.beta, level=0.5)
-        if cap is None:
-            return energy, energy.beta, calibrated   # never, as at beta -> 0 nothing is proud
-        if cap < energy.beta:
-            self.calibration_["plain_map_cap"] = cap
-            energy = clone(energy).set_params(beta=cap)
-        return energy, cap, trellis_at(cap)
+        beta, trellis = beta_adding_no_confidence(
+            lambda beta: self._family_trellis(
+                clone(energy).set_params(beta=beta), X, order, joined),
+            energy.beta, calibrated.pairwise_probability())
+        if beta is None:
+            # Proud even at the smallest beta: keep the calibrated posterior.
+            return energy, energy.beta, calibrated
+        if beta < energy.beta:
+            self.calibration_["plain_map_cap"] = beta
+            energy = clone(energy).set_params(beta=beta)
+        return energy, beta, trellis
 
     def _build_trellis(self, X, energy):
         """The grown sparse flat trellis of validated X, and how many seed trees joined whole."""
@@ -671,13 +658,6 @@ class SparseFlatClustering(
         posterior = self._fitted_posterior()
         rng = check_random_state(self.random_state if random_state is None else random_state)
         return posterior.sample_labels(int(n_samples), rng)
-
-
-def _proud_pairs(pairwise):
-    """The (n, n) mask of pairs of distinct points that co-cluster above 0.5."""
-    proud = np.asarray(pairwise) > 0.5
-    np.fill_diagonal(proud, False)
-    return proud
 
 
 def _data_key(X):
