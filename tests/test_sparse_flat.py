@@ -349,6 +349,16 @@ def test_bisecting_tree_is_a_tree():
                 members.append(members[a] | members[b])
             for label in np.unique(blocks):
                 assert set(np.flatnonzero(blocks == label).tolist()) in members
+    # Nested levels: every block of every level is a node.
+    X = rng.normal(size=(12, 5))
+    coarse = np.repeat([0, 1, 2], 4)
+    fine = np.array([0, 0, 1, 2, 3, 3, 3, 4, 5, 6, 7, 7])
+    members = [{i} for i in range(12)]
+    for a, b in _bisecting_tree(X, np.column_stack([coarse, fine])):
+        members.append(members[a] | members[b])
+    for level in (coarse, fine):
+        for label in np.unique(level):
+            assert set(np.flatnonzero(level == label).tolist()) in members
 
 
 @pytest.mark.parametrize("n_points", [5, 8])
@@ -493,6 +503,28 @@ def test_calibration_family_keeps_units_whole_in_its_windows():
         if len(cluster) > 1 and frozenset(cluster.tolist()) not in tree:
             assert all(np.isin(np.flatnonzero(units == units[i]), cluster).all()
                        for i in cluster)
+
+
+def test_calibration_family_with_a_partition_keeps_its_clusters_whole():
+    """Given a partition, each of its clusters is a tree cluster and a run of the order."""
+    from sktrellis._sparse_flat import _calibration_family
+    from sktrellis.datasets import make_planted_subtypes
+
+    X, groups = make_planted_subtypes(20, 500, n_marked=60, random_state=0)
+    # A partition that cuts a subtype (a consensus block): the units are its pieces.
+    labels = groups.copy()
+    labels[:3] = 7
+    order, clusters, units = _calibration_family(CorrelationClustering(beta=1.0), X, labels)
+    family = {frozenset(c.tolist()) for c in clusters}
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        assert frozenset(members.tolist()) in family
+        positions = np.flatnonzero(np.isin(order, members))
+        assert positions[-1] - positions[0] == len(members) - 1
+    for label in np.unique(units):
+        assert len(np.unique(labels[units == label])) == 1
+        assert frozenset(np.flatnonzero(units == label).tolist()) in family
+    assert len(np.unique(units[:7])) == 2   # the cut subtype: two units
 
 
 def _calibrated_map_is_never_below_a_plain_fit(kind, seed):

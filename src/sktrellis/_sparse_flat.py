@@ -287,7 +287,7 @@ class SparseFlatClustering(
                     lambda scaled, data: self._calibration_trellis(scaled, data, families),
                     lambda scaled: self._build_trellis(X, scaled))
             if self.calibration_["method"] == "feature bootstrap":
-                energy, beta, trellis = self._join_plain_map(energy, X, trellis, families)
+                energy, beta, trellis = self._join_plain_map(energy, X, trellis)
         else:
             energy, beta, self.calibration_ = uncalibrated_energy(
                 energy, X,
@@ -377,21 +377,22 @@ class SparseFlatClustering(
             ) from None
         return trellis
 
-    def _join_plain_map(self, energy, X, calibrated, families):
+    def _join_plain_map(self, energy, X, calibrated):
         """Add a plain fit's MAP partition to the calibrated family of X, adding no confidence.
 
         The calibrated family is not grown around its MAP: on noise a plain
         fit's MAP (the default family grown around it) is 15-67 nats better
-        at N = 40-80. Its clusters join the family, so the calibrated MAP is
-        never worse (under ``CorrelationClustering`` the MAP does not depend
-        on beta). A large block of near-centroid noise points can then take
+        at N = 40-80. Unless the calibrated family spans it already (as on
+        planted subtypes), the family of X is built again with its clusters
+        as nodes of the bisecting tree (``_calibration_family``), so the
+        calibrated MAP is never worse (under ``CorrelationClustering`` the
+        MAP does not depend on beta). A large block of near-centroid noise points can then take
         the posterior at the calibrated beta (three points together at 0.88,
         N = 80), where the references of the cap, each over its own family
         without such a block, stayed humble. So beta is lowered, where
         needed, to the largest at which no three points all co-cluster
         above 0.5 that did not in the calibrated posterior: joining the MAP
-        moves the MAP, not the confidence. On planted subtypes the MAP's
-        clusters are in the family already and nothing changes. Returns
+        moves the MAP, not the confidence. Returns
         (energy, beta, trellis) and records ``"plain_map_cap"`` (None when
         beta was not lowered) in ``calibration_``.
         """
@@ -399,9 +400,8 @@ class SparseFlatClustering(
         labels = self._build_trellis(X, energy)[0].map_labels()
         if calibrated.log_potential_of(labels) > -np.inf:
             return energy, energy.beta, calibrated
-        order, fresh = families[_data_key(X)]
-        joined = fresh + calibrated.new_clusters(
-            [np.flatnonzero(labels == label) for label in np.unique(labels)])
+        order, clusters, _ = _calibration_family(energy, X, labels)
+        joined = SparseFlatTrellis(len(X)).new_clusters(clusters)
         beta, trellis = beta_adding_no_confidence(
             lambda beta: self._family_trellis(
                 clone(energy).set_params(beta=beta), X, order, joined),
@@ -665,7 +665,7 @@ def _data_key(X):
     return hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
 
 
-def _calibration_family(unit, X):
+def _calibration_family(unit, X, map_labels=None):
     """The calibration's family of clusters of X: (order, clusters, units).
 
     A bisecting 2-means tree of X (``_bisecting_tree``) that never cuts a
@@ -682,11 +682,18 @@ def _calibration_family(unit, X):
     data no cluster is held by most resamples (units are points) and the
     family is humble at small beta.
 
+    Given ``map_labels`` (a partition of X), the tree also never cuts one
+    of its clusters, and a unit is the part of a consensus cluster in one
+    of them: the partition is then one of the tree's cuts, and each of its
+    clusters a run of the order (as a cluster across the order, each would
+    multiply the states of the dynamic program).
+
     Parameters
     ----------
     unit : CorrelationClustering
         An energy with ``weights`` (any numeric beta).
     X : ndarray of shape (n_samples, n_features)
+    map_labels : ndarray of shape (n_samples,) or None, default=None
 
     Returns
     -------
@@ -699,7 +706,14 @@ def _calibration_family(unit, X):
     """
     n_points = len(X)
     units = consensus_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"))
-    merges = _bisecting_tree(X, units)
+    levels = units
+    if map_labels is not None:
+        # The common refinement of the partition and the consensus blocks.
+        _, units = np.unique(np.column_stack([map_labels, units]), axis=0,
+                             return_inverse=True)
+        units = units.ravel()
+        levels = np.column_stack([map_labels, units])
+    merges = _bisecting_tree(X, levels)
     order = _depth_first_leaves(merges, n_points)
     clusters = [np.array([i]) for i in range(n_points)]
     clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW, units)
@@ -720,7 +734,10 @@ def _bisecting_tree(X, blocks):
     Each node's points are split by 2-means (Lloyd's iterations from the
     sign of the first principal component), down to single points; while a
     node holds several ``blocks`` (labels), each block goes whole to the
-    side most of its points chose, so every block is a node. A split that
+    side most of its points chose, so every block is a node. ``blocks`` of
+    shape (n_samples, n_levels) are nested levels, coarse to fine, each
+    refining the one before: a node is split between the blocks of the
+    coarsest level of which it holds several. A split that
     leaves one side empty (identical rows) halves the points.
     On structureless data the splits are near balanced, unlike the chains
     agglomerative trees grow there. Everything is computed from the Gram
@@ -729,6 +746,7 @@ def _bisecting_tree(X, blocks):
     """
     X = np.asarray(X, dtype=np.float64)
     n_points = len(X)
+    levels = np.asarray(blocks).reshape(n_points, -1)
     centred = X - X.mean(axis=0)
     gram = centred @ centred.T
     # Split top-down (pre-order), then merge bottom-up (reversed pre-order
@@ -742,8 +760,10 @@ def _bisecting_tree(X, blocks):
             parts[parent][which] = node
         if len(points) > 1:
             side = _two_means(gram[np.ix_(points, points)])
-            labels = blocks[points]
-            if labels.min() != labels.max():
+            # The coarsest level of blocks the node holds several of.
+            mixed = np.flatnonzero(levels[points].min(axis=0) != levels[points].max(axis=0))
+            if len(mixed):
+                labels = levels[points, mixed[0]]
                 _, inverse = np.unique(labels, return_inverse=True)
                 votes = np.bincount(inverse, weights=2.0 * side - 1.0)
                 whole = votes[inverse] > 0
