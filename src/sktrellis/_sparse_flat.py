@@ -55,8 +55,8 @@ class SparseFlatClustering(
     agglomeration's tree, so the MAP is never worse than the greedy
     correlation clustering either. With ``beta="auto"`` (the default) the
     posterior lives instead on the calibration's own family (see
-    ``energy``), which is not grown around its MAP: a plain fit at the same
-    numeric beta can find a better MAP.
+    ``energy``), which holds a plain fit's MAP partition: its MAP is never
+    worse than a fit's at the same numeric beta either.
 
     Seeds are the clusters of trees (every cut of a tree is then spanned;
     with one tree and a ``DirichletProcessMixture`` energy, ``log_evidence_``
@@ -92,7 +92,11 @@ class SparseFlatClustering(
         resamples hold, and every partition of each window of at most 8
         consecutive units of its depth-first order, a unit being such a
         cluster or a point alone (up to 8 points without one, every
-        partition).
+        partition). Once beta is found, a plain fit's MAP partition joins
+        the family of X (as clusters of that tree), and beta is lowered
+        where needed so that no three points all co-cluster above 0.5 that
+        did not before (``calibration_["plain_map_cap"]``, None when it
+        was not).
         Why: at small beta the posterior is near-uniform over the spanned
         partitions, and the seed trees' cuts put three points of
         structureless data together at 0.5-0.95 there (chains: the first
@@ -187,7 +191,9 @@ class SparseFlatClustering(
         (calibrated, over the calibration's family), "fixed" (a numeric
         beta), "uncalibrated" (``beta="auto"`` taken as 1, with
         ``"reason"``) or None (an energy without a temperature); the other
-        keys as ``ExactFlatClustering.calibration_``.
+        keys as ``ExactFlatClustering.calibration_``, and, when calibrated,
+        ``"plain_map_cap"``: the beta to which joining a plain fit's MAP
+        partition lowered ``beta_``, or None.
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: the log of the
         summed p(X, partition) over the spanned partitions, a lower bound
