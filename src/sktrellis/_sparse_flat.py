@@ -107,12 +107,12 @@ class SparseFlatClustering(
         bootstrap's minimiser is the greedy partition, and beta is the
         smallest whose expected excess loss is at most the bootstrap's.
         Measured (``benchmarks/bench_sparse_flat_auto.py``, 2000 genes):
-        each planted subtype together at >= 0.999 and across-subtype
-        co-clustering 0.000 (N = 40-200, 22 seeds in all), three noise
-        points together at most 0.25-0.31; the fit costs 2-13 plain fits
-        at the same beta. At N = 16-30 (seeds 0-7) 31 of 32 planted runs
-        reach 0.9 (one subtype of 7 at 0.78, N = 20) and noise stays at or
-        under 0.33; up to 20 points or so
+        each planted subtype together at >= 0.996 and across-subtype
+        co-clustering 0.000 (N = 40-200), three noise points together at
+        most 0.23-0.41 (N = 40-200, 30 seeds); the fit costs 3-20 plain
+        fits at the same beta. At N = 16-30 (seeds 0-7) 31 of 32 planted
+        runs reach 0.9 (one subtype of 7 at 0.78, N = 20) and noise stays
+        at or under 0.35; up to 20 points or so
         :class:`~sktrellis.ExactFlatClustering` is exact instead.
         The numbers are relative to the spanned set, whose share of the
         full posterior mass is unknown. With other families, or where the
