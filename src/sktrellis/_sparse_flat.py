@@ -7,7 +7,7 @@ from numbers import Integral
 import numpy as np
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import squareform
-from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
@@ -17,7 +17,8 @@ from ._engine.sparse.sparse_flat import SparseFlatTrellis, TooManyStates
 from ._engine.tree.conversion import merges_from_tree
 from ._estimator import ClusterPosteriorMixin, EnergyEstimatorMixin, clears_fit_state_on_failure
 from ._calibration import (
-    calibrate_sparse_partition_posterior, is_auto, unanimous_greedy_blocks, uncalibrated_energy)
+    beta_adding_no_confidence, calibrate_sparse_partition_posterior, consensus_greedy_blocks,
+    is_auto, uncalibrated_energy)
 from ._validation import check_log_potentials, check_members, unit_exponent
 from .energies import CorrelationClustering
 
@@ -54,8 +55,8 @@ class SparseFlatClustering(
     agglomeration's tree, so the MAP is never worse than the greedy
     correlation clustering either. With ``beta="auto"`` (the default) the
     posterior lives instead on the calibration's own family (see
-    ``energy``), which is not grown around its MAP: a plain fit at the same
-    numeric beta can find a better MAP.
+    ``energy``), which holds a plain fit's MAP partition: its MAP is never
+    worse than a fit's at the same numeric beta either.
 
     Seeds are the clusters of trees (every cut of a tree is then spanned;
     with one tree and a ``DirichletProcessMixture`` energy, ``log_evidence_``
@@ -86,10 +87,16 @@ class SparseFlatClustering(
         :class:`~sktrellis.ExactFlatClustering` (the feature bootstrap,
         capped by the reference null), over a family of the calibration's
         own instead of the seeds and growth below: the cuts of a bisecting
-        2-means tree of X that never cuts a cluster which the greedy
-        agglomeration's partitions of X and of 20 column resamples all
-        hold, and every partition of each window of at most 8 consecutive
-        points of its depth-first order (up to 8 points, every partition).
+        2-means tree of X that never cuts a cluster which more than half
+        of the greedy agglomeration's partitions of X and of 20 column
+        resamples hold, and every partition of each window of at most 8
+        consecutive units of its depth-first order, a unit being such a
+        cluster or a point alone (up to 8 points without one, every
+        partition). Once beta is found, a plain fit's MAP partition joins
+        the family of X (as clusters of that tree), and beta is lowered
+        where needed so that no three points all co-cluster above 0.5 that
+        did not before (``calibration_["plain_map_cap"]``, None when it
+        was not).
         Why: at small beta the posterior is near-uniform over the spanned
         partitions, and the seed trees' cuts put three points of
         structureless data together at 0.5-0.95 there (chains: the first
@@ -100,12 +107,13 @@ class SparseFlatClustering(
         bootstrap's minimiser is the greedy partition, and beta is the
         smallest whose expected excess loss is at most the bootstrap's.
         Measured (``benchmarks/bench_sparse_flat_auto.py``, 2000 genes):
-        each planted subtype together at >= 0.999 and across-subtype
-        co-clustering 0.000 (N = 40-200, 22 seeds in all), three noise
-        points together at most 0.25-0.31; the fit costs 2-13 plain fits
-        at the same beta. Below about 30 points the windows hold whole
-        groups, every partition of each spanned, and planted subtypes got
-        0.27-0.96 (N = 20-24): use :class:`~sktrellis.ExactFlatClustering`.
+        each planted subtype together at >= 0.996 and across-subtype
+        co-clustering 0.000 (N = 40-200), three noise points together at
+        most 0.23-0.41 (N = 40-200, 30 seeds); the fit costs 3-20 plain
+        fits at the same beta. At N = 16-30 (seeds 0-7) 31 of 32 planted
+        runs reach 0.9 (one subtype of 7 at 0.78, N = 20) and noise stays
+        at or under 0.35; up to 20 points or so
+        :class:`~sktrellis.ExactFlatClustering` is exact instead.
         The numbers are relative to the spanned set, whose share of the
         full posterior mass is unknown. With other families, or where the
         bootstrap does not apply (``affinity="precomputed"``, fewer than 10
@@ -183,7 +191,9 @@ class SparseFlatClustering(
         (calibrated, over the calibration's family), "fixed" (a numeric
         beta), "uncalibrated" (``beta="auto"`` taken as 1, with
         ``"reason"``) or None (an energy without a temperature); the other
-        keys as ``ExactFlatClustering.calibration_``.
+        keys as ``ExactFlatClustering.calibration_``, and, when calibrated,
+        ``"plain_map_cap"``: the beta to which joining a plain fit's MAP
+        partition lowered ``beta_``, or None.
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: the log of the
         summed p(X, partition) over the spanned partitions, a lower bound
@@ -282,6 +292,8 @@ class SparseFlatClustering(
                     energy, X, self.random_state,
                     lambda scaled, data: self._calibration_trellis(scaled, data, families),
                     lambda scaled: self._build_trellis(X, scaled))
+            if self.calibration_["method"] == "feature bootstrap":
+                energy, beta, trellis = self._join_plain_map(energy, X, trellis)
         else:
             energy, beta, self.calibration_ = uncalibrated_energy(
                 energy, X,
@@ -332,35 +344,31 @@ class SparseFlatClustering(
     def _calibration_trellis(self, energy, X, families):
         """The sparse flat trellis of the calibration's family of X under energy.
 
-        The cuts of a bisecting 2-means tree of X that never cuts a cluster
-        the greedy partitions of X and of its column resamples all hold
-        (``unanimous_greedy_blocks``), and every partition of each window
-        of at most ``_WINDOW`` consecutive points of its depth-first order.
-        Why this family: at small beta the posterior is near-uniform over
-        the spanned partitions, and for the reference-null cap to exist
-        that must be humble. The cuts of a tree are not (below
-        a node of k points, chained one point at a time, the first three
-        stay together in about 1 - 2/k of its cuts; seed trees alone put
-        three noise points together at 0.5-0.95 at beta = 0.001, N = 60),
-        while windows spanned in full are (a pair of w points in B(w-1)/B(w)
-        of their partitions), and bisecting splits are near balanced on
-        structureless data. The windows cross no tree cluster more than
-        their depth-first order makes them, so the states stay about
-        N 2**_WINDOW / _WINDOW.
+        ``_calibration_family`` of X. Why this family: at small beta
+        the posterior is near-uniform over the spanned partitions, and for
+        the reference-null cap to exist that must be humble. The cuts of a
+        tree are not (below a node of k points, chained one point at a
+        time, the first three stay together in about 1 - 2/k of its cuts;
+        seed trees alone put three noise points together at 0.5-0.95 at
+        beta = 0.001, N = 60), while windows spanned in full are (a pair of
+        w points in B(w-1)/B(w) of their partitions), and bisecting splits
+        are near balanced on structureless data. The windows cross no tree
+        cluster more than their depth-first order makes them, so the
+        states stay about N 2**_WINDOW / _WINDOW.
         """
         n_points = len(X)
         # The family does not depend on beta: built once per data set (X or
         # a permuted reference), keyed by its bytes.
-        key = hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
+        key = _data_key(X)
         if key not in families:
-            # Seeded by the data, so each data set's family is a function of it.
-            seed = int.from_bytes(key[:4], "little")
-            merges = _bisecting_tree(X, unanimous_greedy_blocks(energy, X, seed))
-            order = _depth_first_leaves(merges, n_points)
-            clusters = [np.array([i]) for i in range(n_points)]
-            clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW)
+            order, clusters, _ = _calibration_family(energy, X)
             families[key] = order, SparseFlatTrellis(n_points).new_clusters(clusters)
         order, fresh = families[key]
+        return self._family_trellis(energy, X, order, fresh)
+
+    def _family_trellis(self, energy, X, order, fresh):
+        """The sparse flat trellis of the clusters ``fresh`` of X, solved in ``order``."""
+        n_points = len(X)
         scorer = energy.cluster_scorer(X)
         trellis = SparseFlatTrellis(n_points)
         trellis.add(fresh, check_log_potentials(
@@ -374,6 +382,43 @@ class SparseFlatClustering(
                 "max_states or pass a numeric beta"
             ) from None
         return trellis
+
+    def _join_plain_map(self, energy, X, calibrated):
+        """Add a plain fit's MAP partition to the calibrated family of X, adding no confidence.
+
+        The calibrated family is not grown around its MAP: on noise a plain
+        fit's MAP (the default family grown around it) is 15-67 nats better
+        at N = 40-80. Unless the calibrated family spans it already (as on
+        planted subtypes), the family of X is built again with its clusters
+        as nodes of the bisecting tree (``_calibration_family``), so the
+        calibrated MAP is never worse (under ``CorrelationClustering`` the
+        MAP does not depend on beta). A large block of near-centroid noise points can then take
+        the posterior at the calibrated beta (three points together at 0.88,
+        N = 80), where the references of the cap, each over its own family
+        without such a block, stayed humble. So beta is lowered, where
+        needed, to the largest at which no three points all co-cluster
+        above 0.5 that did not in the calibrated posterior: joining the MAP
+        moves the MAP, not the confidence. Returns
+        (energy, beta, trellis) and records ``"plain_map_cap"`` (None when
+        beta was not lowered) in ``calibration_``.
+        """
+        self.calibration_["plain_map_cap"] = None
+        labels = self._build_trellis(X, energy)[0].map_labels()
+        if calibrated.log_potential_of(labels) > -np.inf:
+            return energy, energy.beta, calibrated
+        order, clusters, _ = _calibration_family(energy, X, labels)
+        joined = SparseFlatTrellis(len(X)).new_clusters(clusters)
+        beta, trellis = beta_adding_no_confidence(
+            lambda beta: self._family_trellis(
+                clone(energy).set_params(beta=beta), X, order, joined),
+            energy.beta, calibrated.pairwise_probability())
+        if beta is None:
+            # Proud even at the smallest beta: keep the calibrated posterior.
+            return energy, energy.beta, calibrated
+        if beta < energy.beta:
+            self.calibration_["plain_map_cap"] = beta
+            energy = clone(energy).set_params(beta=beta)
+        return energy, beta, trellis
 
     def _build_trellis(self, X, energy):
         """The grown sparse flat trellis of validated X, and how many seed trees joined whole."""
@@ -621,6 +666,66 @@ class SparseFlatClustering(
         return posterior.sample_labels(int(n_samples), rng)
 
 
+def _data_key(X):
+    """A digest of the bytes of X: the calibration builds one family per data set met."""
+    return hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
+
+
+def _calibration_family(unit, X, map_labels=None):
+    """The calibration's family of clusters of X: (order, clusters, units).
+
+    A bisecting 2-means tree of X (``_bisecting_tree``) that never cuts a
+    *unit*: the points of a cluster most of the greedy partitions of X and
+    of its column resamples hold (``consensus_greedy_blocks``, seeded by
+    the data), or a point alone. The family is the tree's clusters and every
+    union of units of each window of at most ``_WINDOW`` consecutive units
+    of its depth-first ``order``, so that every partition of a window's
+    units is spanned. Why units rather than points: a window of points
+    that holds a whole planted group spans all its partitions, and at the
+    reference-null cap's beta they took up to 0.93 of the mass from a group
+    (N = 16-24); the resamples agree on such a group, and the windows
+    then keep it whole (the tree's cuts still split it). On structureless
+    data no cluster is held by most resamples (units are points) and the
+    family is humble at small beta.
+
+    Given ``map_labels`` (a partition of X), the tree also never cuts one
+    of its clusters, and a unit is the part of a consensus cluster in one
+    of them: the partition is then one of the tree's cuts, and each of its
+    clusters a run of the order (as a cluster across the order, each would
+    multiply the states of the dynamic program).
+
+    Parameters
+    ----------
+    unit : CorrelationClustering
+        An energy with ``weights`` (any numeric beta).
+    X : ndarray of shape (n_samples, n_features)
+    map_labels : ndarray of shape (n_samples,) or None, default=None
+
+    Returns
+    -------
+    order : ndarray of shape (n_samples,)
+        The tree's depth-first order of the points, each unit a run of it.
+    clusters : list of ndarray
+        The single points, the tree's clusters and the windows' unions.
+    units : ndarray of shape (n_samples,)
+        A label per point, shared by the points of a unit.
+    """
+    n_points = len(X)
+    units = consensus_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"))
+    levels = units
+    if map_labels is not None:
+        # The common refinement of the partition and the consensus blocks.
+        _, units = np.unique(np.column_stack([map_labels, units]), axis=0,
+                             return_inverse=True)
+        units = units.ravel()
+        levels = np.column_stack([map_labels, units])
+    merges = _bisecting_tree(X, levels)
+    order = _depth_first_leaves(merges, n_points)
+    clusters = [np.array([i]) for i in range(n_points)]
+    clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW, units)
+    return order, clusters, units
+
+
 def _tree_clusters(merges, n_points):
     """The point sets of the inner nodes of a tree given by its merges."""
     members = [np.array([i]) for i in range(n_points)]
@@ -635,7 +740,10 @@ def _bisecting_tree(X, blocks):
     Each node's points are split by 2-means (Lloyd's iterations from the
     sign of the first principal component), down to single points; while a
     node holds several ``blocks`` (labels), each block goes whole to the
-    side most of its points chose, so every block is a node. A split that
+    side most of its points chose, so every block is a node. ``blocks`` of
+    shape (n_samples, n_levels) are nested levels, coarse to fine, each
+    refining the one before: a node is split between the blocks of the
+    coarsest level of which it holds several. A split that
     leaves one side empty (identical rows) halves the points.
     On structureless data the splits are near balanced, unlike the chains
     agglomerative trees grow there. Everything is computed from the Gram
@@ -644,6 +752,7 @@ def _bisecting_tree(X, blocks):
     """
     X = np.asarray(X, dtype=np.float64)
     n_points = len(X)
+    levels = np.asarray(blocks).reshape(n_points, -1)
     centred = X - X.mean(axis=0)
     gram = centred @ centred.T
     # Split top-down (pre-order), then merge bottom-up (reversed pre-order
@@ -657,8 +766,10 @@ def _bisecting_tree(X, blocks):
             parts[parent][which] = node
         if len(points) > 1:
             side = _two_means(gram[np.ix_(points, points)])
-            labels = blocks[points]
-            if labels.min() != labels.max():
+            # The coarsest level of blocks the node holds several of.
+            mixed = np.flatnonzero(levels[points].min(axis=0) != levels[points].max(axis=0))
+            if len(mixed):
+                labels = levels[points, mixed[0]]
                 _, inverse = np.unique(labels, return_inverse=True)
                 votes = np.bincount(inverse, weights=2.0 * side - 1.0)
                 whole = votes[inverse] > 0
@@ -705,17 +816,27 @@ def _two_means(gram):
     return side
 
 
-def _window_clusters(order, window):
-    """Every cluster of at least two points of each window of consecutive points of order.
+def _window_clusters(order, window, blocks):
+    """Every union of at least two points of the units of each window of consecutive units.
 
-    The windows have near-equal sizes of at most ``window`` points; with
-    the single points, every partition of a window is spanned.
+    The units are the runs of ``order`` whose points share a label of
+    ``blocks`` (a block whole, or a point alone; each block is a run of a
+    depth-first order of a tree of which it is a node). The windows hold
+    near-equal numbers of at most ``window`` consecutive units; with the
+    single points, every partition of a window's units is spanned, and a
+    block is split only as the tree splits it.
     """
-    n_windows = -(-len(order) // window)
+    order = np.asarray(order)
+    starts = np.flatnonzero(np.r_[True, blocks[order[1:]] != blocks[order[:-1]]])
+    units = np.split(order, starts[1:])
+    n_windows = -(-len(units) // window)
     clusters = []
-    for points in np.array_split(np.asarray(order), max(n_windows, 1)):
-        for size in range(2, len(points) + 1):
-            clusters.extend(np.array(c) for c in itertools.combinations(points, size))
+    for indices in np.array_split(np.arange(len(units)), max(n_windows, 1)):
+        for size in range(1, len(indices) + 1):
+            for chosen in itertools.combinations(indices, size):
+                cluster = np.concatenate([units[i] for i in chosen])
+                if len(cluster) >= 2:
+                    clusters.append(cluster)
     return clusters
 
 
