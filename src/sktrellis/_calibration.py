@@ -241,6 +241,15 @@ N_KMEANS_STARTS = 100
 #: (``mixture_bootstrap_frequencies``; co-clustering frequencies in steps of
 #: 1 / 40).
 N_MIXTURE_RESAMPLES = 40
+#: Few distinct columns, over partitions: significance level of SigClust's
+#: test, and its Gaussian references (p-values in steps of 1 / 100). 99
+#: references rather than 49 give the test power where a group is clear on
+#: some features only: two groups of 5 in 3 features (one of them noise)
+#: reach p <= 0.05 in 58 of 60 seeds with 99, about half with 49. At 0.01
+#: only 19 of 60 would, for 2 noise false positives in 240 instead of 7
+#: (``benchmarks/bench_few_features.py --only flat-pvalues``).
+PARTITION_STRUCTURE_ALPHA = 0.05
+N_PARTITION_STRUCTURE_REFERENCES = 99
 # Up to this many points the 2-means cluster index is exact over all
 # 2**(N-1) - 1 splits (32,767 at 16, a few milliseconds a reference);
 # above, ``N_KMEANS_STARTS`` k-means++ starts.
@@ -1664,9 +1673,10 @@ def matched_co_clustering_beta(pairwise_at, frequencies):
 def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstrap_rng):
     """Few features over partitions: test, then temper to the mixture bootstrap.
 
-    SigClust's test (``structure_pvalue``) decides whether X shows cluster
-    structure that Gaussian noise with its covariance does not. Where it
-    does (p <= ``STRUCTURE_ALPHA``), beta is the one whose posterior
+    SigClust's test (``structure_pvalue``, ``N_PARTITION_STRUCTURE_REFERENCES``
+    references) decides whether X shows cluster structure that Gaussian
+    noise with its covariance does not. Where it does (p <=
+    ``PARTITION_STRUCTURE_ALPHA``), beta is the one whose posterior
     co-clustering best reproduces how often the MAP partitions of data
     redrawn from X's own mixture put each pair together
     (``mixture_bootstrap_frequencies``, ``matched_co_clustering_beta``):
@@ -1697,9 +1707,9 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
         mixture bootstrap), ``n_reference_fits`` (posteriors fitted to
         find beta) and ``n_resamples`` (redrawn data sets; None without).
     """
-    p_value, k = structure_pvalue(X, test_rng, labels)
+    p_value, k = structure_pvalue(X, test_rng, labels, N_PARTITION_STRUCTURE_REFERENCES)
     record = {"p_value": p_value, "n_clusters_tested": k}
-    if p_value <= STRUCTURE_ALPHA:
+    if p_value <= PARTITION_STRUCTURE_ALPHA:
         frequencies = mixture_bootstrap_frequencies(map_labels_of, X, labels, bootstrap_rng)
         beta, fits = matched_co_clustering_beta(lambda beta: pairwise_at(beta, X), frequencies)
         record.update(branch="mixture bootstrap", null_level=None,
