@@ -746,6 +746,8 @@ def flat_regime_data(regime, seed):
 FLAT_REGIMES = ("noise, 12 x 2", "noise, 12 x 3", "noise, 12 x 4", "noise, 18 x 5", "copies",
                 "2 groups of 5, 2 features", "2 groups of 5, 3 features",
                 "3 groups of 4, 3 features", "3 groups of 4, 4 features")
+#: Slower (N = 18): ``flat-tested`` by default, the others with ``--regimes``.
+FLAT_EXTRA_REGIMES = ("iris, 6 per class",)
 
 
 def within_group(pairwise, y, groups=None):
@@ -764,13 +766,19 @@ def flat_tested_table(n_seeds):
     """
     print(f"\npartitions, test then temper to the mixture bootstrap: seeds 0..{n_seeds - 1}")
     print(f"{'regime':>28} {'fail':>7} {'worst':>6} {'significant':>11} {'beta median':>11} "
-          f"{'across max':>10} {'P(K=1) max':>10}")
-    for regime in FLAT_REGIMES + ("iris, 6 per class",):
+          f"{'across max':>10} {'P(K=1) max':>10} {'cost (median)':>13}")
+    for regime in FLAT_REGIMES + tuple(r for r in FLAT_EXTRA_REGIMES if r not in FLAT_REGIMES):
         fails, values, significant, betas, across, one = 0, [], 0, [], 0.0, 0.0
-        iris = []
+        iris, costs = [], []
         for seed in range(n_seeds):
             X, y = flat_regime_data(regime, seed)
+            # The calibrated fit over a plain fit at its beta_, side by side.
+            start = time.perf_counter()
             model = ExactFlatClustering(verbose=0).fit(X)
+            calibrated = time.perf_counter() - start
+            start = time.perf_counter()
+            ExactFlatClustering(CorrelationClustering(beta=model.beta_), verbose=0).fit(X)
+            costs.append(calibrated / (time.perf_counter() - start))
             pairwise = model.pairwise_probability_
             one = max(one, model.n_clusters_probability_[1])
             if y is None:
@@ -790,7 +798,7 @@ def flat_tested_table(n_seeds):
         worst = max(values) if y is None else min(values)
         print(f"{regime:>28} {fails:>3}/{n_seeds:<3} {worst:>6.2f} {significant:>8}/{n_seeds:<2} "
               f"{np.median(betas):>11.3g} {across if y is not None else float('nan'):>10.2f} "
-              f"{one:>10.2f}", flush=True)
+              f"{one:>10.2f} {np.median(costs):>12.0f}x", flush=True)
         if iris:
             iris = np.array(iris)
             print(f"{'':>28} versicolor within {iris[:, 0].min():.2f}-{iris[:, 0].max():.2f}, "
@@ -851,7 +859,7 @@ def flat_candidates_table(n_seeds, n_resamples):
     names = ("tree", "rows", "dpm", "mixture", "tested rows", "tested dpm", "tested mixture",
              "dpm posterior")
     print(f"{'regime':>28} " + " ".join(f"{name:>14}" for name in names))
-    for regime in FLAT_REGIMES[:3] + FLAT_REGIMES[4:]:
+    for regime in FLAT_REGIMES:
         results = {name: [] for name in names}
         for seed in range(n_seeds):
             X, y = flat_regime_data(regime, seed)
@@ -907,11 +915,17 @@ def main():
                                                       "redrawn-frequencies", "gaussian-null",
                                                       "tested-null"],
                         help="tables to print (each takes 1-5 minutes at 5 seeds)")
+    parser.add_argument("--regimes", nargs="*", default=None,
+                        help="partition tables (flat-*): only the regimes containing one of "
+                             "these strings, e.g. 'noise, 18' iris")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
     args = parser.parse_args()
     globals()["SHIFT"] = args.shift
+    if args.regimes:
+        globals()["FLAT_REGIMES"] = tuple(regime for regime in FLAT_REGIMES + FLAT_EXTRA_REGIMES
+                                          if any(part in regime for part in args.regimes))
     warnings.simplefilter("ignore", UserWarning)
     start = time.perf_counter()
     if "windows" in args.only:
