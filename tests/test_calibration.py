@@ -1041,9 +1041,9 @@ def test_the_bootstrap_maps_are_the_enumerated_maps(ties, global_random_seed):
 # benchmarks/bench_few_features.py (--only flat-tested); groups shifted by
 # 6 standard deviations along their own feature. Not certain: a false
 # positive of the test on noise gets the mixture's confidence in its clumps
-# (one column copied 12 times, 1 of 30 at the level 0.01), and groups the
-# test misses get the humble posterior (two groups of 5 in 3 features, one
-# of them noise, about half the seeds); those are not tested here.
+# (one column copied 12 times: 4 of 30), and groups the test misses get the
+# humble posterior (two groups of 5 in 3 features, one of them noise: 2 of
+# 30); those are not tested here.
 
 
 def fit_few_feature_partitions(X, **params):
