@@ -36,6 +36,21 @@ temperature:
   with 1-9 distinct columns);
 - ``tested-sweep``: that default over 30 seeds and more group shapes;
 - ``cost``: that default's fit time over a plain fit at its beta_;
+- ``flat-tested``: partitions, ``ExactFlatClustering()``'s own
+  ``beta="auto"`` with 2-9 distinct columns ("test, then temper" to the
+  mixture bootstrap, ``_calibration.tested_mixture_beta``) over the
+  regimes of ``FLAT_REGIMES``, with P(K = 1) and iris's classes;
+- ``flat-pvalues``: the p-values of its test (99 Gaussian references), the
+  share at or below each level, noise and groups;
+- ``flat-candidates``: partitions, the beta each principle picks and the
+  requirement's failures at it: the trees' calibrated beta_ carried over
+  (``tree``), least squares of the co-clustering against the point
+  bootstrap's frequencies (``rows``), against the exact posterior of
+  ``DirichletProcessMixture`` (``dpm``, spherical, kappa_0 = 0.01), and
+  against the mixture bootstrap without the test (``mixture``), each alone
+  and behind the test; and the DPM's own posterior (``dpm posterior``: on
+  noise P(three points share a block other than the whole set), with
+  P(K = 1) beside it);
 - ``candidates``: the beta each principle picks and the requirement's
   failures at it. Each principle gives a reference excess loss D, and beta
   is the grid value whose posterior expected excess loss over the MAP is
@@ -62,6 +77,9 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 10 --only tested-null [--tested-level 0.5]
     python benchmarks/bench_few_features.py --seeds 3 --only cost
     python benchmarks/bench_few_features.py --seeds 30 --only tested-sweep
+    python benchmarks/bench_few_features.py --seeds 30 --only flat-tested
+    python benchmarks/bench_few_features.py --seeds 60 --only flat-pvalues
+    python benchmarks/bench_few_features.py --seeds 10 --only flat-candidates
 """
 import argparse
 import itertools
@@ -700,6 +718,191 @@ def candidate_table(n_seeds, n_resamples):
                       flush=True)
 
 
+def flat_regime_data(regime, seed):
+    """(X, labels or None) of the partition regimes: ``regime_data``'s, and more shapes.
+
+    "noise, N x d"; "k groups of s, d features" (group j shifted by SHIFT
+    along feature j); "copies"; "iris, 6 per class" (labels: the three
+    species; setosa is the clear group).
+    """
+    rng = np.random.default_rng(seed)
+    if regime.startswith("noise, "):
+        n_points, n_features = map(int, regime[len("noise, "):].split(" x "))
+        return rng.normal(size=(n_points, n_features)), None
+    if "groups of" in regime:
+        words = regime.split()
+        n_groups, size, n_features = int(words[0]), int(words[3].rstrip(",")), int(words[4])
+        y = np.repeat(np.arange(n_groups), size)
+        return rng.normal(size=(len(y), n_features)) + SHIFT * np.eye(n_features)[y], y
+    if regime == "iris, 6 per class":
+        X, y = load_iris(return_X_y=True)
+        pick = np.random.RandomState(seed)
+        idx = np.concatenate([pick.choice(np.flatnonzero(y == k), 6, replace=False)
+                              for k in range(3)])
+        return X[idx], y[idx]
+    return regime_or_copies(regime, seed)
+
+
+FLAT_REGIMES = ("noise, 12 x 2", "noise, 12 x 3", "noise, 12 x 4", "noise, 18 x 5", "copies",
+                "2 groups of 5, 2 features", "2 groups of 5, 3 features",
+                "3 groups of 4, 3 features", "3 groups of 4, 4 features")
+#: Slower (N = 18): ``flat-tested`` by default, the others with ``--regimes``.
+FLAT_EXTRA_REGIMES = ("iris, 6 per class",)
+
+
+def within_group(pairwise, y, groups=None):
+    """The smallest co-clustering of two points of one group (of ``groups``, default all)."""
+    groups = np.unique(y) if groups is None else groups
+    return min(pairwise[np.ix_(y == k, y == k)].min() for k in groups)
+
+
+def flat_tested_table(n_seeds):
+    """Partitions: ``ExactFlatClustering()``'s default with 2-9 distinct columns, by regime.
+
+    Noise: the largest probability of three points all together (fails
+    above 0.5); groups: the smallest co-clustering within a group (fails
+    below 0.9) and the largest across groups; iris (6 per class, N = 18):
+    setosa as the group, versicolor and virginica reported.
+    """
+    print(f"\npartitions, test then temper to the mixture bootstrap: seeds 0..{n_seeds - 1}")
+    print(f"{'regime':>28} {'fail':>7} {'worst':>6} {'significant':>11} {'beta median':>11} "
+          f"{'across max':>10} {'P(K=1) max':>10} {'cost (median)':>13}")
+    for regime in FLAT_REGIMES + tuple(r for r in FLAT_EXTRA_REGIMES if r not in FLAT_REGIMES):
+        fails, values, significant, betas, across, one = 0, [], 0, [], 0.0, 0.0
+        iris, costs = [], []
+        for seed in range(n_seeds):
+            X, y = flat_regime_data(regime, seed)
+            # The calibrated fit over a plain fit at its beta_, side by side.
+            start = time.perf_counter()
+            model = ExactFlatClustering(verbose=0).fit(X)
+            calibrated = time.perf_counter() - start
+            start = time.perf_counter()
+            ExactFlatClustering(CorrelationClustering(beta=model.beta_), verbose=0).fit(X)
+            costs.append(calibrated / (time.perf_counter() - start))
+            pairwise = model.pairwise_probability_
+            one = max(one, model.n_clusters_probability_[1])
+            if y is None:
+                value = calibration.largest_together(pairwise)
+                fails += value > 0.5
+            else:
+                value = within_group(pairwise, y, [0] if regime.startswith("iris") else None)
+                fails += value < 0.9
+                across = max(across, pairwise[y[:, None] != y[None, :]].max())
+                if regime.startswith("iris"):
+                    iris.append((within_group(pairwise, y, [1]), within_group(pairwise, y, [2]),
+                                 pairwise[np.ix_(y == 1, y == 2)].max(),
+                                 model.n_clusters_probability_[3]))
+            values.append(value)
+            significant += model.calibration_["branch"] == "mixture bootstrap"
+            betas.append(model.beta_)
+        worst = max(values) if y is None else min(values)
+        print(f"{regime:>28} {fails:>3}/{n_seeds:<3} {worst:>6.2f} {significant:>8}/{n_seeds:<2} "
+              f"{np.median(betas):>11.3g} {across if y is not None else float('nan'):>10.2f} "
+              f"{one:>10.2f} {np.median(costs):>12.0f}x", flush=True)
+        if iris:
+            iris = np.array(iris)
+            print(f"{'':>28} versicolor within {iris[:, 0].min():.2f}-{iris[:, 0].max():.2f}, "
+                  f"virginica within {iris[:, 1].min():.2f}-{iris[:, 1].max():.2f}, across "
+                  f"them up to {iris[:, 2].min():.2f}-{iris[:, 2].max():.2f}, P(K = 3) "
+                  f"{iris[:, 3].min():.2f}-{iris[:, 3].max():.2f}", flush=True)
+
+
+def flat_pvalues_table(n_seeds):
+    """The test of the partitions' default: how many seeds reach each level (99 references)."""
+    levels = (0.01, 0.02, 0.03, 0.05, 0.1)
+    print(f"\npartitions, SigClust p-values ({calibration.N_PARTITION_STRUCTURE_REFERENCES} "
+          f"references, the default's stream), seeds 0..{n_seeds - 1}: seeds at or below")
+    print(f"{'regime':>28} " + " ".join(f"{level:>6g}" for level in levels))
+    for regime in FLAT_REGIMES:
+        p_values = []
+        for seed in range(n_seeds):
+            X, _ = flat_regime_data(regime, seed)
+            data = np.ldexp(X, -int(np.frexp(np.max(np.abs(X)))[1]))
+            unit = calibration._unit_loss(
+                calibration._at_kernel_width(CorrelationClustering(), data))
+            labels = np.asarray(map_partition(unit.cluster_potential(data))[0])
+            p_values.append(calibration.structure_pvalue(
+                data, calibration._rngs(None)[0], labels,
+                calibration.N_PARTITION_STRUCTURE_REFERENCES)[0])
+        p_values = np.array(p_values)
+        print(f"{regime:>28} " + " ".join(f"{np.sum(p_values <= level):>6}" for level in levels),
+              flush=True)
+
+
+def row_bootstrap_frequencies(unit, X, rng, n_resamples):
+    """Co-clustering frequencies of the MAP partitions of the points drawn with replacement.
+
+    A pair counts in the resamples that drew both points; two copies of a
+    point are together when their copies share a cluster.
+    """
+    together, drawn = np.zeros((len(X), len(X))), np.zeros((len(X), len(X)))
+    for _ in range(n_resamples):
+        ids = rng.randint(len(X), size=len(X))
+        labels = np.asarray(map_partition(unit.cluster_potential(X[ids]))[0])
+        pairs = np.zeros((len(X), len(X)))
+        same = labels[:, None] == labels[None, :]
+        np.maximum.at(pairs, (np.repeat(ids, len(ids)), np.tile(ids, len(ids))),
+                      same.ravel().astype(float))
+        seen = np.zeros(len(X), dtype=bool)
+        seen[ids] = True
+        together += pairs
+        drawn += np.outer(seen, seen)
+    return together / np.maximum(drawn, 1)
+
+
+def flat_candidates_table(n_seeds, n_resamples):
+    """Partitions: the beta of each principle and the requirement at it (module docstring)."""
+    print(f"\npartitions, candidates: failures (worst) at each principle's beta, seeds "
+          f"0..{n_seeds - 1}, {n_resamples} resamples; 'tested': behind SigClust's test "
+          f"(alpha {calibration.PARTITION_STRUCTURE_ALPHA:g}, else X's own posterior humble at "
+          f"{calibration.NULL_LEVEL:g})")
+    names = ("tree", "rows", "dpm", "mixture", "tested rows", "tested dpm", "tested mixture",
+             "dpm posterior")
+    print(f"{'regime':>28} " + " ".join(f"{name:>14}" for name in names))
+    for regime in FLAT_REGIMES:
+        results = {name: [] for name in names}
+        for seed in range(n_seeds):
+            X, y = flat_regime_data(regime, seed)
+            posteriors = Posteriors(X, True)
+            model = ExactFlatClustering(verbose=0).fit(X)
+            unit = calibration._unit_loss(calibration._at_kernel_width(CorrelationClustering(), X))
+            labels = np.asarray(posteriors.labels(unit, X))
+            rng = np.random.RandomState(seed)
+
+            def matched(frequencies):
+                return calibration.matched_co_clustering_beta(
+                    lambda beta: posteriors.model(beta).pairwise_probability_, frequencies)[0]
+
+            dpm = ExactFlatClustering(DirichletProcessMixture(
+                covariance_type="spherical", mean_precision_prior=0.01), verbose=0).fit(X)
+            betas = {
+                "tree": ExactHierarchicalClustering(verbose=0).fit(X).beta_,
+                "rows": matched(row_bootstrap_frequencies(unit, X, rng, n_resamples)),
+                "dpm": matched(dpm.pairwise_probability_),
+                "mixture": matched(calibration.mixture_bootstrap_frequencies(
+                    lambda data: np.asarray(posteriors.labels(unit, data)), X, labels, rng)),
+            }
+            significant = model.calibration_["branch"] == "mixture bootstrap"
+            own = model.beta_ if not significant else None
+            for name in ("rows", "dpm", "mixture"):
+                betas[f"tested {name}"] = betas[name] if significant else own
+            for name, beta in betas.items():
+                results[name].append(statistic(posteriors.model(beta), y, True))
+            if y is None:
+                results["dpm posterior"].append(
+                    max(dpm.together_probability(triple) for triple in
+                        itertools.combinations(range(len(X)), 3))
+                    - dpm.n_clusters_probability_[1])
+            else:
+                results["dpm posterior"].append(statistic(dpm, y, True))
+        cells = []
+        for name in names:
+            values = results[name]
+            worst = max(values) if y is None else min(values)
+            cells.append(f"{sum(fails(v, y) for v in values):>2}/{n_seeds} ({worst:.2f})")
+        print(f"{regime:>28} " + " ".join(f"{cell:>14}" for cell in cells), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -712,11 +915,17 @@ def main():
                                                       "redrawn-frequencies", "gaussian-null",
                                                       "tested-null"],
                         help="tables to print (each takes 1-5 minutes at 5 seeds)")
+    parser.add_argument("--regimes", nargs="*", default=None,
+                        help="partition tables (flat-*): only the regimes containing one of "
+                             "these strings, e.g. 'noise, 18' iris")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
     args = parser.parse_args()
     globals()["SHIFT"] = args.shift
+    if args.regimes:
+        globals()["FLAT_REGIMES"] = tuple(regime for regime in FLAT_REGIMES + FLAT_EXTRA_REGIMES
+                                          if any(part in regime for part in args.regimes))
     warnings.simplefilter("ignore", UserWarning)
     start = time.perf_counter()
     if "windows" in args.only:
@@ -733,6 +942,12 @@ def main():
         tested_sweep_table(args.seeds)
     if "cost" in args.only:
         cost_table(args.seeds)
+    if "flat-tested" in args.only:
+        flat_tested_table(args.seeds)
+    if "flat-pvalues" in args.only:
+        flat_pvalues_table(args.seeds)
+    if "flat-candidates" in args.only:
+        flat_candidates_table(args.seeds, args.resamples)
     if "tested-null" in args.only:
         calibration.GAUSSIAN_NULL_LEVEL = args.tested_level
         tested_null_table(args.seeds)

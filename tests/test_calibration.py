@@ -137,11 +137,12 @@ def test_search_estimators_use_beta_one(estimator):
 @pytest.mark.parametrize(
     "X, energy, estimator",
     [
-        (noise(6, 0, n_features=MIN_FEATURES - 1), CorrelationClustering(), ExactFlatClustering),
+        (noise(6, 0, n_features=6) @ noise(6, 0, n_features=6).T,
+         CorrelationClustering(affinity="precomputed"), ExactFlatClustering),
         (np.abs(noise(6, 0, n_features=6)) @ np.abs(noise(6, 0, n_features=6)).T,
          Dasgupta(affinity="precomputed"), ExactHierarchicalClustering),
     ],
-    ids=["few-features-partitions", "precomputed"],
+    ids=["precomputed-partitions", "precomputed"],
 )
 def test_fallback_is_beta_one(X, energy, estimator):
     with pytest.warns(UserWarning, match="could not be calibrated"):
@@ -565,8 +566,9 @@ def test_copies_of_a_column_are_one_column():
         assert largest_clade_support(model._trellis, 9) <= 0.5
     for X in (column, np.repeat(column, 12, axis=1)):
         with pytest.warns(UserWarning, match=r"has 1 distinct feature column\(s\)"):
-            fits = [ExactFlatClustering().fit(X)]
-        assert fits[0].beta_ == 1.0 and fits[0].calibration_["method"] == "uncalibrated"
+            flat = ExactFlatClustering().fit(X)
+        assert flat.calibration_["method"] == "tested-null"
+        assert largest_together(flat.pairwise_probability_) <= 0.5
 
 
 def test_copies_are_drawn_together():
@@ -617,12 +619,10 @@ def test_the_cap_is_the_upper_end_or_none_at_the_ends():
 
 
 @pytest.mark.parametrize("n_features", [2, 5, 9])
-@pytest.mark.parametrize("estimator", [ExactFlatClustering, SparseTrellisClustering])
-def test_few_features_say_they_are_not_calibrated(estimator, n_features):
+def test_few_features_say_they_are_not_calibrated(n_features):
     X = noise(7, 1, n_features=n_features)
-    energy = CorrelationClustering() if estimator is ExactFlatClustering else Dasgupta()
     with pytest.warns(UserWarning, match="beta='auto' could not be calibrated"):
-        model = estimator(energy).fit(X)
+        model = SparseTrellisClustering(Dasgupta()).fit(X)
     assert model.beta_ == 1.0
     assert model.calibration_["method"] == "uncalibrated"
     assert model.calibration_["n_distinct_features"] == n_features
@@ -660,23 +660,6 @@ def test_the_screen_leaves_the_cap_unchanged(monkeypatch):
     exact = ExactHierarchicalClustering(verbose=0).fit(X)
     assert screened.beta_ == exact.beta_
     assert screened.calibration_ == exact.calibration_
-
-
-@pytest.mark.parametrize("n_features", [2, 4])
-@pytest.mark.parametrize("estimator", [ExactFlatClustering])
-def test_few_features_with_clear_groups_say_they_are_not_calibrated(estimator, n_features,
-                                                                      global_random_seed):
-    # No temperature of the flat default energy is two-sided with few
-    # features (benchmarks/bench_few_features.py): clear groups get beta = 1
-    # and the warning too, not a calibration that would look like one.
-    rng = np.random.default_rng(global_random_seed)
-    labels = np.arange(8) % 2
-    X = rng.normal(size=(8, n_features)) + 6.0 * np.eye(n_features)[labels]
-    with pytest.warns(UserWarning, match=f"X has {n_features} distinct feature column"):
-        model = estimator().fit(X)
-    assert model.beta_ == 1.0
-    assert model.calibration_["method"] == "uncalibrated"
-    assert "fewer than the 10" in model.calibration_["reason"]
 
 
 @pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering,
@@ -1099,3 +1082,139 @@ def test_the_bootstrap_maps_are_the_enumerated_maps(ties, global_random_seed):
         log_map = tree_log_potentials(potential, trees).max()
         assert _tree_log_potential(potential, _search_map_merges(unit, X), 7) == pytest.approx(
             log_map, rel=1e-12, abs=1e-12)
+
+
+# Few distinct columns, over partitions: "test, then temper" to the mixture
+# bootstrap (tested_mixture_beta). Seeds 0-29 of noise 12 x 2-4, two groups
+# of 5 in 2 features and three groups of 4 in 4 features pass in
+# benchmarks/bench_few_features.py (--only flat-tested); groups shifted by
+# 6 standard deviations along their own feature. Not certain: a false
+# positive of the test on noise gets the mixture's confidence in its clumps
+# (one column copied 12 times: 4 of 30), and groups the test misses get the
+# humble posterior (two groups of 5 in 3 features, one of them noise: 2 of
+# 30); those are not tested here.
+
+
+def fit_few_feature_partitions(X, **params):
+    with pytest.warns(UserWarning, match="distinct feature column.*'test, then temper'"):
+        return ExactFlatClustering(verbose=0, **params).fit(X)
+
+
+def co_clustered_within(model, labels):
+    """The smallest co-clustering probability of two points of one group."""
+    pairwise = model.pairwise_probability_
+    return min(pairwise[np.ix_(labels == k, labels == k)].min() for k in np.unique(labels))
+
+
+@pytest.mark.parametrize("n_features", [2, 3, 4])
+def test_few_feature_partitions_noise_puts_no_three_points_together(n_features,
+                                                                   global_random_seed):
+    model = fit_few_feature_partitions(noise(12, global_random_seed, n_features))
+    assert model.calibration_["method"] == "tested-null"
+    assert largest_together(model.pairwise_probability_) <= 0.5
+
+
+@pytest.mark.parametrize("n_groups, group_size, n_features", [(2, 5, 2), (3, 4, 4)])
+def test_few_feature_partitions_clear_groups_are_supported(n_groups, group_size, n_features,
+                                                           global_random_seed):
+    X, labels = few_feature_groups(n_groups, group_size, n_features, global_random_seed)
+    model = fit_few_feature_partitions(X)
+    assert model.calibration_["branch"] == "mixture bootstrap"
+    assert co_clustered_within(model, labels) >= 0.9
+    assert model.n_clusters_probability_[1] < 0.1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10))
+def test_few_feature_partitions_two_sided_over_seeds(seed):
+    for n_points, n_features in [(12, 2), (12, 3), (12, 4), (18, 5)]:
+        model = fit_few_feature_partitions(noise(n_points, seed, n_features))
+        assert largest_together(model.pairwise_probability_) <= 0.5
+    for n_groups, group_size, n_features in [(2, 5, 2), (3, 4, 3), (3, 4, 4)]:
+        X, labels = few_feature_groups(n_groups, group_size, n_features, seed)
+        assert co_clustered_within(fit_few_feature_partitions(X), labels) >= 0.9
+
+
+def test_few_feature_partitions_record_the_test_and_the_branch():
+    from sktrellis._calibration import N_MIXTURE_RESAMPLES, PARTITION_STRUCTURE_ALPHA
+
+    X, _ = few_feature_groups(2, 5, 2, 0)
+    with pytest.warns(UserWarning) as record:
+        model = ExactFlatClustering(random_state=3, verbose=0).fit(X)
+    message = str(record[0].message)
+    for part in ("X has 2 distinct feature column(s)", "'test, then temper'", "p = ",
+                 "mixture of X's MAP partition", "one of them noise"):
+        assert part in message
+    calibration = model.calibration_
+    assert calibration["method"] == "tested-null" and calibration["reason"] is None
+    assert 0 < calibration["p_value"] <= PARTITION_STRUCTURE_ALPHA
+    assert calibration["branch"] == "mixture bootstrap" and calibration["null_level"] is None
+    assert calibration["n_resamples"] == N_MIXTURE_RESAMPLES
+    assert calibration["n_clusters_tested"] == 2 and calibration["n_reference_fits"] >= 1
+    assert f"p = {calibration['p_value']:.2g}" in message
+    assert model.beta_ == model._fitted_energy.beta_
+    # Seeded by random_state: the same data and seed, the same beta_.
+    again = fit_few_feature_partitions(X, random_state=3)
+    assert again.beta_ == model.beta_ and again.calibration_ == calibration
+    # No structure found: X's own posterior, humble at the null level.
+    null = fit_few_feature_partitions(noise(10, 0, 3))
+    assert null.calibration_["p_value"] > PARTITION_STRUCTURE_ALPHA
+    assert null.calibration_["branch"] == "own posterior"
+    assert null.calibration_["null_level"] == NULL_LEVEL
+    assert null.calibration_["n_resamples"] is None
+    assert largest_together(null.pairwise_probability_) <= NULL_LEVEL
+
+
+def test_few_feature_partitions_with_n_clusters_keep_the_calibrated_beta():
+    X, labels = few_feature_groups(3, 4, 3, 1)
+    free = fit_few_feature_partitions(X)
+    constrained = fit_few_feature_partitions(X, n_clusters=2)
+    assert constrained.beta_ == free.beta_
+    assert len(np.unique(constrained.labels_)) == 2
+    np.testing.assert_allclose(constrained.pairwise_probability_, free.pairwise_probability_)
+
+
+@pytest.mark.parametrize("make_data", [
+    lambda seed: noise(7, seed, 2),
+    lambda seed: few_feature_groups(2, 4, 2, seed)[0][:7],
+], ids=["noise", "groups"])
+def test_few_feature_partitions_are_exact_at_the_calibrated_beta(make_data, global_random_seed):
+    X = make_data(global_random_seed)
+    model = fit_few_feature_partitions(X)
+    log_e = CorrelationClustering(beta=model.beta_).cluster_potential(X)
+    partitions = all_partitions(7)
+    values = partition_log_potentials(log_e, partitions)
+    log_z = logsumexp(values)
+    assert model.log_partition_ == pytest.approx(log_z, rel=1e-10)
+    probability = np.exp(values - log_z)
+    together = partitions[:, :, None] == partitions[:, None, :]
+    assert np.allclose(model.pairwise_probability_, np.tensordot(probability, together, 1))
+
+
+@pytest.mark.parametrize("beta", [0.3, 3.0, 30.0])
+def test_the_matched_beta_recovers_a_posteriors_own_co_clustering(beta, global_random_seed):
+    from sktrellis._calibration import matched_co_clustering_beta
+
+    X = noise(7, global_random_seed, 2)
+
+    def pairwise_at(value):
+        return ExactFlatClustering(CorrelationClustering(beta=value),
+                                   verbose=0).fit(X).pairwise_probability_
+
+    found, fits = matched_co_clustering_beta(pairwise_at, pairwise_at(beta))
+    assert abs(np.log(found / beta)) <= np.log(CAP_TOLERANCE)
+    assert fits <= 20
+
+
+def test_mixture_bootstrap_keeps_separated_groups_and_redraws_around_their_means():
+    from sktrellis._calibration import mixture_bootstrap_frequencies, redrawn_mixture
+
+    labels = np.repeat([0, 1], 4)
+    X = np.random.default_rng(0).normal(scale=0.1, size=(8, 2)) + 10.0 * labels[:, None]
+    redrawn = np.mean([redrawn_mixture(X, labels, np.random.RandomState(seed))
+                       for seed in range(400)], axis=0)
+    means = np.array([X[labels == k].mean(axis=0) for k in (0, 1)])[labels]
+    np.testing.assert_allclose(redrawn, means, atol=0.03)
+    frequencies = mixture_bootstrap_frequencies(
+        lambda data: (data[:, 0] > 5).astype(int), X, labels, np.random.RandomState(0))
+    np.testing.assert_array_equal(frequencies, labels[:, None] == labels[None, :])

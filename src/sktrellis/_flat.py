@@ -101,9 +101,21 @@ class ExactFlatClustering(
         references 1-4 times each for the cap: 4-31x a plain fit at
         N = 12-16, 24-26x at N = 20 on noise (loaded machine,
         ``benchmarks/bench_calibration.py``); a numeric beta skips it.
+        With 1-9 distinct columns the test and 11-17 posteriors (plus 40
+        max-only passes where the test finds structure) replace it.
     calibration_ : dict
         How ``beta_`` was chosen, with an energy that has a temperature:
-        ``method`` ("feature bootstrap"; "fixed" for a numeric beta;
+        ``method`` ("feature bootstrap"; "tested-null" with 1-9 distinct
+        feature columns, with a warning: SigClust's test of X against 99
+        Gaussian references with its covariance, then, where it finds
+        structure (p <= 0.05), the beta whose co-clustering best matches
+        how often data redrawn from the Gaussian mixture of the MAP
+        partition put each pair together, else the largest beta at which
+        no three points are together above 0.3; see "Reading a
+        posterior", "Few features"; it records ``p_value``,
+        ``n_clusters_tested``, ``branch`` ("mixture bootstrap" or "own
+        posterior"), ``null_level``, ``n_reference_fits`` and
+        ``n_resamples``; "fixed" for a numeric beta;
         "uncalibrated" when ``beta="auto"`` found nothing to calibrate
         against and means 1, with a warning), ``n_effective_features``
         (duplicated or correlated columns counted once, see "Reading a

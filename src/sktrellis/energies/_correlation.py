@@ -59,10 +59,11 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         together, more than 0.3. ``"auto"`` means 1, with a warning, where
         there is nothing to calibrate against: with
         ``affinity="precomputed"`` or fewer than 10 distinct feature
-        columns (copies of a column count once; over all trees,
-        ``ExactHierarchicalClustering``, these are tempered instead by
-        "test, then temper", with a warning: "Reading a posterior", "Few
-        features"); and without a warning
+        columns (copies of a column count once; over all trees and all
+        partitions, ``ExactHierarchicalClustering`` and
+        ``ExactFlatClustering``, these are tempered instead by "test, then
+        temper", with a warning: "Reading a posterior", "Few features");
+        and without a warning
         below three points, in the search estimators (greedy, beam,
         best-first: no posterior to calibrate), and for the energy used on
         its own.
