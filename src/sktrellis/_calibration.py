@@ -120,18 +120,22 @@ Gaussian null with the within-cluster covariance at X's kernel width
 warning says the numbers are not calibrated. Over all trees
 (``calibrate_tree_posterior``) 1-9 distinct columns are calibrated by
 "test, then temper" (``tested_null_beta``): SigClust's test (Liu, Hayes,
-Nobel & Marron 2008) of X's cluster index against 49 Gaussian references
-with X's covariance; significant at 0.05, beta is the largest at which
+Nobel & Marron 2008) of X's cluster index against Gaussian references
+with X's covariance, drawn 49 at a time (up to 999) until the p-value's
+99 % interval lies on one side of the level (``structure_pvalue``);
+significant at 0.05, beta is the largest at which
 Gaussian references with X's pooled within-cluster covariance, clustered
 at X's kernel width, show no cluster of 3..N-1 points above 0.5 (the
 smallest over 3); otherwise the largest at which X's own posterior shows
-none above 0.3. Measured over 10 seeds it is two-sided on noise in 2 and
-4 features, two groups of 5 in 2 features, three groups of 4 in 4
-features and one column copied 12 times, but it is not a guarantee
-(setosa below 0.9 in 4-5 of 10 subsamples of 12 iris flowers, and two
-groups of 5 shifted along 2 of 3 features in 14 of 30 seeds: where the
-test has little power), so the fit warns and ``calibration_`` records the
-p-value and the branch. Over partitions the same rule fails clear groups
+none above 0.3. Measured over 30 seeds (noise 60) it is two-sided on
+noise in 3 and 4 features and on two groups of 5 in 2 and 3 features
+(one of them pure noise), but it is not a guarantee: a false positive of
+the test on noise is proud (12 x 2: 2 of 60), three groups of 4 get a
+Gaussian-null beta too low for them in 2-3 of 30, and setosa falls below
+0.9 in 12 of 30 subsamples of 12 iris flowers (the test has little power
+there, and the loss's own MAP tree may join a versicolor flower to
+setosa), so the fit warns and ``calibration_`` records the p-value and
+the branch. Over partitions the same rule fails clear groups
 (4 and 8 of 10), so partitions stay at beta = 1. All rows identical is an error,
 identical rows a warning (``check_rows``). The search estimators
 (greedy, beam search, best-first) compute no posterior to calibrate:
@@ -1122,11 +1126,11 @@ def _tested_null_warning(plan, beta):
         f"fewer than the {MIN_FEATURES} the feature bootstrap needs, so beta is set by 'test, then "
         f"temper': SigClust's cluster-index test against Gaussian references with X's "
         f"covariance gave p = {plan['p_value']:.2g}, so beta_ = {beta:.3g} is "
-        f"{branch}. Measured two-sided on synthetic data (noise in 2 and 4 features: no "
-        "cluster above 0.5; clear groups: support >= 0.9; 10 seeds each), but clear groups "
-        "can still get low support where the test has little power (iris setosa below 0.9 "
-        "in 4-5 of 10 subsamples of 12 flowers; two groups of 5 in 3 features, one of them "
-        "noise, in 14 of 30); calibration_ records the test and the branch")
+        f"{branch}. Measured on synthetic data (30 seeds; noise 60), it is not a guarantee: "
+        "a false positive of the test makes noise proud (12 x 2: 2 of 60), three clear groups "
+        "of 4 get support below 0.9 in 2-3 of 30, and iris setosa falls below 0.9 in 12 of "
+        "30 subsamples of 12 flowers, where the test has little power; calibration_ records "
+        "the test and the branch")
 
 
 def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,

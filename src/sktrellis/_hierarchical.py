@@ -118,7 +118,9 @@ class ExactHierarchicalClustering(
         "uncalibrated" when ``beta="auto"`` found nothing to calibrate
         against and means 1, with a warning), for "tested-null" ``p_value``
         (SigClust's test of X against Gaussian references with its
-        covariance), ``n_clusters_tested`` (its k) and ``branch`` ("gaussian
+        covariance), ``n_test_references`` (the references it drew,
+        49-999, until its decision was sure), ``n_clusters_tested`` (its
+        k) and ``branch`` ("gaussian
         null": significant at 0.05, beta_ the largest at which Gaussian
         references with X's within-cluster covariance show no cluster
         above ``null_level`` = 0.5; "own posterior": beta_ the largest at
