@@ -3,6 +3,7 @@ from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ._estimator import (
@@ -10,7 +11,9 @@ from ._estimator import (
 )
 from ._engine.trellis.best_tree import max_clade_credibility_tree
 from ._engine.trellis.hierarchical_trellis import HierarchicalTrellis
-from ._engine.trellis.point_estimate import cluster_kernel, consensus_labels
+from ._engine.trellis.point_estimate import (
+    N_OUTLIER_DRAWS, cluster_kernel, consensus_labels, keep_outliers_if_supported,
+)
 from ._engine.tree.conversion import (
     labels_from_linkage, linkage_from_splits, relabel_by_first_appearance,
 )
@@ -230,7 +233,14 @@ class ExactHierarchicalClustering(
         self._set_tree(linkage_from_splits(potential, *trellis.map_splits()), self.n_clusters)
         if self.labels_from == "posterior":
             kernel = cluster_kernel(trellis.cluster_log_marginals(), n_points)
-            self.labels_ = relabel_by_first_appearance(consensus_labels(kernel, self.n_clusters))
+            # Trees drawn only where a point would stand alone, seeded like
+            # the calibration (None: a fixed seed), so labels_ stay a
+            # function of the data and random_state.
+            rng = check_random_state(0 if self.random_state is None else self.random_state)
+            labels = keep_outliers_if_supported(
+                kernel, consensus_labels(kernel, self.n_clusters), self.n_clusters,
+                lambda: trellis.sample_splits(N_OUTLIER_DRAWS, rng))
+            self.labels_ = relabel_by_first_appearance(labels)
         elif self.labels_from == "mcc_tree":
             mcc_tree = self.max_clade_credibility_tree()[0]
             self.labels_ = labels_from_linkage(mcc_tree, self.n_clusters)
