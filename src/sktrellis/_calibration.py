@@ -158,6 +158,9 @@ C. R. John, D. Watson, D. Russ et al. M3C: Monte Carlo reference-based consensus
 clustering. Scientific Reports 10, 1816 (2020).
 R. Tibshirani, G. Walther, T. Hastie. Estimating the number of clusters in a
 data set via the gap statistic. JRSS B 63(2), 2001.
+J. Besag, P. Clifford. Sequential Monte Carlo p-values. Biometrika 78(2), 1991.
+A. Gandy. Sequential implementation of Monte Carlo tests with uniformly bounded
+resampling risk. Journal of the American Statistical Association 104(488), 2009.
 D. R. Nyholt. A simple correction for multiple testing for single-nucleotide
 polymorphisms in linkage disequilibrium with each other. American Journal
 of Human Genetics 74(4), 2004.
