@@ -51,6 +51,9 @@ temperature:
   and behind the test; and the DPM's own posterior (``dpm posterior``: on
   noise P(three points share a block other than the whole set), with
   P(K = 1) beside it);
+- ``weak-regimes``: where that default is weak, its failures by branch,
+  the test's p-values and references, and the failures with the
+  Gaussian-null branch forced (is it the test or the beta?);
 - ``candidates``: the beta each principle picks and the requirement's
   failures at it. Each principle gives a reference excess loss D, and beta
   is the grid value whose posterior expected excess loss over the MAP is
@@ -80,6 +83,7 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 30 --only flat-tested
     python benchmarks/bench_few_features.py --seeds 60 --only flat-pvalues
     python benchmarks/bench_few_features.py --seeds 10 --only flat-candidates
+    python benchmarks/bench_few_features.py --seeds 30 --only weak-regimes
 """
 import argparse
 import itertools
@@ -647,6 +651,58 @@ def tested_sweep_table(n_seeds):
               f"{f'{other} gaussian null':>22} {worst:>6.2f}", flush=True)
 
 
+def weak_regimes_table(n_seeds):
+    """Trees, where "test, then temper" is weak: is it the test or the Gaussian-null beta?
+
+    Per regime, over seeds 0..n_seeds - 1, the default ``beta="auto"``'s
+    failures split by branch, the range of the test's p-values and of the
+    references its sequential test drew (``structure_pvalue``), and the
+    failures with the Gaussian-null branch forced (``STRUCTURE_ALPHA`` = 1):
+    failures in the "own posterior" branch that the forced branch passes
+    are the test's (no power), failures that remain are the Gaussian-null
+    beta's (too low). Regimes: two groups of 5 shifted along 2 of 3
+    features (the third pure noise), three groups of 4 in 3 and 4
+    features, and iris, 4 flowers per class (setosa must be >= 0.9).
+    """
+    print(f"\ntrees, the weak regimes of test then temper, seeds 0..{n_seeds - 1}")
+    print(f"{'regime':>28} {'fail':>6} {'own':>4} {'null':>4} {'p range':>13} "
+          f"{'refs':>8} {'forced':>6} {'worst':>6}")
+    regimes = [(f"{g} groups of {s}, {f} f", (g, s, f)) for g, s, f in
+               ((2, 5, 3), (3, 4, 3), (3, 4, 4))] + [("iris, 4 per class (setosa)", None)]
+    alpha = calibration.STRUCTURE_ALPHA
+    for name, shape in regimes:
+        fail = {"own posterior": 0, "gaussian null": 0}
+        forced_fails, pvalues, references, worst = 0, [], [], 1.0
+        for seed in range(n_seeds):
+            if shape is None:
+                X, y = regime_data(name, seed)
+            else:
+                n_groups, size, n_features = shape
+                y = np.repeat(np.arange(n_groups), size)
+                X = (np.random.default_rng(seed).normal(size=(len(y), n_features))
+                     + SHIFT * np.eye(n_features)[y])
+            model = ExactHierarchicalClustering(verbose=0).fit(X)
+            record = model.calibration_
+            value = statistic(model, y, False)
+            worst = min(worst, value)
+            pvalues.append(record["p_value"])
+            references.append(record["n_test_references"])
+            fail[record["branch"]] += value < 0.9
+            if record["branch"] == "gaussian null":
+                forced_fails += value < 0.9
+            else:
+                calibration.STRUCTURE_ALPHA = 1.0
+                try:
+                    forced = ExactHierarchicalClustering(verbose=0).fit(X)
+                finally:
+                    calibration.STRUCTURE_ALPHA = alpha
+                forced_fails += statistic(forced, y, False) < 0.9
+        print(f"{name:>28} {sum(fail.values()):>2}/{n_seeds:<3} {fail['own posterior']:>4} "
+              f"{fail['gaussian null']:>4} {min(pvalues):>6.3f}-{max(pvalues):<6.3f} "
+              f"{min(references):>3}-{max(references):<4} {forced_fails:>2}/{n_seeds:<3} "
+              f"{worst:>6.2f}", flush=True)
+
+
 def cost_table(n_seeds):
     """Trees: the time of a ``beta="auto"`` fit (test, then temper) over a plain fit at its beta_.
 
@@ -948,6 +1004,8 @@ def main():
         flat_pvalues_table(args.seeds)
     if "flat-candidates" in args.only:
         flat_candidates_table(args.seeds, args.resamples)
+    if "weak-regimes" in args.only:
+        weak_regimes_table(args.seeds)
     if "tested-null" in args.only:
         calibration.GAUSSIAN_NULL_LEVEL = args.tested_level
         tested_null_table(args.seeds)

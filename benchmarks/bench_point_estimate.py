@@ -7,7 +7,11 @@ each, raw and standardised: 16 runs -- and on structureless Gaussian noise
 of the same shapes. For each run, the labels of:
 
 - ``posterior``: ``labels_from="posterior"`` (the default), the partition
-  of largest expected agreement with the posterior's clusters;
+  of largest expected agreement with the posterior's clusters, with each
+  block of one point kept only where the posterior supports its claim to
+  be an outlier (``keep_outliers_if_supported``);
+- ``consensus``: that partition without the outlier check (the default
+  before it);
 - ``map_tree``: the MAP tree cut into k clusters;
 - ``mcc_tree``: the maximum-clade-credibility tree cut into k clusters;
 - ``binder`` and ``vi``: the partitions minimising the posterior expected
@@ -35,10 +39,12 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
 
 from sktrellis import ExactHierarchicalClustering
-from sktrellis._engine.trellis.point_estimate import cluster_kernel, consensus_labels
+from sktrellis._engine.trellis.point_estimate import (
+    N_OUTLIER_DRAWS, cluster_kernel, consensus_labels, keep_outliers_if_supported,
+)
 from sktrellis._engine.tree.conversion import labels_from_linkage, relabel_by_first_appearance
 
-METHODS = ["posterior", "map_tree", "mcc_tree", "binder", "vi", "ward", "average"]
+METHODS = ["posterior", "consensus", "map_tree", "mcc_tree", "binder", "vi", "ward", "average"]
 
 
 def labelled_sets():
@@ -95,10 +101,15 @@ def point_estimates(X, k, n_samples):
     fit_seconds = time.perf_counter() - start
     start = time.perf_counter()
     kernel = cluster_kernel(model.posterior_.cluster_log_marginals(), len(X))
-    posterior = relabel_by_first_appearance(consensus_labels(kernel, k))
+    consensus = consensus_labels(kernel, k)
+    # As the estimator does it: draws seeded by its random_state (0).
+    rng = np.random.RandomState(0)
+    posterior = relabel_by_first_appearance(keep_outliers_if_supported(
+        kernel, consensus, k, lambda: model._trellis.sample_splits(N_OUTLIER_DRAWS, rng)))
     label_seconds = time.perf_counter() - start
     labels = {
         "posterior": posterior,
+        "consensus": relabel_by_first_appearance(consensus),
         "map_tree": model.labels_,
         "mcc_tree": labels_from_linkage(model.max_clade_credibility_tree()[0], k),
     }
