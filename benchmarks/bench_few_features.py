@@ -879,7 +879,8 @@ def flat_pvalues_table(n_seeds):
             labels = np.asarray(map_partition(unit.cluster_potential(data))[0])
             p_values.append(calibration.structure_pvalue(
                 data, calibration._rngs(None)[0], labels,
-                calibration.N_PARTITION_STRUCTURE_REFERENCES)[0])
+                batch=calibration.N_PARTITION_STRUCTURE_REFERENCES,
+                max_references=calibration.N_PARTITION_STRUCTURE_REFERENCES)[0])
         p_values = np.array(p_values)
         print(f"{regime:>28} " + " ".join(f"{np.sum(p_values <= level):>6}" for level in levels),
               flush=True)
