@@ -4,6 +4,7 @@ import itertools
 import numpy as np
 import pytest
 from scipy.special import logsumexp
+from sklearn.base import clone
 
 from sktrellis import (
     BestFirstHierarchicalClustering,
@@ -1169,3 +1170,15 @@ def test_mixture_bootstrap_keeps_separated_groups_and_redraws_around_their_means
     frequencies = mixture_bootstrap_frequencies(
         lambda data: (data[:, 0] > 5).astype(int), X, labels, np.random.RandomState(0))
     np.testing.assert_array_equal(frequencies, labels[:, None] == labels[None, :])
+
+
+@pytest.mark.parametrize("energy", [CorrelationClustering(affinity="rbf"),
+                                    CorrelationClustering(gamma=0.5)], ids=["rbf", "gamma"])
+def test_few_feature_partitions_keep_the_energys_kernel(energy):
+    """The posterior fitted is the energy's own at beta_, whatever its kernel."""
+    X, labels = few_feature_groups(2, 4, 2, 0)
+    model = fit_few_feature_partitions(X, energy=energy)
+    assert model.calibration_["method"] == "tested-null"
+    fixed = ExactFlatClustering(clone(energy).set_params(beta=model.beta_), verbose=0).fit(X)
+    assert model.log_partition_ == pytest.approx(fixed.log_partition_, rel=1e-12)
+    np.testing.assert_allclose(model.pairwise_probability_, fixed.pairwise_probability_)
