@@ -4,6 +4,7 @@ import itertools
 import numpy as np
 import pytest
 from scipy.special import logsumexp
+from sklearn.base import clone
 
 from sktrellis import (
     BestFirstHierarchicalClustering,
@@ -1270,3 +1271,15 @@ def test_few_features_groups_beside_a_noise_feature_are_supported(offset, global
     assert model.calibration_["n_test_references"] >= 49
     for k in range(2):
         assert model.cluster_probability(np.flatnonzero(labels == k)) >= 0.9
+
+
+@pytest.mark.parametrize("energy", [CorrelationClustering(affinity="rbf"),
+                                    CorrelationClustering(gamma=0.5)], ids=["rbf", "gamma"])
+def test_few_feature_partitions_keep_the_energys_kernel(energy):
+    """The posterior fitted is the energy's own at beta_, whatever its kernel."""
+    X, labels = few_feature_groups(2, 4, 2, 0)
+    model = fit_few_feature_partitions(X, energy=energy)
+    assert model.calibration_["method"] == "tested-null"
+    fixed = ExactFlatClustering(clone(energy).set_params(beta=model.beta_), verbose=0).fit(X)
+    assert model.log_partition_ == pytest.approx(fixed.log_partition_, rel=1e-12)
+    np.testing.assert_allclose(model.pairwise_probability_, fixed.pairwise_probability_)

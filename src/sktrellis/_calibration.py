@@ -1466,6 +1466,8 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
     ``calibrate`` over all partitions. The flat loss of correlation
     clustering is ``-sum of w_ij over pairs clustered together``, so its
     posterior expectation is exact from the co-clustering probabilities.
+    With 1-9 distinct feature columns, ``calibrate_few_feature_partitions``
+    instead ("test, then temper" to the mixture bootstrap).
 
     Parameters
     ----------
