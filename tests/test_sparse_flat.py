@@ -541,6 +541,7 @@ def _calibrated_map_is_never_below_a_plain_fit(kind, seed):
     assert model.map_log_potential_ >= plain.map_log_potential_ - 1e-9 * abs(
         plain.map_log_potential_)
     assert model.log_probability(plain.labels_) > -np.inf
+    assert model.calibration_["plain_map_joined"]
     cap = model.calibration_["plain_map_cap"]
     assert cap is None or cap == model.beta_
 
@@ -572,3 +573,21 @@ def test_joining_the_plain_map_adds_no_confidence_on_noise():
     assert model.calibration_["plain_map_cap"] is not None
     assert model.beta_ == model.calibration_["plain_map_cap"] < model.calibration_["null_cap"]
     assert largest_together(model.pairwise_probability_) <= 0.5
+
+
+def test_joining_the_plain_map_past_max_states_keeps_the_calibrated_posterior(monkeypatch):
+    """A family with the MAP beyond max_states: the calibrated posterior stays, and says so."""
+    import sktrellis._sparse_flat as sparse_flat
+    from sktrellis._engine.sparse.sparse_flat import TooManyStates
+
+    def too_many(*args, **kwargs):
+        raise TooManyStates
+
+    monkeypatch.setattr(sparse_flat, "beta_adding_no_confidence", too_many)
+    X = np.random.default_rng(0).normal(size=(16, 300))
+    model = SparseFlatClustering(random_state=0).fit(X)
+    assert model.calibration_["plain_map_joined"] is False
+    assert model.calibration_["plain_map_cap"] is None
+    plain = SparseFlatClustering(CorrelationClustering(beta=model.beta_)).fit(X)
+    assert model.log_probability(plain.labels_) == -np.inf
+    assert plain.map_log_potential_ > model.map_log_potential_

@@ -192,8 +192,9 @@ class SparseFlatClustering(
         beta), "uncalibrated" (``beta="auto"`` taken as 1, with
         ``"reason"``) or None (an energy without a temperature); the other
         keys as ``ExactFlatClustering.calibration_``, and, when calibrated,
-        ``"plain_map_cap"``: the beta to which joining a plain fit's MAP
-        partition lowered ``beta_``, or None.
+        ``"plain_map_joined"`` (whether the family spans a plain fit's MAP
+        partition) and ``"plain_map_cap"`` (the beta to which joining it
+        lowered ``beta_``, or None).
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: the log of the
         summed p(X, partition) over the spanned partitions, a lower bound
@@ -364,23 +365,25 @@ class SparseFlatClustering(
             order, clusters, _ = _calibration_family(energy, X)
             families[key] = order, SparseFlatTrellis(n_points).new_clusters(clusters)
         order, fresh = families[key]
-        return self._family_trellis(energy, X, order, fresh)
-
-    def _family_trellis(self, energy, X, order, fresh):
-        """The sparse flat trellis of the clusters ``fresh`` of X, solved in ``order``."""
-        n_points = len(X)
-        scorer = energy.cluster_scorer(X)
-        trellis = SparseFlatTrellis(n_points)
-        trellis.add(fresh, check_log_potentials(
-            scorer(fresh), f"{type(energy).__name__}.cluster_scorer", (len(fresh),), "cluster"))
         try:
-            trellis.solve(order, self.max_states)
+            return self._family_trellis(energy, X, order, fresh)
         except TooManyStates:
             raise ValueError(
                 f"the calibration's family of these n_samples={n_points} points spans its "
                 f"partitions through more than max_states={self.max_states} states; raise "
                 "max_states or pass a numeric beta"
             ) from None
+
+    def _family_trellis(self, energy, X, order, fresh):
+        """The sparse flat trellis of the clusters ``fresh`` of X, solved in ``order``.
+
+        Raises ``TooManyStates`` past ``max_states``.
+        """
+        scorer = energy.cluster_scorer(X)
+        trellis = SparseFlatTrellis(len(X))
+        trellis.add(fresh, check_log_potentials(
+            scorer(fresh), f"{type(energy).__name__}.cluster_scorer", (len(fresh),), "cluster"))
+        trellis.solve(order, self.max_states)
         return trellis
 
     def _join_plain_map(self, energy, X, calibrated):
@@ -392,28 +395,34 @@ class SparseFlatClustering(
         planted subtypes), the family of X is built again with its clusters
         as nodes of the bisecting tree (``_calibration_family``), so the
         calibrated MAP is never worse (under ``CorrelationClustering`` the
-        MAP does not depend on beta). A large block of near-centroid noise points can then take
-        the posterior at the calibrated beta (three points together at 0.88,
-        N = 80), where the references of the cap, each over its own family
-        without such a block, stayed humble. So beta is lowered, where
-        needed, to the largest at which no three points all co-cluster
-        above 0.5 that did not in the calibrated posterior: joining the MAP
-        moves the MAP, not the confidence. Returns
-        (energy, beta, trellis) and records ``"plain_map_cap"`` (None when
-        beta was not lowered) in ``calibration_``.
+        MAP does not depend on beta). A large block of near-centroid noise
+        points can then take the posterior at the calibrated beta (three
+        points together at 0.88, N = 80), where the references of the cap,
+        each over its own family without such a block, stayed humble. So
+        beta is lowered, where needed, to the largest at which no three
+        points all co-cluster above 0.5 that did not in the calibrated
+        posterior: joining the MAP moves the MAP, not the confidence.
+        Returns (energy, beta, trellis) and records in ``calibration_``
+        whether the MAP is spanned (``"plain_map_joined"``; False when the
+        family with it passes ``max_states`` or adds a confident triple at
+        every beta, and the calibrated posterior stays) and
+        ``"plain_map_cap"`` (None when beta was not lowered).
         """
-        self.calibration_["plain_map_cap"] = None
+        self.calibration_.update(plain_map_joined=True, plain_map_cap=None)
         labels = self._build_trellis(X, energy)[0].map_labels()
         if calibrated.log_potential_of(labels) > -np.inf:
             return energy, energy.beta, calibrated
         order, clusters, _ = _calibration_family(energy, X, labels)
         joined = SparseFlatTrellis(len(X)).new_clusters(clusters)
-        beta, trellis = beta_adding_no_confidence(
-            lambda beta: self._family_trellis(
-                clone(energy).set_params(beta=beta), X, order, joined),
-            energy.beta, calibrated.pairwise_probability())
+        try:
+            beta, trellis = beta_adding_no_confidence(
+                lambda beta: self._family_trellis(
+                    clone(energy).set_params(beta=beta), X, order, joined),
+                energy.beta, calibrated.pairwise_probability())
+        except TooManyStates:
+            beta = None
         if beta is None:
-            # Proud even at the smallest beta: keep the calibrated posterior.
+            self.calibration_["plain_map_joined"] = False
             return energy, energy.beta, calibrated
         if beta < energy.beta:
             self.calibration_["plain_map_cap"] = beta
