@@ -564,8 +564,8 @@ def test_calibrated_map_is_never_below_a_plain_fit_over_seeds(kind, seed):
 
 
 @pytest.mark.slow
-    """N = 80 noise, seed 6: the plain MAP's near-centroid block took 0.88 at the cap's beta."""
-    """N = 80 noise, seed 6: the plain MAP's near-centroid block took 0.88 at the cap's beta."""
+    """N = 80 noise, seed 6: with the plain MAP in the calibration its block took 0.88."""
+    """N = 80 noise, seed 6: with the plain MAP in the calibration its block took 0.88."""
     from sktrellis._calibration import largest_together
 
     model = SparseFlatClustering(random_state=6).fit(
