@@ -363,7 +363,7 @@ def test_bisecting_tree_is_a_tree():
 
 @pytest.mark.parametrize("n_points", [5, 8])
 def test_calibrated_family_spans_every_partition_up_to_a_window(n_points, global_random_seed):
-    """Up to 8 points the calibration's family spans every partition that keeps its blocks whole.
+    """Up to 12 points the calibration's family spans every partition keeping its blocks whole.
 
     The blocks (the clusters most column resamples' greedy partitions
     hold) are the windows' units: where there are none, every partition
@@ -397,10 +397,20 @@ def _calibration_blocks(model, X):
 
 
 # Windows of 5 and 4 points put a pair together in a third of their
-# partitions, above the cap's level: the cap may not exist at 9 points.
+# partitions, above the cap's level: the cap may not exist there.
 @pytest.mark.filterwarnings("ignore:beta='auto'.*not capped")
-def test_calibrated_posterior_is_exact_over_its_spanned_partitions(global_random_seed):
-    """N = 9 (two windows): log Z, co-clustering and P(K) by enumeration of the spanned set."""
+@pytest.mark.parametrize("windows", [(8, 12), (4, 6)])
+def test_calibrated_posterior_is_exact_over_its_spanned_partitions(windows, global_random_seed,
+                                                                   monkeypatch):
+    """N = 9: log Z, co-clustering and P(K) by enumeration of the spanned set.
+
+    One window of 9 points at the defaults; two (5 + 4) with windows of 4
+    to 6 units.
+    """
+    import sktrellis._sparse_flat as sparse_flat
+
+    monkeypatch.setattr(sparse_flat, "_WINDOW", windows[0])
+    monkeypatch.setattr(sparse_flat, "_LARGEST_WINDOW", windows[1])
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(9, 40))
     model = SparseFlatClustering(random_state=global_random_seed).fit(X)
@@ -564,7 +574,7 @@ def test_calibrated_map_is_never_below_a_plain_fit_over_seeds(kind, seed):
 
 
 @pytest.mark.slow
-    """N = 80 noise, seed 6: with the plain MAP in the calibration its block took 0.88."""
+def test_joining_the_plain_map_adds_no_confidence_on_noise():
     """N = 80 noise, seed 6: with the plain MAP in the calibration its block took 0.88."""
     from sktrellis._calibration import largest_together
 

@@ -26,11 +26,17 @@ from .energies import CorrelationClustering
 # precomputed affinity) the ones defined on any dissimilarity.
 _FEATURE_LINKAGES = ("ward", "average", "complete", "single")
 _DISTANCE_LINKAGES = ("average", "complete", "single")
-# Points of a window of the calibration's family, every partition of which
-# is spanned: a pair of a window of w points is together in B(w-1)/B(w) of
-# its partitions (B the Bell numbers), 0.21 at 8 and 0.33 at 4, so the
-# posterior at small beta stays below the reference-null cap's level 0.3.
+# Units (points, or blocks kept whole) of a window of the calibration's
+# family, every partition of which is spanned: a pair of a window of w
+# points is together in B(w-1)/B(w) of its partitions (B the Bell numbers),
+# 0.18 at 10, 0.21 at 8, 0.26 at 6 and 0.33 at 4, so the posterior at small
+# beta stays below the reference-null cap's level 0.3, and the humbler the
+# windows the higher the cap. As many windows as hold _WINDOW units each,
+# at most _LARGEST_WINDOW (its partitions' dynamic program costs about
+# 3**w / w per point): 20 points make two windows of 10, not three of 6-7,
+# whose cap left a planted subtype at 0.78.
 _WINDOW = 8
+_LARGEST_WINDOW = 12
 # Lloyd iterations of each 2-means split of the bisecting tree.
 _LLOYD_ITERATIONS = 20
 
@@ -687,7 +693,7 @@ def _calibration_family(unit, X, map_labels=None):
     *unit*: the points of a cluster most of the greedy partitions of X and
     of its column resamples hold (``consensus_greedy_blocks``, seeded by
     the data), or a point alone. The family is the tree's clusters and every
-    union of units of each window of at most ``_WINDOW`` consecutive units
+    union of units of each window of ``_WINDOW`` to ``_LARGEST_WINDOW`` consecutive units
     of its depth-first ``order``, so that every partition of a window's
     units is spanned. Why units rather than points: a window of points
     that holds a whole planted group spans all its partitions, and at the
@@ -731,7 +737,7 @@ def _calibration_family(unit, X, map_labels=None):
     merges = _bisecting_tree(X, levels)
     order = _depth_first_leaves(merges, n_points)
     clusters = [np.array([i]) for i in range(n_points)]
-    clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW, units)
+    clusters += _tree_clusters(merges, n_points) + _window_clusters(order, units)
     return order, clusters, units
 
 
@@ -825,22 +831,24 @@ def _two_means(gram):
     return side
 
 
-def _window_clusters(order, window, blocks):
+def _window_clusters(order, blocks):
     """Every union of at least two points of the units of each window of consecutive units.
 
     The units are the runs of ``order`` whose points share a label of
     ``blocks`` (a block whole, or a point alone; each block is a run of a
     depth-first order of a tree of which it is a node). The windows hold
-    near-equal numbers of at most ``window`` consecutive units; with the
-    single points, every partition of a window's units is spanned, and a
-    block is split only as the tree splits it.
+    near-equal numbers of consecutive units: as many windows as hold at
+    least ``_WINDOW`` units each, and at most ``_LARGEST_WINDOW`` (fewer
+    than ``_WINDOW`` units: one window). With the single points, every
+    partition of a window's units is spanned, and a block is split only as
+    the tree splits it.
     """
     order = np.asarray(order)
     starts = np.flatnonzero(np.r_[True, blocks[order[1:]] != blocks[order[:-1]]])
     units = np.split(order, starts[1:])
-    n_windows = -(-len(units) // window)
+    n_windows = max(-(-len(units) // _LARGEST_WINDOW), len(units) // _WINDOW, 1)
     clusters = []
-    for indices in np.array_split(np.arange(len(units)), max(n_windows, 1)):
+    for indices in np.array_split(np.arange(len(units)), n_windows):
         for size in range(1, len(indices) + 1):
             for chosen in itertools.combinations(indices, size):
                 cluster = np.concatenate([units[i] for i in chosen])
