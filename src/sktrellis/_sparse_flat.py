@@ -95,9 +95,9 @@ class SparseFlatClustering(
         own instead of the seeds and growth below: the cuts of a bisecting
         2-means tree of X that never cuts a cluster which more than half
         of the greedy agglomeration's partitions of X and of 20 column
-        resamples hold, and every partition of each window of at most 8
+        resamples hold, and every partition of each window of 8 to 12
         consecutive units of its depth-first order, a unit being such a
-        cluster or a point alone (up to 8 points without one, every
+        cluster or a point alone (up to 12 points without one, every
         partition). Once beta is found, a plain fit's MAP partition joins
         the family of X (as clusters of that tree), and beta is lowered
         where needed so that no three points all co-cluster above 0.5 that
@@ -116,10 +116,10 @@ class SparseFlatClustering(
         each planted subtype together at >= 0.996 and across-subtype
         co-clustering 0.000 (N = 40-200), three noise points together at
         most 0.23-0.41 (N = 40-200, 30 seeds); the fit costs 3-20 plain
-        fits at the same beta. At N = 16-30 (seeds 0-7) 31 of 32 planted
-        runs reach 0.9 (one subtype of 7 at 0.78, N = 20) and noise stays
-        at or under 0.35; up to 20 points or so
-        :class:`~sktrellis.ExactFlatClustering` is exact instead.
+        fits at the same beta. At N = 16-30 (seeds 0-7) every planted
+        subtype together at >= 0.946 and three noise points together at
+        most 0.38; up to 20 points or so
+        :class:`~sktrellis.ExactFlatClustering` is exact as well.
         The numbers are relative to the spanned set, whose share of the
         full posterior mass is unknown. With other families, or where the
         bootstrap does not apply (``affinity="precomputed"``, fewer than 10
@@ -361,7 +361,7 @@ class SparseFlatClustering(
         w points in B(w-1)/B(w) of their partitions), and bisecting splits
         are near balanced on structureless data. The windows cross no tree
         cluster more than their depth-first order makes them, so the
-        states stay about N 2**_WINDOW / _WINDOW.
+        states stay about N 2**w / w for windows of w units.
         """
         n_points = len(X)
         # The family does not depend on beta: built once per data set (X or
