@@ -363,7 +363,7 @@ def test_bisecting_tree_is_a_tree():
 
 @pytest.mark.parametrize("n_points", [5, 8])
 def test_calibrated_family_spans_every_partition_up_to_a_window(n_points, global_random_seed):
-    """Up to 8 points the calibration's family spans every partition that keeps its blocks whole.
+    """Up to 12 points the calibration's family spans every partition keeping its blocks whole.
 
     The blocks (the clusters most column resamples' greedy partitions
     hold) are the windows' units: where there are none, every partition
@@ -397,10 +397,20 @@ def _calibration_blocks(model, X):
 
 
 # Windows of 5 and 4 points put a pair together in a third of their
-# partitions, above the cap's level: the cap may not exist at 9 points.
+# partitions, above the cap's level: the cap may not exist there.
 @pytest.mark.filterwarnings("ignore:beta='auto'.*not capped")
-def test_calibrated_posterior_is_exact_over_its_spanned_partitions(global_random_seed):
-    """N = 9 (two windows): log Z, co-clustering and P(K) by enumeration of the spanned set."""
+@pytest.mark.parametrize("windows", [(8, 12), (4, 6)])
+def test_calibrated_posterior_is_exact_over_its_spanned_partitions(windows, global_random_seed,
+                                                                   monkeypatch):
+    """N = 9: log Z, co-clustering and P(K) by enumeration of the spanned set.
+
+    One window of 9 points at the defaults; two (5 + 4) with windows of 4
+    to 6 units.
+    """
+    import sktrellis._sparse_flat as sparse_flat
+
+    monkeypatch.setattr(sparse_flat, "_WINDOW", windows[0])
+    monkeypatch.setattr(sparse_flat, "_LARGEST_WINDOW", windows[1])
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(9, 40))
     model = SparseFlatClustering(random_state=global_random_seed).fit(X)
@@ -454,9 +464,8 @@ def test_calibrated_posterior_is_two_sided(global_random_seed):
 def test_calibrated_posterior_is_two_sided_below_30_points(global_random_seed):
     """N = 24, subtypes of 8: windows of 8 points spanned every partition of each (0.76, seed 5).
 
-    The windows' units keep a block most resamples hold whole; below 30
-    points 1 of 32 planted runs stays under 0.9 (0.78 at N = 20, seed 4;
-    bench_sparse_flat_auto.py).
+    The windows' units keep a block most resamples hold whole; seeds 0-7
+    at N = 16-30 then give >= 0.946 (bench_sparse_flat_auto.py).
     """
     _two_sided(24, global_random_seed, 2000, 150)
 
@@ -468,13 +477,14 @@ def test_calibrated_posterior_is_two_sided_at_40_points(global_random_seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n_samples, seed", [(16, 1), (20, 0), (24, 0)])
+@pytest.mark.parametrize("n_samples, seed", [(16, 1), (20, 0), (20, 4), (24, 0)])
 def test_calibrated_posterior_is_two_sided_where_windows_were_subtypes(n_samples, seed):
-    """Seeds that failed with windows of 8 points: 0.53, 0.38 and 0.00 (bench_sparse_flat_auto).
+    """Seeds that failed with windows of 8 points: 0.53, 0.38, 0.07, 0.00 (bench_sparse_flat_auto).
 
     At N = 24, seed 0, one subtype was held by 20 of the 21 greedy
     partitions: not a block when all of them had to hold it, and the
-    bisecting tree cut it.
+    bisecting tree cut it. At N = 20, seed 4, three windows of 6-7 units
+    kept the cap at 11 (0.78); two of 10 give 31.
     """
     _two_sided(n_samples, seed, 2000, 150)
 
@@ -540,6 +550,7 @@ def _calibrated_map_is_never_below_a_plain_fit(kind, seed):
     assert model.map_log_potential_ >= plain.map_log_potential_ - 1e-9 * abs(
         plain.map_log_potential_)
     assert model.log_probability(plain.labels_) > -np.inf
+    assert model.calibration_["plain_map_joined"]
     cap = model.calibration_["plain_map_cap"]
     assert cap is None or cap == model.beta_
 
@@ -563,7 +574,7 @@ def test_calibrated_map_is_never_below_a_plain_fit_over_seeds(kind, seed):
 
 @pytest.mark.slow
 def test_joining_the_plain_map_adds_no_confidence_on_noise():
-    """N = 80 noise, seed 6: the plain MAP's near-centroid block took 0.88 at the calibrated beta."""
+    """N = 80 noise, seed 6: with the plain MAP in the calibration its block took 0.88."""
     from sktrellis._calibration import largest_together
 
     model = SparseFlatClustering(random_state=6).fit(
@@ -571,3 +582,21 @@ def test_joining_the_plain_map_adds_no_confidence_on_noise():
     assert model.calibration_["plain_map_cap"] is not None
     assert model.beta_ == model.calibration_["plain_map_cap"] < model.calibration_["null_cap"]
     assert largest_together(model.pairwise_probability_) <= 0.5
+
+
+def test_joining_the_plain_map_past_max_states_keeps_the_calibrated_posterior(monkeypatch):
+    """A family with the MAP beyond max_states: the calibrated posterior stays, and says so."""
+    import sktrellis._sparse_flat as sparse_flat
+    from sktrellis._engine.sparse.sparse_flat import TooManyStates
+
+    def too_many(*args, **kwargs):
+        raise TooManyStates
+
+    monkeypatch.setattr(sparse_flat, "beta_adding_no_confidence", too_many)
+    X = np.random.default_rng(0).normal(size=(16, 300))
+    model = SparseFlatClustering(random_state=0).fit(X)
+    assert model.calibration_["plain_map_joined"] is False
+    assert model.calibration_["plain_map_cap"] is None
+    plain = SparseFlatClustering(CorrelationClustering(beta=model.beta_)).fit(X)
+    assert model.log_probability(plain.labels_) == -np.inf
+    assert plain.map_log_potential_ > model.map_log_potential_

@@ -26,11 +26,17 @@ from .energies import CorrelationClustering
 # precomputed affinity) the ones defined on any dissimilarity.
 _FEATURE_LINKAGES = ("ward", "average", "complete", "single")
 _DISTANCE_LINKAGES = ("average", "complete", "single")
-# Points of a window of the calibration's family, every partition of which
-# is spanned: a pair of a window of w points is together in B(w-1)/B(w) of
-# its partitions (B the Bell numbers), 0.21 at 8 and 0.33 at 4, so the
-# posterior at small beta stays below the reference-null cap's level 0.3.
+# Units (points, or blocks kept whole) of a window of the calibration's
+# family, every partition of which is spanned: a pair of a window of w
+# points is together in B(w-1)/B(w) of its partitions (B the Bell numbers),
+# 0.18 at 10, 0.21 at 8, 0.26 at 6 and 0.33 at 4, so the posterior at small
+# beta stays below the reference-null cap's level 0.3, and the humbler the
+# windows the higher the cap. As many windows as hold _WINDOW units each,
+# at most _LARGEST_WINDOW (its partitions' dynamic program costs about
+# 3**w / w per point): 20 points make two windows of 10, not three of 6-7,
+# whose cap left a planted subtype at 0.78.
 _WINDOW = 8
+_LARGEST_WINDOW = 12
 # Lloyd iterations of each 2-means split of the bisecting tree.
 _LLOYD_ITERATIONS = 20
 
@@ -89,9 +95,9 @@ class SparseFlatClustering(
         own instead of the seeds and growth below: the cuts of a bisecting
         2-means tree of X that never cuts a cluster which more than half
         of the greedy agglomeration's partitions of X and of 20 column
-        resamples hold, and every partition of each window of at most 8
+        resamples hold, and every partition of each window of 8 to 12
         consecutive units of its depth-first order, a unit being such a
-        cluster or a point alone (up to 8 points without one, every
+        cluster or a point alone (up to 12 points without one, every
         partition). Once beta is found, a plain fit's MAP partition joins
         the family of X (as clusters of that tree), and beta is lowered
         where needed so that no three points all co-cluster above 0.5 that
@@ -110,10 +116,10 @@ class SparseFlatClustering(
         each planted subtype together at >= 0.996 and across-subtype
         co-clustering 0.000 (N = 40-200), three noise points together at
         most 0.23-0.41 (N = 40-200, 30 seeds); the fit costs 3-20 plain
-        fits at the same beta. At N = 16-30 (seeds 0-7) 31 of 32 planted
-        runs reach 0.9 (one subtype of 7 at 0.78, N = 20) and noise stays
-        at or under 0.35; up to 20 points or so
-        :class:`~sktrellis.ExactFlatClustering` is exact instead.
+        fits at the same beta. At N = 16-30 (seeds 0-7) every planted
+        subtype together at >= 0.946 and three noise points together at
+        most 0.38; up to 20 points or so
+        :class:`~sktrellis.ExactFlatClustering` is exact as well.
         The numbers are relative to the spanned set, whose share of the
         full posterior mass is unknown. With other families, or where the
         bootstrap does not apply (``affinity="precomputed"``, fewer than 10
@@ -192,8 +198,9 @@ class SparseFlatClustering(
         beta), "uncalibrated" (``beta="auto"`` taken as 1, with
         ``"reason"``) or None (an energy without a temperature); the other
         keys as ``ExactFlatClustering.calibration_``, and, when calibrated,
-        ``"plain_map_cap"``: the beta to which joining a plain fit's MAP
-        partition lowered ``beta_``, or None.
+        ``"plain_map_joined"`` (whether the family spans a plain fit's MAP
+        partition) and ``"plain_map_cap"`` (the beta to which joining it
+        lowered ``beta_``, or None).
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: the log of the
         summed p(X, partition) over the spanned partitions, a lower bound
@@ -354,7 +361,7 @@ class SparseFlatClustering(
         w points in B(w-1)/B(w) of their partitions), and bisecting splits
         are near balanced on structureless data. The windows cross no tree
         cluster more than their depth-first order makes them, so the
-        states stay about N 2**_WINDOW / _WINDOW.
+        states stay about N 2**w / w for windows of w units.
         """
         n_points = len(X)
         # The family does not depend on beta: built once per data set (X or
@@ -364,23 +371,25 @@ class SparseFlatClustering(
             order, clusters, _ = _calibration_family(energy, X)
             families[key] = order, SparseFlatTrellis(n_points).new_clusters(clusters)
         order, fresh = families[key]
-        return self._family_trellis(energy, X, order, fresh)
-
-    def _family_trellis(self, energy, X, order, fresh):
-        """The sparse flat trellis of the clusters ``fresh`` of X, solved in ``order``."""
-        n_points = len(X)
-        scorer = energy.cluster_scorer(X)
-        trellis = SparseFlatTrellis(n_points)
-        trellis.add(fresh, check_log_potentials(
-            scorer(fresh), f"{type(energy).__name__}.cluster_scorer", (len(fresh),), "cluster"))
         try:
-            trellis.solve(order, self.max_states)
+            return self._family_trellis(energy, X, order, fresh)
         except TooManyStates:
             raise ValueError(
                 f"the calibration's family of these n_samples={n_points} points spans its "
                 f"partitions through more than max_states={self.max_states} states; raise "
                 "max_states or pass a numeric beta"
             ) from None
+
+    def _family_trellis(self, energy, X, order, fresh):
+        """The sparse flat trellis of the clusters ``fresh`` of X, solved in ``order``.
+
+        Raises ``TooManyStates`` past ``max_states``.
+        """
+        scorer = energy.cluster_scorer(X)
+        trellis = SparseFlatTrellis(len(X))
+        trellis.add(fresh, check_log_potentials(
+            scorer(fresh), f"{type(energy).__name__}.cluster_scorer", (len(fresh),), "cluster"))
+        trellis.solve(order, self.max_states)
         return trellis
 
     def _join_plain_map(self, energy, X, calibrated):
@@ -392,28 +401,34 @@ class SparseFlatClustering(
         planted subtypes), the family of X is built again with its clusters
         as nodes of the bisecting tree (``_calibration_family``), so the
         calibrated MAP is never worse (under ``CorrelationClustering`` the
-        MAP does not depend on beta). A large block of near-centroid noise points can then take
-        the posterior at the calibrated beta (three points together at 0.88,
-        N = 80), where the references of the cap, each over its own family
-        without such a block, stayed humble. So beta is lowered, where
-        needed, to the largest at which no three points all co-cluster
-        above 0.5 that did not in the calibrated posterior: joining the MAP
-        moves the MAP, not the confidence. Returns
-        (energy, beta, trellis) and records ``"plain_map_cap"`` (None when
-        beta was not lowered) in ``calibration_``.
+        MAP does not depend on beta). A large block of near-centroid noise
+        points can then take the posterior at the calibrated beta (three
+        points together at 0.88, N = 80), where the references of the cap,
+        each over its own family without such a block, stayed humble. So
+        beta is lowered, where needed, to the largest at which no three
+        points all co-cluster above 0.5 that did not in the calibrated
+        posterior: joining the MAP moves the MAP, not the confidence.
+        Returns (energy, beta, trellis) and records in ``calibration_``
+        whether the MAP is spanned (``"plain_map_joined"``; False when the
+        family with it passes ``max_states`` or adds a confident triple at
+        every beta, and the calibrated posterior stays) and
+        ``"plain_map_cap"`` (None when beta was not lowered).
         """
-        self.calibration_["plain_map_cap"] = None
+        self.calibration_.update(plain_map_joined=True, plain_map_cap=None)
         labels = self._build_trellis(X, energy)[0].map_labels()
         if calibrated.log_potential_of(labels) > -np.inf:
             return energy, energy.beta, calibrated
         order, clusters, _ = _calibration_family(energy, X, labels)
         joined = SparseFlatTrellis(len(X)).new_clusters(clusters)
-        beta, trellis = beta_adding_no_confidence(
-            lambda beta: self._family_trellis(
-                clone(energy).set_params(beta=beta), X, order, joined),
-            energy.beta, calibrated.pairwise_probability())
+        try:
+            beta, trellis = beta_adding_no_confidence(
+                lambda beta: self._family_trellis(
+                    clone(energy).set_params(beta=beta), X, order, joined),
+                energy.beta, calibrated.pairwise_probability())
+        except TooManyStates:
+            beta = None
         if beta is None:
-            # Proud even at the smallest beta: keep the calibrated posterior.
+            self.calibration_["plain_map_joined"] = False
             return energy, energy.beta, calibrated
         if beta < energy.beta:
             self.calibration_["plain_map_cap"] = beta
@@ -678,7 +693,7 @@ def _calibration_family(unit, X, map_labels=None):
     *unit*: the points of a cluster most of the greedy partitions of X and
     of its column resamples hold (``consensus_greedy_blocks``, seeded by
     the data), or a point alone. The family is the tree's clusters and every
-    union of units of each window of at most ``_WINDOW`` consecutive units
+    union of units of each window of ``_WINDOW`` to ``_LARGEST_WINDOW`` consecutive units
     of its depth-first ``order``, so that every partition of a window's
     units is spanned. Why units rather than points: a window of points
     that holds a whole planted group spans all its partitions, and at the
@@ -722,7 +737,7 @@ def _calibration_family(unit, X, map_labels=None):
     merges = _bisecting_tree(X, levels)
     order = _depth_first_leaves(merges, n_points)
     clusters = [np.array([i]) for i in range(n_points)]
-    clusters += _tree_clusters(merges, n_points) + _window_clusters(order, _WINDOW, units)
+    clusters += _tree_clusters(merges, n_points) + _window_clusters(order, units)
     return order, clusters, units
 
 
@@ -816,22 +831,24 @@ def _two_means(gram):
     return side
 
 
-def _window_clusters(order, window, blocks):
+def _window_clusters(order, blocks):
     """Every union of at least two points of the units of each window of consecutive units.
 
     The units are the runs of ``order`` whose points share a label of
     ``blocks`` (a block whole, or a point alone; each block is a run of a
     depth-first order of a tree of which it is a node). The windows hold
-    near-equal numbers of at most ``window`` consecutive units; with the
-    single points, every partition of a window's units is spanned, and a
-    block is split only as the tree splits it.
+    near-equal numbers of consecutive units: as many windows as hold at
+    least ``_WINDOW`` units each, and at most ``_LARGEST_WINDOW`` (fewer
+    than ``_WINDOW`` units: one window). With the single points, every
+    partition of a window's units is spanned, and a block is split only as
+    the tree splits it.
     """
     order = np.asarray(order)
     starts = np.flatnonzero(np.r_[True, blocks[order[1:]] != blocks[order[:-1]]])
     units = np.split(order, starts[1:])
-    n_windows = -(-len(units) // window)
+    n_windows = max(-(-len(units) // _LARGEST_WINDOW), len(units) // _WINDOW, 1)
     clusters = []
-    for indices in np.array_split(np.arange(len(units)), max(n_windows, 1)):
+    for indices in np.array_split(np.arange(len(units)), n_windows):
         for size in range(1, len(indices) + 1):
             for chosen in itertools.combinations(indices, size):
                 cluster = np.concatenate([units[i] for i in chosen])
