@@ -1218,6 +1218,8 @@ def test_mixture_bootstrap_keeps_separated_groups_and_redraws_around_their_means
     frequencies = mixture_bootstrap_frequencies(
         lambda data: (data[:, 0] > 5).astype(int), X, labels, np.random.RandomState(0))
     np.testing.assert_array_equal(frequencies, labels[:, None] == labels[None, :])
+
+
 # Few distinct columns, trees: the sequential test of "test, then temper".
 
 

@@ -1718,6 +1718,8 @@ def beta_adding_no_confidence(posterior_at, beta, pairwise):
     if found is None:
         return None, None
     return found, fitted[found] if found in fitted else posterior_at(found)
+
+
 def redrawn_mixture(X, labels, rng):
     """X redrawn from the Gaussian mixture of a partition: each point its cluster's mean plus noise.
 
