@@ -1032,15 +1032,21 @@ def structure_pvalue(X, rng, labels=None, batch=N_STRUCTURE_REFERENCES,
     return (1 + exceedances) / (1 + n_references), k, n_references
 
 
-def within_covariance(X, labels):
-    """Pooled within-cluster covariance of X under ``labels`` (X's own when all are alone)."""
+def _cluster_means(X, labels):
+    """Each point's cluster mean under ``labels`` (n_samples, n_features), and the cluster count."""
     _, inverse = np.unique(labels, return_inverse=True)
     inverse = np.ravel(inverse)
     n_clusters = inverse.max() + 1
     means = np.zeros((n_clusters, X.shape[1]))
     np.add.at(means, inverse, X)
     means /= np.bincount(inverse)[:, None]
-    residuals = X - means[inverse]
+    return means[inverse], n_clusters
+
+
+def within_covariance(X, labels):
+    """Pooled within-cluster covariance of X under ``labels`` (X's own when all are alone)."""
+    point_means, n_clusters = _cluster_means(X, labels)
+    residuals = X - point_means
     dof = len(X) - n_clusters
     return residuals.T @ residuals / dof if dof > 0 else np.atleast_2d(np.cov(X.T))
 
@@ -1128,6 +1134,19 @@ def tested_null_beta(humility, X, test_rng, reference_rng):
     return beta, {"p_value": p_value, "n_clusters_tested": k, "branch": branch,
                   "null_level": level, "n_reference_fits": fits,
                   "n_test_references": n_test_references}
+
+
+def _near_unit_scale(energy, X):
+    """X divided by a power of two that brings it near 1, where the kernel width is X's own.
+
+    The width follows X (``gamma=None``), so the division (exact) leaves
+    every posterior unchanged, while the covariances of the few-feature
+    test and of its references neither underflow nor overflow at 1e-300
+    or 1e300. X itself for a given ``gamma``.
+    """
+    if energy.get_params().get("gamma", 0) is not None:
+        return X
+    return np.ldexp(X, -int(np.frexp(np.max(np.abs(X)))[1]))
 
 
 def _at_kernel_width(energy, X):
@@ -1238,12 +1257,7 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     check_rows(energy, X)
     if plan["method"] == "tested-null":
         test_rng, _, reference_rng = _rngs(random_state)
-        data = X
-        if energy.get_params().get("gamma", 0) is None:
-            # The width is X's own: X divided by a power of two (exact)
-            # that brings it near 1 gets the same posteriors, and its
-            # covariance neither underflows nor overflows at 1e-300 or 1e300.
-            data = np.ldexp(X, -int(np.frexp(np.max(np.abs(X)))[1]))
+        data = _near_unit_scale(energy, X)
         at_width = _at_kernel_width(energy, data)
         beta, record = tested_null_beta(
             lambda beta, reference, level: few_features(
@@ -1728,12 +1742,8 @@ def redrawn_mixture(X, labels, rng):
     a column stay copies). A parametric bootstrap of the clustering under
     the model its own partition fits (Efron & Tibshirani 1993).
     """
-    _, inverse = np.unique(labels, return_inverse=True)
-    inverse = np.ravel(inverse)
-    means = np.zeros((inverse.max() + 1, X.shape[1]))
-    np.add.at(means, inverse, X)
-    means /= np.bincount(inverse)[:, None]
-    return means[inverse] + gaussian_reference(within_covariance(X, labels), len(X), rng)
+    point_means, _ = _cluster_means(X, labels)
+    return point_means + gaussian_reference(within_covariance(X, labels), len(X), rng)
 
 
 def mixture_bootstrap_frequencies(map_labels_of, X, labels, rng,
@@ -1887,11 +1897,7 @@ def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_
     plan.pop("groups", None)
     check_rows(energy, X)
     test_rng, bootstrap_rng, _ = _rngs(random_state)
-    data = X
-    if energy.get_params().get("gamma", 0) is None:
-        # X's own width: a power of two (exact) near 1 keeps the covariances
-        # of the test and of the redrawn mixture in range (as over trees).
-        data = np.ldexp(X, -int(np.frexp(np.max(np.abs(X)))[1]))
+    data = _near_unit_scale(energy, X)
     at_width = _at_kernel_width(energy, data)
     unit = _unit_loss(at_width)
 
