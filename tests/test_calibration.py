@@ -177,17 +177,26 @@ def test_tree_posterior_is_exact_at_the_calibrated_beta():
         assert model.cluster_probability(members) == pytest.approx(marginals[mask], abs=1e-10)
 
 
-def test_partition_posterior_is_exact_at_the_calibrated_beta():
-    X, _ = planted_subtypes(6, seed=0, n_features=120, n_marked=30)
-    model = ExactFlatClustering().fit(X)
+def assert_partition_posterior_is_enumerated(model, X):
+    """log Z and co-clustering of the default energy at ``model.beta_``, against every partition.
+
+    Returns the partitions and their probabilities.
+    """
     log_e = CorrelationClustering(beta=model.beta_).cluster_potential(X)
-    partitions = all_partitions(6)
+    partitions = all_partitions(len(X))
     values = partition_log_potentials(log_e, partitions)
     log_z = logsumexp(values)
     assert model.log_partition_ == pytest.approx(log_z, rel=1e-10)
     probability = np.exp(values - log_z)
     together = partitions[:, :, None] == partitions[:, None, :]
     assert np.allclose(model.pairwise_probability_, np.tensordot(probability, together, 1))
+    return partitions, probability
+
+
+def test_partition_posterior_is_exact_at_the_calibrated_beta():
+    X, _ = planted_subtypes(6, seed=0, n_features=120, n_marked=30)
+    model = ExactFlatClustering().fit(X)
+    partitions, probability = assert_partition_posterior_is_enumerated(model, X)
     counts = np.array([len(set(p)) for p in partitions])
     assert np.allclose(model.n_clusters_probability_[1:],
                        np.bincount(counts, probability, minlength=7)[1:])
@@ -1180,15 +1189,7 @@ def test_few_feature_partitions_with_n_clusters_keep_the_calibrated_beta():
 ], ids=["noise", "groups"])
 def test_few_feature_partitions_are_exact_at_the_calibrated_beta(make_data, global_random_seed):
     X = make_data(global_random_seed)
-    model = fit_few_feature_partitions(X)
-    log_e = CorrelationClustering(beta=model.beta_).cluster_potential(X)
-    partitions = all_partitions(7)
-    values = partition_log_potentials(log_e, partitions)
-    log_z = logsumexp(values)
-    assert model.log_partition_ == pytest.approx(log_z, rel=1e-10)
-    probability = np.exp(values - log_z)
-    together = partitions[:, :, None] == partitions[:, None, :]
-    assert np.allclose(model.pairwise_probability_, np.tensordot(probability, together, 1))
+    assert_partition_posterior_is_enumerated(fit_few_feature_partitions(X), X)
 
 
 @pytest.mark.parametrize("beta", [0.3, 3.0, 30.0])
