@@ -1882,7 +1882,8 @@ def _tested_partition_warning(plan, beta):
         "together above 0.5 and clear groups co-cluster at 0.9 or more, but a false positive "
         "of the test makes noise clumps sure (one column copied 12 times: 4 of 30) and "
         "groups the test misses get little support (two groups of 5 in 3 features, one of "
-        "them noise: 2 of 30); calibration_ records the test and the branch")
+        "them noise: 2 of 30), and the redrawn mixture can split a group (three groups of 4 "
+        "in 3 features: 1 of 30); calibration_ records the test and the branch")
 
 
 def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_labels,

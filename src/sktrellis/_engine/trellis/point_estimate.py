@@ -22,10 +22,11 @@ only once whole blocks have formed, so that in a tree its sibling is a
 union of other blocks. A humble posterior (close to the prior over trees,
 under which every partition with k blocks has the same agreement) can
 hand one out on the strength of tiny differences: on structureless
-12-point data in 2 and 5 features the best partition into 3 set a point
-apart, 0.009-0.04 above the best one without, and the posterior gave that
-point's claim 0.00-0.06, where a far point beside three tight groups gets
-0.88-1.00. So a single-point block is kept only when the posterior
+12-point data in 2, 3 and 5 features the best partition into 3 set a
+point apart, 0.009-0.04 above the best one without, and the posterior
+gave that point's claim 0.03-0.11, where a far point beside three tight
+groups gets 0.93-1.00 (``benchmarks/bench_point_estimate.py``'s section
+of benchmarks/README.md). So a single-point block is kept only when the posterior
 probability of its claim (``outlier_support``, from posterior draws) is
 at least ``OUTLIER_LEVEL``; the others are filled from the other blocks
 (``singleton_free_labels``, ``keep_outliers_if_supported``).
