@@ -1005,13 +1005,17 @@ def structure_pvalue(X, rng, labels=None, batch=N_STRUCTURE_REFERENCES,
     labels : ndarray of shape (n_samples,) or None
         ``correlation_map_labels(X)``, when known.
     batch : int, default=N_STRUCTURE_REFERENCES
+        References drawn between two looks at the p-value's interval.
     max_references : int, default=MAX_STRUCTURE_REFERENCES
+        Most references drawn; with ``batch`` equal to it, a fixed number
+        (the test over partitions).
 
     Returns
     -------
     p_value : float
         ``(1 + exceedances) / (1 + references)``.
     k : int
+        Clusters of the index, of X and of every reference.
     n_references : int
         References drawn.
     """
@@ -1741,6 +1745,17 @@ def redrawn_mixture(X, labels, rng):
     (``within_covariance``), drawn through ``gaussian_reference`` (copies of
     a column stay copies). A parametric bootstrap of the clustering under
     the model its own partition fits (Efron & Tibshirani 1993).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    labels : ndarray of shape (n_samples,)
+        The partition whose mixture is redrawn.
+    rng : RandomState
+
+    Returns
+    -------
+    redrawn : ndarray of shape (n_samples, n_features)
     """
     point_means, _ = _cluster_means(X, labels)
     return point_means + gaussian_reference(within_covariance(X, labels), len(X), rng)
@@ -1779,8 +1794,20 @@ def matched_co_clustering_beta(pairwise_at, frequencies):
     ``sum over pairs i < j of (P_beta(i ~ j) - f_ij)**2``, minimised over
     log beta in ``BETA_RANGE``: on a grid in steps of ``CAP_STEP``, then
     by golden-section search between the best point's neighbours to
-    ``CAP_TOLERANCE``. The hotter of equal fits is kept. Returns (beta,
-    posteriors fitted).
+    ``CAP_TOLERANCE``. The hotter of equal fits is kept.
+
+    Parameters
+    ----------
+    pairwise_at : callable
+        beta -> the (n, n) co-clustering matrix of the posterior at beta.
+    frequencies : ndarray of shape (n_samples, n_samples)
+        The co-clustering to match (``mixture_bootstrap_frequencies``).
+
+    Returns
+    -------
+    beta : float
+    n_fits : int
+        Posteriors fitted (distinct betas evaluated).
     """
     upper = np.triu_indices(len(frequencies), 1)
     target = np.asarray(frequencies)[upper]
@@ -1823,7 +1850,10 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
     the parametric bootstrap's stability of the clustering, which is what
     a support should say once there is structure to support. Where it does
     not, the largest beta at which X's own posterior puts no three points
-    together above ``NULL_LEVEL`` (``own_humble_beta``), as over trees.
+    together above ``NULL_LEVEL`` (``own_humble_beta``), as over trees;
+    below five points no beta reaches it (even the uniform distribution
+    over partitions puts two points together at 0.4 at N = 3 and 1/3 at
+    N = 4), and beta is the floor ``BETA_RANGE[0]``, the humblest.
 
     Parameters
     ----------
@@ -1894,6 +1924,23 @@ def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_
     at X's kernel width (``_at_kernel_width``), with a warning; the record
     is ``plan`` (``calibration_plan``'s, method "tested-null") with the
     test's and the branch's fields.
+
+    Parameters
+    ----------
+    energy, X, random_state, make_trellis, map_labels, n_clusters
+        As for ``calibrate_partition_posterior``.
+    plan : dict
+        ``calibration_plan(energy, X, tested_null=True)``, updated in place.
+
+    Returns
+    -------
+    energy : Energy
+        A clone of ``energy`` at the chosen beta.
+    beta : float
+    trellis : object
+        ``make_trellis`` of X under that energy, for ``n_clusters``.
+    calibration : dict
+        ``plan``.
     """
     plan.pop("groups", None)
     check_rows(energy, X)

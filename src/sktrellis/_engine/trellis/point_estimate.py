@@ -162,7 +162,22 @@ def singleton_free_labels(kernel, labels, n_clusters, keep=()):
     Each other block of one point takes the point, from a block of three
     or more, whose move raises the agreement most; then single-point moves
     that leave every block but ``keep`` at least two points while one
-    raises the agreement. None when that does not fit.
+    raises the agreement.
+
+    Parameters
+    ----------
+    kernel : ndarray of shape (n_points, n_points)
+        ``cluster_kernel`` of the posterior.
+    labels : ndarray of shape (n_points,)
+        Blocks numbered 0 .. n_clusters - 1.
+    n_clusters : int
+    keep : sequence of int, default=()
+        Blocks of one point to keep as they are.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_points,) or None
+        None when the points are too few for every other block to have two.
     """
     n_points = len(kernel)
     min_sizes = np.full(n_clusters, 2, dtype=np.intp)
