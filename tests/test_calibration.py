@@ -1208,14 +1208,19 @@ def test_the_matched_beta_recovers_a_posteriors_own_co_clustering(beta, global_r
 
 
 def test_mixture_bootstrap_keeps_separated_groups_and_redraws_around_their_means():
-    from sktrellis._calibration import mixture_bootstrap_frequencies, redrawn_mixture
+    from sktrellis._calibration import (mixture_bootstrap_frequencies, redrawn_mixture,
+                                        within_covariance)
 
     labels = np.repeat([0, 1], 4)
     X = np.random.default_rng(0).normal(scale=0.1, size=(8, 2)) + 10.0 * labels[:, None]
-    redrawn = np.mean([redrawn_mixture(X, labels, np.random.RandomState(seed))
-                       for seed in range(400)], axis=0)
+    draws = np.array([redrawn_mixture(X, labels, np.random.RandomState(seed))
+                      for seed in range(400)])
     means = np.array([X[labels == k].mean(axis=0) for k in (0, 1)])[labels]
-    np.testing.assert_allclose(redrawn, means, atol=0.03)
+    np.testing.assert_allclose(draws.mean(axis=0), means, atol=0.03)
+    # Around them, the pooled within-cluster noise (3200 draws: about 3 %).
+    within = within_covariance(X, labels)
+    np.testing.assert_allclose(np.cov((draws - means).reshape(-1, 2).T), within,
+                               atol=0.15 * np.max(np.diag(within)))
     frequencies = mixture_bootstrap_frequencies(
         lambda data: (data[:, 0] > 5).astype(int), X, labels, np.random.RandomState(0))
     np.testing.assert_array_equal(frequencies, labels[:, None] == labels[None, :])
