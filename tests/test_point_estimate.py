@@ -167,6 +167,12 @@ def test_labels_hand_out_no_singletons_on_structureless_data(n_features, offset,
     assert np.bincount(labels).min() >= 2
 
 
+def _splits(trees):
+    """(parents, lefts) arrays of trees given as lists of (parent, left) masks."""
+    return (np.array([[parent for parent, _ in tree] for tree in trees], dtype=np.uint64),
+            np.array([[left for _, left in tree] for tree in trees], dtype=np.uint64))
+
+
 def _sibling(tree, point):
     """The sibling of ``point`` in a tree given as (parent, left) splits."""
     for parent, left in tree:
@@ -196,9 +202,7 @@ def test_outlier_support_matches_enumeration(kind, global_random_seed):
         sibling = _sibling(tree, 0)
         return all(sibling & b in (0, b) for b in blocks)
 
-    parents = np.array([[parent for parent, _ in tree] for tree in trees])
-    lefts = np.array([[left for _, left in tree] for tree in trees])
-    assert outlier_support(parents, lefts, labels, 0) == pytest.approx(
+    assert outlier_support(*_splits(trees), labels, 0) == pytest.approx(
         np.mean([claim(tree) for tree in trees]), abs=1e-12)
     exact = float(np.sum(np.exp(values - log_z)[[claim(tree) for tree in trees]]))
     n_draws = 2000
@@ -240,12 +244,6 @@ def test_labels_keep_an_outlier_the_posterior_sets_apart(global_random_seed):
     assert adjusted_rand_score(np.repeat([0, 1, 2, 3], [4, 4, 4, 1]), model.labels_) == 1.0
     draws = model._trellis.sample_splits(1000, np.random.RandomState(0))
     assert outlier_support(*draws, model.labels_, 12) >= OUTLIER_LEVEL
-
-
-def _splits(trees):
-    """(parents, lefts) arrays of trees given as lists of (parent, left) masks."""
-    return (np.array([[parent for parent, _ in tree] for tree in trees], dtype=np.uint64),
-            np.array([[left for _, left in tree] for tree in trees], dtype=np.uint64))
 
 
 # Six points, blocks {0, 1, 2}, {3, 4}, {5}: point 5 beside the five others
