@@ -1145,7 +1145,8 @@ def test_few_feature_partitions_two_sided_over_seeds(seed):
 
 
 def test_few_feature_partitions_record_the_test_and_the_branch():
-    from sktrellis._calibration import N_MIXTURE_RESAMPLES, PARTITION_STRUCTURE_ALPHA
+    from sktrellis._calibration import (N_MIXTURE_RESAMPLES, N_PARTITION_STRUCTURE_REFERENCES,
+                                        PARTITION_STRUCTURE_ALPHA)
 
     X, _ = few_feature_groups(2, 5, 2, 0)
     with pytest.warns(UserWarning) as record:
@@ -1159,6 +1160,8 @@ def test_few_feature_partitions_record_the_test_and_the_branch():
     assert 0 < calibration["p_value"] <= PARTITION_STRUCTURE_ALPHA
     assert calibration["branch"] == "mixture bootstrap" and calibration["null_level"] is None
     assert calibration["n_resamples"] == N_MIXTURE_RESAMPLES
+    # A fixed number of references over partitions (as measured), not the trees' sequential test.
+    assert calibration["n_test_references"] == N_PARTITION_STRUCTURE_REFERENCES
     assert calibration["n_clusters_tested"] == 2 and calibration["n_reference_fits"] >= 1
     assert f"p = {calibration['p_value']:.2g}" in message
     assert model.beta_ == model._fitted_energy.beta_

@@ -463,8 +463,9 @@ def calibration_plan(energy, X, tested_null=False):
         distinct columns, ``tested_null_beta``), "fixed" (a numeric
         beta), "uncalibrated" (``"auto"`` means beta = 1, for ``reason``)
         or None (an energy without a temperature); ``p_value``,
-        ``n_clusters_tested`` and ``branch`` (the test's p-value, its k and
-        the rule it chose; None but for "tested-null"); ``n_distinct_features``
+        ``n_clusters_tested``, ``n_test_references`` and ``branch`` (the
+        test's p-value, its k, its Gaussian references and the rule it
+        chose; None but for "tested-null"); ``n_distinct_features``
         (groups of ``distinct_columns``: what the bootstrap counts and
         draws), ``n_effective_features`` (``effective_n_features``: how
         many independent directions the columns span, for information; it
@@ -480,7 +481,8 @@ def calibration_plan(energy, X, tested_null=False):
     plan = {"method": None, "n_distinct_features": None, "n_effective_features": None,
             "n_resamples": None, "reason": None, "null_cap": None, "null_cap_bound": None,
             "null_level": None, "n_reference_draws": None, "n_reference_fits": None,
-            "p_value": None, "n_clusters_tested": None, "branch": None}
+            "p_value": None, "n_clusters_tested": None, "n_test_references": None,
+            "branch": None}
     if not isinstance(energy, TemperatureMixin):
         return plan
     if not is_auto(energy):
