@@ -1294,3 +1294,20 @@ def test_few_feature_partitions_keep_the_energys_kernel(energy):
     fixed = ExactFlatClustering(clone(energy).set_params(beta=model.beta_), verbose=0).fit(X)
     assert model.log_partition_ == pytest.approx(fixed.log_partition_, rel=1e-12)
     np.testing.assert_allclose(model.pairwise_probability_, fixed.pairwise_probability_)
+
+
+@pytest.mark.parametrize("n_points", [3, 4])
+def test_few_feature_partitions_below_five_points_say_beta_is_the_floor(n_points):
+    """Below five points even the uniform distribution puts pairs together above 0.3.
+
+    (0.4 at three points, 1/3 at four), so the own-posterior branch can meet
+    its level at no beta: beta_ is the floor, and the warning says so
+    rather than calling it the largest beta that meets the level.
+    """
+    with pytest.warns(UserWarning, match="'test, then temper'") as record:
+        model = ExactFlatClustering(verbose=0).fit(noise(n_points, 0, 2))
+    assert model.calibration_["branch"] == "own posterior"
+    assert model.beta_ == BETA_RANGE[0]
+    assert largest_together(model.pairwise_probability_) > NULL_LEVEL
+    message = str(record[0].message)
+    assert "no beta" in message and "the largest beta at which" not in message

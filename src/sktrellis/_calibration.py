@@ -1901,10 +1901,18 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
 
 
 def _tested_partition_warning(plan, beta):
-    branch = ("the beta whose co-clustering best matches data redrawn from the Gaussian mixture "
-              "of X's MAP partition" if plan["branch"] == "mixture bootstrap"
-              else f"the largest beta at which X's own posterior puts no three points together "
-              f"above {NULL_LEVEL}")
+    if plan["branch"] == "mixture bootstrap":
+        branch = ("the beta whose co-clustering best matches data redrawn from the Gaussian "
+                  "mixture of X's MAP partition")
+    elif beta <= BETA_RANGE[0]:
+        # own_humble_beta's floor: below five points even the uniform
+        # distribution over partitions puts two points together above 0.3.
+        branch = (f"the floor of the range: no beta above it keeps X's own posterior from "
+                  f"putting three points together above {NULL_LEVEL} (below five points "
+                  f"not even the uniform distribution over partitions does)")
+    else:
+        branch = (f"the largest beta at which X's own posterior puts no three points together "
+                  f"above {NULL_LEVEL}")
     _warn_caller(
         f"beta='auto': X has {plan['n_distinct_features']} distinct feature column(s), "
         f"fewer than the {MIN_FEATURES} the feature bootstrap needs, so beta is set by 'test, then "
@@ -1912,10 +1920,10 @@ def _tested_partition_warning(plan, beta):
         f"covariance gave p = {plan['p_value']:.2g}, so beta_ = {beta:.3g} is {branch}. "
         "Measured over 30 seeds of synthetic data: noise in 2-4 features puts no three points "
         "together above 0.5 and clear groups co-cluster at 0.9 or more, but a false positive "
-        "of the test makes noise clumps sure (one column copied 12 times: 4 of 30) and "
-        "groups the test misses get little support (two groups of 5 in 3 features, one of "
-        "them noise: 2 of 30), and the redrawn mixture can split a group (three groups of 4 "
-        "in 3 features: 1 of 30); calibration_ records the test and the branch")
+        "of the test makes noise clumps sure (one column copied 12 times: 4 of 30), groups "
+        "the test misses get little support (two groups of 5 in 3 features, one of them "
+        "noise: 2 of 30) and the redrawn mixture can split a group (three groups of 4 in 3 "
+        "features: 1 of 30); calibration_ records the test and the branch")
 
 
 def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_labels,
