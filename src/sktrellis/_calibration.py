@@ -97,7 +97,9 @@ Where the bootstrap has nothing to work with -- ``affinity="precomputed"``
 have three distinct resamples: too coarse to calibrate against), fewer
 than three points -- ``beta_ = 1``, the loss at the scale given, with a
 warning (not below three points, where the temperature hardly matters)
-and the reason in ``calibration_``. No principle is applied there. The
+and the reason in ``calibration_``; over all trees and all partitions
+few distinct columns are instead tempered by "test, then temper" (below).
+Other principles measured for few columns before that rule: the
 Dirichlet-weighted bootstrap over few columns was tried and left noise of
 4 features with clusters at 0.64-0.86. The reference-null cap alone was
 tried too (beta_ = the cap): it kept 12 x 4 noise below 0.26, but with 4
@@ -116,8 +118,7 @@ clear groups below 0.9 in 3 of 10), a cap that lets clusters
 significant against Gaussian references through, and a SigClust-style
 Gaussian null with the within-cluster covariance at X's kernel width
 (alone) (``benchmarks/bench_few_features.py``; doc/reading_a_posterior.rst,
-"Few features"). Over partitions none is applied: beta = 1, and the
-warning says the numbers are not calibrated. Over all trees
+"Few features"). Over all trees
 (``calibrate_tree_posterior``) 1-9 distinct columns are calibrated by
 "test, then temper" (``tested_null_beta``): SigClust's test (Liu, Hayes,
 Nobel & Marron 2008) of X's cluster index against Gaussian references

@@ -114,7 +114,7 @@ class ExactFlatClustering(
         how often data redrawn from the Gaussian mixture of the MAP
         partition put each pair together, else the largest beta at which
         no three points are together above 0.3; see "Reading a
-        posterior", "Few features"; it records ``p_value``,
+        posterior", "Few features over partitions"; it records ``p_value``,
         ``n_clusters_tested``, ``n_test_references`` (99), ``branch``
         ("mixture bootstrap" or "own posterior"), ``null_level``,
         ``n_reference_fits`` and ``n_resamples``; "fixed" for a numeric
