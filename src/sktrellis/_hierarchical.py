@@ -17,7 +17,7 @@ from ._engine.trellis.point_estimate import (
 from ._engine.tree.conversion import (
     labels_from_linkage, linkage_from_splits, relabel_by_first_appearance,
 )
-from ._calibration import calibrate_tree_posterior
+from ._calibration import DEFAULT_SEED, calibrate_tree_posterior
 from ._engine.resources import check_hierarchical_fit, effective_n_threads
 from .energies import Dasgupta
 
@@ -242,7 +242,8 @@ class ExactHierarchicalClustering(
             # Trees drawn only where a point would stand alone, seeded like
             # the calibration (None: a fixed seed), so labels_ stay a
             # function of the data and random_state.
-            rng = check_random_state(0 if self.random_state is None else self.random_state)
+            rng = check_random_state(DEFAULT_SEED if self.random_state is None
+                                     else self.random_state)
             labels = keep_outliers_if_supported(
                 kernel, consensus_labels(kernel, self.n_clusters), self.n_clusters,
                 lambda: trellis.sample_splits(N_OUTLIER_DRAWS, rng))
