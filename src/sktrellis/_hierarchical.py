@@ -1,7 +1,6 @@
 """Exact hierarchical clustering: the full cluster trellis over all binary trees."""
 from numbers import Integral
 
-import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
