@@ -974,9 +974,10 @@ def test_beta_adding_no_confidence_at_no_beta():
 # Seeds 0-9 of each regime pass in benchmarks/bench_few_features.py
 # (--only tested-null); groups shifted by 6 standard deviations along their
 # own feature, so that the MAP structure itself holds them. It is not
-# certain: over seeds 0-41 of these tests 1 of 84 noise samples (a false
-# positive of the test) and 2 of 42 three-group samples failed
-# (benchmarks/README.md, bench_few_features.py --only weak-regimes).
+# certain: over seeds 0-29 (noise 0-59) of --only tested-sweep, 2 of 60
+# noise samples of 12 x 2 (false positives of the test) and 2 of 30 three
+# groups of 4 in 4 features failed (benchmarks/README.md, "Trees: the weak
+# regimes of test, then temper").
 
 
 def few_feature_groups(n_groups, group_size, n_features, seed):
