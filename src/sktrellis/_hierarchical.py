@@ -133,9 +133,10 @@ class ExactHierarchicalClustering(
         references with X's within-cluster covariance show no cluster
         above ``null_level`` = 0.5; "own posterior": beta_ the largest at
         which X's own posterior shows none above 0.3), with
-        ``n_reference_fits`` its posteriors (it costs about 30 plain fits
-        at N = 12, where a fit takes 3 ms, and 3-11 at N = 18; see
-        "Reading a posterior", "Few features", for where it fails);
+        ``n_reference_fits`` its posteriors (it costs 1-30 plain fits on
+        noise and 43-153 on three groups at N = 12, where a fit takes
+        3-8 ms, and 2.5-10 at N = 18, on a loaded machine; see "Reading
+        a posterior", "Few features", for where it fails);
         ``n_effective_features``
         (duplicated or correlated columns counted once, see "Reading a
         posterior"), ``n_resamples`` (bootstrap resamples drawn),
