@@ -1277,10 +1277,15 @@ def test_the_structure_test_stops_once_its_decision_is_sure(offset, global_rando
 @pytest.mark.parametrize("offset", range(3))
 def test_few_features_groups_beside_a_noise_feature_are_supported(offset, global_random_seed):
     """Two groups of 5 shifted along 2 of 3 features, the third pure noise (0 of 30 seeds fail)."""
+    from sktrellis._calibration import N_STRUCTURE_REFERENCES
+
     X, labels = few_feature_groups(2, 5, 3, 3 * global_random_seed + offset)
     model = fit_few_features(X)
     assert model.calibration_["branch"] == "gaussian null"
-    assert model.calibration_["n_test_references"] >= 49
+    # Significance needs more than one batch: with no reference at or below
+    # X's index the p-value's 99 % upper bound is 0.10 after 49 references
+    # and 0.053 after 98, so a fixed 49 could never have decided.
+    assert model.calibration_["n_test_references"] > N_STRUCTURE_REFERENCES
     for k in range(2):
         assert model.cluster_probability(np.flatnonzero(labels == k)) >= 0.9
 
