@@ -1317,3 +1317,21 @@ def test_few_feature_partitions_below_five_points_say_beta_is_the_floor(n_points
     assert largest_together(model.pairwise_probability_) > NULL_LEVEL
     message = str(record[0].message)
     assert "no beta" in message and "the largest beta at which" not in message
+
+
+@pytest.mark.parametrize("estimator", [ExactHierarchicalClustering, ExactFlatClustering])
+@pytest.mark.parametrize("exponent", [-600, 600])
+def test_few_features_calibrate_the_same_at_any_scale(estimator, exponent):
+    """X times a power of two has the same kernel-width posteriors, so the same beta_.
+
+    The test's and the references' covariances would underflow or overflow
+    at 2**-1200 or 2**1200 were X not brought near 1 first.
+    """
+    X, _ = few_feature_groups(2, 5, 2, 0)
+    with pytest.warns(UserWarning, match="'test, then temper'"):
+        plain = estimator(verbose=0).fit(X)
+    with pytest.warns(UserWarning, match="'test, then temper'"):
+        scaled = estimator(verbose=0).fit(np.ldexp(X, exponent))
+    assert scaled.beta_ == plain.beta_
+    assert scaled.calibration_ == plain.calibration_
+    np.testing.assert_array_equal(scaled.labels_, plain.labels_)
