@@ -6,8 +6,8 @@ from sklearn.metrics import adjusted_rand_score
 
 from sktrellis import ExactHierarchicalClustering
 from sktrellis._engine.trellis.point_estimate import (
-    OUTLIER_LEVEL, cluster_kernel, consensus_labels, outlier_support, partition_agreement,
-    singleton_free_labels,
+    OUTLIER_LEVEL, cluster_kernel, consensus_labels, keep_outliers_if_supported, outlier_support,
+    partition_agreement, singleton_free_labels,
 )
 from sktrellis._engine.tree.conversion import labels_from_linkage
 from sktrellis.energies import Dasgupta
@@ -167,6 +167,12 @@ def test_labels_hand_out_no_singletons_on_structureless_data(n_features, offset,
     assert np.bincount(labels).min() >= 2
 
 
+def _splits(trees):
+    """(parents, lefts) arrays of trees given as lists of (parent, left) masks."""
+    return (np.array([[parent for parent, _ in tree] for tree in trees], dtype=np.uint64),
+            np.array([[left for _, left in tree] for tree in trees], dtype=np.uint64))
+
+
 def _sibling(tree, point):
     """The sibling of ``point`` in a tree given as (parent, left) splits."""
     for parent, left in tree:
@@ -196,9 +202,7 @@ def test_outlier_support_matches_enumeration(kind, global_random_seed):
         sibling = _sibling(tree, 0)
         return all(sibling & b in (0, b) for b in blocks)
 
-    parents = np.array([[parent for parent, _ in tree] for tree in trees])
-    lefts = np.array([[left for _, left in tree] for tree in trees])
-    assert outlier_support(parents, lefts, labels, 0) == pytest.approx(
+    assert outlier_support(*_splits(trees), labels, 0) == pytest.approx(
         np.mean([claim(tree) for tree in trees]), abs=1e-12)
     exact = float(np.sum(np.exp(values - log_z)[[claim(tree) for tree in trees]]))
     n_draws = 2000
@@ -240,3 +244,37 @@ def test_labels_keep_an_outlier_the_posterior_sets_apart(global_random_seed):
     assert adjusted_rand_score(np.repeat([0, 1, 2, 3], [4, 4, 4, 1]), model.labels_) == 1.0
     draws = model._trellis.sample_splits(1000, np.random.RandomState(0))
     assert outlier_support(*draws, model.labels_, 12) >= OUTLIER_LEVEL
+
+
+# Six points, blocks {0, 1, 2}, {3, 4}, {5}: point 5 beside the five others
+# (its claim holds), or beside point 4 alone (it cuts the block {3, 4}).
+_APART = [(63, 31), (31, 7), (7, 3), (3, 1), (24, 8)]
+_BESIDE_4 = [(63, 15), (15, 7), (7, 3), (3, 1), (48, 16)]
+
+
+@pytest.mark.parametrize("n_apart, kept", [(5, True), (4, False)])
+def test_a_single_point_block_is_kept_from_half_the_draws(n_apart, kept):
+    """Kept when its claim holds in at least OUTLIER_LEVEL of the draws, else filled."""
+    labels = np.array([0, 0, 0, 1, 1, 2])
+    calls = []
+
+    def draw_splits():
+        calls.append(1)
+        return _splits([_APART] * n_apart + [_BESIDE_4] * (10 - n_apart))
+
+    kernel = np.eye(6) + 0.1
+    result = keep_outliers_if_supported(kernel, labels, 3, draw_splits)
+    assert OUTLIER_LEVEL == 0.5 and len(calls) == 1
+    if kept:
+        np.testing.assert_array_equal(result, labels)
+    else:
+        assert np.bincount(result, minlength=3).min() >= 2
+
+
+def test_no_single_point_block_draws_no_trees():
+    def draw_splits():
+        raise AssertionError("no block of one point: nothing to draw for")
+
+    labels = np.array([0, 0, 1, 1, 1])
+    np.testing.assert_array_equal(
+        keep_outliers_if_supported(np.eye(5), labels, 2, draw_splits), labels)

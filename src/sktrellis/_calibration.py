@@ -97,7 +97,9 @@ Where the bootstrap has nothing to work with -- ``affinity="precomputed"``
 have three distinct resamples: too coarse to calibrate against), fewer
 than three points -- ``beta_ = 1``, the loss at the scale given, with a
 warning (not below three points, where the temperature hardly matters)
-and the reason in ``calibration_``. No principle is applied there. The
+and the reason in ``calibration_``; over all trees and all partitions
+few distinct columns are instead tempered by "test, then temper" (below).
+Other principles measured for few columns before that rule: the
 Dirichlet-weighted bootstrap over few columns was tried and left noise of
 4 features with clusters at 0.64-0.86. The reference-null cap alone was
 tried too (beta_ = the cap): it kept 12 x 4 noise below 0.26, but with 4
@@ -116,8 +118,7 @@ clear groups below 0.9 in 3 of 10), a cap that lets clusters
 significant against Gaussian references through, and a SigClust-style
 Gaussian null with the within-cluster covariance at X's kernel width
 (alone) (``benchmarks/bench_few_features.py``; doc/reading_a_posterior.rst,
-"Few features"). Over partitions none is applied: beta = 1, and the
-warning says the numbers are not calibrated. Over all trees
+"Few features"). Over all trees
 (``calibrate_tree_posterior``) 1-9 distinct columns are calibrated by
 "test, then temper" (``tested_null_beta``): SigClust's test (Liu, Hayes,
 Nobel & Marron 2008) of X's cluster index against Gaussian references
@@ -463,8 +464,9 @@ def calibration_plan(energy, X, tested_null=False):
         distinct columns, ``tested_null_beta``), "fixed" (a numeric
         beta), "uncalibrated" (``"auto"`` means beta = 1, for ``reason``)
         or None (an energy without a temperature); ``p_value``,
-        ``n_clusters_tested`` and ``branch`` (the test's p-value, its k and
-        the rule it chose; None but for "tested-null"); ``n_distinct_features``
+        ``n_clusters_tested``, ``n_test_references`` and ``branch`` (the
+        test's p-value, its k, its Gaussian references and the rule it
+        chose; None but for "tested-null"); ``n_distinct_features``
         (groups of ``distinct_columns``: what the bootstrap counts and
         draws), ``n_effective_features`` (``effective_n_features``: how
         many independent directions the columns span, for information; it
@@ -480,7 +482,8 @@ def calibration_plan(energy, X, tested_null=False):
     plan = {"method": None, "n_distinct_features": None, "n_effective_features": None,
             "n_resamples": None, "reason": None, "null_cap": None, "null_cap_bound": None,
             "null_level": None, "n_reference_draws": None, "n_reference_fits": None,
-            "p_value": None, "n_clusters_tested": None, "branch": None}
+            "p_value": None, "n_clusters_tested": None, "n_test_references": None,
+            "branch": None}
     if not isinstance(energy, TemperatureMixin):
         return plan
     if not is_auto(energy):
@@ -1005,13 +1008,17 @@ def structure_pvalue(X, rng, labels=None, batch=N_STRUCTURE_REFERENCES,
     labels : ndarray of shape (n_samples,) or None
         ``correlation_map_labels(X)``, when known.
     batch : int, default=N_STRUCTURE_REFERENCES
+        References drawn between two looks at the p-value's interval.
     max_references : int, default=MAX_STRUCTURE_REFERENCES
+        Most references drawn; with ``batch`` equal to it, a fixed number
+        (the test over partitions).
 
     Returns
     -------
     p_value : float
         ``(1 + exceedances) / (1 + references)``.
     k : int
+        Clusters of the index, of X and of every reference.
     n_references : int
         References drawn.
     """
@@ -1032,15 +1039,21 @@ def structure_pvalue(X, rng, labels=None, batch=N_STRUCTURE_REFERENCES,
     return (1 + exceedances) / (1 + n_references), k, n_references
 
 
-def within_covariance(X, labels):
-    """Pooled within-cluster covariance of X under ``labels`` (X's own when all are alone)."""
+def _cluster_means(X, labels):
+    """Each point's cluster mean under ``labels`` (n_samples, n_features), and the cluster count."""
     _, inverse = np.unique(labels, return_inverse=True)
     inverse = np.ravel(inverse)
     n_clusters = inverse.max() + 1
     means = np.zeros((n_clusters, X.shape[1]))
     np.add.at(means, inverse, X)
     means /= np.bincount(inverse)[:, None]
-    residuals = X - means[inverse]
+    return means[inverse], n_clusters
+
+
+def within_covariance(X, labels):
+    """Pooled within-cluster covariance of X under ``labels`` (X's own when all are alone)."""
+    point_means, n_clusters = _cluster_means(X, labels)
+    residuals = X - point_means
     dof = len(X) - n_clusters
     return residuals.T @ residuals / dof if dof > 0 else np.atleast_2d(np.cov(X.T))
 
@@ -1128,6 +1141,19 @@ def tested_null_beta(humility, X, test_rng, reference_rng):
     return beta, {"p_value": p_value, "n_clusters_tested": k, "branch": branch,
                   "null_level": level, "n_reference_fits": fits,
                   "n_test_references": n_test_references}
+
+
+def _near_unit_scale(energy, X):
+    """X divided by a power of two that brings it near 1, where the kernel width is X's own.
+
+    The width follows X (``gamma=None``), so the division (exact) leaves
+    every posterior unchanged, while the covariances of the few-feature
+    test and of its references neither underflow nor overflow at 1e-300
+    or 1e300. X itself for a given ``gamma``.
+    """
+    if energy.get_params().get("gamma", 0) is not None:
+        return X
+    return np.ldexp(X, -int(np.frexp(np.max(np.abs(X)))[1]))
 
 
 def _at_kernel_width(energy, X):
@@ -1238,12 +1264,7 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     check_rows(energy, X)
     if plan["method"] == "tested-null":
         test_rng, _, reference_rng = _rngs(random_state)
-        data = X
-        if energy.get_params().get("gamma", 0) is None:
-            # The width is X's own: X divided by a power of two (exact)
-            # that brings it near 1 gets the same posteriors, and its
-            # covariance neither underflows nor overflows at 1e-300 or 1e300.
-            data = np.ldexp(X, -int(np.frexp(np.max(np.abs(X)))[1]))
+        data = _near_unit_scale(energy, X)
         at_width = _at_kernel_width(energy, data)
         beta, record = tested_null_beta(
             lambda beta, reference, level: few_features(
@@ -1718,6 +1739,8 @@ def beta_adding_no_confidence(posterior_at, beta, pairwise):
     if found is None:
         return None, None
     return found, fitted[found] if found in fitted else posterior_at(found)
+
+
 def redrawn_mixture(X, labels, rng):
     """X redrawn from the Gaussian mixture of a partition: each point its cluster's mean plus noise.
 
@@ -1725,13 +1748,20 @@ def redrawn_mixture(X, labels, rng):
     (``within_covariance``), drawn through ``gaussian_reference`` (copies of
     a column stay copies). A parametric bootstrap of the clustering under
     the model its own partition fits (Efron & Tibshirani 1993).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    labels : ndarray of shape (n_samples,)
+        The partition whose mixture is redrawn.
+    rng : RandomState
+
+    Returns
+    -------
+    redrawn : ndarray of shape (n_samples, n_features)
     """
-    _, inverse = np.unique(labels, return_inverse=True)
-    inverse = np.ravel(inverse)
-    means = np.zeros((inverse.max() + 1, X.shape[1]))
-    np.add.at(means, inverse, X)
-    means /= np.bincount(inverse)[:, None]
-    return means[inverse] + gaussian_reference(within_covariance(X, labels), len(X), rng)
+    point_means, _ = _cluster_means(X, labels)
+    return point_means + gaussian_reference(within_covariance(X, labels), len(X), rng)
 
 
 def mixture_bootstrap_frequencies(map_labels_of, X, labels, rng,
@@ -1767,8 +1797,20 @@ def matched_co_clustering_beta(pairwise_at, frequencies):
     ``sum over pairs i < j of (P_beta(i ~ j) - f_ij)**2``, minimised over
     log beta in ``BETA_RANGE``: on a grid in steps of ``CAP_STEP``, then
     by golden-section search between the best point's neighbours to
-    ``CAP_TOLERANCE``. The hotter of equal fits is kept. Returns (beta,
-    posteriors fitted).
+    ``CAP_TOLERANCE``. The hotter of equal fits is kept.
+
+    Parameters
+    ----------
+    pairwise_at : callable
+        beta -> the (n, n) co-clustering matrix of the posterior at beta.
+    frequencies : ndarray of shape (n_samples, n_samples)
+        The co-clustering to match (``mixture_bootstrap_frequencies``).
+
+    Returns
+    -------
+    beta : float
+    n_fits : int
+        Posteriors fitted (distinct betas evaluated).
     """
     upper = np.triu_indices(len(frequencies), 1)
     target = np.asarray(frequencies)[upper]
@@ -1811,7 +1853,10 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
     the parametric bootstrap's stability of the clustering, which is what
     a support should say once there is structure to support. Where it does
     not, the largest beta at which X's own posterior puts no three points
-    together above ``NULL_LEVEL`` (``own_humble_beta``), as over trees.
+    together above ``NULL_LEVEL`` (``own_humble_beta``), as over trees;
+    below five points no beta reaches it (even the uniform distribution
+    over partitions puts two points together at 0.4 at N = 3 and 1/3 at
+    N = 4), and beta is the floor ``BETA_RANGE[0]``, the humblest.
 
     Parameters
     ----------
@@ -1857,10 +1902,18 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
 
 
 def _tested_partition_warning(plan, beta):
-    branch = ("the beta whose co-clustering best matches data redrawn from the Gaussian mixture "
-              "of X's MAP partition" if plan["branch"] == "mixture bootstrap"
-              else f"the largest beta at which X's own posterior puts no three points together "
-              f"above {NULL_LEVEL}")
+    if plan["branch"] == "mixture bootstrap":
+        branch = ("the beta whose co-clustering best matches data redrawn from the Gaussian "
+                  "mixture of X's MAP partition")
+    elif beta <= BETA_RANGE[0]:
+        # own_humble_beta's floor: below five points even the uniform
+        # distribution over partitions puts two points together above 0.3.
+        branch = (f"the floor of the range: no beta above it keeps X's own posterior from "
+                  f"putting three points together above {NULL_LEVEL} (below five points "
+                  f"not even the uniform distribution over partitions does)")
+    else:
+        branch = (f"the largest beta at which X's own posterior puts no three points together "
+                  f"above {NULL_LEVEL}")
     _warn_caller(
         f"beta='auto': X has {plan['n_distinct_features']} distinct feature column(s), "
         f"fewer than the {MIN_FEATURES} the feature bootstrap needs, so beta is set by 'test, then "
@@ -1868,9 +1921,10 @@ def _tested_partition_warning(plan, beta):
         f"covariance gave p = {plan['p_value']:.2g}, so beta_ = {beta:.3g} is {branch}. "
         "Measured over 30 seeds of synthetic data: noise in 2-4 features puts no three points "
         "together above 0.5 and clear groups co-cluster at 0.9 or more, but a false positive "
-        "of the test makes noise clumps sure (one column copied 12 times: 4 of 30) and "
-        "groups the test misses get little support (two groups of 5 in 3 features, one of "
-        "them noise: 2 of 30); calibration_ records the test and the branch")
+        "of the test makes noise clumps sure (one column copied 12 times: 4 of 30), groups "
+        "the test misses get little support (two groups of 5 in 3 features, one of them "
+        "noise: 2 of 30) and the redrawn mixture can split a group (three groups of 4 in 3 "
+        "features: 1 of 30); calibration_ records the test and the branch")
 
 
 def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_labels,
@@ -1881,15 +1935,28 @@ def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_
     at X's kernel width (``_at_kernel_width``), with a warning; the record
     is ``plan`` (``calibration_plan``'s, method "tested-null") with the
     test's and the branch's fields.
+
+    Parameters
+    ----------
+    energy, X, random_state, make_trellis, map_labels, n_clusters
+        As for ``calibrate_partition_posterior``.
+    plan : dict
+        ``calibration_plan(energy, X, tested_null=True)``, updated in place.
+
+    Returns
+    -------
+    energy : Energy
+        A clone of ``energy`` at the chosen beta.
+    beta : float
+    trellis : object
+        ``make_trellis`` of X under that energy, for ``n_clusters``.
+    calibration : dict
+        ``plan``.
     """
     plan.pop("groups", None)
     check_rows(energy, X)
     test_rng, bootstrap_rng, _ = _rngs(random_state)
-    data = X
-    if energy.get_params().get("gamma", 0) is None:
-        # X's own width: a power of two (exact) near 1 keeps the covariances
-        # of the test and of the redrawn mixture in range (as over trees).
-        data = np.ldexp(X, -int(np.frexp(np.max(np.abs(X)))[1]))
+    data = _near_unit_scale(energy, X)
     at_width = _at_kernel_width(energy, data)
     unit = _unit_loss(at_width)
 

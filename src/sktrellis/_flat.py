@@ -101,8 +101,13 @@ class ExactFlatClustering(
         references 1-4 times each for the cap: 4-31x a plain fit at
         N = 12-16, 24-26x at N = 20 on noise (loaded machine,
         ``benchmarks/bench_calibration.py``); a numeric beta skips it.
-        With 1-9 distinct columns the test and 11-17 posteriors (plus 40
-        max-only passes where the test finds structure) replace it.
+        With 1-9 distinct columns the test and a few posteriors replace
+        it: 5 where the test finds no structure (12 x 2 noise), 17-19
+        and 40 max-only passes where it does (clear groups, N = 10-12;
+        ``calibration_["n_reference_fits"]``, seeds 0-5); with the test,
+        8-54x a plain fit on noise and 34-185x where it finds structure
+        (N = 12-18, where a plain fit takes milliseconds; loaded machine,
+        ``benchmarks/bench_few_features.py --only flat-tested``).
     calibration_ : dict
         How ``beta_`` was chosen, with an energy that has a temperature:
         ``method`` ("feature bootstrap"; "tested-null" with 1-9 distinct
@@ -112,10 +117,11 @@ class ExactFlatClustering(
         how often data redrawn from the Gaussian mixture of the MAP
         partition put each pair together, else the largest beta at which
         no three points are together above 0.3; see "Reading a
-        posterior", "Few features"; it records ``p_value``,
-        ``n_clusters_tested``, ``branch`` ("mixture bootstrap" or "own
-        posterior"), ``null_level``, ``n_reference_fits`` and
-        ``n_resamples``; "fixed" for a numeric beta;
+        posterior", "Few features over partitions"; it records ``p_value``,
+        ``n_clusters_tested``, ``n_test_references`` (99), ``branch``
+        ("mixture bootstrap" or "own posterior"), ``null_level``,
+        ``n_reference_fits`` and ``n_resamples``; "fixed" for a numeric
+        beta;
         "uncalibrated" when ``beta="auto"`` found nothing to calibrate
         against and means 1, with a warning), ``n_effective_features``
         (duplicated or correlated columns counted once, see "Reading a

@@ -1,7 +1,6 @@
 """Exact hierarchical clustering: the full cluster trellis over all binary trees."""
 from numbers import Integral
 
-import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
@@ -17,7 +16,7 @@ from ._engine.trellis.point_estimate import (
 from ._engine.tree.conversion import (
     labels_from_linkage, linkage_from_splits, relabel_by_first_appearance,
 )
-from ._calibration import calibrate_tree_posterior
+from ._calibration import DEFAULT_SEED, calibrate_tree_posterior
 from ._engine.resources import check_hierarchical_fit, effective_n_threads
 from .energies import Dasgupta
 
@@ -134,9 +133,10 @@ class ExactHierarchicalClustering(
         references with X's within-cluster covariance show no cluster
         above ``null_level`` = 0.5; "own posterior": beta_ the largest at
         which X's own posterior shows none above 0.3), with
-        ``n_reference_fits`` its posteriors (it costs about 30 plain fits
-        at N = 12, where a fit takes 3 ms, and 3-11 at N = 18; see
-        "Reading a posterior", "Few features", for where it fails);
+        ``n_reference_fits`` its posteriors (it costs 1-30 plain fits on
+        noise and 43-153 on three groups at N = 12, where a fit takes
+        3-8 ms, and 2.5-10 at N = 18, on a loaded machine; see "Reading
+        a posterior", "Few features", for where it fails);
         ``n_effective_features``
         (duplicated or correlated columns counted once, see "Reading a
         posterior"), ``n_resamples`` (bootstrap resamples drawn),
@@ -242,7 +242,8 @@ class ExactHierarchicalClustering(
             # Trees drawn only where a point would stand alone, seeded like
             # the calibration (None: a fixed seed), so labels_ stay a
             # function of the data and random_state.
-            rng = check_random_state(0 if self.random_state is None else self.random_state)
+            rng = check_random_state(DEFAULT_SEED if self.random_state is None
+                                     else self.random_state)
             labels = keep_outliers_if_supported(
                 kernel, consensus_labels(kernel, self.n_clusters), self.n_clusters,
                 lambda: trellis.sample_splits(N_OUTLIER_DRAWS, rng))

@@ -22,10 +22,11 @@ only once whole blocks have formed, so that in a tree its sibling is a
 union of other blocks. A humble posterior (close to the prior over trees,
 under which every partition with k blocks has the same agreement) can
 hand one out on the strength of tiny differences: on structureless
-12-point data in 2 and 5 features the best partition into 3 set a point
-apart, 0.009-0.04 above the best one without, and the posterior gave that
-point's claim 0.00-0.06, where a far point beside three tight groups gets
-0.88-1.00. So a single-point block is kept only when the posterior
+12-point data in 2, 3 and 5 features the best partition into 3 set a
+point apart, 0.009-0.04 above the best one without, and the posterior
+gave that point's claim 0.03-0.11, where a far point beside three tight
+groups gets 0.93-1.00 (``benchmarks/bench_point_estimate.py``'s section
+of benchmarks/README.md). So a single-point block is kept only when the posterior
 probability of its claim (``outlier_support``, from posterior draws) is
 at least ``OUTLIER_LEVEL``; the others are filled from the other blocks
 (``singleton_free_labels``, ``keep_outliers_if_supported``).
@@ -161,7 +162,22 @@ def singleton_free_labels(kernel, labels, n_clusters, keep=()):
     Each other block of one point takes the point, from a block of three
     or more, whose move raises the agreement most; then single-point moves
     that leave every block but ``keep`` at least two points while one
-    raises the agreement. None when that does not fit.
+    raises the agreement.
+
+    Parameters
+    ----------
+    kernel : ndarray of shape (n_points, n_points)
+        ``cluster_kernel`` of the posterior.
+    labels : ndarray of shape (n_points,)
+        Blocks numbered 0 .. n_clusters - 1.
+    n_clusters : int
+    keep : sequence of int, default=()
+        Blocks of one point to keep as they are.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_points,) or None
+        None when the points are too few for every other block to have two.
     """
     n_points = len(kernel)
     min_sizes = np.full(n_clusters, 2, dtype=np.intp)
