@@ -915,16 +915,22 @@ def _kmeans_inertia(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
         centres.append(points[rows, np.minimum(drawn, n_points - 1)])
         closest = np.minimum(closest, ((points - centres[-1][:, None]) ** 2).sum(axis=2))
     centres = np.stack(centres, axis=1)   # (sets, k, p)
+    # Lloyd's steps on the starts still moving only: most settle in a few
+    # steps, and a set's centres, once fixed, stay fixed.
+    active = np.arange(n_sets)
     for _ in range(max_iter):
-        distances = ((points[:, :, None] - centres[:, None]) ** 2).sum(axis=3)
+        moving, current = points[active], centres[active]
+        distances = ((moving[:, :, None] - current[:, None]) ** 2).sum(axis=3)
         members = distances.argmin(axis=2)[:, :, None] == np.arange(k)   # (sets, N, k)
         counts = members.sum(axis=1)[:, :, None]
-        sums = np.einsum("snk,snp->skp", members, points)
+        sums = np.einsum("snk,snp->skp", members, moving)
         # An emptied cluster keeps its centre.
-        moved = np.where(counts > 0, sums / np.maximum(counts, 1), centres)
-        if np.array_equal(moved, centres):
+        moved = np.where(counts > 0, sums / np.maximum(counts, 1), current)
+        still = np.any(moved != current, axis=(1, 2))
+        centres[active] = moved
+        active = active[still]
+        if not len(active):
             break
-        centres = moved
     inertia = ((points[:, :, None] - centres[:, None]) ** 2).sum(axis=3).min(axis=2).sum(axis=1)
     return inertia.reshape(len(data), n_init).min(axis=1)
 
