@@ -570,7 +570,7 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
     cdef LogSum unused
     cdef int size = popcount(parent), n_leaves = 0, j
     cdef double lam = params[LAM], y, scale, term, total, inv_max
-    cdef double inv_lam = 1.0 / lam
+    cdef double inv_lam = 1.0 / lam, linear = -INFINITY
     cdef uint64_t products = 0
     cdef mask_t leaves[32]
     cdef double leaf_terms[32]
@@ -643,7 +643,7 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
                 and inv_max <= GINKGO_INVERSE_MAX):
             ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
             return
-        log_sum_add(&exact_terms, s.base + s.scale + log(total))
+        linear = s.base + s.scale + log(total)
     # The rows' MAP candidates, then the massless-child splits among them.
     ginkgo_evaluate_candidates(params, mass2, root, parent, s, z, m)
     for j in range(n_leaves):
@@ -651,7 +651,13 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             leaf = leaves[j]
             ginkgo_take_split(params, mass2, root, parent, leaf if leaf == low else parent ^ leaf,
                               z, m, &unused, &s.best, &s.arg, NULL, False)
-    z[parent] = log_sum_value(&exact_terms)
+    if exact_terms.top > -INFINITY:
+        # Two points: the log-space split, then the linear sum.
+        log_sum_add(&exact_terms, linear)
+        z[parent] = log_sum_value(&exact_terms)
+    else:
+        # What log_sum_value gives for one term, without an exp and a log.
+        z[parent] = linear
     m[parent] = s.best
     best_left[parent] = s.arg
 
