@@ -386,7 +386,9 @@ cdef inline void ginkgo_fill_record(GinkgoSplitRecord* rec, double log_z, double
         # The pass's own exp (2 ulp): below its range (0) as libm's
         # subnormals, clamped.
         rec.u = max(exp_nonpositive(log_z - level_max), DBL_MIN)
-        rec.aux = exp(log_map - log_z)
+        # log MAP - log Z >= -log(number of trees) > -100 up to 31 points:
+        # far inside the range of the pass's exp.
+        rec.aux = exp_nonpositive(log_map - log_z)
     else:
         rec.u = 0.0
         rec.aux = 0.0
