@@ -32,11 +32,10 @@ from .._common cimport (
     log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._ginkgo cimport (
-    GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord,
-    GinkgoSplitRecord, exp_nonpositive, ginkgo_vector_width,
+    GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM,
+    LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord, GinkgoSplitRecord, exp_nonpositive,
     ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
-    ginkgo_sum,
-    log_psi_of_masses,
+    ginkgo_sum, ginkgo_vector_width, log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
@@ -513,12 +512,12 @@ cdef void ginkgo_row_sums(const double* params, const double* mass2, const doubl
     `rest` is the free points given to `ginkgo_start`. Every submask, `rest`
     itself included (when A is the parent, its right child is the empty
     set, a massless child that makes no term). Their terms to the running
-    sums, their counts to `count` (if not NULL), and the exact log-space
-    value of the MAP candidates among them to the best split: the rows
-    hand over the splits whose linear MAP term was within the slack of the
-    largest met so far when met, and those still within it of the largest
-    at the end of a run are re-evaluated. `cand_sub` and `cand_terms` are
-    scratch of GINKGO_CHUNK_SIZE entries.
+    sums, their counts to `count` (if not NULL), and their MAP candidates
+    to the parent's: the rows hand over the splits whose linear MAP term
+    was within the slack of the largest met so far when met, and the
+    parent keeps those still within it after the run
+    (`ginkgo_keep_candidate`), evaluated in log space at its end.
+    `cand_sub` and `cand_terms` are scratch of GINKGO_CHUNK_SIZE entries.
     """
     cdef const mask_t* q = s.lane_bits
     cdef mask_t high = s.high, sub = 0, first, left
