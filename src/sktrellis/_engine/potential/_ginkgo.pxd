@@ -973,7 +973,6 @@ cdef extern from *:
         int any_term
     void ginkgo_raise_top "sktrellis_ginkgo_raise_top"(GinkgoAcc* acc, double top) noexcept nogil
     int ginkgo_vector_width "sktrellis_ginkgo_vector_width"
-    double exp_nonpositive "sktrellis_exp_nonpositive"(double x) noexcept nogil
     int ginkgo_row_shape "sktrellis_ginkgo_row_shape"(
         mask_t rest, mask_t* q, mask_t* high) noexcept nogil
     int ginkgo_row "sktrellis_ginkgo_row"(

@@ -33,7 +33,7 @@ from .._common cimport (
 )
 from ..potential._ginkgo cimport (
     GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM,
-    LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord, GinkgoSplitRecord, exp_nonpositive,
+    LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord, GinkgoSplitRecord,
     ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
     ginkgo_sum, ginkgo_vector_width, log_psi_of_masses,
 )
@@ -382,12 +382,8 @@ cdef inline void ginkgo_fill_record(GinkgoSplitRecord* rec, double log_z, double
     u > 0 tells a possible child (see GINKGO_INVERSE_MAX for what that moves).
     """
     if log_z > -INFINITY:
-        # The pass's own exp (2 ulp): below its range (0) as libm's
-        # subnormals, clamped.
-        rec.u = max(exp_nonpositive(log_z - level_max), DBL_MIN)
-        # log MAP - log Z >= -log(number of trees) > -100 up to 31 points:
-        # far inside the range of the pass's exp.
-        rec.aux = exp_nonpositive(log_map - log_z)
+        rec.u = max(exp(log_z - level_max), DBL_MIN)
+        rec.aux = exp(log_map - log_z)
     else:
         rec.u = 0.0
         rec.aux = 0.0
@@ -610,22 +606,16 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             scale = root[parent] - rec[heavy].root
             if not scale * scale > 0.0:
                 continue
-            # 1 - exp(x), x = -lam t_cut / tau, as the log-space formula rounds
-            # it, log1p(-exp(x)): exact from the same exp (Sterbenz), 0 where
-            # log psi is -inf. Where 1 - exp(x) is above 0.01 the pass's own
-            # exp (2 ulp of libm's) moves the term by at most 2.2e-14
-            # relative; closer to 1, libm's exp, the formula's bit for bit,
-            # decides whether the split has a term.
-            y = -lam * params[T_CUT] / (scale * scale)
-            y = exp_nonpositive(y) if y < -0.01 else exp(y)
+            # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
+            # exact from the same exp (Sterbenz), 0 where log psi is -inf.
+            y = exp(-lam * params[T_CUT] / (scale * scale))
             if not y < 1.0:
                 continue
             if rec[heavy].u > 0.0:
                 s.acc.any_term = 1
             # lam t_B / t_S as the rows form it (lam / t_S per parent).
             term = (factors[1] * rec[heavy].u
-                    * exp_nonpositive(-(s.lam_over_parent
-                                        * (rec[heavy].root * rec[heavy].root)))
+                    * exp(-(s.lam_over_parent * (rec[heavy].root * rec[heavy].root)))
                     * (1.0 - y) * inv_lam)
             total = total + term
             leaves[n_leaves] = leaf
