@@ -681,7 +681,8 @@ cdef extern from *:
             if (__builtin_expect(cand != 0, 0)) {
                 sktrellis_ginkgo_raise_top(acc, _mm512_mask_reduce_max_pd(cand, v));
                 v_cut = _mm512_set1_pd(acc->cut);
-                _mm512_storeu_pd(cand_terms + 8 * n_cand, _mm512_mask_blend_pd(cand, minus_one, v));
+                _mm512_storeu_pd(cand_terms + 8 * n_cand,
+                                 _mm512_mask_blend_pd(cand, minus_one, v));
                 cand_sub[n_cand++] = s;
             }
             if (with_count)
@@ -833,7 +834,8 @@ cdef extern from *:
         int j = 0;
         for (; j + 8 <= n; j += 8)
             sum = _mm512_fmadd_pd(
-                sktrellis_exp_nonpositive8(_mm512_sub_pd(_mm512_loadu_pd(exponent + j), v_scale)),
+                sktrellis_exp_nonpositive8(
+                    _mm512_sub_pd(_mm512_loadu_pd(exponent + j), v_scale)),
                 _mm512_loadu_pd(inverse + j), sum);
         if (j < n) {
             /* The last lanes: exponent -inf (exp 0) and inverse 0 beyond n. */
@@ -971,7 +973,6 @@ cdef extern from *:
         int any_term
     void ginkgo_raise_top "sktrellis_ginkgo_raise_top"(GinkgoAcc* acc, double top) noexcept nogil
     int ginkgo_vector_width "sktrellis_ginkgo_vector_width"
-    double exp_nonpositive "sktrellis_exp_nonpositive"(double x) noexcept nogil
     int ginkgo_row_shape "sktrellis_ginkgo_row_shape"(
         mask_t rest, mask_t* q, mask_t* high) noexcept nogil
     int ginkgo_row "sktrellis_ginkgo_row"(

@@ -32,11 +32,10 @@ from .._common cimport (
     log_sum_value, low_bit, mask_t, next_submask, popcount,
 )
 from ..potential._ginkgo cimport (
-    GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM, LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord,
-    GinkgoSplitRecord, exp_nonpositive, ginkgo_vector_width,
+    GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM,
+    LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord, GinkgoSplitRecord,
     ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
-    ginkgo_sum,
-    log_psi_of_masses,
+    ginkgo_sum, ginkgo_vector_width, log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
@@ -383,9 +382,7 @@ cdef inline void ginkgo_fill_record(GinkgoSplitRecord* rec, double log_z, double
     u > 0 tells a possible child (see GINKGO_INVERSE_MAX for what that moves).
     """
     if log_z > -INFINITY:
-        # The pass's own exp (2 ulp): below its range (0) as libm's
-        # subnormals, clamped.
-        rec.u = max(exp_nonpositive(log_z - level_max), DBL_MIN)
+        rec.u = max(exp(log_z - level_max), DBL_MIN)
         rec.aux = exp(log_map - log_z)
     else:
         rec.u = 0.0
@@ -511,12 +508,12 @@ cdef void ginkgo_row_sums(const double* params, const double* mass2, const doubl
     `rest` is the free points given to `ginkgo_start`. Every submask, `rest`
     itself included (when A is the parent, its right child is the empty
     set, a massless child that makes no term). Their terms to the running
-    sums, their counts to `count` (if not NULL), and the exact log-space
-    value of the MAP candidates among them to the best split: the rows
-    hand over the splits whose linear MAP term was within the slack of the
-    largest met so far when met, and those still within it of the largest
-    at the end of a run are re-evaluated. `cand_sub` and `cand_terms` are
-    scratch of GINKGO_CHUNK_SIZE entries.
+    sums, their counts to `count` (if not NULL), and their MAP candidates
+    to the parent's: the rows hand over the splits whose linear MAP term
+    was within the slack of the largest met so far when met, and the
+    parent keeps those still within it after the run
+    (`ginkgo_keep_candidate`), evaluated in log space at its end.
+    `cand_sub` and `cand_terms` are scratch of GINKGO_CHUNK_SIZE entries.
     """
     cdef const mask_t* q = s.lane_bits
     cdef mask_t high = s.high, sub = 0, first, left
@@ -570,7 +567,7 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
     cdef LogSum unused
     cdef int size = popcount(parent), n_leaves = 0, j
     cdef double lam = params[LAM], y, scale, term, total, inv_max
-    cdef double inv_lam = 1.0 / lam
+    cdef double inv_lam = 1.0 / lam, linear = -INFINITY
     cdef uint64_t products = 0
     cdef mask_t leaves[32]
     cdef double leaf_terms[32]
@@ -609,22 +606,16 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             scale = root[parent] - rec[heavy].root
             if not scale * scale > 0.0:
                 continue
-            # 1 - exp(x), x = -lam t_cut / tau, as the log-space formula rounds
-            # it, log1p(-exp(x)): exact from the same exp (Sterbenz), 0 where
-            # log psi is -inf. Where 1 - exp(x) is above 0.01 the pass's own
-            # exp (2 ulp of libm's) moves the term by at most 2.2e-14
-            # relative; closer to 1, libm's exp, the formula's bit for bit,
-            # decides whether the split has a term.
-            y = -lam * params[T_CUT] / (scale * scale)
-            y = exp_nonpositive(y) if y < -0.01 else exp(y)
+            # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
+            # exact from the same exp (Sterbenz), 0 where log psi is -inf.
+            y = exp(-lam * params[T_CUT] / (scale * scale))
             if not y < 1.0:
                 continue
             if rec[heavy].u > 0.0:
                 s.acc.any_term = 1
             # lam t_B / t_S as the rows form it (lam / t_S per parent).
             term = (factors[1] * rec[heavy].u
-                    * exp_nonpositive(-(s.lam_over_parent
-                                        * (rec[heavy].root * rec[heavy].root)))
+                    * exp(-(s.lam_over_parent * (rec[heavy].root * rec[heavy].root)))
                     * (1.0 - y) * inv_lam)
             total = total + term
             leaves[n_leaves] = leaf
@@ -643,7 +634,7 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
                 and inv_max <= GINKGO_INVERSE_MAX):
             ginkgo_exact_parent(params, mass2, root, parent, z, m, best_left, count)
             return
-        log_sum_add(&exact_terms, s.base + s.scale + log(total))
+        linear = s.base + s.scale + log(total)
     # The rows' MAP candidates, then the massless-child splits among them.
     ginkgo_evaluate_candidates(params, mass2, root, parent, s, z, m)
     for j in range(n_leaves):
@@ -651,7 +642,13 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
             leaf = leaves[j]
             ginkgo_take_split(params, mass2, root, parent, leaf if leaf == low else parent ^ leaf,
                               z, m, &unused, &s.best, &s.arg, NULL, False)
-    z[parent] = log_sum_value(&exact_terms)
+    if exact_terms.top > -INFINITY:
+        # Two points: the log-space split, then the linear sum.
+        log_sum_add(&exact_terms, linear)
+        z[parent] = log_sum_value(&exact_terms)
+    else:
+        # What log_sum_value gives for one term, without an exp and a log.
+        z[parent] = linear
     m[parent] = s.best
     best_left[parent] = s.arg
 
