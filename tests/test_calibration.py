@@ -1052,6 +1052,22 @@ def test_few_features_record_the_test_and_the_branch():
     assert largest_support(null, 10) <= NULL_LEVEL + 0.1
 
 
+@pytest.mark.parametrize("n_points, k", [(5, 3), (7, 3), (7, 4), (6, 5)])
+def test_cluster_index_is_the_best_partition_by_enumeration(n_points, k, global_random_seed):
+    """The exact k-cluster index (k >= 3), and k-means reaching it, against every k-labelling."""
+    rng = np.random.RandomState(global_random_seed)
+    data = rng.normal(size=(3, n_points, 2))
+    labellings = [np.array(labels) for labels in itertools.product(range(k), repeat=n_points)
+                  if len(set(labels)) == k]
+    for X, index, kmeans in zip(data, cluster_indices(data, k, rng),
+                                _kmeans_inertia(data, k, rng)):
+        within = min(sum(((X[labels == c] - X[labels == c].mean(axis=0)) ** 2).sum()
+                         for c in range(k)) for labels in labellings)
+        total = ((X - X.mean(axis=0)) ** 2).sum()
+        assert index == pytest.approx(within / total, rel=1e-12)
+        assert kmeans == pytest.approx(within, rel=1e-12)
+
+
 @pytest.mark.parametrize("n_points", [4, 7])
 def test_cluster_index_is_the_best_split_by_enumeration(n_points, global_random_seed):
     """The exact 2-split index, and k-means reaching it, against every 2-partition."""
