@@ -509,7 +509,7 @@ def test_log_partition_scorer_selects_the_highest_evidence(global_random_seed):
     assert search.best_params_ == {"energy__beta": betas[int(np.argmax(log_z))]}
 
 
-@pytest.mark.parametrize("held_out", ["other_half", "permuted"])
+@pytest.mark.parametrize("held_out", ["other_half", pytest.param("permuted", marks=pytest.mark.slow)])
 def test_scorers_refuse_other_data_of_the_same_shape(held_out, global_random_seed):
     from sklearn.model_selection import GridSearchCV
     from sklearn.pipeline import make_pipeline

@@ -35,7 +35,7 @@ class _FlatPosterior(ClusterMixin, BaseEstimator):
         return self
 
 
-@pytest.mark.parametrize("orientation", ["top", "left"])
+@pytest.mark.parametrize("orientation", ["top", pytest.param("left", marks=pytest.mark.slow)])
 def test_dendrogram_annotates_every_inner_node_with_its_marginal(
     ax, orientation, global_random_seed
 ):
@@ -219,7 +219,8 @@ def test_dendrogram_labels_do_not_overlap(global_random_seed):
     plt.close(figure)
 
 
-@pytest.mark.parametrize("level", [0.3, 0.6, 0.9])
+@pytest.mark.parametrize("level", [pytest.param(0.3, marks=pytest.mark.slow), 0.6,
+                                   pytest.param(0.9, marks=pytest.mark.slow)])
 def test_highlighted_clades_are_the_supported_ones(ax, level, global_random_seed):
     """pvrect's boxes around pvpick's clades: the largest with support >= level."""
     X = _blobs(global_random_seed, spread=2.0)
