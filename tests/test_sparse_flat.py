@@ -489,6 +489,13 @@ def test_calibrated_posterior_is_two_sided_where_windows_were_subtypes(n_samples
     _two_sided(n_samples, seed, 2000, 150)
 
 
+def _assert_a_cluster_and_a_run(members, family, order):
+    """The points are a cluster of the family and consecutive in its order."""
+    assert frozenset(members.tolist()) in family
+    positions = np.flatnonzero(np.isin(order, members))
+    assert positions[-1] - positions[0] == len(members) - 1
+
+
 def test_calibration_family_keeps_units_whole_in_its_windows():
     """Every unit is a run of the order and a cluster; every window cluster is a union of units."""
     from sktrellis._sparse_flat import _bisecting_tree, _calibration_family, _tree_clusters
@@ -502,10 +509,7 @@ def test_calibration_family_keeps_units_whole_in_its_windows():
     assert sorted(np.bincount(units)[np.bincount(units) > 1].tolist()) == [6, 7, 7]
     family = {frozenset(c.tolist()) for c in clusters}
     for label in np.unique(units):
-        members = np.flatnonzero(units == label)
-        assert frozenset(members.tolist()) in family
-        positions = np.flatnonzero(np.isin(order, members))
-        assert positions[-1] - positions[0] == len(members) - 1
+        _assert_a_cluster_and_a_run(np.flatnonzero(units == label), family, order)
     tree = {frozenset(c.tolist())
             for c in _tree_clusters(_bisecting_tree(X, units), len(X))}
     for cluster in clusters:
@@ -526,10 +530,7 @@ def test_calibration_family_with_a_partition_keeps_its_clusters_whole():
     order, clusters, units = _calibration_family(CorrelationClustering(beta=1.0), X, labels)
     family = {frozenset(c.tolist()) for c in clusters}
     for label in np.unique(labels):
-        members = np.flatnonzero(labels == label)
-        assert frozenset(members.tolist()) in family
-        positions = np.flatnonzero(np.isin(order, members))
-        assert positions[-1] - positions[0] == len(members) - 1
+        _assert_a_cluster_and_a_run(np.flatnonzero(labels == label), family, order)
     for label in np.unique(units):
         assert len(np.unique(labels[units == label])) == 1
         assert frozenset(np.flatnonzero(units == label).tolist()) in family
