@@ -1052,7 +1052,8 @@ def test_few_features_record_the_test_and_the_branch():
     assert largest_support(null, 10) <= NULL_LEVEL + 0.1
 
 
-@pytest.mark.parametrize("n_points, k", [(5, 3), (7, 3), (7, 4), (6, 5)])
+@pytest.mark.parametrize("n_points, k", [(5, 3), (7, 3), pytest.param(7, 4, marks=pytest.mark.slow),
+                                         (6, 5)])
 def test_cluster_index_is_the_best_partition_by_enumeration(n_points, k, global_random_seed):
     """The exact k-cluster index (k >= 3), and k-means reaching it, against every k-labelling."""
     rng = np.random.RandomState(global_random_seed)
