@@ -10,7 +10,9 @@ family, grown around its MAP), timed side by side in one run; ``spanned``
 is the calibrated fit's number of spanned partitions; ``plain MAP - MAP``
 the log potential (at ``beta_``) the plain fit's MAP has over the
 calibrated one's (at most 0 once the plain MAP joins the calibrated family;
-``calibration_["plain_map_cap"]`` says when that lowered ``beta_``).
+``calibration_["plain_map_cap"]`` says when that lowered ``beta_``);
+``log share >=`` is ``log_spanned_mass_lower_bound_``, the spanned
+partitions' log Z less an upper bound on the log Z over every partition.
 
     python benchmarks/bench_sparse_flat_auto.py --sizes 40 80 --seeds 0 1 2
     python benchmarks/bench_sparse_flat_auto.py --sizes 16 20 24 30 --seeds 0 1 2 3 4 5 6 7
@@ -36,8 +38,8 @@ def main():
     args = parser.parse_args()
     print("| data | N | seed | beta_ | bootstrap / cap | subtypes together (min) | within (min) | "
           "across (max) | largest three together | spanned | plain MAP - MAP | auto s | plain s | "
-          "ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "ratio | log share >= |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n_samples in args.sizes:
         for kind in args.kinds:
             for seed in args.seeds:
@@ -72,7 +74,8 @@ def main():
                       f"({'none' if cap is None else f'{cap:.3g}'}) | {shown} | "
                       f"{largest_together(pairwise):.3f} | {model.n_partitions_:.2g} | "
                       f"{plain_model.map_log_potential_ - model.map_log_potential_:.3g} | "
-                      f"{auto:.2f} | {plain:.2f} | {auto / plain:.1f} |", flush=True)
+                      f"{auto:.2f} | {plain:.2f} | {auto / plain:.1f} | "
+                      f"{model.log_spanned_mass_lower_bound_:.3g} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -601,3 +601,51 @@ def test_joining_the_plain_map_past_max_states_keeps_the_calibrated_posterior(mo
     plain = SparseFlatClustering(CorrelationClustering(beta=model.beta_)).fit(X)
     assert model.log_probability(plain.labels_) == -np.inf
     assert plain.map_log_potential_ > model.map_log_potential_
+
+
+# The share of the full posterior's mass the spanned partitions hold
+
+
+def _exact_correlation_log_z(weights, beta):
+    """log Z of correlation clustering by enumerating every partition."""
+    partitions = all_partitions(len(weights))
+    same = partitions[:, :, None] == partitions[:, None, :]
+    # A forbidden pair (-inf) stays forbidden at beta = 0.
+    with np.errstate(invalid="ignore"):
+        scaled = np.where(np.isneginf(weights), -np.inf, beta * weights)
+    inside = np.where(same, scaled, 0.0).sum(axis=(1, 2))
+    return logsumexp(0.5 * inside)
+
+
+@pytest.mark.parametrize("n_points", [1, 2, 5, 7, pytest.param(9, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("scale", [0.1, 3.0])
+def test_correlation_log_z_upper_bound_is_above_enumeration(n_points, scale,
+                                                             global_random_seed):
+    """Never below the exact log Z, with forbidden pairs (-inf) too; exact for zero weights."""
+    from sktrellis._sparse_flat import correlation_log_partition_upper_bound
+
+    rng = np.random.default_rng(global_random_seed)
+    weights = rng.normal(scale=scale, size=(n_points, n_points))
+    weights = np.triu(weights, 1) + np.triu(weights, 1).T
+    forbidden = np.triu(rng.random((n_points, n_points)) < 0.3, 1)
+    for w in (weights, np.where(forbidden | forbidden.T, -np.inf, weights)):
+        for beta in (0.0, 0.5, 5.0):
+            exact = _exact_correlation_log_z(w, beta)
+            bound = correlation_log_partition_upper_bound(w, beta)
+            assert bound >= exact - 1e-12 * max(1.0, abs(exact))
+    zeros = np.zeros((n_points, n_points))
+    bell = np.log(len(all_partitions(n_points)))
+    assert np.isclose(correlation_log_partition_upper_bound(zeros, 1.0), bell, rtol=1e-12)
+
+
+def test_spanned_mass_lower_bound_is_below_the_exact_share(global_random_seed):
+    """log_spanned_mass_lower_bound_ <= log(Z spanned / Z) <= 0; NaN (unknown) for other energies."""
+    rng = np.random.default_rng(global_random_seed)
+    X = rng.normal(size=(8, 3))
+    energy = CorrelationClustering(beta=2.0)
+    model = SparseFlatClustering(energy, resplit_parts=0).fit(X)
+    share = model.log_partition_ - ExactFlatClustering(energy).fit(X).log_partition_
+    assert model.log_spanned_mass_lower_bound_ <= min(share, 0.0) + 1e-12
+    assert model.log_spanned_mass_lower_bound_ > -np.inf
+    dpm = SparseFlatClustering(DirichletProcessMixture(), resplit_parts=0).fit(X)
+    assert np.isnan(dpm.log_spanned_mass_lower_bound_)

@@ -7,6 +7,7 @@ from numbers import Integral
 import numpy as np
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import squareform
+from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClusterMixin, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions, validate_params
@@ -55,7 +56,9 @@ class SparseFlatClustering(
     partition, the log partition function, every cluster's marginal,
     co-clustering probabilities, the posterior over the number of clusters,
     the probability of any partition and i.i.d. samples. ``log_partition_``
-    is a lower bound of the full log Z, and the MAP is never worse than the
+    is a lower bound of the full log Z (``log_spanned_mass_lower_bound_``
+    bounds the spanned set's share of the full posterior's mass from
+    below), and the MAP is never worse than the
     best cut of any seed tree: with pairwise weights
     (``CorrelationClustering``) the default seeds include the greedy
     agglomeration's tree, so the MAP is never worse than the greedy
@@ -120,8 +123,9 @@ class SparseFlatClustering(
         subtype together at >= 0.946 and three noise points together at
         most 0.38; up to 20 points or so
         :class:`~sktrellis.ExactFlatClustering` is exact as well.
-        The numbers are relative to the spanned set, whose share of the
-        full posterior mass is unknown. With other families, or where the
+        The numbers are relative to the spanned set; its share of the full
+        posterior's mass is bounded from below by
+        ``log_spanned_mass_lower_bound_``. With other families, or where the
         bootstrap does not apply (``affinity="precomputed"``, fewer than 10
         distinct columns), ``beta="auto"`` means 1, with a warning and the
         reason in ``calibration_``.
@@ -201,6 +205,16 @@ class SparseFlatClustering(
         ``"plain_map_joined"`` (whether the family spans a plain fit's MAP
         partition) and ``"plain_map_cap"`` (the beta to which joining it
         lowered ``beta_``, or None).
+    log_spanned_mass_lower_bound_ : float
+        A certified lower bound on the natural log of the share of the full
+        posterior's mass (over all Bell(N) partitions) that the spanned
+        partitions hold, ``log(Z_spanned / Z_full)``, the share every
+        probability reported is relative to: ``log_partition_`` less an
+        upper bound on the full log Z (``correlation_log_partition_upper_bound``,
+        O(N**2 log N), within 0.01-2.6 nats of the exact log Z at N = 9 on
+        2000 genes, beta 1-100). At most 0; in log since the share can be far
+        below the smallest float. NaN (unknown) for energies other than
+        ``CorrelationClustering``, which have no such bound here.
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: the log of the
         summed p(X, partition) over the spanned partitions, a lower bound
@@ -234,6 +248,8 @@ class SparseFlatClustering(
     >>> model.n_partitions_ > 10**6
     True
     >>> bool(model.log_partition_ >= model.map_log_potential_)
+    True
+    >>> bool(model.log_spanned_mass_lower_bound_ <= 0)   # log of a share of the full mass
     True
     """
 
@@ -340,6 +356,11 @@ class SparseFlatClustering(
         self.n_states_ = trellis.n_states
         if hasattr(energy, "log_evidence"):
             self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
+        self.log_spanned_mass_lower_bound_ = np.nan
+        if isinstance(energy, CorrelationClustering):
+            upper = correlation_log_partition_upper_bound(energy.weights(X), energy.beta)
+            # Rounding must not make the share exceed one where the bound is exact.
+            self.log_spanned_mass_lower_bound_ = float(min(trellis.log_partition - upper, 0.0))
         return self
 
     def _calibrates(self, energy):
@@ -679,6 +700,85 @@ class SparseFlatClustering(
         posterior = self._fitted_posterior()
         rng = check_random_state(self.random_state if random_state is None else random_state)
         return posterior.sample_labels(int(n_samples), rng)
+
+
+def correlation_log_partition_upper_bound(weights, beta):
+    """An upper bound on the log Z of correlation clustering over every partition.
+
+    ``Z = sum over all partitions P of exp(beta * sum of w_ij over the pairs
+    inside a cluster of P)``, which ``ExactFlatClustering`` sums exactly up
+    to about 25 points; O(N**2 log N) here, for any N. Exact for zero
+    weights (log Bell(N)) and up to N = 2. Measured: within 0.01-2.6 nats
+    of the exact log Z at N = 9 on 2000 genes (beta 1-100), up to 78 on
+    random normal weights of scale 3 at beta = 5 (the many positive pairs
+    of each point are bounded as if all in one cluster). With weights of
+    mean zero (``CorrelationClustering`` on features) Jensen's inequality
+    gives log Z >= log Bell(N), and on 2000 noise genes at the calibrated
+    beta this bound is 7-14 nats above log Bell(N) at N = 40 (beta 22-31),
+    12 at N = 80 (beta 13), 19 at N = 200 (beta 5): that close to log Z.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (n_samples, n_samples)
+        Symmetric signed weights, zero diagonal; ``-inf`` (a pair that may
+        not share a cluster) allowed, ``+inf`` not.
+    beta : float
+        Non-negative inverse temperature.
+
+    Returns
+    -------
+    log_upper : float
+        At least the natural log of Z.
+    """
+    # Proof. Add the points one at a time, k = 1, ..., N - 1 (from 0). Let
+    # Z_k(m) be the summed potential of the partitions of the points 0..k
+    # into m clusters. Point k opens a cluster (factor 1) or joins a cluster
+    # C of a partition of 0..k-1, multiplying its potential by exp(s(C)),
+    # s(C) = beta * sum_{j in C} w_kj; so
+    #     Z_k(m) = Z_{k-1}(m - 1) + sum over P of 0..k-1 into m clusters of
+    #              potential(P) * sum_{C in P} exp(s(C))
+    #            <= Z_{k-1}(m - 1) + Z_{k-1}(m) * h_k(m)
+    # for any h_k(m) at least sum_{C in P} exp(s(C)) over every such P; all
+    # terms are non-negative, so U_k(m) = U_{k-1}(m - 1) + U_{k-1}(m) h_k(m)
+    # from U_0(1) = Z_0(1) = 1 bounds Z_k(m) by induction, and Z is at most
+    # the sum over m of U_{N-1}(m). The bound h_k(m): call x_j =
+    # beta * w_kj, j < k, positive for q of the j, with sum S of those.
+    # (a) A cluster with a positive x_j has exp(s(C)) <= exp(s+(C)), s+ its
+    # positive x_j's sum; for r such clusters, sum exp(s+) <= r - 1 +
+    # exp(S), as (e^a - 1)(e^b - 1) >= 0 gives e^a + e^b <= 1 + e^(a + b)
+    # for a, b >= 0, applied r - 1 times (and s+ sums to S).
+    # (b) A cluster without one has exp(s(C)) <= max_{j in C} exp(x_j) (every
+    # x_j <= 0 there): distinct clusters, distinct points, so m - r of them
+    # give at most the sum of the m - r largest exp(x_j), x_j <= 0, each
+    # at most 1.
+    # With q >= 1, r >= 1 (the positive points lie somewhere) and r <=
+    # min(q, m); raising r by one adds 1 in (a) and removes a term <= 1 in
+    # (b), so r = min(q, m) gives the largest bound; with q = 0, (b) alone
+    # with r = 0. A -inf weight gives exp(x_j) = 0, true for every partition
+    # (the pair's cluster has potential 0), so the bound holds with them.
+    weights = np.asarray(weights, dtype=np.float64)
+    n_points = len(weights)
+    if n_points == 0:
+        return 0.0
+    log_u = np.array([-np.inf, 0.0])   # log U_0(m), m = 0, 1
+    # log 0 = -inf: an empty or forbidden term; a forbidden pair stays so at beta = 0.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in range(1, n_points):
+            x = np.where(np.isneginf(weights[k, :k]), -np.inf, beta * weights[k, :k])
+            positive = x > 0
+            n_positive = int(np.count_nonzero(positive))
+            largest = np.concatenate([[0.0], np.cumsum(np.sort(np.exp(x[~positive]))[::-1])])
+            m = np.arange(1, k + 1)   # clusters of a partition of points 0..k-1
+            if n_positive:
+                r = np.minimum(n_positive, m)
+                log_h = np.logaddexp(x[positive].sum(), np.log(r - 1 + largest[m - r]))
+            else:
+                log_h = np.log(largest[m])
+            grown = np.full(k + 2, -np.inf)
+            grown[1 : k + 1] = log_u[1:] + log_h
+            grown[2:] = np.logaddexp(grown[2:], log_u[1:])
+            log_u = grown
+    return float(logsumexp(log_u))
 
 
 def _data_key(X):
