@@ -932,11 +932,11 @@ class _Pairwise:
         return self.pairwise
 
 
-def _three_together_above(threshold):
-    """A posterior whose points 0, 1, 2 all co-cluster at 0.9 above ``threshold``, else 0.4."""
+def _three_together_above(threshold, low=0.25, high=0.9):
+    """A posterior whose points 0, 1, 2 all co-cluster at ``high`` above ``threshold``, else ``low``."""
     def posterior_at(beta):
         pairwise = np.eye(5)
-        level = 0.9 if beta > threshold else 0.4
+        level = high if beta > threshold else low
         for i, j in itertools.combinations(range(3), 2):
             pairwise[i, j] = pairwise[j, i] = level
         return _Pairwise(pairwise)
@@ -944,20 +944,37 @@ def _three_together_above(threshold):
 
 
 @pytest.mark.parametrize("threshold", [0.01, 3.0, 40.0])
-def test_beta_adding_no_confidence_stops_below_a_new_confident_triple(threshold):
-    """The largest beta (within CAP_TOLERANCE) at which no triple is newly all above 0.5."""
+@pytest.mark.parametrize("high", [0.4, 0.9])
+def test_beta_adding_no_confidence_stops_below_a_new_confident_triple(threshold, high):
+    """The largest beta (within CAP_TOLERANCE) at which no triple is newly all above 0.3."""
     from sktrellis._calibration import CAP_TOLERANCE, beta_adding_no_confidence
 
     beta, posterior = beta_adding_no_confidence(
-        _three_together_above(threshold), 20.0, np.eye(5))
+        _three_together_above(threshold, high=high), 20.0, np.eye(5))
     if threshold >= 20.0:
         assert beta == 20.0
     else:
         assert threshold / CAP_TOLERANCE <= beta <= threshold
-    assert posterior.pairwise_probability()[0, 1] == 0.4
+    assert posterior.pairwise_probability()[0, 1] == 0.25
     # The triple was already confident: nothing is added, beta stays.
-    before = _three_together_above(0.0)(1.0).pairwise_probability()
-    assert beta_adding_no_confidence(_three_together_above(threshold), 20.0, before)[0] == 20.0
+    before = _three_together_above(0.0, high=high)(1.0).pairwise_probability()
+    assert beta_adding_no_confidence(
+        _three_together_above(threshold, high=high), 20.0, before)[0] == 20.0
+
+
+@pytest.mark.parametrize("threshold", [0.01, 3.0])
+def test_beta_adding_no_confidence_keeps_a_triple_above_03_below_05(threshold):
+    """A triple the calibrated posterior had at 0.4 may stay there, not pass 0.5."""
+    from sktrellis._calibration import CAP_TOLERANCE, beta_adding_no_confidence
+
+    at_04 = _three_together_above(0.0, high=0.4)(1.0).pairwise_probability()
+    beta, posterior = beta_adding_no_confidence(
+        _three_together_above(threshold, low=0.4, high=0.9), 20.0, at_04)
+    assert threshold / CAP_TOLERANCE <= beta <= threshold
+    assert posterior.pairwise_probability()[0, 1] == 0.4
+    # At 0.5 alone, 0.4 before and after adds nothing: the triple may stay at 0.4.
+    assert beta_adding_no_confidence(
+        _three_together_above(threshold, low=0.25, high=0.4), 20.0, at_04)[0] == 20.0
 
 
 def test_beta_adding_no_confidence_at_no_beta():
