@@ -358,7 +358,8 @@ class SparseFlatClustering(
             self.log_evidence_ = energy.log_evidence(trellis.log_partition, n_points)
         self.log_spanned_mass_lower_bound_ = np.nan
         if isinstance(energy, CorrelationClustering):
-            upper = correlation_log_partition_upper_bound(energy.weights(X), energy.beta)
+            upper = correlation_log_partition_upper_bound(
+                energy.weights(X), energy._beta_value())
             # Rounding must not make the share exceed one where the bound is exact.
             self.log_spanned_mass_lower_bound_ = float(min(trellis.log_partition - upper, 0.0))
         return self
