@@ -80,9 +80,10 @@ class SparseTrellisClustering(
     where the search sums every tree at once, whatever the budget, and far
     below it from 16 points on) and unknown (NaN) past 64 points. It can
     be tiny: on a 20-particle Ginkgo jet the spanned trees held about
-    e^-9.5 of the exact mass while the top clusters got 0.86; at 40 points the bound found in half a second is about e^-70 to
-    e^-120 (calibrated, 2000 genes) or e^-500 (beta = 1, 5 features), true
-    but no reassurance. ``sparsity_`` is the fraction of trees spanned, not
+    e^-9.5 of the exact mass while the top clusters got 0.86; at 40
+    points the bound found in half a second is about e^-100 to e^-250
+    (calibrated, 2000 genes) or e^-500 (beta = 1, 5 features), true but
+    no reassurance. ``sparsity_`` is the fraction of trees spanned, not
     of mass.
 
     With ``beta="auto"`` (the default of ``Dasgupta`` and
@@ -112,7 +113,8 @@ class SparseTrellisClustering(
     the MAP tree alone, as at a numeric beta, a cluster most spanned trees
     share got 0.75-0.97 at any temperature. Bagged, on N x 2000 genes
     (``benchmarks/bench_sparse_humility.py``) planted subtypes get 1.000
-    and noise clusters at most 0.10-0.19 at N = 40-200 (seeds 0-3), and the
+    and noise clusters at most 0.09-0.23 at N = 40-200 (seeds 0-7 at 40,
+    0-3 at 80 and 120, 0-2 at 200), and the
     MAP tree is the one a fit at the numeric ``beta_`` finds. The calibration fits
     each temperature tried (the resamples' families built once, then
     rescaled) and draws 20-100 beam searches: 5-130 plain fits' time, 5-10

@@ -118,10 +118,10 @@ class SparseFlatClustering(
         Measured (``benchmarks/bench_sparse_flat_auto.py``, 2000 genes):
         each planted subtype together at >= 0.996 and across-subtype
         co-clustering 0.000 (N = 40-200), three noise points together at
-        most 0.23-0.41 (N = 40-200, 30 seeds); the fit costs 3-20 plain
+        most 0.23-0.30 (N = 40-200, 26 seeds); the fit costs 3-21 plain
         fits at the same beta. At N = 16-30 (seeds 0-7) every planted
         subtype together at >= 0.946 and three noise points together at
-        most 0.38; up to 20 points or so
+        most 0.29; up to 20 points or so
         :class:`~sktrellis.ExactFlatClustering` is exact as well.
         The numbers are relative to the spanned set; its share of the full
         posterior's mass is bounded from below by
