@@ -933,7 +933,7 @@ class _Pairwise:
 
 
 def _three_together_above(threshold, low=0.25, high=0.9):
-    """A posterior whose points 0, 1, 2 all co-cluster at ``high`` above ``threshold``, else ``low``."""
+    """A posterior: points 0, 1, 2 all co-cluster at ``high`` above ``threshold``, else ``low``."""
     def posterior_at(beta):
         pairwise = np.eye(5)
         level = high if beta > threshold else low

@@ -639,7 +639,7 @@ def test_correlation_log_z_upper_bound_is_above_enumeration(n_points, scale,
 
 
 def test_spanned_mass_lower_bound_is_below_the_exact_share(global_random_seed):
-    """log_spanned_mass_lower_bound_ <= log(Z spanned / Z) <= 0; NaN (unknown) for other energies."""
+    """log_spanned_mass_lower_bound_ <= log(Z spanned / Z) <= 0; NaN (unknown) for others."""
     rng = np.random.default_rng(global_random_seed)
     X = rng.normal(size=(8, 3))
     energy = CorrelationClustering(beta=2.0)

@@ -1752,16 +1752,17 @@ def beta_adding_no_confidence(posterior_at, beta, pairwise, levels=(NULL_LEVEL, 
     ``pairwise`` the calibrated posterior's co-clustering at ``beta``. A
     triple of points is confident at a level when all its three pairs
     co-cluster above it; at each of ``levels`` the wider posterior may keep
-    the confident triples of the calibrated one and add none. ``SparseFlatClustering`` widens its calibrated
-    family by a plain fit's MAP partition, whose near-centroid block of
-    noise can take the posterior at the calibrated beta although the
-    references of the cap, each over its own family without it, stayed
-    humble there. The levels: the one the cap holds those references to
-    (``NULL_LEVEL``; on noise X is one more such data set, and before the
-    join its three points together stayed at 0.26-0.29 at N = 40, seeds
-    0-5, while with 0.5 alone the join lifted them to 0.28-0.47, 0.465 at
-    seed 8, a margin left to chance), and the requirement's 0.5 (a triple
-    already above 0.3, not 0.5, may not be taken past 0.5). Steps of
+    the confident triples of the calibrated one and add none.
+    ``SparseFlatClustering`` widens its calibrated family by a plain fit's
+    MAP partition, whose near-centroid block of noise can take the
+    posterior at the calibrated beta although the references of the cap,
+    each over its own family without it, stayed humble there. The levels:
+    the one the cap holds those references to (``NULL_LEVEL``; on noise X
+    is one more such data set, and before the join its three points
+    together stayed at 0.26-0.29 at N = 40, seeds 0-5, while with 0.5
+    alone the join took them up to 0.41 there and to 0.465 at seed 8, a
+    margin left to chance), and the requirement's 0.5 (a triple already
+    above 0.3, not 0.5, may not be taken past 0.5). Steps of
     ``CAP_STEP`` and bisection from ``beta`` down (``_largest_humble_beta``).
 
     Parameters
