@@ -113,8 +113,8 @@ class SparseTrellisClustering(
     the MAP tree alone, as at a numeric beta, a cluster most spanned trees
     share got 0.75-0.97 at any temperature. Bagged, on N x 2000 genes
     (``benchmarks/bench_sparse_humility.py``) planted subtypes get 1.000
-    and noise clusters at most 0.09-0.23 at N = 40-200 (seeds 0-7 at 40,
-    0-3 at 80 and 120, 0-2 at 200), and the
+    and noise clusters at most 0.09-0.23 at N = 40-200 (seeds 0-11 at 40,
+    0-5 at 80, 0-1 at 120, 0-2 at 200), and the
     MAP tree is the one a fit at the numeric ``beta_`` finds. The calibration fits
     each temperature tried (the resamples' families built once, then
     rescaled) and draws 20-100 beam searches: 5-130 plain fits' time, 5-10
