@@ -45,13 +45,17 @@ its defaults, and prints what a scientist reads from the result:
    (``python -m sktrellis``, the bundled 12 iris flowers).
 
 Every item is bounded: item 6 by the estimator's own ``max_time`` (60 s,
-once at 20 points, twice at 25 and once at 30), the others by their sizes (a few
-seconds to a minute per fit on a loaded 2-core machine). Run the items
-separately under ``nice``:
+once at 20 points, twice at 25 and once at 30), the others by their
+sizes. On the 2-core machine under a load average of 12-15 (five
+sessions) item 1 took 8 minutes a seed (a calibrated flat fit at
+N = 20), item 2 10 minutes, item 3 under 2, item 4 seconds, items 5 and
+6 about 2 and 3.5, item 7 20 (``--item7-sets`` runs some of its sets).
+Run the items separately under ``nice``:
 
-    nice -n 10 python benchmarks/bench_issue_reproduction.py --items 1 2 3 4
+    nice -n 10 python benchmarks/bench_issue_reproduction.py --items 1 --item1-seeds 0
+    nice -n 10 python benchmarks/bench_issue_reproduction.py --items 2 3 4
     nice -n 10 python benchmarks/bench_issue_reproduction.py --items 5 6
-    nice -n 10 python benchmarks/bench_issue_reproduction.py --items 7
+    nice -n 10 python benchmarks/bench_issue_reproduction.py --items 7 --item7-sets iris wine
 """
 import argparse
 import contextlib
@@ -279,7 +283,8 @@ def item_sparse(seeds):
             if len(members) < n_points:
                 print(f"  {len(members):>14} {probability:>14.3f} "
                       f"{exact_support(exact, members):>13.3f}")
-        print(f"  repr of the top-cluster list: {model.most_probable_clusters(1, min_size=3)!r}"[:200])
+        top = model.most_probable_clusters(1, min_size=3)
+        print(f"  what the top-cluster query shows: {top!r}"[:200])
         show_warnings(caught)
 
 
@@ -300,7 +305,8 @@ def item_best_first(sizes, verbose_size):
         print(f"{n_points:>3} {verbose:>7} {seconds:>7.1f} {str(returned):>8} "
               f"{getattr(model, 'optimality_gap_', float('nan')):>10.4g} "
               f"{getattr(model, 'relative_optimality_gap_', float('nan')):>12.3g} "
-              f"{str(getattr(model, 'solver_', '-')):>8} {str(getattr(model, 'stop_reason_', '-')):>14} "
+              f"{str(getattr(model, 'solver_', '-')):>8} "
+              f"{str(getattr(model, 'stop_reason_', '-')):>14} "
               f"{len(lines):>5}", flush=True)
         if not returned:
             print(f"    {type(model).__name__}: {model}")
@@ -309,7 +315,10 @@ def item_best_first(sizes, verbose_size):
         show_warnings(caught)
 
 
-def item_point_estimate():
+SETS = ["iris", "wine", "digits", "cancer"]
+
+
+def item_point_estimate(names):
     print("\n7. ExactHierarchicalClustering(n_clusters=k).labels_ (default) against the "
           "MAP tree's cut, Ward and average linkage: ARI")
     methods = ["labels_", "map cut", "ward", "average"]
@@ -317,6 +326,8 @@ def item_point_estimate():
           + f" {'singletons':>10s} {'beta_':>7s} {'class supports':>20s}")
     rows = []
     for name, X, y, k in labelled_sets():
+        if name.split("-")[0] not in names:
+            continue
         model = ExactHierarchicalClustering(n_clusters=k).fit(X)
         supports = " ".join(f"{model.cluster_probability(np.flatnonzero(y == c)):.2f}"
                             for c in np.unique(y))
@@ -349,6 +360,8 @@ def main():
     parser.add_argument("--best-first-sizes", type=int, nargs="*", default=[20, 25, 30])
     parser.add_argument("--verbose-size", type=int, default=25,
                         help="jet size of item 6's run at verbose=1 (0: none)")
+    parser.add_argument("--item7-sets", nargs="*", default=SETS, choices=SETS,
+                        help="the real sets of item 7 (each: 4 calibrated fits at N = 18-20)")
     args = parser.parse_args()
     seeds = args.seeds
     items = {
@@ -358,7 +371,7 @@ def main():
         4: item_degenerate,
         5: lambda: item_sparse(seeds[:2]),
         6: lambda: item_best_first(args.best_first_sizes, args.verbose_size),
-        7: item_point_estimate,
+        7: lambda: item_point_estimate(args.item7_sets),
     }
     for item in args.items:
         start = time.perf_counter()
