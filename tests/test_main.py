@@ -254,3 +254,25 @@ def test_newick_output_carries_distances_and_supports(capsys):
     assert f"{model.clade_support()[0]:.3g}" in newick
     leaf = float(newick.split("setosa_0:")[1].split(",")[0].split(")")[0])
     assert 0 < leaf <= pdist(iris.data).max()
+
+
+def test_warnings_are_printed_as_the_command_lines_own():
+    """Not as Python's default, which names runpy's frame as their place."""
+    import io
+
+    from sktrellis.__main__ import show_warning
+
+    out = io.StringIO()
+    show_warning(UserWarning("few features"), UserWarning, "x.py", 1, file=out)
+    assert out.getvalue() == "warning: few features\n"
+
+
+@pytest.mark.slow
+def test_the_main_job_warns_without_a_python_location():
+    import subprocess
+    import sys
+
+    job = subprocess.run([sys.executable, "-m", "sktrellis"], capture_output=True, text=True,
+                         timeout=600, check=True)
+    assert job.stderr.startswith("warning: beta='auto'")
+    assert "runpy" not in job.stderr and "UserWarning" not in job.stderr

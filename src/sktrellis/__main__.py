@@ -18,6 +18,7 @@ import io
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -335,6 +336,34 @@ def save_dendrogram(model, data, names, path, energy):
     plt.close(figure)
 
 
+def show_warning(message, category, filename, lineno, file=None, line=None):
+    """Print a warning as the command line's own message, ``warning: ...`` on stderr.
+
+    Python's default form names the line that caused it, which for
+    ``python -m sktrellis`` is inside runpy (``<frozen runpy>:88:
+    UserWarning: ...``), a location that tells the user nothing.
+
+    Parameters
+    ----------
+    message : Warning or str
+    category : type
+    filename : str
+    lineno : int
+    file : file-like, default=None
+        Where to write; None means ``sys.stderr``.
+    line : str, default=None
+
+    Examples
+    --------
+    >>> import io
+    >>> out = io.StringIO()
+    >>> show_warning(UserWarning("few features"), UserWarning, "x.py", 1, file=out)
+    >>> out.getvalue()
+    'warning: few features\n'
+    """
+    (sys.stderr if file is None else file).write(f"warning: {message}\n")
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -347,4 +376,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    warnings.showwarning = show_warning
     sys.exit(main())
