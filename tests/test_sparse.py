@@ -2,6 +2,8 @@
 import itertools
 import math
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy.cluster.hierarchy import fcluster, is_monotonic, is_valid_linkage, linkage
@@ -765,3 +767,20 @@ def test_clusters_most_resamples_hold_are_settled(n_holding, kept):
     assert ((0, 1, 2) in settled) is kept
     assert (0, 1, 2, 3, 4) in settled   # every tree holds it
     assert all(2 <= len(cluster) < n_points for cluster in settled)
+
+
+@pytest.mark.parametrize("mass_bound_time, share", [(0, "unknown"), (0.5, None)])
+def test_the_spanned_share_is_said_when_no_bound_makes_it_half(mass_bound_time, share):
+    # Five points: every tree is spanned, and the search's exact sum shows it
+    # (share 1); without the search nothing bounds the share, and the fit says so.
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    model = SparseTrellisClustering(Dasgupta(beta=1.0), mass_bound_time=mass_bound_time)
+    if share is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            model.fit(X)
+        assert model.log_spanned_mass_lower_bound_ == pytest.approx(0.0, abs=1e-12)
+    else:
+        with pytest.warns(UserWarning, match=f"spanned trees hold is {share}.*relative to the"):
+            model.fit(X)
+        assert np.isnan(model.log_spanned_mass_lower_bound_)

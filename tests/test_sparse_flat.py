@@ -1,4 +1,5 @@
 """SparseFlatClustering against ExactFlatClustering and brute-force enumeration of partitions."""
+import warnings
 from itertools import combinations
 
 import numpy as np
@@ -681,3 +682,17 @@ def test_joining_the_plain_map_adds_no_triple_above_the_references_level(monkeyp
         added = (_triangles_above(model.pairwise_probability_, level)
                  & ~_triangles_above(before["pairwise"], level))
         assert not added.any()
+
+
+@pytest.mark.parametrize("n_points", [5, 10])
+def test_the_spanned_share_is_said_when_no_bound_makes_it_half(n_points):
+    # At five points the spanned partitions hold e^-0.05 of the mass, at ten
+    # at least e^-3.6 by the bound (CorrelationClustering, beta = 1).
+    X = np.random.default_rng(0).normal(size=(n_points, 5))
+    model = SparseFlatClustering(CorrelationClustering(beta=1.0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X)
+    said = [w for w in caught if "relative to the spanned partitions" in str(w.message)]
+    assert len(said) == (model.log_spanned_mass_lower_bound_ < np.log(0.5))
+    assert len(said) == (n_points == 10)
