@@ -131,7 +131,8 @@ class ExactHierarchicalClustering(
         k) and ``branch`` ("gaussian
         null": significant at 0.05, beta_ the largest at which Gaussian
         references with X's within-cluster covariance show no cluster
-        above ``null_level`` = 0.5; "own posterior": beta_ the largest at
+        above ``null_level`` = 0.5, the 2nd smallest over 7 references;
+        "own posterior": beta_ the largest at
         which X's own posterior shows none above 0.3), with
         ``n_reference_fits`` its posteriors (it costs 1-30 plain fits on
         noise and 43-153 on three groups at N = 12, where a fit takes
