@@ -43,7 +43,10 @@ temperature:
   on noise: the default (sample covariance, k from the correlation
   clustering), k = 2, robust covariances for the Gaussian references
   (minimum covariance determinant; each principal component's variance
-  from its scores' MAD), and a single-linkage gap statistic;
+  from its scores' MAD), a single-linkage gap statistic, and the best
+  2-split's likelihood ratio of two isotropic Gaussians with variances of
+  their own against one (``unequal_variance_ratio``: power for a tight
+  group beside spread points);
 - ``cost``: that default's fit time over a plain fit at its beta_;
 - ``flat-tested``: partitions, ``ExactFlatClustering()``'s own
   ``beta="auto"`` with 2-9 distinct columns ("test, then temper" to the
@@ -814,6 +817,33 @@ def single_linkage_gap(data, min_size=3):
     return merges[sides >= min_size, 2].max(initial=0.0) / np.median(merges[:, 2])
 
 
+def unequal_variance_ratio(data, min_size=3):
+    """Per data set (R, N, p): the best 2-split's log likelihood ratio, two isotropic Gaussians
+    with variances of their own against one (small: a tight group beside spread points).
+
+    ``min over splits of sum_c n_c log(W_c / n_c) - N log(T / N)``, W_c a
+    side's within sum of squares, T the total; both sides at least
+    ``min_size`` points, so that a pair of near points is no group.
+    """
+    n_points = data.shape[1]
+    masks = calibration._split_masks(n_points)
+    sizes = masks.sum(axis=1)
+    keep = (sizes >= min_size) & (n_points - sizes >= min_size)
+    masks, sizes = masks[keep], sizes[keep]
+    squares = (data ** 2).sum(axis=2)
+    total_squares = squares.sum(axis=1)
+    sums = np.einsum("mn,snp->smp", masks, data)
+    all_sums = data.sum(axis=1)
+    side_squares = squares @ masks.T
+    within = side_squares - (sums ** 2).sum(axis=2) / sizes
+    other = ((total_squares[:, None] - side_squares)
+             - ((all_sums[:, None] - sums) ** 2).sum(axis=2) / (n_points - sizes))
+    total = total_squares - (all_sums ** 2).sum(axis=1) / n_points
+    ratio = (sizes * np.log(np.maximum(within, 1e-300) / sizes)
+             + (n_points - sizes) * np.log(np.maximum(other, 1e-300) / (n_points - sizes)))
+    return ratio.min(axis=1) - n_points * np.log(total / n_points)
+
+
 #: The test's variants compared by ``test-power``: (covariance of the
 #: Gaussian references, statistic, k); k None is the test's own
 #: (``correlation_map_labels``).
@@ -823,6 +853,7 @@ TEST_VARIANTS = {
     "MCD covariance": (_mcd_covariance, "index", None),
     "PC MAD eigenvalues": (_pc_mad_covariance, "index", None),
     "single-link gap": (lambda X: np.atleast_2d(np.cov(X.T)), "gap", None),
+    "unequal-var. LR": (lambda X: np.atleast_2d(np.cov(X.T)), "ratio", None),
 }
 
 
@@ -835,6 +866,9 @@ def test_variant_pvalue(X, variant, rng, n_references):
     if name == "gap":
         observed = single_linkage_gap(X)
         exceed = sum(single_linkage_gap(reference) >= observed for reference in references)
+    elif name == "ratio":
+        observed = unequal_variance_ratio(X[None])[0]
+        exceed = int(np.sum(unequal_variance_ratio(references) <= observed))
     else:
         if k is None:
             labels = calibration.correlation_map_labels(X)

@@ -975,7 +975,7 @@ def test_beta_adding_no_confidence_at_no_beta():
 # certain: over seeds 0-29 (noise 0-59) of --only tested-sweep, 2 of 60
 # noise samples of 12 x 2 (false positives of the test) and 1 of 30 three
 # groups of 4 in 3 and in 4 features (seeds 17 and 20) failed
-# (benchmarks/README.md, "Trees: the Gaussian-null beta's rank").
+# (benchmarks/README.md, "trees, few features: the Gaussian-null beta's rank").
 
 
 def few_feature_groups(n_groups, group_size, n_features, seed):

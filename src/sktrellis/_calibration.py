@@ -1212,6 +1212,7 @@ def tested_null_beta(humility, X, test_rng, reference_rng):
     labels = correlation_map_labels(X)
     p_value, k, n_test_references = structure_pvalue(X, test_rng, labels)
     if p_value <= STRUCTURE_ALPHA:
+        # The constants as they stand at the call: the defaults bound at import.
         beta, fits = gaussian_null_beta(humility, X, reference_rng, labels,
                                         n_references=N_GAUSSIAN_REFERENCES,
                                         rank=GAUSSIAN_NULL_RANK)
@@ -1256,7 +1257,9 @@ def _at_kernel_width(energy, X):
 
 def _tested_null_warning(plan, beta):
     branch = ("the largest beta at which Gaussian references with X's within-cluster covariance "
-              f"show no cluster above {GAUSSIAN_NULL_LEVEL}" if plan["branch"] == "gaussian null"
+              f"show no cluster above {GAUSSIAN_NULL_LEVEL} (ranked {GAUSSIAN_NULL_RANK} from "
+              f"the smallest among {N_GAUSSIAN_REFERENCES} references)"
+              if plan["branch"] == "gaussian null"
               else f"the largest beta at which X's own posterior shows no cluster above "
               f"{NULL_LEVEL}")
     _warn_caller(
