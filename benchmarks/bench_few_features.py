@@ -724,7 +724,9 @@ NULL_RANKS = ((3, 1), (calibration.N_GAUSSIAN_REFERENCES, calibration.GAUSSIAN_N
 
 
 def null_rank_data(regime, seed):
-    """(X, labels or None) of ``null-rank``'s regimes: the sweep's shapes and iris."""
+    """(X, labels or None) of ``null-rank``'s regimes: the sweep's shapes, iris and copies."""
+    if regime == "noise, one column x 12":
+        return regime_or_copies("copies", seed)
     if regime.startswith("noise"):
         return np.random.default_rng(seed).normal(size=(12, int(regime[-1]))), None
     if regime.startswith("iris"):
@@ -738,7 +740,7 @@ def null_rank_data(regime, seed):
 
 NULL_RANK_REGIMES = ("2 groups of 5, 2 f", "2 groups of 5, 3 f", "2 groups of 5, 4 f",
                      "3 groups of 4, 3 f", "3 groups of 4, 4 f", "iris setosa (12)",
-                     "noise 12 x 2", "noise 12 x 3", "noise 12 x 4")
+                     "noise 12 x 2", "noise 12 x 3", "noise 12 x 4", "noise, one column x 12")
 
 
 def null_rank_table(n_seeds, regimes=NULL_RANK_REGIMES):
