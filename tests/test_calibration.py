@@ -997,7 +997,10 @@ def test_few_features_noise_supports_no_cluster(n_features, offset, global_rando
     assert largest_support(model, 12) <= 0.5
 
 
-@pytest.mark.parametrize("offset", range(3))
+# Two data sets per seed, not three: the Gaussian null's 7 references cost
+# about twice the posteriors of 3, and seeds 0-9 of both shapes (and of three
+# groups in 3 features) run in the full suite.
+@pytest.mark.parametrize("offset", range(2))
 @pytest.mark.parametrize("n_groups, group_size, n_features", [(2, 5, 2), (3, 4, 4)])
 def test_few_features_clear_groups_are_supported(n_groups, group_size, n_features, offset,
                                                  global_random_seed):
