@@ -39,6 +39,9 @@ temperature:
   Gaussian-null beta the minimum of 3 references' humble betas (the rule
   before) and the 2nd smallest of 7 (the default), over the sweep's
   regimes and iris (``--regimes`` picks some: "groups of 4", iris, noise);
+- ``iris-diagnosis``: per iris subsample (12 flowers), the default's test
+  and beta, and whether setosa is a cluster of the MAP tree (raw and
+  standardised columns) and at which beta it is supported;
 - ``test-power``: the test's variants, power on groups and iris and size
   on noise: the default (sample covariance, k from the correlation
   clustering), k = 2, robust covariances for the Gaussian references
@@ -98,6 +101,7 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 30 --only weak-regimes
     python benchmarks/bench_few_features.py --seeds 30 --only null-rank [--regimes iris]
     python benchmarks/bench_few_features.py --seeds 30 --only test-power [--regimes iris]
+    python benchmarks/bench_few_features.py --seeds 30 --only iris-diagnosis
 """
 import argparse
 import itertools
@@ -904,6 +908,33 @@ def test_power_table(n_seeds, regimes=NULL_RANK_REGIMES, n_references=199):
                                           for name in TEST_VARIANTS), flush=True)
 
 
+def iris_diagnosis_table(n_seeds, betas=(0.3, 1.0, 3.0, 10.0)):
+    """Trees: why setosa (12 iris flowers) falls below 0.9 -- the test, the beta or the energy?
+
+    Per subsample: the default ``beta="auto"``'s p-value, k, branch, beta_
+    and setosa's support; setosa's support at beta = 1000 (is it a cluster
+    of the MAP tree?) on the raw and on standardised columns; its support
+    at fixed betas (what beta it needs).
+    """
+    print(f"\ntrees, iris setosa (12 flowers): the test, the beta or the energy? seeds "
+          f"0..{n_seeds - 1}")
+    print(f"{'seed':>4} {'p':>6} {'k':>2} {'branch':>14} {'beta_':>6} {'setosa':>6} "
+          f"{'MAP raw':>7} {'MAP std':>7} " + " ".join(f"{f'@{b:g}':>5}" for b in betas))
+    for seed in range(n_seeds):
+        X, y = regime_data("iris, 4 per class (setosa)", seed)
+        setosa = np.flatnonzero(y == 0)
+        model = ExactHierarchicalClustering(verbose=0).fit(X)
+        record = model.calibration_
+        cold = [ExactHierarchicalClustering(Dasgupta(beta=1000.0), verbose=0).fit(data)
+                .cluster_probability(setosa) for data in (X, (X - X.mean(0)) / X.std(0))]
+        fixed = [ExactHierarchicalClustering(Dasgupta(beta=beta), verbose=0).fit(X)
+                 .cluster_probability(setosa) for beta in betas]
+        print(f"{seed:>4} {record['p_value']:>6.3f} {record['n_clusters_tested']:>2} "
+              f"{record['branch']:>14} {model.beta_:>6.3g} {statistic(model, y, False):>6.2f} "
+              f"{cold[0]:>7.2f} {cold[1]:>7.2f} " + " ".join(f"{v:>5.2f}" for v in fixed),
+              flush=True)
+
+
 def cost_table(n_seeds):
     """Trees: the time of a ``beta="auto"`` fit (test, then temper) over a plain fit at its beta_.
 
@@ -1208,6 +1239,8 @@ def main():
         flat_candidates_table(args.seeds, args.resamples)
     if "weak-regimes" in args.only:
         weak_regimes_table(args.seeds)
+    if "iris-diagnosis" in args.only:
+        iris_diagnosis_table(args.seeds)
     if "test-power" in args.only:
         test_power_table(args.seeds, [regime for regime in NULL_RANK_REGIMES
                                       if not args.regimes
