@@ -140,7 +140,8 @@ features; 3 and 2 with the minimum of 3), and setosa falls below 0.9 in
 significant: its cluster index lacks power for 4 tight flowers against
 8 spread ones, and robust covariances for its references lower it
 further; in 4 the Gaussian-null beta is too low), so the fit warns and
-``calibration_`` records the p-value and the branch. Over partitions the same rule fails clear groups
+``calibration_`` records the p-value and
+the branch. Over partitions the same rule fails clear groups
 (4 and 8 of 10): with few features the flat loss weighs noise clumps as
 much as clear groups, and the Gaussian null tempers the groups too hot.
 Over all partitions (``calibrate_few_feature_partitions``) the test,
