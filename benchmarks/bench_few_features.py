@@ -35,6 +35,21 @@ temperature:
   (``_calibration.tested_null_beta``, the trees' default ``beta="auto"``
   with 1-9 distinct columns);
 - ``tested-sweep``: that default over 30 seeds and more group shapes;
+- ``null-rank``: that default where the test is significant, with the
+  Gaussian-null beta the minimum of 3 references' humble betas (the rule
+  before) and the 2nd smallest of 7 (the default), over the sweep's
+  regimes and iris (``--regimes`` picks some: "groups of 4", iris, noise);
+- ``iris-diagnosis``: per iris subsample (12 flowers), the default's test
+  and beta, and whether setosa is a cluster of the MAP tree (raw and
+  standardised columns) and at which beta it is supported;
+- ``test-power``: the test's variants, power on groups and iris and size
+  on noise: the default (sample covariance, k from the correlation
+  clustering), k = 2, robust covariances for the Gaussian references
+  (minimum covariance determinant; each principal component's variance
+  from its scores' MAD), a single-linkage gap statistic, and the best
+  2-split's likelihood ratio of two isotropic Gaussians with variances of
+  their own against one (``unequal_variance_ratio``: power for a tight
+  group beside spread points);
 - ``cost``: that default's fit time over a plain fit at its beta_;
 - ``flat-tested``: partitions, ``ExactFlatClustering()``'s own
   ``beta="auto"`` with 2-9 distinct columns ("test, then temper" to the
@@ -84,6 +99,9 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 60 --only flat-pvalues
     python benchmarks/bench_few_features.py --seeds 10 --only flat-candidates
     python benchmarks/bench_few_features.py --seeds 30 --only weak-regimes
+    python benchmarks/bench_few_features.py --seeds 30 --only null-rank [--regimes iris]
+    python benchmarks/bench_few_features.py --seeds 30 --only test-power [--regimes iris]
+    python benchmarks/bench_few_features.py --seeds 30 --only iris-diagnosis
 """
 import argparse
 import itertools
@@ -456,8 +474,9 @@ def bounded_beta(posteriors, clusters, frequencies, margin):
     return float(chosen)
 
 
-#: Gaussian-null rules measured: (level, references, how their betas are combined).
-GAUSSIAN_NULL_RULES = ((0.4, 3, "min"), (0.5, 3, "min"), (0.3, 7, "median"))
+#: Gaussian-null rules measured: (level, references, the rank of beta among their
+#: humble betas: 1 their minimum, 4 of 7 their median).
+GAUSSIAN_NULL_RULES = ((0.4, 3, 1), (0.5, 3, 1), (0.3, 7, 4), (0.5, 7, 2))
 #: Trees: the resamplings whose MAP-cluster frequencies the supports are matched to.
 RESAMPLINGS = {"frequencies": perturbed, "point-frequencies": reweighted,
                "weighted-frequencies": weighted, "redrawn-frequencies": redrawn}
@@ -543,20 +562,20 @@ def regime_or_copies(regime, seed):
     return regime_data(regime, seed)
 
 
-def gaussian_null_beta(X, flat, level, n_references, aggregate):
+def gaussian_null_beta(X, flat, level, n_references, rank):
     """``_calibration.gaussian_null_beta`` with the default energy at X's kernel width (exact)."""
     unit = calibration._unit_loss(CorrelationClustering() if flat else Dasgupta())
     gamma = median_gamma(unit, X)
     rng = calibration._rngs(None)[2]   # the reference-null cap's stream
     return calibration.gaussian_null_beta(
         lambda beta, data, _: humility(data, beta, gamma, flat), X, rng, level=level,
-        n_references=n_references, aggregate=aggregate)[0]
+        n_references=n_references, rank=rank)[0]
 
 
 def gaussian_null_table(n_seeds, rules):
     """The Gaussian-null temperature as beta: the requirement's failures, per rule.
 
-    Each rule is (level, references, aggregate). Adds ``copies`` (one noise
+    Each rule is (level, references, rank). Adds ``copies`` (one noise
     column copied 12 times, N = 12) to the regimes.
     """
     print(f"\nGaussian null (SigClust-style, within-cluster covariance, X's kernel width): "
@@ -564,15 +583,15 @@ def gaussian_null_table(n_seeds, rules):
     print(f"{'regime':>28} {'':>5} {'rule':>12} {'beta range':>13} {'worst':>6} {'fail':>5}")
     for regime in REGIMES + ("copies",):
         for flat in (False, True):
-            for level, n_references, aggregate in rules:
+            for level, n_references, rank in rules:
                 betas, values = [], []
                 for seed in range(n_seeds):
                     X, y = regime_or_copies(regime, seed)
-                    beta = gaussian_null_beta(X, flat, level, n_references, aggregate)
+                    beta = gaussian_null_beta(X, flat, level, n_references, rank)
                     betas.append(beta)
                     values.append(statistic(Posteriors(X, flat).model(beta), y, flat))
                 worst = max(values) if y is None else min(values)
-                rule = f"{level:g}/{aggregate}{n_references}"
+                rule = f"{level:g}/{rank}of{n_references}"
                 print(f"{regime:>28} {'flat' if flat else 'tree':>5} {rule:>12} "
                       f"{min(betas):>6.3g}-{max(betas):<6.3g} {worst:>6.2f} "
                       f"{sum(fails(v, y) for v in values):>2}/{n_seeds:<2}", flush=True)
@@ -701,6 +720,219 @@ def weak_regimes_table(n_seeds):
               f"{fail['gaussian null']:>4} {min(pvalues):>6.3f}-{max(pvalues):<6.3f} "
               f"{min(references):>3}-{max(references):<4} {forced_fails:>2}/{n_seeds:<3} "
               f"{worst:>6.2f}", flush=True)
+
+
+#: Gaussian-null ranks compared by ``null-rank``: (references, rank), the
+#: rule before (the minimum of 3) and the default.
+NULL_RANKS = ((3, 1), (calibration.N_GAUSSIAN_REFERENCES, calibration.GAUSSIAN_NULL_RANK))
+
+
+def null_rank_data(regime, seed):
+    """(X, labels or None) of ``null-rank``'s regimes: the sweep's shapes, iris and copies."""
+    if regime == "noise, one column x 12":
+        return regime_or_copies("copies", seed)
+    if regime.startswith("noise"):
+        return np.random.default_rng(seed).normal(size=(12, int(regime[-1]))), None
+    if regime.startswith("iris"):
+        return regime_data("iris, 4 per class (setosa)", seed)
+    words = regime.replace(",", "").split()   # "3 groups of 4, 3 f"
+    n_groups, size, n_features = int(words[0]), int(words[3]), int(words[4])
+    y = np.repeat(np.arange(n_groups), size)
+    return (np.random.default_rng(seed).normal(size=(len(y), n_features))
+            + SHIFT * np.eye(n_features)[y]), y
+
+
+NULL_RANK_REGIMES = ("2 groups of 5, 2 f", "2 groups of 5, 3 f", "2 groups of 5, 4 f",
+                     "3 groups of 4, 3 f", "3 groups of 4, 4 f", "iris setosa (12)",
+                     "noise 12 x 2", "noise 12 x 3", "noise 12 x 4", "noise, one column x 12")
+
+
+def null_rank_table(n_seeds, regimes=NULL_RANK_REGIMES):
+    """Trees: the Gaussian-null beta's rank among its references' humble betas, before and now.
+
+    ``ExactHierarchicalClustering()``'s default ``beta="auto"`` over the
+    tested-sweep's regimes and iris (12 flowers; setosa must reach 0.9),
+    seeds 0..n_seeds - 1 (noise twice as many). Where the test is
+    significant the fit is repeated with each rule of ``NULL_RANKS``
+    (``calibration.N_GAUSSIAN_REFERENCES``, ``calibration.GAUSSIAN_NULL_RANK``);
+    elsewhere the branch does not use the rule. Per rule: failures, the
+    worst value, the range of beta_ over the significant seeds and the mean
+    posteriors fitted for the null (``n_reference_fits``).
+    """
+    print(f"\ntrees, Gaussian-null rank (references, rank), seeds 0..{n_seeds - 1} "
+          f"(noise: 0..{2 * n_seeds - 1})")
+    print(f"{'regime':>22} {'signif':>7} " + " ".join(
+        f"{f'{rank} of {n}: fail worst beta fits':>36}" for n, rank in NULL_RANKS))
+    defaults = calibration.N_GAUSSIAN_REFERENCES, calibration.GAUSSIAN_NULL_RANK
+    for regime in regimes:
+        seeds = range(2 * n_seeds if regime.startswith("noise") else n_seeds)
+        significant, results = 0, {rule: [] for rule in NULL_RANKS}
+        for seed in seeds:
+            X, y = null_rank_data(regime, seed)
+            for rule in NULL_RANKS:
+                calibration.N_GAUSSIAN_REFERENCES, calibration.GAUSSIAN_NULL_RANK = rule
+                try:
+                    model = ExactHierarchicalClustering(verbose=0).fit(X)
+                finally:
+                    calibration.N_GAUSSIAN_REFERENCES, calibration.GAUSSIAN_NULL_RANK = defaults
+                record = model.calibration_
+                results[rule].append((statistic(model, y, False), model.beta_,
+                                      record["n_reference_fits"],
+                                      record["branch"] == "gaussian null"))
+                if record["branch"] != "gaussian null":
+                    # The own-posterior branch does not use the rule.
+                    for other in NULL_RANKS:
+                        if other != rule:
+                            results[other].append(results[rule][-1])
+                    break
+            significant += results[NULL_RANKS[0]][-1][3]
+        cells = []
+        for rule in NULL_RANKS:
+            values = np.array([row[0] for row in results[rule]])
+            tested = [row for row in results[rule] if row[3]] or [(0, np.nan, 0, True)]
+            betas = [row[1] for row in tested]
+            worst = values.max() if y is None else values.min()
+            cells.append(f"{sum(fails(v, y) for v in values):>3}/{len(values):<3} {worst:>5.2f} "
+                         f"{min(betas):>6.3g}-{max(betas):<6.3g} "
+                         f"{np.mean([row[2] for row in tested]):>5.1f}")
+        print(f"{regime:>22} {significant:>3}/{len(seeds):<3} " + " ".join(
+            f"{cell:>36}" for cell in cells), flush=True)
+
+
+def _pc_mad_covariance(X):
+    """X's covariance with each principal component's variance its scores' MAD, squared."""
+    values, vectors = np.linalg.eigh(np.atleast_2d(np.cov(X.T)))
+    scores = (X - X.mean(axis=0)) @ vectors
+    mad = 1.4826 * np.median(np.abs(scores - np.median(scores, axis=0)), axis=0)
+    return (vectors * mad ** 2) @ vectors.T
+
+
+def _mcd_covariance(X):
+    """The reweighted minimum covariance determinant estimate (Rousseeuw 1984)."""
+    from sklearn.covariance import MinCovDet
+    return MinCovDet(random_state=0).fit(X).covariance_
+
+
+def single_linkage_gap(data, min_size=3):
+    """The highest single-linkage merge of two clusters of at least ``min_size`` points,
+    over the median merge height (large: a gap no Gaussian shows)."""
+    from scipy.cluster.hierarchy import linkage
+    merges = linkage(data, "single")
+    sizes = np.concatenate([np.ones(len(data)), merges[:, 3]])
+    sides = np.minimum(sizes[merges[:, 0].astype(int)], sizes[merges[:, 1].astype(int)])
+    return merges[sides >= min_size, 2].max(initial=0.0) / np.median(merges[:, 2])
+
+
+def unequal_variance_ratio(data, min_size=3):
+    """Per data set (R, N, p): the best 2-split's log likelihood ratio, two isotropic Gaussians
+    with variances of their own against one (small: a tight group beside spread points).
+
+    ``min over splits of sum_c n_c log(W_c / n_c) - N log(T / N)``, W_c a
+    side's within sum of squares, T the total; both sides at least
+    ``min_size`` points, so that a pair of near points is no group.
+    """
+    n_points = data.shape[1]
+    masks = calibration._split_masks(n_points)
+    sizes = masks.sum(axis=1)
+    keep = (sizes >= min_size) & (n_points - sizes >= min_size)
+    masks, sizes = masks[keep], sizes[keep]
+    squares = (data ** 2).sum(axis=2)
+    total_squares = squares.sum(axis=1)
+    sums = np.einsum("mn,snp->smp", masks, data)
+    all_sums = data.sum(axis=1)
+    side_squares = squares @ masks.T
+    within = side_squares - (sums ** 2).sum(axis=2) / sizes
+    other = ((total_squares[:, None] - side_squares)
+             - ((all_sums[:, None] - sums) ** 2).sum(axis=2) / (n_points - sizes))
+    total = total_squares - (all_sums ** 2).sum(axis=1) / n_points
+    ratio = (sizes * np.log(np.maximum(within, 1e-300) / sizes)
+             + (n_points - sizes) * np.log(np.maximum(other, 1e-300) / (n_points - sizes)))
+    return ratio.min(axis=1) - n_points * np.log(total / n_points)
+
+
+#: The test's variants compared by ``test-power``: (covariance of the
+#: Gaussian references, statistic, k); k None is the test's own
+#: (``correlation_map_labels``).
+TEST_VARIANTS = {
+    "sample (default)": (lambda X: np.atleast_2d(np.cov(X.T)), "index", None),
+    "sample, k = 2": (lambda X: np.atleast_2d(np.cov(X.T)), "index", 2),
+    "MCD covariance": (_mcd_covariance, "index", None),
+    "PC MAD eigenvalues": (_pc_mad_covariance, "index", None),
+    "single-link gap": (lambda X: np.atleast_2d(np.cov(X.T)), "gap", None),
+    "unequal-var. LR": (lambda X: np.atleast_2d(np.cov(X.T)), "ratio", None),
+}
+
+
+def test_variant_pvalue(X, variant, rng, n_references):
+    """The p-value of one ``TEST_VARIANTS`` entry with a fixed number of references."""
+    covariance_of, name, k = TEST_VARIANTS[variant]
+    covariance = covariance_of(X)
+    references = np.stack([calibration.gaussian_reference(covariance, len(X), rng)
+                           for _ in range(n_references)])
+    if name == "gap":
+        observed = single_linkage_gap(X)
+        exceed = sum(single_linkage_gap(reference) >= observed for reference in references)
+    elif name == "ratio":
+        observed = unequal_variance_ratio(X[None])[0]
+        exceed = int(np.sum(unequal_variance_ratio(references) <= observed))
+    else:
+        if k is None:
+            labels = calibration.correlation_map_labels(X)
+            k = int(min(max(2, len(np.unique(labels))), len(np.unique(X, axis=0))))
+        observed = calibration.cluster_indices(X[None], k, rng)[0]
+        exceed = int(np.sum(calibration.cluster_indices(references, k, rng) <= observed))
+    return (1 + exceed) / (1 + n_references)
+
+
+def test_power_table(n_seeds, regimes=NULL_RANK_REGIMES, n_references=199):
+    """Trees' test: its variants' share significant at ``STRUCTURE_ALPHA`` (fixed references).
+
+    On groups and iris the power (higher is better), on noise the size
+    (false positives; at most about the level). Each data set is brought
+    near unit scale as the estimator does; references per seed from
+    RandomState(seed), ``n_references`` each.
+    """
+    print(f"\ntrees' test variants, significant at {calibration.STRUCTURE_ALPHA:g} "
+          f"({n_references} references), seeds 0..{n_seeds - 1} (noise: 0..{2 * n_seeds - 1})")
+    print(f"{'regime':>22} " + " ".join(f"{name:>18}" for name in TEST_VARIANTS))
+    for regime in regimes:
+        seeds = range(2 * n_seeds if regime.startswith("noise") else n_seeds)
+        counts = dict.fromkeys(TEST_VARIANTS, 0)
+        for seed in seeds:
+            X = calibration._near_unit_scale(Dasgupta(), null_rank_data(regime, seed)[0])
+            for variant in TEST_VARIANTS:
+                counts[variant] += test_variant_pvalue(
+                    X, variant, np.random.RandomState(seed),
+                    n_references) <= calibration.STRUCTURE_ALPHA
+        print(f"{regime:>22} " + " ".join(f"{f'{counts[name]}/{len(seeds)}':>18}"
+                                          for name in TEST_VARIANTS), flush=True)
+
+
+def iris_diagnosis_table(n_seeds, betas=(0.3, 1.0, 3.0, 10.0)):
+    """Trees: why setosa (12 iris flowers) falls below 0.9 -- the test, the beta or the energy?
+
+    Per subsample: the default ``beta="auto"``'s p-value, k, branch, beta_
+    and setosa's support; setosa's support at beta = 1000 (is it a cluster
+    of the MAP tree?) on the raw and on standardised columns; its support
+    at fixed betas (what beta it needs).
+    """
+    print(f"\ntrees, iris setosa (12 flowers): the test, the beta or the energy? seeds "
+          f"0..{n_seeds - 1}")
+    print(f"{'seed':>4} {'p':>6} {'k':>2} {'branch':>14} {'beta_':>6} {'setosa':>6} "
+          f"{'MAP raw':>7} {'MAP std':>7} " + " ".join(f"{f'@{b:g}':>5}" for b in betas))
+    for seed in range(n_seeds):
+        X, y = regime_data("iris, 4 per class (setosa)", seed)
+        setosa = np.flatnonzero(y == 0)
+        model = ExactHierarchicalClustering(verbose=0).fit(X)
+        record = model.calibration_
+        cold = [ExactHierarchicalClustering(Dasgupta(beta=1000.0), verbose=0).fit(data)
+                .cluster_probability(setosa) for data in (X, (X - X.mean(0)) / X.std(0))]
+        fixed = [ExactHierarchicalClustering(Dasgupta(beta=beta), verbose=0).fit(X)
+                 .cluster_probability(setosa) for beta in betas]
+        print(f"{seed:>4} {record['p_value']:>6.3f} {record['n_clusters_tested']:>2} "
+              f"{record['branch']:>14} {model.beta_:>6.3g} {statistic(model, y, False):>6.2f} "
+              f"{cold[0]:>7.2f} {cold[1]:>7.2f} " + " ".join(f"{v:>5.2f}" for v in fixed),
+              flush=True)
 
 
 def cost_table(n_seeds):
@@ -1007,6 +1239,16 @@ def main():
         flat_candidates_table(args.seeds, args.resamples)
     if "weak-regimes" in args.only:
         weak_regimes_table(args.seeds)
+    if "iris-diagnosis" in args.only:
+        iris_diagnosis_table(args.seeds)
+    if "test-power" in args.only:
+        test_power_table(args.seeds, [regime for regime in NULL_RANK_REGIMES
+                                      if not args.regimes
+                                      or any(part in regime for part in args.regimes)])
+    if "null-rank" in args.only:
+        null_rank_table(args.seeds, [regime for regime in NULL_RANK_REGIMES
+                                     if not args.regimes
+                                     or any(part in regime for part in args.regimes)])
     if "tested-null" in args.only:
         calibration.GAUSSIAN_NULL_LEVEL = args.tested_level
         tested_null_table(args.seeds)

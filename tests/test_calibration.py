@@ -990,9 +990,9 @@ def test_beta_adding_no_confidence_at_no_beta():
 # (--only tested-null); groups shifted by 6 standard deviations along their
 # own feature, so that the MAP structure itself holds them. It is not
 # certain: over seeds 0-29 (noise 0-59) of --only tested-sweep, 2 of 60
-# noise samples of 12 x 2 (false positives of the test) and 2 of 30 three
-# groups of 4 in 4 features failed (benchmarks/README.md, "Trees: the weak
-# regimes of test, then temper").
+# noise samples of 12 x 2 (false positives of the test) and 1 of 30 three
+# groups of 4 in 3 and in 4 features (seeds 17 and 20) failed
+# (benchmarks/README.md, "trees, few features: the Gaussian-null beta's rank").
 
 
 def few_feature_groups(n_groups, group_size, n_features, seed):
@@ -1014,7 +1014,10 @@ def test_few_features_noise_supports_no_cluster(n_features, offset, global_rando
     assert largest_support(model, 12) <= 0.5
 
 
-@pytest.mark.parametrize("offset", range(3))
+# Two data sets per seed, not three: the Gaussian null's 7 references cost
+# about twice the posteriors of 3, and seeds 0-9 of both shapes (and of three
+# groups in 3 features) run in the full suite.
+@pytest.mark.parametrize("offset", range(2))
 @pytest.mark.parametrize("n_groups, group_size, n_features", [(2, 5, 2), (3, 4, 4)])
 def test_few_features_clear_groups_are_supported(n_groups, group_size, n_features, offset,
                                                  global_random_seed):
@@ -1368,3 +1371,50 @@ def test_few_features_calibrate_the_same_at_any_scale(estimator, exponent):
     assert scaled.beta_ == plain.beta_
     assert scaled.calibration_ == plain.calibration_
     np.testing.assert_array_equal(scaled.labels_, plain.labels_)
+
+
+# Few distinct columns, over trees: the Gaussian-null beta is the 2nd smallest
+# of 7 references' humble betas (their 1/4 quantile, as the minimum of 3 was,
+# with less spread).
+
+
+@pytest.mark.parametrize("n_references, rank", [(3, 1), (7, 2), (7, 4)])
+def test_gaussian_null_beta_is_the_ranked_humble_beta_of_its_references(n_references, rank,
+                                                                        global_random_seed):
+    """The rank-th smallest of the references' own humble betas, each searched in full.
+
+    Each reference's posterior turns proud at a beta of its own (a function of
+    the reference), so the answer is known; searching each reference only up
+    to the rank-th smallest so far must not change it.
+    """
+    from sktrellis._calibration import gaussian_null_beta, gaussian_reference, within_covariance
+
+    X = noise(10, global_random_seed, 2)
+    labels = np.repeat([0, 1], 5)
+
+    def crossing(reference):
+        return float(np.exp(4.0 * reference[0, 0]))
+
+    def humility(beta, reference, level):
+        return 0.0 if beta <= crossing(reference) else 1.0
+
+    beta, fits = gaussian_null_beta(humility, X, np.random.RandomState(global_random_seed),
+                                    labels, n_references=n_references, rank=rank)
+    rng = np.random.RandomState(global_random_seed)
+    covariance = within_covariance(X, labels)
+    crossings = np.sort(np.clip([crossing(gaussian_reference(covariance, 10, rng))
+                                 for _ in range(n_references)], *BETA_RANGE))
+    assert crossings[rank - 1] / CAP_TOLERANCE <= beta <= crossings[rank - 1]
+    assert fits >= n_references
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(10))
+def test_few_features_three_groups_of_four_over_seeds(seed):
+    """Three groups of 4 in 3 and 4 features keep support >= 0.9 (each fails 1 of 30 seeds)."""
+    for n_features in (3, 4):
+        X, labels = few_feature_groups(3, 4, n_features, seed)
+        model = fit_few_features(X)
+        assert model.calibration_["branch"] == "gaussian null"
+        for k in range(3):
+            assert model.cluster_probability(np.flatnonzero(labels == k)) >= 0.9

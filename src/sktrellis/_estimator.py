@@ -379,7 +379,7 @@ class TreePosteriorMixin(ClusterPosteriorMixin):
         >>> X = np.array([[0.0], [0.2], [3.0], [3.1], [3.5]])
         >>> model = ExactHierarchicalClustering().fit(X)
         >>> model.clade_support().round(2).tolist()
-        [1.0, 0.48, 1.0, 1.0]
+        [1.0, 0.38, 1.0, 1.0]
         """
         check_is_fitted(self)
         linkage = self.linkage_matrix_ if tree is None else tree

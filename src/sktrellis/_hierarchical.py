@@ -131,12 +131,15 @@ class ExactHierarchicalClustering(
         k) and ``branch`` ("gaussian
         null": significant at 0.05, beta_ the largest at which Gaussian
         references with X's within-cluster covariance show no cluster
-        above ``null_level`` = 0.5; "own posterior": beta_ the largest at
+        above ``null_level`` = 0.5, the 2nd smallest over 7 references;
+        "own posterior": beta_ the largest at
         which X's own posterior shows none above 0.3), with
         ``n_reference_fits`` its posteriors (it costs 1-30 plain fits on
         noise and 43-153 on three groups at N = 12, where a fit takes
-        3-8 ms, and 2.5-10 at N = 18, on a loaded machine; see "Reading
-        a posterior", "Few features", for where it fails);
+        3-8 ms, and 2.5-10 at N = 18, on a loaded machine, with 3
+        references for the null; its 7 cost 1.35 times that CPU time at
+        N = 10-12 and 14-31 plain fits on three groups at N = 18; see
+        "Reading a posterior", "Few features", for where it fails);
         ``n_effective_features``
         (duplicated or correlated columns counted once, see "Reading a
         posterior"), ``n_resamples`` (bootstrap resamples drawn),
