@@ -271,15 +271,6 @@ N_KMEANS_STARTS = 100
 #: (``mixture_bootstrap_frequencies``; co-clustering frequencies in steps of
 #: 1 / 40).
 N_MIXTURE_RESAMPLES = 40
-#: Few distinct columns, over partitions: significance level of SigClust's
-#: test, and its Gaussian references (p-values in steps of 1 / 100). 99
-#: references rather than 49 give the test power where a group is clear on
-#: some features only: two groups of 5 in 3 features (one of them noise)
-#: reach p <= 0.05 in 58 of 60 seeds with 99, about half with 49. At 0.01
-#: only 19 of 60 would, for 2 noise false positives in 240 instead of 7
-#: (``benchmarks/bench_few_features.py --only flat-pvalues``).
-PARTITION_STRUCTURE_ALPHA = 0.05
-N_PARTITION_STRUCTURE_REFERENCES = 99
 # Up to this many points the 2-means cluster index is exact over all
 # 2**(N-1) - 1 splits (32,767 at 16, a few milliseconds a reference);
 # above, ``N_KMEANS_STARTS`` k-means++ starts.
@@ -296,6 +287,10 @@ _MAX_SEARCH_STATES = 200_000
 # Bytes one bootstrap search may hold at that cap (627 to 1,116 bytes a
 # state measured at N = 40 to 64).
 _SEARCH_BYTES = _MAX_SEARCH_STATES * 1024
+# Most bytes of the flat trellises (two tables of 2**N doubles each) the
+# few-feature calibration keeps to reuse the one at the beta it chooses:
+# all of them up to 17 points, the 16 most recent at 18.
+_KEPT_TRELLIS_BYTES = 64 * 2**20
 
 
 def is_auto(energy):
@@ -1895,10 +1890,10 @@ def matched_co_clustering_beta(pairwise_at, frequencies):
 def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstrap_rng):
     """Few features over partitions: test, then temper to the mixture bootstrap.
 
-    SigClust's test (``structure_pvalue``, ``N_PARTITION_STRUCTURE_REFERENCES``
-    references) decides whether X shows cluster structure that Gaussian
-    noise with its covariance does not. Where it does (p <=
-    ``PARTITION_STRUCTURE_ALPHA``), beta is the one whose posterior
+    SigClust's test (``structure_pvalue``, the trees' sequential test:
+    references 49 at a time, up to 999, until its decision is sure)
+    decides whether X shows cluster structure that Gaussian noise with its
+    covariance does not. Where it does (p <= ``STRUCTURE_ALPHA``), beta is the one whose posterior
     co-clustering best reproduces how often the MAP partitions of data
     redrawn from X's own mixture put each pair together
     (``mixture_bootstrap_frequencies``, ``matched_co_clustering_beta``):
@@ -1913,8 +1908,8 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
     Parameters
     ----------
     pairwise_at : callable
-        ``pairwise_at(beta, data)``: the co-clustering matrix of the
-        posterior over ``data`` at ``beta`` (X's kernel width).
+        ``pairwise_at(beta)``: the co-clustering matrix of the posterior
+        over X at ``beta`` (X's kernel width).
     X : ndarray of shape (n_samples, n_features)
     labels : ndarray of shape (n_samples,)
         X's MAP partition.
@@ -1932,22 +1927,18 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
         mixture bootstrap), ``n_reference_fits`` (posteriors fitted to
         find beta) and ``n_resamples`` (redrawn data sets; None without).
     """
-    # A fixed N_PARTITION_STRUCTURE_REFERENCES, not the trees' sequential
-    # test: the failure rates of benchmarks/bench_few_features.py's
-    # flat-tested table were measured with it.
-    p_value, k, n_references = structure_pvalue(
-        X, test_rng, labels, batch=N_PARTITION_STRUCTURE_REFERENCES,
-        max_references=N_PARTITION_STRUCTURE_REFERENCES)
+    p_value, k, n_references = structure_pvalue(X, test_rng, labels)
     record = {"p_value": p_value, "n_clusters_tested": k,
               "n_test_references": n_references}
-    if p_value <= PARTITION_STRUCTURE_ALPHA:
+    if p_value <= STRUCTURE_ALPHA:
         frequencies = mixture_bootstrap_frequencies(map_labels_of, X, labels, bootstrap_rng)
-        beta, fits = matched_co_clustering_beta(lambda beta: pairwise_at(beta, X), frequencies)
+        beta, fits = matched_co_clustering_beta(pairwise_at, frequencies)
         record.update(branch="mixture bootstrap", null_level=None,
                       n_resamples=N_MIXTURE_RESAMPLES)
     else:
+        # own_humble_beta asks about X's own posterior only.
         beta, fits = own_humble_beta(
-            lambda beta, data, level: largest_together(pairwise_at(beta, data)), X)
+            lambda beta, _, level: largest_together(pairwise_at(beta)), X)
         record.update(branch="own posterior", null_level=NULL_LEVEL, n_resamples=None)
     record["n_reference_fits"] = fits
     return beta, record
@@ -2012,16 +2003,31 @@ def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_
     at_width = _at_kernel_width(energy, data)
     unit = _unit_loss(at_width)
 
+    # Every posterior the search fits is over ``data``: its table is beta
+    # times the unit table, the product the energy itself forms, so built
+    # once. The trellises are kept (the most recent, up to
+    # _KEPT_TRELLIS_BYTES), and the fit's own is the one at the beta chosen
+    # where its table is the same bit for bit: with the data-driven width,
+    # X and ``data`` differ by a power of two that the affinity divides out.
+    unit_table = unit.cluster_potential(data)
+    kept = {}
+
     def map_labels_of(points):
         return np.asarray(map_labels(unit.cluster_potential(points)))
 
-    def pairwise_at(beta, points):
-        scaled = clone(at_width).set_params(beta=beta)
-        return make_trellis(scaled.cluster_potential(points), None).pairwise_probability()
+    def pairwise_at(beta):
+        if beta not in kept:
+            kept[beta] = make_trellis(beta * unit_table, None)
+            while len(kept) > 1 and len(kept) * 16 * len(unit_table) > _KEPT_TRELLIS_BYTES:
+                del kept[next(iter(kept))]
+        return kept[beta].pairwise_probability()
 
-    beta, record = tested_mixture_beta(pairwise_at, data, map_labels_of(data), map_labels_of,
-                                       test_rng, bootstrap_rng)
+    beta, record = tested_mixture_beta(pairwise_at, data, np.asarray(map_labels(unit_table)),
+                                       map_labels_of, test_rng, bootstrap_rng)
     plan.update(record)
     _tested_partition_warning(plan, beta)
     scaled = clone(energy).set_params(beta=beta)
-    return scaled, beta, make_trellis(scaled.cluster_potential(X), n_clusters), plan
+    table = scaled.cluster_potential(X)
+    if n_clusters is None and beta in kept and np.array_equal(kept[beta].log_e, table):
+        return scaled, beta, kept[beta], plan
+    return scaled, beta, make_trellis(table, n_clusters), plan
