@@ -1382,7 +1382,7 @@ def test_few_feature_partitions_fit_is_the_calibrations_posterior(energy, global
     """The fit keeps the calibration's trellis at beta_: bit for bit a fit at that fixed beta."""
     from sktrellis import _flat
 
-    X, _ = few_feature_groups(2, 4, 2, global_random_seed)
+    X, _ = few_feature_groups(2, 5, 2, global_random_seed)
     original, built = _flat.FlatTrellis, []
 
     def counted(*args):

@@ -111,14 +111,15 @@ class ExactFlatClustering(
     calibration_ : dict
         How ``beta_`` was chosen, with an energy that has a temperature:
         ``method`` ("feature bootstrap"; "tested-null" with 1-9 distinct
-        feature columns, with a warning: SigClust's test of X against 99
-        Gaussian references with its covariance, then, where it finds
+        feature columns, with a warning: SigClust's test of X against
+        Gaussian references with its covariance (49 at a time, up to 999,
+        until its decision is sure), then, where it finds
         structure (p <= 0.05), the beta whose co-clustering best matches
         how often data redrawn from the Gaussian mixture of the MAP
         partition put each pair together, else the largest beta at which
         no three points are together above 0.3; see "Reading a
         posterior", "Few features over partitions"; it records ``p_value``,
-        ``n_clusters_tested``, ``n_test_references`` (99), ``branch``
+        ``n_clusters_tested``, ``n_test_references`` (49-999), ``branch``
         ("mixture bootstrap" or "own posterior"), ``null_level``,
         ``n_reference_fits`` and ``n_resamples``; "fixed" for a numeric
         beta;
