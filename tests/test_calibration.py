@@ -1152,7 +1152,7 @@ def test_few_feature_partitions_clear_groups_are_supported(n_groups, group_size,
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(5))
 def test_few_feature_partitions_two_sided_over_seeds(seed):
-    """Seeds 0-4 of the benchmark's 30 (bench_few_features.py --only flat-tested), eight regimes."""
+    """Seeds 0-4 of the benchmark's 30 (bench_few_features.py --only flat-tested): 8 regimes."""
     for n_points, n_features in [(12, 2), (12, 3), (12, 4), (18, 5)]:
         model = fit_few_feature_partitions(noise(n_points, seed, n_features))
         assert largest_together(model.pairwise_probability_) <= 0.5
@@ -1376,7 +1376,8 @@ def test_few_feature_partitions_groups_beside_a_noise_feature_are_supported(glob
 
 
 @pytest.mark.parametrize("energy", [CorrelationClustering(),
-                                    CorrelationClustering(affinity="rbf")], ids=["exponential", "rbf"])
+                                    CorrelationClustering(affinity="rbf")],
+                         ids=["exponential", "rbf"])
 def test_few_feature_partitions_fit_is_the_calibrations_posterior(energy, global_random_seed,
                                                                    monkeypatch):
     """The fit keeps the calibration's trellis at beta_: bit for bit a fit at that fixed beta."""
