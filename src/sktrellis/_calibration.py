@@ -146,8 +146,8 @@ best matches (least squares) that of the MAP partitions of 40 data sets
 redrawn from the Gaussian mixture of X's MAP partition; where it finds
 none, the largest beta at which no three points are together above 0.3.
 Over 30 seeds it fails noise only where the test gives a false positive,
-as often as its level says (one noise column, alone or copied 12 times:
-35 of 600 seeds), and groups where the redrawn mixture splits one (three
+about as often as its level, 0.05, allows (one noise column, alone or
+copied 12 times: 35 of 600 seeds), and groups where the redrawn mixture splits one (three
 groups of 4 in 3 features: 1 of 30) or the test misses them;
 doc/reading_a_posterior.rst, "Few features over partitions". All rows identical is an error,
 identical rows a warning (``check_rows``). The search estimators
@@ -1893,10 +1893,11 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
     SigClust's test (``structure_pvalue``, the trees' sequential test:
     references 49 at a time, up to 999, until its decision is sure)
     decides whether X shows cluster structure that Gaussian noise with its
-    covariance does not. Where it does (p <= ``STRUCTURE_ALPHA``), beta is the one whose posterior
-    co-clustering best reproduces how often the MAP partitions of data
-    redrawn from X's own mixture put each pair together
-    (``mixture_bootstrap_frequencies``, ``matched_co_clustering_beta``):
+    covariance does not. Where it does (p <= ``STRUCTURE_ALPHA``), beta
+    is the one whose posterior co-clustering best reproduces how often the
+    MAP partitions of data redrawn from X's own mixture put each pair
+    together (``mixture_bootstrap_frequencies``,
+    ``matched_co_clustering_beta``):
     the parametric bootstrap's stability of the clustering, which is what
     a support should say once there is structure to support. Where it does
     not, the largest beta at which X's own posterior puts no three points
