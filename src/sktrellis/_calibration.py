@@ -147,8 +147,9 @@ redrawn from the Gaussian mixture of X's MAP partition; where it finds
 none, the largest beta at which no three points are together above 0.3.
 Over 30 seeds it fails noise only where the test gives a false positive,
 about as often as its level, 0.05, allows (one noise column, alone or
-copied 12 times: 35 of 600 seeds), and groups where the redrawn mixture splits one (three
-groups of 4 in 3 features: 1 of 30) or the test misses them;
+copied 12 times: 35 of 600 seeds), and groups where the matched beta is
+too hot for one (three groups of 4 in 3 features: 1 of 30; iris setosa 1
+of 30) or the test misses them (iris setosa: 1 of 30);
 doc/reading_a_posterior.rst, "Few features over partitions". All rows identical is an error,
 identical rows a warning (``check_rows``). The search estimators
 (greedy, beam search, best-first) compute no posterior to calibrate:
@@ -1967,8 +1968,10 @@ def _tested_partition_warning(plan, beta):
         "together above 0.5 and clear groups co-cluster at 0.9 or more (also beside a noise "
         "feature), but a false positive of the test, as often as its level 0.05 allows, makes "
         "noise clumps sure (one noise column, alone or copied 12 times: 35 of 600), groups the "
-        "test misses get little support, and the redrawn mixture can split a group (three "
-        "groups of 4 in 3 features: 1 of 30); calibration_ records the test and the branch")
+        "test misses get little support (iris setosa, 6 flowers a class: 1 of 30), and the "
+        "beta matched to the redrawn mixture can be too hot for a clear group beside an "
+        "unclear one (three groups of 4 in 3 features, iris setosa: 1 of 30 each); "
+        "calibration_ records the test and the branch")
 
 
 def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_labels,
