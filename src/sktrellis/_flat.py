@@ -105,8 +105,8 @@ class ExactFlatClustering(
         it: 5 where the test finds no structure (12 x 2 noise), 17-19
         and 40 max-only passes where it does (clear groups, N = 10-12;
         ``calibration_["n_reference_fits"]``, seeds 0-5); with the test,
-        5-20x a plain fit on noise and 15-40x where it finds structure
-        (N = 10-18, where a plain fit takes milliseconds; medians, loaded
+        a few tenths of a second at N = 10-12 (a plain fit: 2 ms), 5x a
+        plain fit on noise and about 26x on iris at N = 18 (loaded
         machine, ``benchmarks/bench_few_features.py --only flat-tested``).
     calibration_ : dict
         How ``beta_`` was chosen, with an energy that has a temperature:
