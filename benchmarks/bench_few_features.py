@@ -55,8 +55,8 @@ temperature:
   ``beta="auto"`` with 2-9 distinct columns ("test, then temper" to the
   mixture bootstrap, ``_calibration.tested_mixture_beta``) over the
   regimes of ``FLAT_REGIMES``, with P(K = 1) and iris's classes;
-- ``flat-pvalues``: the p-values of its test (99 Gaussian references), the
-  share at or below each level, noise and groups;
+- ``flat-pvalues``: the p-values of its test (sequential, 49-999 Gaussian
+  references), the share at or below each level, noise and groups;
 - ``flat-candidates``: partitions, the beta each principle picks and the
   requirement's failures at it: the trees' calibrated beta_ carried over
   (``tree``), least squares of the co-clustering against the point
@@ -1096,26 +1096,31 @@ def flat_tested_table(n_seeds):
 
 
 def flat_pvalues_table(n_seeds):
-    """The test of the partitions' default: how many seeds reach each level (99 references)."""
+    """The test of the partitions' default: how many seeds reach each level, references drawn.
+
+    The default's own call: ``structure_pvalue``'s sequential test (49
+    references at a time, up to 999) on the default stream.
+    """
     levels = (0.01, 0.02, 0.03, 0.05, 0.1)
-    print(f"\npartitions, SigClust p-values ({calibration.N_PARTITION_STRUCTURE_REFERENCES} "
-          f"references, the default's stream), seeds 0..{n_seeds - 1}: seeds at or below")
-    print(f"{'regime':>28} " + " ".join(f"{level:>6g}" for level in levels))
+    print(f"\npartitions, SigClust p-values (sequential, the default's stream), seeds "
+          f"0..{n_seeds - 1}: seeds at or below each level, references drawn (median, max)")
+    print(f"{'regime':>28} " + " ".join(f"{level:>6g}" for level in levels)
+          + f" {'refs':>10}")
     for regime in FLAT_REGIMES:
-        p_values = []
+        p_values, references = [], []
         for seed in range(n_seeds):
             X, _ = flat_regime_data(regime, seed)
             data = np.ldexp(X, -int(np.frexp(np.max(np.abs(X)))[1]))
             unit = calibration._unit_loss(
                 calibration._at_kernel_width(CorrelationClustering(), data))
             labels = np.asarray(map_partition(unit.cluster_potential(data))[0])
-            p_values.append(calibration.structure_pvalue(
-                data, calibration._rngs(None)[0], labels,
-                batch=calibration.N_PARTITION_STRUCTURE_REFERENCES,
-                max_references=calibration.N_PARTITION_STRUCTURE_REFERENCES)[0])
+            p_value, _, n_references = calibration.structure_pvalue(
+                data, calibration._rngs(None)[0], labels)
+            p_values.append(p_value)
+            references.append(n_references)
         p_values = np.array(p_values)
-        print(f"{regime:>28} " + " ".join(f"{np.sum(p_values <= level):>6}" for level in levels),
-              flush=True)
+        print(f"{regime:>28} " + " ".join(f"{np.sum(p_values <= level):>6}" for level in levels)
+              + f" {np.median(references):>5.0f}, {max(references):>3}", flush=True)
 
 
 def row_bootstrap_frequencies(unit, X, rng, n_resamples):
@@ -1143,7 +1148,7 @@ def flat_candidates_table(n_seeds, n_resamples):
     """Partitions: the beta of each principle and the requirement at it (module docstring)."""
     print(f"\npartitions, candidates: failures (worst) at each principle's beta, seeds "
           f"0..{n_seeds - 1}, {n_resamples} resamples; 'tested': behind SigClust's test "
-          f"(alpha {calibration.PARTITION_STRUCTURE_ALPHA:g}, else X's own posterior humble at "
+          f"(alpha {calibration.STRUCTURE_ALPHA:g}, else X's own posterior humble at "
           f"{calibration.NULL_LEVEL:g})")
     names = ("tree", "rows", "dpm", "mixture", "tested rows", "tested dpm", "tested mixture",
              "dpm posterior")

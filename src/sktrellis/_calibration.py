@@ -144,17 +144,18 @@ further; in 4 the Gaussian-null beta is too low), so the fit warns and
 the branch. Over partitions the same rule fails clear groups
 (4 and 8 of 10): with few features the flat loss weighs noise clumps as
 much as clear groups, and the Gaussian null tempers the groups too hot.
-Over all partitions (``calibrate_few_feature_partitions``) the test,
-with 99 references, is followed by a parametric bootstrap where it finds
+Over all partitions (``calibrate_few_feature_partitions``) the same
+sequential test is followed by a parametric bootstrap where it finds
 structure (``tested_mixture_beta``): beta is the one whose co-clustering
 best matches (least squares) that of the MAP partitions of 40 data sets
 redrawn from the Gaussian mixture of X's MAP partition; where it finds
 none, the largest beta at which no three points are together above 0.3.
-Over 30 seeds it fails noise only where the test gives a false positive
-(one column copied 12 times: 4 of 30) and groups only where the test
-misses them (two groups of 5 in 3 features, one of them noise: 2 of 30)
-or the redrawn mixture splits one (three groups of 4 in 3 features: 1 of
-30); doc/reading_a_posterior.rst, "Few features over partitions". All rows identical is an error,
+Over 30 seeds it fails noise only where the test gives a false positive,
+about as often as its level, 0.05, allows (one noise column, alone or
+copied 12 times: 35 of 600 seeds), and groups where the matched beta is
+too hot for one (three groups of 4 in 3 features: 1 of 30; iris setosa 1
+of 30) or the test misses them (iris setosa: 1 of 30);
+doc/reading_a_posterior.rst, "Few features over partitions". All rows identical is an error,
 identical rows a warning (``check_rows``). The search estimators
 (greedy, beam search, best-first) compute no posterior to calibrate:
 ``beta="auto"`` gives ``beta_ = 1`` there. The sparse trellis calibrates
@@ -283,15 +284,6 @@ N_KMEANS_STARTS = 100
 #: (``mixture_bootstrap_frequencies``; co-clustering frequencies in steps of
 #: 1 / 40).
 N_MIXTURE_RESAMPLES = 40
-#: Few distinct columns, over partitions: significance level of SigClust's
-#: test, and its Gaussian references (p-values in steps of 1 / 100). 99
-#: references rather than 49 give the test power where a group is clear on
-#: some features only: two groups of 5 in 3 features (one of them noise)
-#: reach p <= 0.05 in 58 of 60 seeds with 99, about half with 49. At 0.01
-#: only 19 of 60 would, for 2 noise false positives in 240 instead of 7
-#: (``benchmarks/bench_few_features.py --only flat-pvalues``).
-PARTITION_STRUCTURE_ALPHA = 0.05
-N_PARTITION_STRUCTURE_REFERENCES = 99
 # Up to this many points the 2-means cluster index is exact over all
 # 2**(N-1) - 1 splits (32,767 at 16, a few milliseconds a reference);
 # above, ``N_KMEANS_STARTS`` k-means++ starts.
@@ -308,6 +300,10 @@ _MAX_SEARCH_STATES = 200_000
 # Bytes one bootstrap search may hold at that cap (627 to 1,116 bytes a
 # state measured at N = 40 to 64).
 _SEARCH_BYTES = _MAX_SEARCH_STATES * 1024
+# Most bytes of the flat trellises (two tables of 2**N doubles each) the
+# few-feature calibration keeps to reuse the one at the beta it chooses:
+# all of them up to 17 points, the 16 most recent at 18.
+_KEPT_TRELLIS_BYTES = 64 * 2**20
 
 
 def is_auto(energy):
@@ -1940,13 +1936,14 @@ def matched_co_clustering_beta(pairwise_at, frequencies):
 def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstrap_rng):
     """Few features over partitions: test, then temper to the mixture bootstrap.
 
-    SigClust's test (``structure_pvalue``, ``N_PARTITION_STRUCTURE_REFERENCES``
-    references) decides whether X shows cluster structure that Gaussian
-    noise with its covariance does not. Where it does (p <=
-    ``PARTITION_STRUCTURE_ALPHA``), beta is the one whose posterior
-    co-clustering best reproduces how often the MAP partitions of data
-    redrawn from X's own mixture put each pair together
-    (``mixture_bootstrap_frequencies``, ``matched_co_clustering_beta``):
+    SigClust's test (``structure_pvalue``, the trees' sequential test:
+    references 49 at a time, up to 999, until its decision is sure)
+    decides whether X shows cluster structure that Gaussian noise with its
+    covariance does not. Where it does (p <= ``STRUCTURE_ALPHA``), beta
+    is the one whose posterior co-clustering best reproduces how often the
+    MAP partitions of data redrawn from X's own mixture put each pair
+    together (``mixture_bootstrap_frequencies``,
+    ``matched_co_clustering_beta``):
     the parametric bootstrap's stability of the clustering, which is what
     a support should say once there is structure to support. Where it does
     not, the largest beta at which X's own posterior puts no three points
@@ -1958,8 +1955,8 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
     Parameters
     ----------
     pairwise_at : callable
-        ``pairwise_at(beta, data)``: the co-clustering matrix of the
-        posterior over ``data`` at ``beta`` (X's kernel width).
+        ``pairwise_at(beta)``: the co-clustering matrix of the posterior
+        over X at ``beta`` (X's kernel width).
     X : ndarray of shape (n_samples, n_features)
     labels : ndarray of shape (n_samples,)
         X's MAP partition.
@@ -1977,22 +1974,18 @@ def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstr
         mixture bootstrap), ``n_reference_fits`` (posteriors fitted to
         find beta) and ``n_resamples`` (redrawn data sets; None without).
     """
-    # A fixed N_PARTITION_STRUCTURE_REFERENCES, not the trees' sequential
-    # test: the failure rates of benchmarks/bench_few_features.py's
-    # flat-tested table were measured with it.
-    p_value, k, n_references = structure_pvalue(
-        X, test_rng, labels, batch=N_PARTITION_STRUCTURE_REFERENCES,
-        max_references=N_PARTITION_STRUCTURE_REFERENCES)
+    p_value, k, n_references = structure_pvalue(X, test_rng, labels)
     record = {"p_value": p_value, "n_clusters_tested": k,
               "n_test_references": n_references}
-    if p_value <= PARTITION_STRUCTURE_ALPHA:
+    if p_value <= STRUCTURE_ALPHA:
         frequencies = mixture_bootstrap_frequencies(map_labels_of, X, labels, bootstrap_rng)
-        beta, fits = matched_co_clustering_beta(lambda beta: pairwise_at(beta, X), frequencies)
+        beta, fits = matched_co_clustering_beta(pairwise_at, frequencies)
         record.update(branch="mixture bootstrap", null_level=None,
                       n_resamples=N_MIXTURE_RESAMPLES)
     else:
+        # own_humble_beta asks about X's own posterior only.
         beta, fits = own_humble_beta(
-            lambda beta, data, level: largest_together(pairwise_at(beta, data)), X)
+            lambda beta, _, level: largest_together(pairwise_at(beta)), X)
         record.update(branch="own posterior", null_level=NULL_LEVEL, n_resamples=None)
     record["n_reference_fits"] = fits
     return beta, record
@@ -2017,11 +2010,13 @@ def _tested_partition_warning(plan, beta):
         f"temper': SigClust's cluster-index test against Gaussian references with X's "
         f"covariance gave p = {plan['p_value']:.2g}, so beta_ = {beta:.3g} is {branch}. "
         "Measured over 30 seeds of synthetic data: noise in 2-4 features puts no three points "
-        "together above 0.5 and clear groups co-cluster at 0.9 or more, but a false positive "
-        "of the test makes noise clumps sure (one column copied 12 times: 4 of 30), groups "
-        "the test misses get little support (two groups of 5 in 3 features, one of them "
-        "noise: 2 of 30) and the redrawn mixture can split a group (three groups of 4 in 3 "
-        "features: 1 of 30); calibration_ records the test and the branch")
+        "together above 0.5 and clear groups co-cluster at 0.9 or more (also beside a noise "
+        "feature), but a false positive of the test, as often as its level 0.05 allows, makes "
+        "noise clumps sure (one noise column, alone or copied 12 times: 35 of 600), groups the "
+        "test misses get little support (iris setosa, 6 flowers a class: 1 of 30), and the "
+        "beta matched to the redrawn mixture can be too hot for a clear group beside an "
+        "unclear one (three groups of 4 in 3 features, iris setosa: 1 of 30 each); "
+        "calibration_ records the test and the branch")
 
 
 def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_labels,
@@ -2057,16 +2052,31 @@ def calibrate_few_feature_partitions(energy, X, random_state, make_trellis, map_
     at_width = _at_kernel_width(energy, data)
     unit = _unit_loss(at_width)
 
+    # Every posterior the search fits is over ``data``: its table is beta
+    # times the unit table, the product the energy itself forms, so built
+    # once. The trellises are kept (the most recent, up to
+    # _KEPT_TRELLIS_BYTES), and the fit's own is the one at the beta chosen
+    # where its table is the same bit for bit: with the data-driven width,
+    # X and ``data`` differ by a power of two that the affinity divides out.
+    unit_table = unit.cluster_potential(data)
+    kept = {}
+
     def map_labels_of(points):
         return np.asarray(map_labels(unit.cluster_potential(points)))
 
-    def pairwise_at(beta, points):
-        scaled = clone(at_width).set_params(beta=beta)
-        return make_trellis(scaled.cluster_potential(points), None).pairwise_probability()
+    def pairwise_at(beta):
+        if beta not in kept:
+            kept[beta] = make_trellis(beta * unit_table, None)
+            while len(kept) > 1 and len(kept) * 16 * len(unit_table) > _KEPT_TRELLIS_BYTES:
+                del kept[next(iter(kept))]
+        return kept[beta].pairwise_probability()
 
-    beta, record = tested_mixture_beta(pairwise_at, data, map_labels_of(data), map_labels_of,
-                                       test_rng, bootstrap_rng)
+    beta, record = tested_mixture_beta(pairwise_at, data, np.asarray(map_labels(unit_table)),
+                                       map_labels_of, test_rng, bootstrap_rng)
     plan.update(record)
     _tested_partition_warning(plan, beta)
     scaled = clone(energy).set_params(beta=beta)
-    return scaled, beta, make_trellis(scaled.cluster_potential(X), n_clusters), plan
+    table = scaled.cluster_potential(X)
+    if n_clusters is None and beta in kept and np.array_equal(kept[beta].log_e, table):
+        return scaled, beta, kept[beta], plan
+    return scaled, beta, make_trellis(table, n_clusters), plan

@@ -105,20 +105,21 @@ class ExactFlatClustering(
         it: 5 where the test finds no structure (12 x 2 noise), 17-19
         and 40 max-only passes where it does (clear groups, N = 10-12;
         ``calibration_["n_reference_fits"]``, seeds 0-5); with the test,
-        8-54x a plain fit on noise and 34-185x where it finds structure
-        (N = 12-18, where a plain fit takes milliseconds; loaded machine,
-        ``benchmarks/bench_few_features.py --only flat-tested``).
+        a few tenths of a second at N = 10-12 (a plain fit: 2 ms), 5x a
+        plain fit on noise and about 26x on iris at N = 18 (loaded
+        machine, ``benchmarks/bench_few_features.py --only flat-tested``).
     calibration_ : dict
         How ``beta_`` was chosen, with an energy that has a temperature:
         ``method`` ("feature bootstrap"; "tested-null" with 1-9 distinct
-        feature columns, with a warning: SigClust's test of X against 99
-        Gaussian references with its covariance, then, where it finds
+        feature columns, with a warning: SigClust's test of X against
+        Gaussian references with its covariance (49 at a time, up to 999,
+        until its decision is sure), then, where it finds
         structure (p <= 0.05), the beta whose co-clustering best matches
         how often data redrawn from the Gaussian mixture of the MAP
         partition put each pair together, else the largest beta at which
         no three points are together above 0.3; see "Reading a
         posterior", "Few features over partitions"; it records ``p_value``,
-        ``n_clusters_tested``, ``n_test_references`` (99), ``branch``
+        ``n_clusters_tested``, ``n_test_references`` (49-999), ``branch``
         ("mixture bootstrap" or "own posterior"), ``null_level``,
         ``n_reference_fits`` and ``n_resamples``; "fixed" for a numeric
         beta;
