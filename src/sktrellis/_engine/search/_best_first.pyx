@@ -383,6 +383,21 @@ cdef class BestFirstSearch:
         return self.g.n_splits
 
     @property
+    def n_split_keys(self):
+        """Complete splits whose bound the split generators computed.
+
+        The generators' work: a large cluster's generator may evaluate
+        many splits before the first is good enough to leave it (blind
+        bounds, while a size class is enumerated), and this count moves
+        while the others stand still.
+        """
+        cdef size_t k
+        cdef int64_t total = 0
+        for k in range(self.g.generators.size()):
+            total += self.g.generators[k].n_keys
+        return total
+
+    @property
     def n_iterations(self):
         """Walks from the root."""
         return self.g.n_iterations
