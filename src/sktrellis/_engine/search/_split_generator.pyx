@@ -28,6 +28,24 @@ cdef enum:
     MAX_CLASS_SPLITS = 1024
 
 
+# Whether blind bounds' generators enumerate by size classes
+# (``use_size_classes``).
+cdef bint size_classes_enabled = True
+
+
+def use_size_classes(bint enabled):
+    """Let blind bounds' generators go by size classes (True, the default) or not; the previous.
+
+    Off, they search over partial assignments whose keys are all equal:
+    every split is evaluated before the first leaves (kept for the
+    benchmark that compares both).
+    """
+    global size_classes_enabled
+    previous = size_classes_enabled
+    size_classes_enabled = enabled
+    return previous
+
+
 # std heaps keep the "largest" entry on top; these comparators make it the
 # entry to pop first.
 cdef bint popped_later(const PartialState& x, const PartialState& y) noexcept nogil:
@@ -160,7 +178,8 @@ cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask, double 
     memset(pen_b, 0, g.m * sizeof(double))
     g.by_class = False
     g.n_classes = g.current = 0
-    if bound.scale == 0.0 and bound.refine and bound.size_classes_(g.members, g.m, pen_a):
+    if (size_classes_enabled and bound.scale == 0.0 and bound.refine
+            and bound.size_classes_(g.members, g.m, pen_a)):
         start_classes(g, pen_a)
         return 0
     bound.increments_(g.members, g.m, 0, 0, 0, pen_a, pen_b)
