@@ -505,6 +505,9 @@ def test_verbose_reports_bounds(capsys):
     out = capsys.readouterr().out
     assert "[BestFirstHierarchicalClustering]" in out
     assert "gap 0," in out
+    # The generators' work, which moves while a large cluster's splits are
+    # evaluated and the other counts stand still.
+    assert " split bounds: " in out
 
 
 @pytest.mark.parametrize(

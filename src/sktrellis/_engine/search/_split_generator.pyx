@@ -6,6 +6,11 @@ B, keyed by the bound's lower bound on every split completing the
 assignment (``_search_bounds.pxd``). The key never decreases along an
 assignment, so splits leave the generator in order of their bound and its
 smallest open key (``next_key``) bounds every split not yet generated.
+
+A bound blind to the assignment (``scale`` 0) gives every partial state the
+same key; where it bounds the splits by the size of their smaller side
+(``size_classes_``), the generator enumerates them class by class in order
+of those bounds instead (``start_classes``).
 """
 from cython.operator cimport dereference as deref
 from libc.stdint cimport uint64_t
