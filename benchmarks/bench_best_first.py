@@ -35,7 +35,8 @@
 (h) Ginkgo jets of 22, 25 and 30 particles: what the search's budget buys
     (gap, bound, clusters expanded, split bounds evaluated at 10 and 60 s,
     the longest 0.1 s slice), with the split generators by size classes
-    and by the old search over partial assignments, in one run.
+    and by the old search over partial assignments, in one run; and the
+    estimator's time to proof at its defaults on a 20-particle jet.
 
     python benchmarks/bench_best_first.py                      # all parts
     python benchmarks/bench_best_first.py --part b --sizes 32 40 --budget 600
@@ -334,7 +335,7 @@ def part_g(sizes, budget, n_jets=1):
                   f"{new.n_clusters_stored_:,} | {new.n_splits_:,} |", flush=True)
 
 
-def part_h(sizes, checkpoints, n_jets=1):
+def part_h(sizes, checkpoints, n_jets=1, auto_sizes=()):
     """Ginkgo past the trellis: what the search's budget buys, by size classes or not.
 
     The search alone from the sparse trellis's tree (the estimator's
@@ -379,6 +380,24 @@ def part_h(sizes, checkpoints, n_jets=1):
                     del search
                 finally:
                     _split_generator.use_size_classes(previous)
+    # The estimator at its defaults (the search, then the trellis where
+    # the budget holds it): the time to proof.
+    for n_points in auto_sizes:
+        X = make_jets(n_leaves=n_points, random_state=0)[0].momenta
+        for classes in (False, True):
+            previous = _split_generator.use_size_classes(classes)
+            try:
+                start = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model = BestFirstHierarchicalClustering(energy).fit(X)
+                print(f"{n_points} particles, defaults, "
+                      f"{'classes' if classes else 'old'}: {time.perf_counter() - start:.1f} s, "
+                      f"{model.stop_reason_} by the {model.solver_}, gap "
+                      f"{model.optimality_gap_:.3g}, MAP {model.map_log_potential_:.4f}",
+                      flush=True)
+            finally:
+                _split_generator.use_size_classes(previous)
 
 
 def main():
@@ -412,6 +431,8 @@ def main():
                         help="seconds at which part h reports")
     parser.add_argument("--jets-h", type=int, default=1,
                         help="jets per size in part h (seeds 0, 1, ...)")
+    parser.add_argument("--auto-h", type=int, nargs="*", default=[20],
+                        help="sizes part h fits with the estimator's defaults, to proof")
     args = parser.parse_args()
     if args.part in ("a", "all"):
         part_a(args.sizes_a, args.budget)
@@ -428,7 +449,7 @@ def main():
     if args.part in ("g", "all"):
         part_g(args.sizes_g, args.budget_g, args.jets_g)
     if args.part in ("h", "all"):
-        part_h(args.sizes_h, args.checkpoints_h, args.jets_h)
+        part_h(args.sizes_h, args.checkpoints_h, args.jets_h, args.auto_h)
 
 
 if __name__ == "__main__":

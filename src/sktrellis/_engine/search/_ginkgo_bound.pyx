@@ -588,6 +588,14 @@ cdef class GinkgoBound(SearchBound):
     lets disjoint nodes of one size share the lightest points and pays each
     node's ``g`` at its best tau.
 
+    **By the size of the smaller side** (``size_classes``). The root's
+    value is a max over the size h of its heavier child; a split whose
+    smaller side has p points has its heavier child of p or |S| - p points
+    (p >= 2 for the former: only an inner child can be the heavier), so
+    minus the larger of those two values bounds every tree whose top split
+    is in that class. The split generator enumerates the classes in that
+    order (the bound sees no more of a partial assignment than its sizes).
+
     ``lower`` remembers its value for every cluster of at least 5 points
     (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
     computes again): a split generator asks for the bound of both parts of
