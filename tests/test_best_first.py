@@ -507,7 +507,7 @@ def test_verbose_reports_bounds(capsys):
     assert "gap 0," in out
     # The generators' work, which moves while a large cluster's splits are
     # evaluated and the other counts stand still.
-    assert " split bounds: " in out
+    assert " split bounds (" in out and " of the root's 2047): " in out
 
 
 @pytest.mark.parametrize(
@@ -1226,4 +1226,5 @@ def test_the_search_bound_rises_before_the_root_is_enumerated(global_random_seed
     while search.lower <= base + 1e-9 * abs(base):
         max_states += 16
         assert search.run(max_states=max_states) == "max_states"
-        assert search.n_split_keys < 2 ** 12 - 1
+        assert search.root_split_keys < 2 ** 12 - 1
+        assert search.n_split_keys >= search.root_split_keys

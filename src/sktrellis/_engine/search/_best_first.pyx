@@ -400,6 +400,13 @@ cdef class BestFirstSearch:
         return total
 
     @property
+    def root_split_keys(self):
+        """Splits of the root whose bound its generator computed (of 2**(N - 1) - 1)."""
+        if self.g.generator[self.g.root] < 0:
+            return 0
+        return self.g.generators[self.g.generator[self.g.root]].n_keys
+
+    @property
     def n_iterations(self):
         """Walks from the root."""
         return self.g.n_iterations
