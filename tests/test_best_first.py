@@ -505,6 +505,9 @@ def test_verbose_reports_bounds(capsys):
     out = capsys.readouterr().out
     assert "[BestFirstHierarchicalClustering]" in out
     assert "gap 0," in out
+    # The generators' work, which moves while a large cluster's splits are
+    # evaluated and the other counts stand still.
+    assert " split bounds (" in out and " of the root's 2047): " in out
 
 
 @pytest.mark.parametrize(
@@ -1135,3 +1138,93 @@ def test_the_sparse_incumbent_is_at_the_searchs_temperature():
                                                           rel=1e-12)
     assert auto.incumbent_log_potential_ <= auto.map_log_potential_ + 1e-9
     assert energy.beta == "auto"
+
+
+# A bound blind to the assignment (Ginkgo) gives every partial split the same
+# key; its generator enumerates the splits by the size of their smaller side,
+# in order of a bound per size (``size_classes``), so that a cluster's bound
+# rises before all of its 2**(m - 1) splits are evaluated.
+
+
+def _ginkgo_at(n_points, seed):
+    momenta = make_jets(n_leaves=n_points, random_state=seed)[0].momenta
+    return GinkgoLikelihood(), momenta
+
+
+@pytest.mark.parametrize("n_points", [6, pytest.param(7, marks=pytest.mark.slow)])
+def test_size_classes_bound_every_tree_of_their_class(n_points, global_random_seed):
+    """Against every tree: each class bounds the trees whose top split is in it."""
+    energy, X = _ginkgo_at(n_points, global_random_seed)
+    bound = energy.search_bound(X)
+    keys = bound.size_classes(np.arange(n_points))
+    assert keys.shape == (n_points // 2,)
+    assert keys.min() == pytest.approx(bound.lower(np.arange(n_points)), rel=1e-12)
+    _, _, trees, values = brute_force(energy.split_potential(X), n_points)
+    smaller = np.array([min(bin(tree[0][1]).count("1"), n_points - bin(tree[0][1]).count("1"))
+                        for tree in trees])
+    for p in range(1, n_points // 2 + 1):
+        best = values[smaller == p].max(initial=-np.inf)
+        assert -keys[p - 1] >= best - 1e-9 * max(1.0, abs(best))
+
+
+def test_bounds_without_size_classes_say_so():
+    assert Dasgupta().search_bound(np.random.default_rng(0).normal(size=(6, 2))).size_classes(
+        np.arange(6)) is None
+    energy, X = _ginkgo_at(6, 0)
+    assert energy.search_bound(X).size_classes(np.arange(2)) is None
+
+
+@pytest.mark.parametrize("n_points", [6, pytest.param(7, marks=pytest.mark.slow)])
+def test_search_by_size_classes_matches_brute_force(n_points, global_random_seed):
+    """No exact solves: every cluster of 3 or more points is searched by its size classes.
+
+    Stopped early at any state cap, its bound stays below the best tree.
+    """
+    energy, X = _ginkgo_at(n_points, global_random_seed)
+    _, best, _, _ = brute_force(energy.split_potential(X), n_points)
+    bound = energy.search_bound(X)
+    for max_states in (4, 16, 64):
+        search = BestFirstSearch(bound, n_points, exact_size=0)
+        search.run(max_states=max_states)
+        assert -search.lower >= best - 1e-9 * max(1.0, abs(best))
+    search = BestFirstSearch(bound, n_points, exact_size=0)
+    assert search.run() == "optimal"
+    assert -search.upper == pytest.approx(best, rel=1e-9, abs=1e-9)
+    merges, log_potentials = search.merges()
+    assert log_potentials.sum() == pytest.approx(best, rel=1e-9, abs=1e-9)
+
+
+def test_a_blind_generator_bound_rises_before_its_last_split(global_random_seed):
+    """Its next key passes the cluster's own bound while splits are still to come."""
+    energy, X = _ginkgo_at(9, global_random_seed)
+    bound = energy.search_bound(X)
+    members = np.arange(9)
+    base = bound.lower(members)
+    generator = SplitGenerator(bound, members)
+    keys = []
+    while generator.next_key < np.inf:
+        keys.append(generator.next_key)
+        generator.pop_split()
+    assert np.all(np.diff(keys) >= 0)
+    risen = next(k for k, key in enumerate(keys) if key > base + 1e-9 * abs(base))
+    assert risen < len(keys) - 1
+
+
+def test_the_search_bound_rises_before_the_root_is_enumerated(global_random_seed):
+    """Bounded by states, not the clock: the root's bound rises with splits of it unevaluated.
+
+    (Before the size classes a Ginkgo root's bound stood at the bound of
+    the whole set until all 2**(N - 1) of its splits had been evaluated: at
+    22 particles, about a minute.)
+    """
+    # 13 points: 4,095 splits of the root, at most 1,716 in a class.
+    energy, X = _ginkgo_at(13, global_random_seed)
+    bound = energy.search_bound(X)
+    base = bound.lower(np.arange(13))
+    search = BestFirstSearch(bound, 13, exact_size=4)
+    max_states = 1
+    while search.lower <= base + 1e-9 * abs(base):
+        max_states += 16
+        assert search.run(max_states=max_states) == "max_states"
+        assert search.root_split_keys < 2 ** 12 - 1
+        assert search.n_split_keys >= search.root_split_keys

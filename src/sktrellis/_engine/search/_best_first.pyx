@@ -12,8 +12,10 @@ The splits of a cluster come from a lazy generator (``_split_generator.pyx``),
 in order of the bound's lower bound (``_search_bounds.pxd``). With a bound
 that sees the assignment (Dasgupta, correlation clustering) the 2**(|S| -
 1) splits of a large cluster are never all held; with one blind to it
-(Ginkgo) every partial key is the same and a generator holds all its
-complete splits before the first leaves it.
+(Ginkgo) every partial key is the same: its generator goes through the
+splits by the size of their smaller side instead, in order of the bound's
+bound per size (``SearchBound.size_classes_``), and holds every split of a
+size class before the first of them leaves it.
 
 The same graph bounds the partition function ``Z(S) = sum over trees of
 prod psi`` of every cluster from both sides (``_log_partition.pyx``); with
@@ -381,6 +383,28 @@ cdef class BestFirstSearch:
     def n_splits(self):
         """Splits generated, or tried by an exact solve."""
         return self.g.n_splits
+
+    @property
+    def n_split_keys(self):
+        """Complete splits whose bound the split generators computed.
+
+        The generators' work: a large cluster's generator may evaluate
+        many splits before the first is good enough to leave it (blind
+        bounds, while a size class is enumerated), and this count moves
+        while the others stand still.
+        """
+        cdef size_t k
+        cdef int64_t total = 0
+        for k in range(self.g.generators.size()):
+            total += self.g.generators[k].n_keys
+        return total
+
+    @property
+    def root_split_keys(self):
+        """Splits of the root whose bound its generator computed (of 2**(N - 1) - 1)."""
+        if self.g.generator[self.g.root] < 0:
+            return 0
+        return self.g.generators[self.g.generator[self.g.root]].n_keys
 
     @property
     def n_iterations(self):

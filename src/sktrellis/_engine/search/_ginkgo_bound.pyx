@@ -235,8 +235,14 @@ cdef inline double split_mass(const double* low, const double* single, double ne
     return value if value > low[k] else low[k]
 
 
-cdef double size_programme(const GinkgoJet* jet, const int* members, int m) noexcept nogil:
-    """lower(S) by the dynamic programme over the sizes (the class docstring)."""
+cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
+                           double* by_heavy) noexcept nogil:
+    """lower(S) by the dynamic programme over the sizes (the class docstring).
+
+    With ``by_heavy`` (not NULL, m >= 3), ``by_heavy[h]`` for h = 2..m - 1
+    is the root's value over the trees whose heavier child has h points
+    (-inf where there is none), of which ``-lower(S)`` is the largest.
+    """
     cdef double low[MAX_SEARCH_POINTS + 1]
     cdef double log_low[MAX_SEARCH_POINTS + 1]
     cdef double single[MAX_SEARCH_POINTS + 1]
@@ -251,6 +257,9 @@ cdef double size_programme(const GinkgoJet* jet, const int* members, int m) noex
         return 0.0
     if m == 2:
         return split_cost(jet, members, m, 2)
+    if by_heavy != NULL:
+        for h in range(m):
+            by_heavy[h] = -INFINITY
     t = mass2(jet, members, m, 0, 0)
     if t < jet.t_cut:
         return INFINITY
@@ -296,6 +305,8 @@ cdef double size_programme(const GinkgoJet* jet, const int* members, int m) noex
                 if value > heavy:
                     heavy = value
         value = heavy + with_term[l] - log_4pi
+        if by_heavy != NULL:
+            by_heavy[h] = value
         if value > top:
             top = value
     return -top
@@ -577,6 +588,14 @@ cdef class GinkgoBound(SearchBound):
     lets disjoint nodes of one size share the lightest points and pays each
     node's ``g`` at its best tau.
 
+    **By the size of the smaller side** (``size_classes``). The root's
+    value is a max over the size h of its heavier child; a split whose
+    smaller side has p points has its heavier child of p or |S| - p points
+    (p >= 2 for the former: only an inner child can be the heavier), so
+    minus the larger of those two values bounds every tree whose top split
+    is in that class. The split generator enumerates the classes in that
+    order (the bound sees no more of a partial assignment than its sizes).
+
     ``lower`` remembers its value for every cluster of at least 5 points
     (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
     computes again): a split generator asks for the bound of both parts of
@@ -689,18 +708,38 @@ cdef class GinkgoBound(SearchBound):
         cdef double value
         cdef int x
         if m < MEMO_MIN_SIZE:
-            return size_programme(&self.jet, members, m)
+            return size_programme(&self.jet, members, m, NULL)
         for x in range(m):
             mask |= (<uint64_t>1) << members[x]
         slot = memo_slot(&self.memo, mask)
         if self.memo.keys[slot] == mask:
             return self.memo.values[slot]
-        value = size_programme(&self.jet, members, m)
+        value = size_programme(&self.jet, members, m, NULL)
         memo_store(&self.memo, mask, value)
         return value
 
     cdef double log_z_upper_(self, const int* members, int m) noexcept nogil:
         return log_z_upper(&self.jet, members, m)
+
+    cdef bint size_classes_(self, const int* members, int m, double* keys) noexcept nogil:
+        # The root's value by the size h of its heavier child: a split
+        # whose smaller side has p points has its heavier child of p or
+        # m - p points (only an inner child can be the heavier, p >= 2).
+        cdef double by_heavy[MAX_SEARCH_POINTS + 1]
+        cdef double value
+        cdef int p
+        if m < 3:
+            return False
+        if not size_programme(&self.jet, members, m, by_heavy) < INFINITY:
+            for p in range(1, m // 2 + 1):
+                keys[p] = INFINITY
+            return True
+        for p in range(1, m // 2 + 1):
+            value = by_heavy[m - p]
+            if p >= 2 and by_heavy[p] > value:
+                value = by_heavy[p]
+            keys[p] = -value
+        return True
 
     cdef int solve_subsets_(self, const int* members, int m, double* log_z, double* log_map,
                             mask_t* best_left) except -1 nogil:

@@ -50,6 +50,13 @@ cdef class SearchBound:
     # The order in which the split generator assigns a cluster's points
     # (in place; any order is correct, a good one prunes sooner).
     cdef void order_(self, int* members, int m) noexcept nogil
+    # For a bound blind to the assignment (scale 0): keys[p], p = 1..m // 2,
+    # a lower bound on split_cost + lower(A) + lower(B) over the splits of
+    # the cluster whose smaller side has p points (+inf: none of non-zero
+    # potential); returns False where the bound has none (the default).
+    # The split generator then enumerates the classes in order of their
+    # key, so its next key rises as classes are done.
+    cdef bint size_classes_(self, const int* members, int m, double* keys) noexcept nogil
     # Every subset of a cluster of 3 to MAX_EXACT_POINTS points solved at
     # once, for the search's exact solves (see SearchBound.solve_subsets_);
     # NO_SUBSET_SOLVER where the bound has no such solver.

@@ -85,6 +85,9 @@ cdef class SearchBound:
     cdef void order_(self, int* members, int m) noexcept nogil:
         pass
 
+    cdef bint size_classes_(self, const int* members, int m, double* keys) noexcept nogil:
+        return False
+
     cdef int solve_subsets_(self, const int* members, int m, double* log_z, double* log_map,
                             mask_t* best_left) except -1 nogil:
         """Solve every subset of the cluster ``members`` (3 <= m <= MAX_EXACT_POINTS) at once.
@@ -122,6 +125,20 @@ cdef class SearchBound:
         if points.shape[0] == 0:
             return 0.0
         return self.log_z_upper_(&points[0], points.shape[0])
+
+    def size_classes(self, members):
+        """Lower bounds on the split keys of ``members`` by the size of the smaller side.
+
+        Returns an array ``keys`` with ``keys[p - 1]`` the bound over the
+        splits whose smaller side has p points, p = 1..len(members) // 2,
+        or None where the bound has none.
+        """
+        cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
+        cdef double keys[MAX_SEARCH_POINTS + 1]
+        cdef int m = points.shape[0]
+        if m == 0 or not self.size_classes_(&points[0], m, keys):
+            return None
+        return np.array([keys[p] for p in range(1, m // 2 + 1)])
 
     def base(self, members):
         """The assignment-free part of the split keys of ``members``."""

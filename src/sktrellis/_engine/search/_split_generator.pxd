@@ -24,6 +24,9 @@ cdef struct Generator:
     int members[MAX_SEARCH_POINTS]
     double base
     int64_t n_pushed
+    # Complete splits whose key was computed (the bound of both parts): the
+    # generator's work, reported live while a large cluster is enumerated.
+    int64_t n_keys
     vector[PartialState] heap
     # A state with r points still unassigned keeps pen_A and pen_B of just
     # those points, 2 r doubles in pool r (only they are read again), so a
@@ -36,6 +39,16 @@ cdef struct Generator:
     # keys of a refining bound (NULL outside a search).
     unordered_map[uint64_t, int]* known_clusters
     const vector[double]* known_lower
+    # By size classes (a bound blind to the assignment, with a bound per
+    # size of the smaller side: ``SearchBound.size_classes_``): the classes
+    # in order of their key, the one being enumerated (``current``), the
+    # last of its sides enumerated (``cursor``, 0 before the first), and
+    # the heap holds complete splits only.
+    bint by_class
+    int n_classes, current
+    int class_size[MAX_SEARCH_POINTS]
+    double class_key[MAX_SEARCH_POINTS]
+    uint64_t cursor
 
 
 
@@ -49,4 +62,9 @@ cdef size_t release_generator(Generator* g) noexcept nogil
 
 cdef inline double next_key(const Generator* g) noexcept nogil:
     """A lower bound on the key of every split not generated yet."""
-    return g.heap[0].key if not g.heap.empty() else INFINITY
+    cdef double key = g.heap[0].key if not g.heap.empty() else INFINITY
+    if g.by_class and g.current < g.n_classes and g.class_key[g.current] < key:
+        # The classes are in order of their key: the current one bounds
+        # the splits of every class not enumerated yet.
+        return g.class_key[g.current]
+    return key

@@ -307,7 +307,9 @@ def _solve_by_trellis(trellis, n_points, deadline, verbose, owner):
 def _report(search, start, objective, owner):
     print(
         f"[{owner}] {search.n_iterations} iterations, "
-        f"{search.n_clusters} clusters, {search.n_splits} splits: log potential "
+        f"{search.n_clusters} clusters, {search.n_splits} splits, "
+        f"{search.n_split_keys} split bounds ({search.root_split_keys} of the root's "
+        f"{2 ** (search.n_points - 1) - 1}): log potential "
         f"{-search.upper:.6g}, bound {-search.lower:.6g}, gap "
         f"{search.gap:.4g}, {time.perf_counter() - start:.2f} s"
         + (", {:.6g} <= log Z <= {:.6g}".format(*search.log_partition_bounds())
