@@ -346,9 +346,12 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             # at that temperature, not the search's.
             energy = clone(energy).set_params(beta=self.beta_)
         # Only its tree is wanted: not the bound on the share of log Z its
-        # trees span (mass_bound_time, half a second of the budget).
-        sparse = SparseTrellisClustering(energy, beam_width=self.beam_width,
-                                         mass_bound_time=0).fit(X)
+        # trees span (mass_bound_time, half a second of the budget), nor the
+        # warning that its probabilities are relative to them: none is reported.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*relative to the spanned trees")
+            sparse = SparseTrellisClustering(energy, beam_width=self.beam_width,
+                                             mass_bound_time=0).fit(X)
         return merges_from_tree(sparse.linkage_matrix_, n_points), sparse.map_log_potential_
 
     def _trellis_fallback(self, X, energy):
