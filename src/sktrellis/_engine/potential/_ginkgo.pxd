@@ -370,6 +370,39 @@ cdef extern from *:
             sum += sktrellis_exp_nonpositive(exponent[j] - scale) * inverse[j];
         return sum;
     }
+
+    /* The inside pass's splits of a parent (root root_parent) into a
+       massless single particle and the rest, heavy[j] (j < n): the linear
+       term f u(B) exp(-lam_over_parent t_B) (1 - y) inv_lam, y =
+       exp(-lam_t_cut / tau), tau = (root_parent - sqrt t_B)**2, in
+       term[j], or -1 where the caller evaluates the split by libm's exp
+       (`ginkgo_finish`). By the plain-arithmetic exp (within 2 ulp) only
+       where y <= exp(-1/16): 1 - y then within 4e-15 relative of 1 - libm's
+       exp, and below 1 as libm's, so the split has a term exactly when the
+       log-space formula's log1p(-y) is finite (c = inf, tau subnormal, gives
+       y = 0 as libm's). Where y is closer to 1 the relative difference of
+       1 - y is no longer small (the terms must agree with the log-space MAP
+       re-evaluation within MAP_CANDIDATE_SLACK), and where the other
+       exponent is below -700 the two exps differ below the smallest normal
+       double: libm's there. */
+    SKTRELLIS_VECTOR_CLONES static void sktrellis_ginkgo_leaf_terms(
+            const sktrellis_ginkgo_split_record* rec, const uint32_t* heavy, int n,
+            double root_parent, double lam_t_cut, double lam_over_parent, double f,
+            double inv_lam, double* term) {
+        int j;
+        #pragma omp simd
+        for (j = 0; j < n; j++) {
+            const sktrellis_ginkgo_split_record* h = rec + heavy[j];
+            double scale = root_parent - h->root;
+            double tau = scale * scale;
+            double c = lam_t_cut / tau;
+            double x = -(lam_over_parent * (h->root * h->root));
+            int fast = (tau > 0.0) & (c >= 0.0625) & (x >= -700.0);
+            double y = sktrellis_exp_nonpositive(fast ? -c : 0.0);
+            double e = sktrellis_exp_nonpositive(fast ? x : 0.0);
+            term[j] = fast ? f * h->u * e * (1.0 - y) * inv_lam : -1.0;
+        }
+    }
     #pragma GCC pop_options
 
     /* The passes read two 32-byte records per split at scattered
@@ -990,6 +1023,10 @@ cdef extern from *:
         double* inverse) noexcept nogil
     double ginkgo_sum "sktrellis_ginkgo_sum"(
         const double* exponent, const double* inverse, int n, double scale) noexcept nogil
+    void ginkgo_leaf_terms "sktrellis_ginkgo_leaf_terms"(
+        const GinkgoSplitRecord* rec, const mask_t* heavy, int n, double root_parent,
+        double lam_t_cut, double lam_over_parent, double f, double inv_lam,
+        double* term) noexcept nogil
 
 
 # Splits per run of the linear-space passes: the run's buffers stay in L1.

@@ -34,8 +34,8 @@ from .._common cimport (
 from ..potential._ginkgo cimport (
     GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM,
     LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord, GinkgoSplitRecord,
-    ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
-    ginkgo_sum, ginkgo_vector_width, log_psi_of_masses,
+    ginkgo_leaf_terms, ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128,
+    ginkgo_row_shape, ginkgo_sum, ginkgo_vector_width, log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
@@ -565,11 +565,14 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
     cdef mask_t low = low_bit(parent), rest = parent ^ low, bit, leaf, heavy, left
     cdef LogSum exact_terms = empty_log_sum()
     cdef LogSum unused
-    cdef int size = popcount(parent), n_leaves = 0, j
+    cdef int size = popcount(parent), n_leaves = 0, n_kept = 0, j
     cdef double lam = params[LAM], y, scale, term, total, inv_max
     cdef double inv_lam = 1.0 / lam, linear = -INFINITY
     cdef uint64_t products = 0
+    # The massless single particles of the parent and the rest beside each;
+    # then the leaves whose split has a term, and its linear MAP term.
     cdef mask_t leaves[32]
+    cdef mask_t heavies[32]
     cdef double leaf_terms[32]
     if mass2[parent] < params[T_CUT]:
         # Every split of a parent below the cut is forbidden.
@@ -596,32 +599,41 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
         while bit:
             leaf = low_bit(bit)
             bit = bit ^ leaf
-            if mass2[leaf] > 0.0:
-                continue
-            heavy = parent ^ leaf
-            # From the heavy child's record alone (one cache line, not
-            # four tables): its root is the table's, bit for bit, its
-            # square within an ulp of t (as in the rows), and up to 18
-            # points its count's low 64 bits are the count.
-            scale = root[parent] - rec[heavy].root
-            if not scale * scale > 0.0:
-                continue
-            # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
-            # exact from the same exp (Sterbenz), 0 where log psi is -inf.
-            y = exp(-lam * params[T_CUT] / (scale * scale))
-            if not y < 1.0:
-                continue
+            if not mass2[leaf] > 0.0:
+                leaves[n_leaves] = leaf
+                heavies[n_leaves] = parent ^ leaf
+                n_leaves = n_leaves + 1
+        # Their terms by a vectorised exp where it gives libm's result to
+        # rounding (see ginkgo_leaf_terms), the others here.
+        ginkgo_leaf_terms(rec, heavies, n_leaves, root[parent], lam * params[T_CUT],
+                          s.lam_over_parent, factors[1], inv_lam, leaf_terms)
+        for j in range(n_leaves):
+            heavy = heavies[j]
+            term = leaf_terms[j]
+            if term < 0.0:
+                # From the heavy child's record alone (one cache line, not
+                # four tables): its root is the table's, bit for bit, its
+                # square within an ulp of t (as in the rows), and up to 18
+                # points its count's low 64 bits are the count.
+                scale = root[parent] - rec[heavy].root
+                if not scale * scale > 0.0:
+                    continue
+                # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
+                # exact from the same exp (Sterbenz), 0 where log psi is -inf.
+                y = exp(-lam * params[T_CUT] / (scale * scale))
+                if not y < 1.0:
+                    continue
+                # lam t_B / t_S as the rows form it (lam / t_S per parent).
+                term = (factors[1] * rec[heavy].u
+                        * exp(-(s.lam_over_parent * (rec[heavy].root * rec[heavy].root)))
+                        * (1.0 - y) * inv_lam)
             if rec[heavy].u > 0.0:
                 s.acc.any_term = 1
-            # lam t_B / t_S as the rows form it (lam / t_S per parent).
-            term = (factors[1] * rec[heavy].u
-                    * exp(-(s.lam_over_parent * (rec[heavy].root * rec[heavy].root)))
-                    * (1.0 - y) * inv_lam)
             total = total + term
-            leaves[n_leaves] = leaf
-            leaf_terms[n_leaves] = term * rec[heavy].aux
-            n_leaves = n_leaves + 1
-            ginkgo_raise_top(&s.acc, leaf_terms[n_leaves - 1])
+            leaves[n_kept] = leaves[j]
+            leaf_terms[n_kept] = term * rec[heavy].aux
+            n_kept = n_kept + 1
+            ginkgo_raise_top(&s.acc, leaf_terms[n_kept - 1])
             if count != NULL and size <= 18:
                 products += rec[heavy].count
             elif count != NULL:
@@ -637,7 +649,7 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
         linear = s.base + s.scale + log(total)
     # The rows' MAP candidates, then the massless-child splits among them.
     ginkgo_evaluate_candidates(params, mass2, root, parent, s, z, m)
-    for j in range(n_leaves):
+    for j in range(n_kept):
         if leaf_terms[j] >= s.acc.cut:
             leaf = leaves[j]
             ginkgo_take_split(params, mass2, root, parent, leaf if leaf == low else parent ^ leaf,
