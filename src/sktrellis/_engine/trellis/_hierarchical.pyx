@@ -34,8 +34,9 @@ from .._common cimport (
 from ..potential._ginkgo cimport (
     GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM,
     LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord, GinkgoSplitRecord,
-    ginkgo_leaf_terms, ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128,
-    ginkgo_row_shape, ginkgo_sum, ginkgo_vector_width, log_psi_of_masses,
+    ginkgo_leaf_terms, ginkgo_outside_exponents, ginkgo_prefetch_block, ginkgo_raise_top,
+    ginkgo_row, ginkgo_row_count128, ginkgo_row_shape, ginkgo_sum, ginkgo_vector_width,
+    log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
@@ -711,6 +712,11 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
             # row pair (S_hi, empty) its right child is empty, a massless
             # child that makes no term.
             low = low_bit(part)
+            # The next parent's first records, while this one's row runs.
+            if i + 1 < stop:
+                ginkgo_prefetch_block(rec, base | low_order[i + 1],
+                                      left_high | low_bit(low_order[i + 1]),
+                                      sums[i + 1 - first].lane_bits, sums[i + 1 - first].lanes)
             ginkgo_row_sums(params, mass2, root, rec, parent, size, left_high | low,
                             &sums[i - first], z, m, count, factors, cand_sub, cand_terms)
         if high_left == high:
