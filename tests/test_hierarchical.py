@@ -550,12 +550,14 @@ def test_ginkgo_single_particle_splits_match_enumeration(n_points, case, global_
                                                          monkeypatch):
     """The splits into a single particle and the rest: vectorised exp or libm's.
 
-    Their exp(-lam t_cut / tau) takes the vectorised exp where it is at most
-    exp(-1/16) and libm's closer to 1, as does exp(-lam t_B / t_S) below
-    -700 (a heavy child far above its parent): random masses put splits
-    on both sides, in runs of more than 8 single particles at 10 points.
-    Against enumeration of every tree at 6 points, against the log-space
-    formula at 10 (MAP values, splits and counts bit for bit).
+    In the inside and the outside pass, their exp(-lam t_cut / tau) takes
+    the vectorised exp where it is at most exp(-1/16) and libm's closer to
+    1, as does the inside pass's exp(-lam t_B / t_S) below -700 (a heavy
+    child far above its parent): random masses put splits on both sides,
+    in runs of more than 8 single particles at 10 points. Against
+    enumeration of every tree at 6 points (log Z, MAP, counts, every
+    cluster marginal), against the log-space formula at 10 (MAP values,
+    splits and counts bit for bit, log Z and marginals to 1e-12).
     """
     from sktrellis._engine.potential._ginkgo import ginkgo_potential
 
@@ -583,10 +585,13 @@ def test_ginkgo_single_particle_splits_match_enumeration(n_points, case, global_
     kernel, function = _ginkgo_kernel_and_function(potential, kernel_threads, monkeypatch)
     _assert_same_trellis(kernel, function)
     if n_points <= 6:
-        log_z, best, _, values = brute_force(potential, n_points)
+        log_z, best, trees, values = brute_force(potential, n_points)
         assert kernel.log_partition == pytest.approx(log_z, rel=1e-12, abs=1e-12)
         assert kernel.map_log_potential == pytest.approx(best, rel=1e-12, abs=1e-12)
         assert kernel.n_trees == int(np.isfinite(values).sum())
+        marginal = cluster_marginals(trees, values, log_z, n_points)
+        np.testing.assert_allclose(np.exp(kernel.cluster_log_marginals()), marginal,
+                                   rtol=0, atol=1e-12)
 
 
 def test_ginkgo_vector_width_is_checked():

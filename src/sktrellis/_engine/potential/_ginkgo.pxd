@@ -403,6 +403,32 @@ cdef extern from *:
             term[j] = fast ? f * h->u * e * (1.0 - y) * inv_lam : -1.0;
         }
     }
+
+    /* The outside pass's terms of a massive cluster C (t_cluster,
+       root_cluster) beside a massless single particle leaf[j] (j < n),
+       parent P = C | leaf[j]: O(P) psi(P; C, leaf) = exp(exponent[j])
+       factor[j], exponent = aux(P) - lam t_C / t(P) (aux = log O + K, as
+       sktrellis_ginkgo_outside_exponents reads it) and factor = (1 - y) /
+       lam, y = exp(-lam_t_cut / tau), tau = (sqrt t(P) - sqrt t_C)**2; or
+       factor -1 where the caller takes y from libm (y above exp(-1/16) or
+       tau <= 0: see sktrellis_ginkgo_leaf_terms). */
+    SKTRELLIS_VECTOR_CLONES static void sktrellis_ginkgo_outside_leaf_terms(
+            const sktrellis_ginkgo_record* rec, uint32_t cluster, double t_cluster,
+            double root_cluster, const uint32_t* leaf, int n, double lam, double lam_t_cut,
+            double inv_lam, double* exponent, double* factor) {
+        int j;
+        #pragma omp simd
+        for (j = 0; j < n; j++) {
+            const sktrellis_ginkgo_record* p = rec + (cluster | leaf[j]);
+            double scale = p->root - root_cluster;
+            double tau = scale * scale;
+            double c = lam_t_cut / tau;
+            int fast = (tau > 0.0) & (c >= 0.0625);
+            double y = sktrellis_exp_nonpositive(fast ? -c : 0.0);
+            exponent[j] = p->aux - lam * t_cluster / p->mass2;
+            factor[j] = fast ? (1.0 - y) * inv_lam : -1.0;
+        }
+    }
     #pragma GCC pop_options
 
     /* The passes read two 32-byte records per split at scattered
@@ -1046,6 +1072,10 @@ cdef extern from *:
     void ginkgo_prefetch_block "sktrellis_ginkgo_prefetch_block"(
         const GinkgoSplitRecord* rec, mask_t parent, mask_t left_base, const mask_t* q,
         int lanes) noexcept nogil
+    void ginkgo_outside_leaf_terms "sktrellis_ginkgo_outside_leaf_terms"(
+        const GinkgoRecord* rec, mask_t cluster, double t_cluster, double root_cluster,
+        const mask_t* leaf, int n, double lam, double lam_t_cut, double inv_lam,
+        double* exponent, double* factor) noexcept nogil
     void ginkgo_leaf_terms "sktrellis_ginkgo_leaf_terms"(
         const GinkgoSplitRecord* rec, const mask_t* heavy, int n, double root_parent,
         double lam_t_cut, double lam_over_parent, double f, double inv_lam,

@@ -34,7 +34,8 @@ from .._common cimport (
 from ..potential._ginkgo cimport (
     GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM,
     LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord, GinkgoSplitRecord,
-    ginkgo_leaf_terms, ginkgo_outside_exponents, ginkgo_prefetch_block, ginkgo_raise_top,
+    ginkgo_leaf_terms, ginkgo_outside_exponents, ginkgo_outside_leaf_terms,
+    ginkgo_prefetch_block, ginkgo_raise_top,
     ginkgo_row, ginkgo_row_count128, ginkgo_row_shape, ginkgo_sum, ginkgo_vector_width,
     log_psi_of_masses,
 )
@@ -1295,36 +1296,57 @@ cdef inline void ginkgo_outside_start(GinkgoSum* s) noexcept nogil:
     s.map_top = 0.0
 
 
-cdef double ginkgo_outside_finish(const SplitTables* t, mask_t cluster, mask_t full,
-                                  const GinkgoSum* s, const double* log_z,
-                                  const double* log_out) noexcept nogil:
-    """log O(cluster) from its running sum and its massless siblings."""
+cdef double ginkgo_outside_finish(const SplitTables* t, const GinkgoRecord* rec,
+                                  mask_t cluster, mask_t full, const GinkgoSum* sums,
+                                  const double* log_z, const double* log_out) noexcept nogil:
+    """log O(cluster) from its running sum and its massless siblings.
+
+    A massless sibling (a single particle) takes the formula's other
+    branch: its terms go to the running sum in linear space
+    (`ginkgo_outside_leaf_terms`, libm's exp where its own would not give
+    1 - exp(-lam t_cut / tau) as the log-space formula does).
+    """
     cdef const double* params = t.data.params
     cdef const double* mass2 = t.data.tables[0]
     cdef const double* root = t.data.tables[1]
-    cdef mask_t rest = full ^ cluster, bit, other, parent, left
-    cdef double psi
-    cdef LogSum exact_terms = empty_log_sum()
+    cdef mask_t rest = full ^ cluster, bit, other
+    cdef double lam = params[LAM], inv_lam = 1.0 / lam, scale, y, top = -INFINITY
+    cdef int n = 0, j
+    cdef GinkgoSum s = sums[0]
+    cdef mask_t leaves[32]
+    cdef double exponent[32]
+    cdef double factor[32]
     if not mass2[cluster] > 0.0:
         return exact_log_outside(t, cluster, full, log_z, log_out)
-    # Massless siblings (single particles): the other branch of the formula.
     bit = rest
     while bit:
         other = low_bit(bit)
         bit = bit ^ other
-        if mass2[other] > 0.0:
-            continue
-        parent = cluster | other
-        if log_out[parent] > -INFINITY and log_z[other] > -INFINITY:
-            left = cluster if cluster & low_bit(parent) else other
-            psi = log_psi_of_masses(params, mass2[parent], root[parent], mass2[left],
-                                    root[left], mass2[parent ^ left], root[parent ^ left])
-            log_sum_add(&exact_terms, log_out[parent] + psi + log_z[other])
+        if not mass2[other] > 0.0:
+            leaves[n] = other
+            n = n + 1
+    ginkgo_outside_leaf_terms(rec, cluster, mass2[cluster], root[cluster], leaves, n, lam,
+                              lam * params[T_CUT], inv_lam, exponent, factor)
+    for j in range(n):
+        if factor[j] < 0.0:
+            # As child_term of the log-space formula: no term where tau <= 0
+            # or log1p(-y) is -inf.
+            scale = root[cluster | leaves[j]] - root[cluster]
+            y = exp(-lam * params[T_CUT] / (scale * scale))
+            if scale * scale > 0.0 and y < 1.0:
+                factor[j] = (1.0 - y) * inv_lam
+            else:
+                exponent[j] = -INFINITY
+                factor[j] = 0.0
+        top = max(top, exponent[j])
+    if top > -INFINITY:
+        ginkgo_rescale(&s, top)
+        s.total = s.total + ginkgo_sum(exponent, factor, n, s.scale)
     if s.scale > -INFINITY:
         if not (s.total >= LINEAR_SUM_FLOOR and s.total < INFINITY):
             return exact_log_outside(t, cluster, full, log_z, log_out)
-        log_sum_add(&exact_terms, s.scale + log(s.total))
-    return log_sum_value(&exact_terms)
+        return s.scale + log(s.total)
+    return -INFINITY
 
 
 cdef double ginkgo_outside_cluster(const SplitTables* t, const GinkgoRecord* rec,
@@ -1347,7 +1369,7 @@ cdef double ginkgo_outside_cluster(const SplitTables* t, const GinkgoRecord* rec
                 other = (other - 1) & rest
             ginkgo_outside_run(rec, cluster, 0, others, n, t.data.params[LAM], &s, exponent,
                                inverse)
-    return ginkgo_outside_finish(t, cluster, full, &s, log_z, log_out)
+    return ginkgo_outside_finish(t, rec, cluster, full, &s, log_z, log_out)
 
 
 def outside_level_ginkgo(SplitPotential potential, const mask_t[::1] clusters,
@@ -1421,7 +1443,8 @@ cdef void ginkgo_outside_item(const SplitTables* t, const GinkgoRecord* rec, int
         sibling_high = (sibling_high - 1) & rest_high
     for i in range(first, stop):
         cluster = base | low_order[i]
-        out[cluster] = ginkgo_outside_finish(t, cluster, full, &sums[i - first], log_z, out)
+        out[cluster] = ginkgo_outside_finish(t, rec, cluster, full, &sums[i - first], log_z,
+                                             out)
 
 
 def outside_level_ginkgo_blocked(SplitPotential potential, int block_bits,
