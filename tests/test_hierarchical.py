@@ -546,8 +546,7 @@ def test_ginkgo_vector_paths_agree(width, case, global_random_seed, kernel_threa
 @pytest.mark.parametrize("n_points", [6, 10])
 @pytest.mark.parametrize("case", ["both sides of the vector exp", "heavy child above its parent"])
 def test_ginkgo_single_particle_splits_match_enumeration(n_points, case, global_random_seed,
-                                                         kernel_threads, ginkgo_blocking,
-                                                         monkeypatch):
+                                                         kernel_threads, monkeypatch):
     """The splits into a single particle and the rest: vectorised exp or libm's.
 
     In the inside and the outside pass, their exp(-lam t_cut / tau) takes
@@ -557,7 +556,8 @@ def test_ginkgo_single_particle_splits_match_enumeration(n_points, case, global_
     in runs of more than 8 single particles at 10 points. Against
     enumeration of every tree at 6 points (log Z, MAP, counts, every
     cluster marginal), against the log-space formula at 10 (MAP values,
-    splits and counts bit for bit, log Z and marginals to 1e-12).
+    splits and counts bit for bit, log Z and marginals to 1e-12). The
+    blocked passes read the same terms (the tests above compare them).
     """
     from sktrellis._engine.potential._ginkgo import ginkgo_potential
 
