@@ -35,9 +35,8 @@ from ..potential._ginkgo cimport (
     GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM,
     LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord, GinkgoSplitRecord,
     ginkgo_leaf_terms, ginkgo_outside_exponents, ginkgo_outside_leaf_terms,
-    ginkgo_prefetch_block, ginkgo_raise_top,
-    ginkgo_row, ginkgo_row_count128, ginkgo_row_shape, ginkgo_sum, ginkgo_vector_width,
-    log_psi_of_masses,
+    ginkgo_prefetch_block, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
+    ginkgo_sum, ginkgo_vector_width, log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
     FUNCTION, SEPARABLE, SplitPotential, SplitTables, split_log_potential,
