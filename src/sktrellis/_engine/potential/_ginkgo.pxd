@@ -653,26 +653,29 @@ cdef extern from *:
                                    _mm512_castsi512_pd(scale));
     }
 
-    /* The fields of the records p[k] + sign * o[k], k < 8, 8 lanes each:
-       each record one 32-byte load, two per register, then unpacks and
-       cross-lane permutes. */
+    /* The fields of the records p + (0, o1, o2, o12) and p4 + (the same),
+       8 lanes each: each record one 32-byte load, two per register, then
+       unpacks and cross-lane permutes. The offsets are passed in registers
+       (a table of eight made the row reload them from the stack, 14
+       loads a block: the row 1-3 % slower, N = 18-19). */
     SKTRELLIS_AVX512 static inline void sktrellis_ginkgo_load8(
-            const sktrellis_ginkgo_split_record* p, const ptrdiff_t* o, __m512d* root,
+            const sktrellis_ginkgo_split_record* p, const sktrellis_ginkgo_split_record* p4,
+            ptrdiff_t o1, ptrdiff_t o2, ptrdiff_t o12, __m512d* root,
             __m512d* u, __m512d* aux, __m512d* count) {
         const __m512i even = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
         const __m512i odd = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
         __m512d z0 = _mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[0]))),
-            _mm256_loadu_pd((const double*)(p + o[4])), 1);
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p))),
+            _mm256_loadu_pd((const double*)(p4)), 1);
         __m512d z1 = _mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[1]))),
-            _mm256_loadu_pd((const double*)(p + o[5])), 1);
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o1))),
+            _mm256_loadu_pd((const double*)(p4 + o1)), 1);
         __m512d z2 = _mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[2]))),
-            _mm256_loadu_pd((const double*)(p + o[6])), 1);
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o2))),
+            _mm256_loadu_pd((const double*)(p4 + o2)), 1);
         __m512d z3 = _mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[3]))),
-            _mm256_loadu_pd((const double*)(p + o[7])), 1);
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o12))),
+            _mm256_loadu_pd((const double*)(p4 + o12)), 1);
         /* t0 = (r0 r1 x0 x1 r4 r5 x4 x5), t1 = (u0 u1 c0 c1 u4 u5 c4 c5), t2
            and t3 the same for records 2, 3, 6, 7. */
         __m512d t0 = _mm512_unpacklo_pd(z0, z1), t1 = _mm512_unpackhi_pd(z0, z1);
@@ -694,25 +697,22 @@ cdef extern from *:
         const __m512d minus_one = _mm512_set1_pd(-1.0);
         const __m512d v_root = _mm512_set1_pd(root_parent);
         const __m512d v_lop = _mm512_set1_pd(lam_over_parent), v_lam = _mm512_set1_pd(lam);
-        ptrdiff_t plus[8], minus[8];
+        const ptrdiff_t o1 = q[1], o2 = q[2], o12 = q[3], o4 = q[4];
         const int base_count = __builtin_popcount(left_base);
         __m512d total = _mm512_loadu_pd(acc->total), inv_top = _mm512_loadu_pd(acc->inv_max);
         __m512d v_cut = _mm512_set1_pd(acc->cut);
         __mmask8 alive_any = 0;
         uint32_t s = *sub;
-        int block, k, n_cand = 0;
-        for (k = 0; k < 8; k++) {
-            plus[k] = (ptrdiff_t)q[k];
-            minus[k] = -(ptrdiff_t)q[k];
-        }
+        int block, n_cand = 0;
         __m512i count_sum = _mm512_loadu_si512(acc->count);
         for (block = 0; block < n_blocks; block++) {
             uint32_t a0 = left_base | s, c0 = parent ^ a0;
             __m512d ra, ua, xa, ca, rb, ub, xb, cb;
-            /* B = parent ^ A: the lane bits are set in c0, so clearing
-               them is a subtraction. */
-            sktrellis_ginkgo_load8(rec + a0, plus, &ra, &ua, &xa, &ca);
-            sktrellis_ginkgo_load8(rec + c0, minus, &rb, &ub, &xb, &cb);
+            /* Lane k at a0 + q[k] and c0 - q[k], q = (0, b1, b2, b1 | b2,
+               b3, ...): B = parent ^ A, the lane bits are set in c0, so
+               clearing them is a subtraction. */
+            sktrellis_ginkgo_load8(rec + a0, rec + a0 + o4, o1, o2, o12, &ra, &ua, &xa, &ca);
+            sktrellis_ginkgo_load8(rec + c0, rec + c0 - o4, -o1, -o2, -o12, &rb, &ub, &xb, &cb);
             __m512d fv = _mm512_loadu_pd(
                 f + SKTRELLIS_GINKGO_SIZE_FACTORS + 8 * (base_count + __builtin_popcount(s)));
             __mmask8 left_heavy = _mm512_cmp_pd_mask(ra, rb, _CMP_GE_OQ);
