@@ -543,6 +543,57 @@ def test_ginkgo_vector_paths_agree(width, case, global_random_seed, kernel_threa
         kernels.set_ginkgo_vector_width(old)
 
 
+@pytest.mark.parametrize("n_points", [6, 10])
+@pytest.mark.parametrize("case", ["both sides of the vector exp", "heavy child above its parent"])
+def test_ginkgo_single_particle_splits_match_enumeration(n_points, case, global_random_seed,
+                                                         kernel_threads, monkeypatch):
+    """The splits into a single particle and the rest: vectorised exp or libm's.
+
+    In the inside and the outside pass, their exp(-lam t_cut / tau) takes
+    the vectorised exp where it is at most exp(-1/16) and libm's closer to
+    1, as does the inside pass's exp(-lam t_B / t_S) below -700 (a heavy
+    child far above its parent): random masses put splits on both sides,
+    in runs of more than 8 single particles at 10 points. Against
+    enumeration of every tree at 6 points (log Z, MAP, counts, every
+    cluster marginal), against the log-space formula at 10 (MAP values,
+    splits and counts bit for bit, log Z and marginals to 1e-12). The
+    blocked passes read the same terms (the tests above compare them).
+    """
+    from sktrellis._engine.potential._ginkgo import ginkgo_potential
+
+    rng = np.random.default_rng(global_random_seed + 10 * n_points)
+    n_subsets = 1 << n_points
+    sizes = np.array([bin(x).count("1") for x in range(n_subsets)])
+    lam, t_cut = 1.5, 16.0
+    mass2 = (sizes * 20.0) ** 2 * rng.uniform(0.5, 1.5, n_subsets)
+    mass2[sizes <= 1] = 0.0
+    if case == "heavy child above its parent":
+        # Some clusters of two or more points far heavier than their parents.
+        heavy = rng.choice(np.flatnonzero((sizes >= 2) & (sizes < n_points)), size=n_subsets // 8)
+        mass2[heavy] *= 1e3
+    potential = ginkgo_potential(n_points, mass2, lam, t_cut)
+    # Which side of each threshold the single-particle splits fall on.
+    parents = np.flatnonzero((sizes >= 3) & (mass2 >= t_cut))
+    heavies = (parents[:, None] ^ (1 << np.arange(n_points)))[
+        (parents[:, None] >> np.arange(n_points)) & 1 == 1]
+    parents = np.repeat(parents, sizes[parents])
+    tau = (np.sqrt(mass2[parents]) - np.sqrt(mass2[heavies])) ** 2
+    c = lam * t_cut / tau[tau > 0]
+    assert np.any(c >= 1 / 16) and np.any(c < 1 / 16)
+    if case == "heavy child above its parent":
+        assert np.any(lam * mass2[heavies] / mass2[parents] > 700)
+    kernel, function = _ginkgo_kernel_and_function(potential, kernel_threads, monkeypatch)
+    _assert_same_trellis(kernel, function)
+    if n_points <= 6:
+        log_z, best, trees, values = brute_force(potential, n_points)
+        assert kernel.log_partition == pytest.approx(log_z, rel=1e-12, abs=1e-12)
+        assert kernel.map_log_potential == pytest.approx(best, rel=1e-12, abs=1e-12)
+        assert kernel.n_trees == int(np.isfinite(values).sum())
+        marginal = cluster_marginals(trees, values, log_z, n_points)
+        np.testing.assert_allclose(np.exp(kernel.cluster_log_marginals()), marginal,
+                                   rtol=0, atol=1e-12)
+
+
 def test_ginkgo_vector_width_is_checked():
     from sktrellis._engine.trellis import _hierarchical as kernels
 

@@ -370,6 +370,65 @@ cdef extern from *:
             sum += sktrellis_exp_nonpositive(exponent[j] - scale) * inverse[j];
         return sum;
     }
+
+    /* The inside pass's splits of a parent (root root_parent) into a
+       massless single particle and the rest, heavy[j] (j < n): the linear
+       term f u(B) exp(-lam_over_parent t_B) (1 - y) inv_lam, y =
+       exp(-lam_t_cut / tau), tau = (root_parent - sqrt t_B)**2, in
+       term[j], or -1 where the caller evaluates the split by libm's exp
+       (`ginkgo_finish`). By the plain-arithmetic exp (within 2 ulp) only
+       where y <= exp(-1/16): 1 - y then within 4e-15 relative of 1 - libm's
+       exp, and below 1 as libm's, so the split has a term exactly when the
+       log-space formula's log1p(-y) is finite (c = inf, tau subnormal, gives
+       y = 0 as libm's). Where y is closer to 1 the relative difference of
+       1 - y is no longer small (the terms must agree with the log-space MAP
+       re-evaluation within MAP_CANDIDATE_SLACK), and where the other
+       exponent is below -700 the two exps differ below the smallest normal
+       double: libm's there. */
+    SKTRELLIS_VECTOR_CLONES static void sktrellis_ginkgo_leaf_terms(
+            const sktrellis_ginkgo_split_record* rec, const uint32_t* heavy, int n,
+            double root_parent, double lam_t_cut, double lam_over_parent, double f,
+            double inv_lam, double* term) {
+        int j;
+        #pragma omp simd
+        for (j = 0; j < n; j++) {
+            const sktrellis_ginkgo_split_record* h = rec + heavy[j];
+            double scale = root_parent - h->root;
+            double tau = scale * scale;
+            double c = lam_t_cut / tau;
+            double x = -(lam_over_parent * (h->root * h->root));
+            int fast = (tau > 0.0) & (c >= 0.0625) & (x >= -700.0);
+            double y = sktrellis_exp_nonpositive(fast ? -c : 0.0);
+            double e = sktrellis_exp_nonpositive(fast ? x : 0.0);
+            term[j] = fast ? f * h->u * e * (1.0 - y) * inv_lam : -1.0;
+        }
+    }
+
+    /* The outside pass's terms of a massive cluster C (t_cluster,
+       root_cluster) beside a massless single particle leaf[j] (j < n),
+       parent P = C | leaf[j]: O(P) psi(P; C, leaf) = exp(exponent[j])
+       factor[j], exponent = aux(P) - lam t_C / t(P) (aux = log O + K, as
+       sktrellis_ginkgo_outside_exponents reads it) and factor = (1 - y) /
+       lam, y = exp(-lam_t_cut / tau), tau = (sqrt t(P) - sqrt t_C)**2; or
+       factor -1 where the caller takes y from libm (y above exp(-1/16) or
+       tau <= 0: see sktrellis_ginkgo_leaf_terms). */
+    SKTRELLIS_VECTOR_CLONES static void sktrellis_ginkgo_outside_leaf_terms(
+            const sktrellis_ginkgo_record* rec, uint32_t cluster, double t_cluster,
+            double root_cluster, const uint32_t* leaf, int n, double lam, double lam_t_cut,
+            double inv_lam, double* exponent, double* factor) {
+        int j;
+        #pragma omp simd
+        for (j = 0; j < n; j++) {
+            const sktrellis_ginkgo_record* p = rec + (cluster | leaf[j]);
+            double scale = p->root - root_cluster;
+            double tau = scale * scale;
+            double c = lam_t_cut / tau;
+            int fast = (tau > 0.0) & (c >= 0.0625);
+            double y = sktrellis_exp_nonpositive(fast ? -c : 0.0);
+            exponent[j] = p->aux - lam * t_cluster / p->mass2;
+            factor[j] = fast ? (1.0 - y) * inv_lam : -1.0;
+        }
+    }
     #pragma GCC pop_options
 
     /* The passes read two 32-byte records per split at scattered
@@ -594,26 +653,29 @@ cdef extern from *:
                                    _mm512_castsi512_pd(scale));
     }
 
-    /* The fields of the records p[k] + sign * o[k], k < 8, 8 lanes each:
-       each record one 32-byte load, two per register, then unpacks and
-       cross-lane permutes. */
+    /* The fields of the records p + (0, o1, o2, o12) and p4 + (the same),
+       8 lanes each: each record one 32-byte load, two per register, then
+       unpacks and cross-lane permutes. The offsets are passed in registers
+       (a table of eight made the row reload them from the stack, 14
+       loads a block: the row 1-3 % slower, N = 18-19). */
     SKTRELLIS_AVX512 static inline void sktrellis_ginkgo_load8(
-            const sktrellis_ginkgo_split_record* p, const ptrdiff_t* o, __m512d* root,
+            const sktrellis_ginkgo_split_record* p, const sktrellis_ginkgo_split_record* p4,
+            ptrdiff_t o1, ptrdiff_t o2, ptrdiff_t o12, __m512d* root,
             __m512d* u, __m512d* aux, __m512d* count) {
         const __m512i even = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0);
         const __m512i odd = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
         __m512d z0 = _mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[0]))),
-            _mm256_loadu_pd((const double*)(p + o[4])), 1);
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p))),
+            _mm256_loadu_pd((const double*)(p4)), 1);
         __m512d z1 = _mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[1]))),
-            _mm256_loadu_pd((const double*)(p + o[5])), 1);
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o1))),
+            _mm256_loadu_pd((const double*)(p4 + o1)), 1);
         __m512d z2 = _mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[2]))),
-            _mm256_loadu_pd((const double*)(p + o[6])), 1);
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o2))),
+            _mm256_loadu_pd((const double*)(p4 + o2)), 1);
         __m512d z3 = _mm512_insertf64x4(
-            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o[3]))),
-            _mm256_loadu_pd((const double*)(p + o[7])), 1);
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double*)(p + o12))),
+            _mm256_loadu_pd((const double*)(p4 + o12)), 1);
         /* t0 = (r0 r1 x0 x1 r4 r5 x4 x5), t1 = (u0 u1 c0 c1 u4 u5 c4 c5), t2
            and t3 the same for records 2, 3, 6, 7. */
         __m512d t0 = _mm512_unpacklo_pd(z0, z1), t1 = _mm512_unpackhi_pd(z0, z1);
@@ -635,25 +697,22 @@ cdef extern from *:
         const __m512d minus_one = _mm512_set1_pd(-1.0);
         const __m512d v_root = _mm512_set1_pd(root_parent);
         const __m512d v_lop = _mm512_set1_pd(lam_over_parent), v_lam = _mm512_set1_pd(lam);
-        ptrdiff_t plus[8], minus[8];
+        const ptrdiff_t o1 = q[1], o2 = q[2], o12 = q[3], o4 = q[4];
         const int base_count = __builtin_popcount(left_base);
         __m512d total = _mm512_loadu_pd(acc->total), inv_top = _mm512_loadu_pd(acc->inv_max);
         __m512d v_cut = _mm512_set1_pd(acc->cut);
         __mmask8 alive_any = 0;
         uint32_t s = *sub;
-        int block, k, n_cand = 0;
-        for (k = 0; k < 8; k++) {
-            plus[k] = (ptrdiff_t)q[k];
-            minus[k] = -(ptrdiff_t)q[k];
-        }
+        int block, n_cand = 0;
         __m512i count_sum = _mm512_loadu_si512(acc->count);
         for (block = 0; block < n_blocks; block++) {
             uint32_t a0 = left_base | s, c0 = parent ^ a0;
             __m512d ra, ua, xa, ca, rb, ub, xb, cb;
-            /* B = parent ^ A: the lane bits are set in c0, so clearing
-               them is a subtraction. */
-            sktrellis_ginkgo_load8(rec + a0, plus, &ra, &ua, &xa, &ca);
-            sktrellis_ginkgo_load8(rec + c0, minus, &rb, &ub, &xb, &cb);
+            /* Lane k at a0 + q[k] and c0 - q[k], q = (0, b1, b2, b1 | b2,
+               b3, ...): B = parent ^ A, the lane bits are set in c0, so
+               clearing them is a subtraction. */
+            sktrellis_ginkgo_load8(rec + a0, rec + a0 + o4, o1, o2, o12, &ra, &ua, &xa, &ca);
+            sktrellis_ginkgo_load8(rec + c0, rec + c0 - o4, -o1, -o2, -o12, &rb, &ub, &xb, &cb);
             __m512d fv = _mm512_loadu_pd(
                 f + SKTRELLIS_GINKGO_SIZE_FACTORS + 8 * (base_count + __builtin_popcount(s)));
             __mmask8 left_heavy = _mm512_cmp_pd_mask(ra, rb, _CMP_GE_OQ);
@@ -907,6 +966,26 @@ cdef extern from *:
                                              acc, cand_sub, cand_terms);
     }
 
+    /* Prefetch the records of the first block of a row (the splits
+       (left_base | q[k], parent ^ that), k < lanes). The cache-blocked pass
+       runs a row of about 15 blocks per parent and row pair (N = 18-20,
+       14 low bits), and the loop's exit stalls the processor's
+       look-ahead: the next parent's first records would then come from L3
+       one after the other. Asked for one row ahead, they are on their way
+       during this one (the inside pass 4-5 % faster, N = 18-19, one
+       thread). */
+    static inline void sktrellis_ginkgo_prefetch_block(
+            const sktrellis_ginkgo_split_record* rec, uint32_t parent, uint32_t left_base,
+            const uint32_t* q, int lanes) {
+        const sktrellis_ginkgo_split_record* a = rec + left_base;
+        const sktrellis_ginkgo_split_record* b = rec + (parent ^ left_base);
+        int k;
+        for (k = 0; k < lanes; k++) {
+            __builtin_prefetch(a + q[k]);
+            __builtin_prefetch(b - q[k]);
+        }
+    }
+
     /* Whether the outside passes take their AVX-512 forms: the processor
        has them and the vector width allows eight lanes. */
     static inline int sktrellis_ginkgo_outside_wide(void) {
@@ -990,6 +1069,17 @@ cdef extern from *:
         double* inverse) noexcept nogil
     double ginkgo_sum "sktrellis_ginkgo_sum"(
         const double* exponent, const double* inverse, int n, double scale) noexcept nogil
+    void ginkgo_prefetch_block "sktrellis_ginkgo_prefetch_block"(
+        const GinkgoSplitRecord* rec, mask_t parent, mask_t left_base, const mask_t* q,
+        int lanes) noexcept nogil
+    void ginkgo_outside_leaf_terms "sktrellis_ginkgo_outside_leaf_terms"(
+        const GinkgoRecord* rec, mask_t cluster, double t_cluster, double root_cluster,
+        const mask_t* leaf, int n, double lam, double lam_t_cut, double inv_lam,
+        double* exponent, double* factor) noexcept nogil
+    void ginkgo_leaf_terms "sktrellis_ginkgo_leaf_terms"(
+        const GinkgoSplitRecord* rec, const mask_t* heavy, int n, double root_parent,
+        double lam_t_cut, double lam_over_parent, double f, double inv_lam,
+        double* term) noexcept nogil
 
 
 # Splits per run of the linear-space passes: the run's buffers stay in L1.

@@ -34,7 +34,8 @@ from .._common cimport (
 from ..potential._ginkgo cimport (
     GINKGO_CHUNK_SIZE, GINKGO_FACTOR_TABLE, GINKGO_SIZE_FACTORS, ISOTROPIC, LAM, LOG_LAM,
     LOG_NORM, T_CUT, GinkgoAcc, GinkgoRecord, GinkgoSplitRecord,
-    ginkgo_outside_exponents, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
+    ginkgo_leaf_terms, ginkgo_outside_exponents, ginkgo_outside_leaf_terms,
+    ginkgo_prefetch_block, ginkgo_raise_top, ginkgo_row, ginkgo_row_count128, ginkgo_row_shape,
     ginkgo_sum, ginkgo_vector_width, log_psi_of_masses,
 )
 from ..potential._split_potential cimport (
@@ -565,11 +566,14 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
     cdef mask_t low = low_bit(parent), rest = parent ^ low, bit, leaf, heavy, left
     cdef LogSum exact_terms = empty_log_sum()
     cdef LogSum unused
-    cdef int size = popcount(parent), n_leaves = 0, j
+    cdef int size = popcount(parent), n_leaves = 0, n_kept = 0, j
     cdef double lam = params[LAM], y, scale, term, total, inv_max
     cdef double inv_lam = 1.0 / lam, linear = -INFINITY
     cdef uint64_t products = 0
+    # The massless single particles of the parent and the rest beside each;
+    # then the leaves whose split has a term, and its linear MAP term.
     cdef mask_t leaves[32]
+    cdef mask_t heavies[32]
     cdef double leaf_terms[32]
     if mass2[parent] < params[T_CUT]:
         # Every split of a parent below the cut is forbidden.
@@ -596,32 +600,41 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
         while bit:
             leaf = low_bit(bit)
             bit = bit ^ leaf
-            if mass2[leaf] > 0.0:
-                continue
-            heavy = parent ^ leaf
-            # From the heavy child's record alone (one cache line, not
-            # four tables): its root is the table's, bit for bit, its
-            # square within an ulp of t (as in the rows), and up to 18
-            # points its count's low 64 bits are the count.
-            scale = root[parent] - rec[heavy].root
-            if not scale * scale > 0.0:
-                continue
-            # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
-            # exact from the same exp (Sterbenz), 0 where log psi is -inf.
-            y = exp(-lam * params[T_CUT] / (scale * scale))
-            if not y < 1.0:
-                continue
+            if not mass2[leaf] > 0.0:
+                leaves[n_leaves] = leaf
+                heavies[n_leaves] = parent ^ leaf
+                n_leaves = n_leaves + 1
+        # Their terms by a vectorised exp where it gives libm's result to
+        # rounding (see ginkgo_leaf_terms), the others here.
+        ginkgo_leaf_terms(rec, heavies, n_leaves, root[parent], lam * params[T_CUT],
+                          s.lam_over_parent, factors[1], inv_lam, leaf_terms)
+        for j in range(n_leaves):
+            heavy = heavies[j]
+            term = leaf_terms[j]
+            if term < 0.0:
+                # From the heavy child's record alone (one cache line, not
+                # four tables): its root is the table's, bit for bit, its
+                # square within an ulp of t (as in the rows), and up to 18
+                # points its count's low 64 bits are the count.
+                scale = root[parent] - rec[heavy].root
+                if not scale * scale > 0.0:
+                    continue
+                # 1 - exp(-y) as the log-space formula rounds it, log1p(-exp(-y)):
+                # exact from the same exp (Sterbenz), 0 where log psi is -inf.
+                y = exp(-lam * params[T_CUT] / (scale * scale))
+                if not y < 1.0:
+                    continue
+                # lam t_B / t_S as the rows form it (lam / t_S per parent).
+                term = (factors[1] * rec[heavy].u
+                        * exp(-(s.lam_over_parent * (rec[heavy].root * rec[heavy].root)))
+                        * (1.0 - y) * inv_lam)
             if rec[heavy].u > 0.0:
                 s.acc.any_term = 1
-            # lam t_B / t_S as the rows form it (lam / t_S per parent).
-            term = (factors[1] * rec[heavy].u
-                    * exp(-(s.lam_over_parent * (rec[heavy].root * rec[heavy].root)))
-                    * (1.0 - y) * inv_lam)
             total = total + term
-            leaves[n_leaves] = leaf
-            leaf_terms[n_leaves] = term * rec[heavy].aux
-            n_leaves = n_leaves + 1
-            ginkgo_raise_top(&s.acc, leaf_terms[n_leaves - 1])
+            leaves[n_kept] = leaves[j]
+            leaf_terms[n_kept] = term * rec[heavy].aux
+            n_kept = n_kept + 1
+            ginkgo_raise_top(&s.acc, leaf_terms[n_kept - 1])
             if count != NULL and size <= 18:
                 products += rec[heavy].count
             elif count != NULL:
@@ -637,7 +650,7 @@ cdef void ginkgo_finish(const double* params, const double* mass2, const double*
         linear = s.base + s.scale + log(total)
     # The rows' MAP candidates, then the massless-child splits among them.
     ginkgo_evaluate_candidates(params, mass2, root, parent, s, z, m)
-    for j in range(n_leaves):
+    for j in range(n_kept):
         if leaf_terms[j] >= s.acc.cut:
             leaf = leaves[j]
             ginkgo_take_split(params, mass2, root, parent, leaf if leaf == low else parent ^ leaf,
@@ -699,6 +712,11 @@ cdef void ginkgo_item(const double* params, const double* mass2, const double* r
             # row pair (S_hi, empty) its right child is empty, a massless
             # child that makes no term.
             low = low_bit(part)
+            # The next parent's first records, while this one's row runs.
+            if i + 1 < stop:
+                ginkgo_prefetch_block(rec, base | low_order[i + 1],
+                                      left_high | low_bit(low_order[i + 1]),
+                                      sums[i + 1 - first].lane_bits, sums[i + 1 - first].lanes)
             ginkgo_row_sums(params, mass2, root, rec, parent, size, left_high | low,
                             &sums[i - first], z, m, count, factors, cand_sub, cand_terms)
         if high_left == high:
@@ -1277,36 +1295,57 @@ cdef inline void ginkgo_outside_start(GinkgoSum* s) noexcept nogil:
     s.map_top = 0.0
 
 
-cdef double ginkgo_outside_finish(const SplitTables* t, mask_t cluster, mask_t full,
-                                  const GinkgoSum* s, const double* log_z,
-                                  const double* log_out) noexcept nogil:
-    """log O(cluster) from its running sum and its massless siblings."""
+cdef double ginkgo_outside_finish(const SplitTables* t, const GinkgoRecord* rec,
+                                  mask_t cluster, mask_t full, const GinkgoSum* sums,
+                                  const double* log_z, const double* log_out) noexcept nogil:
+    """log O(cluster) from its running sum and its massless siblings.
+
+    A massless sibling (a single particle) takes the formula's other
+    branch: its terms go to the running sum in linear space
+    (`ginkgo_outside_leaf_terms`, libm's exp where its own would not give
+    1 - exp(-lam t_cut / tau) as the log-space formula does).
+    """
     cdef const double* params = t.data.params
     cdef const double* mass2 = t.data.tables[0]
     cdef const double* root = t.data.tables[1]
-    cdef mask_t rest = full ^ cluster, bit, other, parent, left
-    cdef double psi
-    cdef LogSum exact_terms = empty_log_sum()
+    cdef mask_t rest = full ^ cluster, bit, other
+    cdef double lam = params[LAM], inv_lam = 1.0 / lam, scale, y, top = -INFINITY
+    cdef int n = 0, j
+    cdef GinkgoSum s = sums[0]
+    cdef mask_t leaves[32]
+    cdef double exponent[32]
+    cdef double factor[32]
     if not mass2[cluster] > 0.0:
         return exact_log_outside(t, cluster, full, log_z, log_out)
-    # Massless siblings (single particles): the other branch of the formula.
     bit = rest
     while bit:
         other = low_bit(bit)
         bit = bit ^ other
-        if mass2[other] > 0.0:
-            continue
-        parent = cluster | other
-        if log_out[parent] > -INFINITY and log_z[other] > -INFINITY:
-            left = cluster if cluster & low_bit(parent) else other
-            psi = log_psi_of_masses(params, mass2[parent], root[parent], mass2[left],
-                                    root[left], mass2[parent ^ left], root[parent ^ left])
-            log_sum_add(&exact_terms, log_out[parent] + psi + log_z[other])
+        if not mass2[other] > 0.0:
+            leaves[n] = other
+            n = n + 1
+    ginkgo_outside_leaf_terms(rec, cluster, mass2[cluster], root[cluster], leaves, n, lam,
+                              lam * params[T_CUT], inv_lam, exponent, factor)
+    for j in range(n):
+        if factor[j] < 0.0:
+            # As child_term of the log-space formula: no term where tau <= 0
+            # or log1p(-y) is -inf.
+            scale = root[cluster | leaves[j]] - root[cluster]
+            y = exp(-lam * params[T_CUT] / (scale * scale))
+            if scale * scale > 0.0 and y < 1.0:
+                factor[j] = (1.0 - y) * inv_lam
+            else:
+                exponent[j] = -INFINITY
+                factor[j] = 0.0
+        top = max(top, exponent[j])
+    if top > -INFINITY:
+        ginkgo_rescale(&s, top)
+        s.total = s.total + ginkgo_sum(exponent, factor, n, s.scale)
     if s.scale > -INFINITY:
         if not (s.total >= LINEAR_SUM_FLOOR and s.total < INFINITY):
             return exact_log_outside(t, cluster, full, log_z, log_out)
-        log_sum_add(&exact_terms, s.scale + log(s.total))
-    return log_sum_value(&exact_terms)
+        return s.scale + log(s.total)
+    return -INFINITY
 
 
 cdef double ginkgo_outside_cluster(const SplitTables* t, const GinkgoRecord* rec,
@@ -1329,7 +1368,7 @@ cdef double ginkgo_outside_cluster(const SplitTables* t, const GinkgoRecord* rec
                 other = (other - 1) & rest
             ginkgo_outside_run(rec, cluster, 0, others, n, t.data.params[LAM], &s, exponent,
                                inverse)
-    return ginkgo_outside_finish(t, cluster, full, &s, log_z, log_out)
+    return ginkgo_outside_finish(t, rec, cluster, full, &s, log_z, log_out)
 
 
 def outside_level_ginkgo(SplitPotential potential, const mask_t[::1] clusters,
@@ -1403,7 +1442,8 @@ cdef void ginkgo_outside_item(const SplitTables* t, const GinkgoRecord* rec, int
         sibling_high = (sibling_high - 1) & rest_high
     for i in range(first, stop):
         cluster = base | low_order[i]
-        out[cluster] = ginkgo_outside_finish(t, cluster, full, &sums[i - first], log_z, out)
+        out[cluster] = ginkgo_outside_finish(t, rec, cluster, full, &sums[i - first], log_z,
+                                             out)
 
 
 def outside_level_ginkgo_blocked(SplitPotential potential, int block_bits,
