@@ -75,6 +75,22 @@ bootstrap's beta, then bisection on log beta: the support rises with beta,
 and only betas found humble are kept; over trees each check is first
 screened by posterior draws, ``screened_clade_support``, which spares the
 outside pass away from the level). beta_ is the smaller of the two.
+Permuting each column on its own also destroys the columns' correlation,
+so on structureless data whose genes come in correlated blocks the
+permuted references are humbler than the data's own null and the cap did
+not bind (a cluster of 3..11 points at 0.47-1.00 on 12 x 3000 block
+noise). So, unless X shows cluster structure, the cap is also taken over
+rotated references (``rotation_reference``: ``Q @ X``, Q a random
+rotation of the samples that keeps their mean; the columns' cross-products
+are X's exactly, and for i.i.d. Gaussian samples with any covariance the
+reference has X's own distribution). Whether X shows structure is an
+exact test of that null (``rotation_pvalue``: X's 2-means cluster index
+against ``N_ROTATION_REFERENCES`` = 99 rotations, at ``ROTATION_ALPHA`` =
+0.05). Rotated references alone would cap planted subtypes to 0.2: at
+N = 12 the posterior supports them hardly more than a Gaussian with their
+covariance; the test finds them (p = 0.01) and leaves them as they were
+(``benchmarks/bench_correlated_genes.py``; doc/reading_a_posterior.rst,
+"Copies and correlated columns").
 The level leaves margin on the data themselves: at N = 12, 3000 genes,
 the flat posterior on noise then puts three points together at 0.21-0.36
 (10 seeds; at levels 0.35-0.4 up to 0.45, at 0.45 up to 0.59), and
