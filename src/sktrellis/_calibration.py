@@ -1465,7 +1465,7 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         # Permuting each column on its own also destroys the columns'
         # correlation, which structureless data can have (genes in
         # correlated blocks): such references are humbler than the data's
-        # own null, and the cap did not bind (largest support 0.35-1.00 on
+        # own null, and the cap did not bind (largest support 0.47-1.00 on
         # 12 x 3000 block noise). Unless X shows more cluster structure than
         # rotations of its samples, references that keep the correlation cap
         # beta too (``benchmarks/bench_correlated_genes.py``).
