@@ -169,8 +169,10 @@ def main():
         f"{kind[:8]:>8}: {'beta_':>7} {'cap':>3} {'value':>5} {'s':>5}" for kind in args.kinds))
     failures = {}
     for data, seed, est in itertools.product(args.data, args.seeds, args.estimators):
-        if data == "planted":
-            X, groups = make_planted_subtypes(args.planted_n, random_state=seed)
+        if data.startswith("planted"):   # "planted-50": 50 marked genes a subtype
+            marked = int(data.split("-")[1]) if "-" in data else 150
+            X, groups = make_planted_subtypes(args.planted_n, n_marked=marked,
+                                              random_state=seed)
         elif data == "noise":
             X, groups = np.random.default_rng(seed).normal(size=(12, 3000)), None
         else:
