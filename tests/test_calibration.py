@@ -1426,3 +1426,21 @@ def test_correlated_genes_get_no_confidence_and_planted_subtypes_keep_it(seed):
     for k in range(3):
         assert tree.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
     assert co_clustered_within(ExactFlatClustering(verbose=0).fit(X), groups) >= 0.8
+
+
+@pytest.mark.parametrize("offset", [0.0, 4.0])
+def test_the_record_names_the_references_of_the_cap(offset, global_random_seed):
+    """Rotated references join the permuted ones exactly where the rotation test finds nothing.
+
+    Three points shifted by 4 standard deviations in 40 features are a
+    structure no rotation of 7 samples shows (p = 0.01, the smallest).
+    """
+    from sktrellis._calibration import N_ROTATION_REFERENCES, ROTATION_ALPHA
+    X = noise(7, global_random_seed, n_features=40)
+    X[:3] += offset
+    calibration = ExactFlatClustering(verbose=0).fit(X).calibration_
+    rotated = calibration["rotation_p_value"] > ROTATION_ALPHA
+    assert calibration["null_reference"] == (
+        "permutation and rotation" if rotated else "permutation")
+    if offset:
+        assert calibration["rotation_p_value"] == 1 / (1 + N_ROTATION_REFERENCES)

@@ -79,8 +79,9 @@ Permuting each column on its own also destroys the columns' correlation,
 so on structureless data whose genes come in correlated blocks the
 permuted references are humbler than the data's own null and the cap did
 not bind (a cluster of 3..11 points at 0.47-1.00 on 12 x 3000 block
-noise). So, unless X shows cluster structure, the cap is also taken over
-rotated references (``rotation_reference``: ``Q @ X``, Q a random
+noise). So, unless X shows cluster structure, the cap of the exact
+estimators (over all trees, all partitions) is also taken over rotated
+references (``rotation_reference``: ``Q @ X``, Q a random
 rotation of the samples that keeps their mean; the columns' cross-products
 are X's exactly, and for i.i.d. Gaussian samples with any covariance the
 reference has X's own distribution). Whether X shows structure is an
