@@ -1466,3 +1466,94 @@ def test_few_feature_partitions_fit_is_the_calibrations_posterior(energy, global
     np.testing.assert_array_equal(model.labels_, fixed.labels_)
     np.testing.assert_array_equal(model.pairwise_probability_, fixed.pairwise_probability_)
     np.testing.assert_array_equal(model.n_clusters_probability_, fixed.n_clusters_probability_)
+# The reference-null cap on correlated columns: rotations of the samples.
+
+def correlated_blocks(n_samples, n_blocks, seed, n_features=3000):
+    """Genes in blocks, each one latent N(0, 1) per sample plus N(0, 1/9) per gene; no groups."""
+    rng = np.random.default_rng(seed)
+    return (np.repeat(rng.normal(size=(n_samples, n_blocks)), n_features // n_blocks, axis=1)
+            + rng.normal(scale=1 / 3, size=(n_samples, n_features)))
+
+
+def test_rotation_reference_keeps_the_columns_and_draws_the_samples_anew(global_random_seed):
+    """Cross-products, copies, constants and the mean stay; which sample is where does not."""
+    from sktrellis._calibration import rotation_reference
+    rng = np.random.RandomState(global_random_seed)
+    X = rng.normal(size=(8, 5))
+    X[:, 1] = -2.0 * X[:, 0] + 3.0                     # a copy
+    X[:, 2] = 4.0                                      # a constant
+    X[:, 3] = X[:, 0] + 0.1 * rng.normal(size=8)       # a correlated column
+    X[:4, 4] += 10.0                                   # two clear groups of 4
+    centred = X - X.mean(axis=0)
+    group = np.arange(8) < 4
+    same = (group[:, None] == group[None, :]) & ~np.eye(8, dtype=bool)
+
+    def group_gap(data):
+        distances = ((data[:, None] - data[None]) ** 2).sum(axis=2)
+        return distances[~same & ~np.eye(8, dtype=bool)].mean() - distances[same].mean()
+
+    gaps = []
+    for _ in range(200):
+        reference = rotation_reference(X, None, rng)
+        gaps.append(group_gap(reference))
+    offset = reference - reference.mean(axis=0)
+    np.testing.assert_allclose(offset.T @ offset, centred.T @ centred, atol=1e-9)
+    np.testing.assert_allclose(reference.mean(axis=0), X.mean(axis=0), atol=1e-12)
+    np.testing.assert_allclose(reference[:, 1], -2.0 * reference[:, 0] + 3.0, atol=1e-9)
+    np.testing.assert_allclose(reference[:, 2], 4.0, atol=1e-12)
+    # The groups' gap (about 100 in X) averages to zero over rotations: every
+    # pair of samples is as far apart in expectation.
+    assert abs(np.mean(gaps)) < 0.1 * group_gap(X)
+
+
+def test_the_rotation_test_finds_clear_groups():
+    """Two groups of 5 in 30 features: no rotation of the samples has so clear a split."""
+    from sktrellis._calibration import N_ROTATION_REFERENCES, rotation_pvalue
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(10, 30))
+    X[:5] += 2.0
+    assert rotation_pvalue(X, rng) == 1 / (1 + N_ROTATION_REFERENCES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+def test_correlated_genes_get_no_confidence_and_planted_subtypes_keep_it(seed):
+    """Two-sided on genes in correlated blocks (no sample structure) and planted subtypes.
+
+    Seeds 0-2 of ``benchmarks/bench_correlated_genes.py``: with the permuted
+    references alone a cluster of 3..11 points reached 0.47-1.00 and three
+    points together 0.37-1.00 on the blocks; the rotation test finds no
+    structure there, and rotated references, which keep the genes'
+    correlation, cap beta.
+    """
+    for n_blocks in (30, 300):
+        X = correlated_blocks(12, n_blocks, seed)
+        tree = ExactHierarchicalClustering(verbose=0).fit(X)
+        assert tree.calibration_["null_reference"] == "permutation and rotation"
+        assert largest_support(tree, 12) <= 0.5
+        flat = ExactFlatClustering(verbose=0).fit(X)
+        assert largest_together(flat.pairwise_probability_) <= 0.5
+    X, groups = planted_subtypes(12, seed)
+    tree = ExactHierarchicalClustering(n_clusters=3, verbose=0).fit(X)
+    assert tree.calibration_["null_reference"] == "permutation"
+    for k in range(3):
+        assert tree.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
+    assert co_clustered_within(ExactFlatClustering(verbose=0).fit(X), groups) >= 0.8
+
+
+@pytest.mark.parametrize("offset", [0.0, 4.0])
+def test_the_record_names_the_references_of_the_cap(offset, global_random_seed):
+    """Rotated references join the permuted ones exactly where the rotation test finds nothing.
+
+    Three points shifted by 4 standard deviations in 40 features are a
+    structure no rotation of 7 samples shows (p = 0.01, the smallest).
+    """
+    from sktrellis._calibration import N_ROTATION_REFERENCES, ROTATION_ALPHA
+    X = noise(7, global_random_seed, n_features=40)
+    X[:3] += offset
+    calibration = ExactFlatClustering(verbose=0).fit(X).calibration_
+    rotated = calibration["rotation_p_value"] > ROTATION_ALPHA
+    assert calibration["null_reference"] == (
+        "permutation and rotation" if rotated else "permutation")
+    if offset:
+        assert calibration["rotation_p_value"] == 1 / (1 + N_ROTATION_REFERENCES)

@@ -75,6 +75,23 @@ bootstrap's beta, then bisection on log beta: the support rises with beta,
 and only betas found humble are kept; over trees each check is first
 screened by posterior draws, ``screened_clade_support``, which spares the
 outside pass away from the level). beta_ is the smaller of the two.
+Permuting each column on its own also destroys the columns' correlation,
+so on structureless data whose genes come in correlated blocks the
+permuted references are humbler than the data's own null and the cap did
+not bind (a cluster of 3..11 points at 0.47-1.00 on 12 x 3000 block
+noise). So, unless X shows cluster structure, the cap of the exact
+estimators (over all trees, all partitions) is also taken over rotated
+references (``rotation_reference``: ``Q @ X``, Q a random
+rotation of the samples that keeps their mean; the columns' cross-products
+are X's exactly, and for i.i.d. Gaussian samples with any covariance the
+reference has X's own distribution). Whether X shows structure is an
+exact test of that null (``rotation_pvalue``: X's 2-means cluster index
+against ``N_ROTATION_REFERENCES`` = 99 rotations, at ``ROTATION_ALPHA`` =
+0.05). Rotated references alone would cap planted subtypes to 0.2: at
+N = 12 the posterior supports them hardly more than a Gaussian with their
+covariance; the test finds them (p = 0.01) and leaves them as they were
+(``benchmarks/bench_correlated_genes.py``; doc/reading_a_posterior.rst,
+"Copies and correlated columns").
 The level leaves margin on the data themselves: at N = 12, 3000 genes,
 the flat posterior on noise then puts three points together at 0.21-0.36
 (10 seeds; at levels 0.35-0.4 up to 0.45, at 0.45 up to 0.59), and
@@ -240,6 +257,13 @@ DEFAULT_SEED = 0
 NULL_LEVEL = 0.3
 #: Structureless references the cap is the smallest over (0: no cap).
 N_REFERENCE_DRAWS = 3
+#: Rotation test of the reference-null cap (``rotation_pvalue``): where X's
+#: cluster index is not significant at this level against rotations of its
+#: samples, the cap is also taken over rotated references, which keep the
+#: columns' correlation (``rotation_reference``).
+ROTATION_ALPHA = 0.05
+#: Rotations of the test (p-values in steps of 1 / 100).
+N_ROTATION_REFERENCES = 99
 #: Trees drawn from a reference posterior to screen it before the exact
 #: check of the cap (``screened_clade_support``).
 N_SCREEN_SAMPLES = 1000
@@ -491,14 +515,18 @@ def calibration_plan(energy, X, tested_null=False):
         ``null_cap_bound``, ``null_level``, ``n_reference_draws``,
         ``n_reference_fits`` (posteriors fitted to find the cap; None
         here, filled by ``calibrate`` when the reference-null cap is
-        sought); ``groups`` (private to the calibration) is removed before
+        sought); ``null_reference`` ("permutation", or "permutation and
+        rotation" where ``rotation_p_value``, the p-value of
+        ``rotation_pvalue``, finds no cluster structure: the kinds of
+        reference the cap was taken over; None here, filled by
+        ``calibrate``); ``groups`` (private to the calibration) is removed before
         the record is stored.
     """
     plan = {"method": None, "n_distinct_features": None, "n_effective_features": None,
             "n_resamples": None, "reason": None, "null_cap": None, "null_cap_bound": None,
             "null_level": None, "n_reference_draws": None, "n_reference_fits": None,
             "p_value": None, "n_clusters_tested": None, "n_test_references": None,
-            "branch": None}
+            "branch": None, "null_reference": None, "rotation_p_value": None}
     if not isinstance(energy, TemperatureMixin):
         return plan
     if not is_auto(energy):
@@ -732,6 +760,83 @@ def reference_data(X, groups, rng):
     return reference
 
 
+def rotation_reference(X, groups, rng):
+    """A structureless reference that keeps X's column covariance: its rows randomly rotated.
+
+    ``Q @ X``, Q a uniformly random (Haar) orthogonal N x N matrix that
+    keeps the all-ones vector (a random rotation of the centred rows' space,
+    the mean row kept). The columns' cross-products about their means are
+    X's exactly (``X.T @ P @ X``, P the centring), so correlated columns
+    stay as correlated as in X, copies stay copies (a column ``a x + b``
+    becomes ``a Q x + b``) and constant columns constant; but which sample
+    is where is drawn anew. When the samples are i.i.d. Gaussian with any
+    covariance -- structureless data, correlated or not -- Q X has exactly
+    the distribution of X (the centred data matrix's distribution is
+    invariant under rotations of the samples), so the reference is a draw
+    of the very null X would be. Clusters become continuous directions: the
+    between-cluster variance stays, but as Gaussian scores, not groups.
+    ``groups`` is unused (the signature of ``reference_data``).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    groups : list of ndarray of int
+    rng : RandomState
+
+    Returns
+    -------
+    reference : ndarray of shape (n_samples, n_features)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n_points = len(X)
+    # An orthonormal basis of the centred space (orthogonal to the ones),
+    # then a Haar rotation within it (QR of a Gaussian matrix, signs fixed).
+    basis = np.linalg.qr(np.eye(n_points) - 1.0 / n_points)[0][:, :n_points - 1]
+    rotation, upper = np.linalg.qr(rng.standard_normal((n_points - 1, n_points - 1)))
+    rotation *= np.sign(np.diag(upper))
+    rotated = basis @ rotation @ basis.T + 1.0 / n_points
+    return rotated @ X
+
+
+def rotation_pvalue(X, rng, n_references=N_ROTATION_REFERENCES):
+    """p-value of X's 2-means cluster index against rotations of its samples.
+
+    An exact Monte Carlo test of "the samples are i.i.d. Gaussian, with any
+    covariance": under that null ``rotation_reference(X)`` has X's own
+    distribution, so X's cluster index (``cluster_indices``: the best
+    2-means within sum of squares over the total; exact over all splits up
+    to 16 points) is one more draw among the references' (Besag &
+    Clifford's exact test, whatever the covariance). k = 2 rather than the
+    MAP partition's k: as powerful on the planted subtypes (p = 0.01, the
+    smallest, in 6 of 6 seeds at N = 12 with either), and exact where k = 3
+    needs k-means starts (0.7 s a test at N = 12).
+    It is SigClust's question (Liu, Hayes, Nobel & Marron 2008) without
+    estimating a covariance, which N points cannot do in thousands of
+    dimensions. The indices are computed on an isometric N x N embedding of
+    the centred rows (from their Gram matrix), so its cost hardly grows with
+    the columns.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    rng : RandomState
+    n_references : int, default=N_ROTATION_REFERENCES
+
+    Returns
+    -------
+    p_value : float
+        ``(1 + exceedances) / (1 + n_references)``.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    centred = X - X.mean(axis=0)
+    values, vectors = np.linalg.eigh(centred @ centred.T)
+    embedded = vectors * np.sqrt(np.clip(values, 0.0, None))
+    observed = cluster_indices(embedded[None], 2, rng)[0]
+    null = cluster_indices(np.stack([rotation_reference(embedded, None, rng)
+                                     for _ in range(n_references)]), 2, rng)
+    return (1 + int(np.sum(null <= observed))) / (1 + n_references)
+
+
 def largest_clade_support(posterior, n_points):
     """The largest posterior probability of a cluster of 3..N-1 points (a trellis over trees).
 
@@ -845,7 +950,8 @@ def _largest_humble_beta(humility, start, upper, level=NULL_LEVEL):
     return (float(upper) if humble >= high_bound else float(np.exp(humble))), fits
 
 
-def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1]):
+def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1],
+                       make_reference=None):
     """The largest beta at which the posterior over structureless references stays humble.
 
     The smallest, over ``N_REFERENCE_DRAWS`` references (``reference_data``),
@@ -867,6 +973,9 @@ def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1]):
         First beta tried.
     upper : float, default=BETA_RANGE[1]
         Largest beta considered.
+    make_reference : callable or None, default=None
+        ``make_reference(X, groups, rng)``, a reference; None:
+        ``reference_data`` (``rotation_reference`` for correlated columns).
 
     Returns
     -------
@@ -877,7 +986,8 @@ def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1]):
     """
     cap, fits = upper, 0
     for _ in range(N_REFERENCE_DRAWS):
-        reference = reference_data(X, groups, rng)
+        reference = (reference_data if make_reference is None else make_reference)(
+            X, groups, rng)
         cap, draw_fits = _largest_humble_beta(lambda beta: humility(beta, reference),
                                               min(start, cap), cap)
         fits += draw_fits
@@ -1022,7 +1132,7 @@ def cluster_indices(data, k, rng):
     # Sets in chunks of about 2**21 split sums (16 MiB).
     chunk = max(1, 2 ** 21 // (len(masks) * n_features))
     for first in range(0, n_sets, chunk):
-        sums = np.einsum("mn,snp->smp", masks, centred[first:first + chunk])
+        sums = np.matmul(masks, centred[first:first + chunk])   # BLAS: 60x einsum
         best[first:first + chunk] = ((sums ** 2).sum(axis=2) * n_points
                                      / (sizes * (n_points - sizes))).max(axis=1)
     return (totals - best) / totals
@@ -1273,7 +1383,7 @@ def _tested_null_warning(plan, beta):
 
 def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
               humility=None, max_resamples=MIN_BOOTSTRAP, n_threads=1, solve=None,
-              few_features=None):
+              few_features=None, rotated_references=False):
     """Resolve ``beta="auto"`` by the feature bootstrap, capped by a reference null.
 
     The one calibration of the package: the exact estimators (over all
@@ -1327,6 +1437,12 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         against ``level``. Given, fewer than ``MIN_FEATURES`` distinct
         columns are calibrated by ``tested_null_beta`` with a warning;
         None: beta = 1 there, with a warning.
+    rotated_references : bool, default=False
+        Whether the cap is also taken over ``rotation_reference``'s where
+        ``rotation_pvalue`` finds no cluster structure (the exact
+        estimators, N <= 25: the test's k-means starts above 16 points
+        and the extra reference fits were not measured on the sparse
+        estimators at N = 40-200).
 
     Returns
     -------
@@ -1378,9 +1494,26 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     beta = (_solve if solve is None else solve)(evaluate, target, len(X))
     if humility is not None and N_REFERENCE_DRAWS > 0:
         fitted.clear()   # the references' posteriors take its memory
-        cap, n_fits = reference_null_cap(
-            lambda beta, data: humility(clone(energy).set_params(beta=beta), data),
-            X, groups, reference_rng, beta, beta)
+        reference_humility = (
+            lambda beta, data: humility(clone(energy).set_params(beta=beta), data))
+        cap, n_fits = reference_null_cap(reference_humility, X, groups, reference_rng, beta,
+                                         beta)
+        # Permuting each column on its own also destroys the columns'
+        # correlation, which structureless data can have (genes in
+        # correlated blocks): such references are humbler than the data's
+        # own null, and the cap did not bind (largest support 0.47-1.00 on
+        # 12 x 3000 block noise). Unless X shows more cluster structure than
+        # rotations of its samples, references that keep the correlation cap
+        # beta too (``benchmarks/bench_correlated_genes.py``).
+        plan["null_reference"] = "permutation"
+        if rotated_references:
+            plan["rotation_p_value"] = rotation_pvalue(X, reference_rng)
+        if rotated_references and plan["rotation_p_value"] > ROTATION_ALPHA and cap is not None:
+            plan["null_reference"] = "permutation and rotation"
+            cap, rotation_fits = reference_null_cap(reference_humility, X, groups,
+                                                    reference_rng, cap, cap,
+                                                    make_reference=rotation_reference)
+            n_fits += rotation_fits
         plan.update(null_level=NULL_LEVEL, n_reference_draws=N_REFERENCE_DRAWS, null_cap=cap,
                     null_cap_bound=cap is not None and cap < beta, n_reference_fits=n_fits)
         if plan["null_cap_bound"]:
@@ -1456,7 +1589,7 @@ def calibrate_tree_posterior(energy, X, random_state, make_trellis, n_threads=1)
     energy, beta, (potential, trellis), calibration = calibrate(
         energy, X, random_state, fit, map_loss, expected_loss, humility=humility,
         max_resamples=MAX_TREE_BOOTSTRAP, n_threads=_search_threads(n_threads),
-        few_features=humility)
+        few_features=humility, rotated_references=True)
     return energy, beta, potential, trellis, calibration
 
 
@@ -1612,7 +1745,7 @@ def calibrate_partition_posterior(energy, X, random_state, make_trellis, map_lab
         lambda trellis, rng: loss_of(trellis.pairwise_probability()),
         humility=lambda scaled, data: largest_together(
             make_trellis(scaled.cluster_potential(data), None).pairwise_probability()),
-        max_resamples=MAX_PARTITION_BOOTSTRAP)
+        max_resamples=MAX_PARTITION_BOOTSTRAP, rotated_references=True)
     if calibration["method"] == "feature bootstrap" and n_clusters is not None:
         # The constrained MAP of n_clusters needs its own pass.
         trellis = make_trellis(energy.cluster_potential(X), n_clusters)
