@@ -136,7 +136,13 @@ class ExactFlatClustering(
         supports something at every beta), ``null_cap_bound`` (whether it
         lowered beta_), ``null_level``, ``n_reference_draws`` and
         ``n_reference_fits`` (posteriors fitted over references: the cap's
-        cost).
+        cost), ``rotation_p_value`` (a test of X against random rotations
+        of its samples, which keep the columns' correlation) and
+        ``null_reference`` ("permutation", or "permutation and rotation"
+        where that test found no cluster structure and the cap was also
+        taken over 3 rotated references at level 0.3, so that correlated
+        columns do not pass for independent ones; see "Reading a
+        posterior", "Copies and correlated columns").
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: log p(X), the exact
         marginal likelihood of the data under the DP mixture.
