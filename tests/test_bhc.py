@@ -358,6 +358,7 @@ def test_separated_blobs_are_recovered(global_random_seed):
     assert model.n_clusters_ == 4
 
 
+@pytest.mark.slow  # 0.4 s: large data belong in the full suite
 def test_large_data_stays_finite_in_log_space(global_random_seed):
     # d_k grows like Gamma(N) and p(D | H1) like exp(-N): both overflow or
     # underflow in linear space long before N = 500.
@@ -690,6 +691,7 @@ def test_blobs_the_greedy_tree_chains_are_recovered():
     assert model.log_evidence_lower_bound_ >= greedy.log_evidence_lower_bound_ + 40
 
 
+@pytest.mark.slow  # 0.6 s; the other defaults tests cover the quick suite
 def test_five_centre_blobs_at_defaults_are_split():
     """Make_blobs(200, centers=5), seeds 0-4.
 

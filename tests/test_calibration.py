@@ -649,6 +649,7 @@ def test_the_screen_decides_the_cap_as_the_exact_support(beta, global_random_see
     assert abs(screened - exact) < 0.1
 
 
+@pytest.mark.slow  # 0.4 s of refits; the quick suite tests the screen against the exact support
 def test_the_screen_leaves_the_cap_unchanged(monkeypatch):
     from sktrellis import _calibration
 
