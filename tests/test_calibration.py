@@ -88,7 +88,8 @@ def test_bad_beta_is_refused_naming_it(energy_class, beta):
 @pytest.mark.parametrize(
     "estimator",
     [
-        ExactHierarchicalClustering(),
+        # One estimator in the quick suite: each case is half a second of calibration.
+        pytest.param(ExactHierarchicalClustering(), marks=pytest.mark.slow),
         pytest.param(ExactHierarchicalClustering(CorrelationClustering()),
                      marks=pytest.mark.slow),
         ExactFlatClustering(),

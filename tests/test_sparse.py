@@ -478,6 +478,7 @@ def test_spanned_mass_lower_bound_holds_at_any_budget(mass_bound_time, global_ra
     assert share <= 1 + 1e-9
 
 
+@pytest.mark.slow  # 0.4 s; the quick suite checks the share where the search sums every tree
 def test_up_to_14_points_the_spanned_mass_is_the_share_at_any_budget():
     """Up to 14 points the search solves the full log Z at once: the bound is the share.
 

@@ -422,6 +422,7 @@ def _truth_objective(labels, llr):
     return float(np.triu(np.where(together, llr, 0.0), 1).sum())
 
 
+@pytest.mark.slow  # 0.4 s; the quick suite checks the exact optimum of small read clusterings
 def test_noisy_reads_converge_at_the_defaults():
     """10 templates, p_e = 0.15: at damping 0.5 and 200 iterations the calls still oscillated."""
     _, labels, llr = make_bit_patterns(10, error_rate=0.15, random_state=3)
