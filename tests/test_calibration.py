@@ -1422,6 +1422,8 @@ def test_few_features_three_groups_of_four_over_seeds(seed):
         assert model.calibration_["branch"] == "gaussian null"
         for k in range(3):
             assert model.cluster_probability(np.flatnonzero(labels == k)) >= 0.9
+
+
 # Few distinct columns, partitions: the trees' sequential test, and the fit at
 # the beta chosen is the posterior the calibration fitted there.
 
