@@ -49,6 +49,8 @@ import time
 import numpy as np
 
 import sktrellis._calibration as calibration
+from bench_calibration import largest_support
+from sktrellis._calibration import largest_together
 from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
 from sktrellis.datasets import make_planted_subtypes
 
@@ -124,16 +126,6 @@ def use_reference(kind):
         calibration.reference_data = lambda X, groups, rng: (
             (PERMUTATION if next(draws) % 2 == 0 else covariance)(X, groups, rng))
         calibration.N_REFERENCE_DRAWS = 6
-
-
-def largest_support(model, n_samples):
-    return max((p for members, p in model.most_probable_clusters(5, min_size=3)
-                if len(members) < n_samples), default=0.0)
-
-
-def largest_together(pairwise):
-    return max(min(pairwise[i, j], pairwise[i, k], pairwise[j, k])
-               for i, j, k in itertools.combinations(range(len(pairwise)), 3))
 
 
 def run(kind, name, X, groups, estimator):
