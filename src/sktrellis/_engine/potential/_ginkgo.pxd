@@ -678,16 +678,16 @@ cdef extern from *:
         const __m512d floor = _mm512_set1_pd(-708.0 * 0x1.71547652b82fep+4);
         const __m512d shifter = _mm512_set1_pd(0x1.8p52);
         __mmask8 keep = _mm512_cmp_pd_mask(y, floor, _CMP_GT_OQ);
-        /* d = y - round(y), on the chain without the floor (the lanes at or
-           below it, -inf and NaN among them, are masked at the end); k =
-           round(max(y, floor)) in the low bits of kf, off the chain: n = k
-           >> 4, j = k & 15, so 2**n is a normal double in every lane. Both
-           round to nearest even, so k = round(y) where y is above the floor. */
-        __m512d d = _mm512_sub_pd(
-            y, _mm512_roundscale_pd(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        __m512d kf = _mm512_add_pd(_mm512_max_pd(y, floor), shifter);
-        __m512i bits = _mm512_castpd_si512(kf);
-        __m512d power = _mm512_permutex2var_pd(table_low, bits, table_high);
+        /* k = round(y), d = y - k, n = floor(k / 16) and j = k - 16 n, the
+           last in the low bits of kf (round to nearest even, as k). The lanes
+           at or below the floor (-inf and NaN among them) make garbage here
+           and are masked at the end. */
+        __m512d k = _mm512_roundscale_pd(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m512d d = _mm512_sub_pd(y, k);
+        __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(k, _mm512_set1_pd(0.0625)),
+                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        __m512d kf = _mm512_add_pd(y, shifter);
+        __m512d power = _mm512_permutex2var_pd(table_low, _mm512_castpd_si512(kf), table_high);
     #define SKTRELLIS_C(k) _mm512_set1_pd(k)
         /* exp(c d) - 1, c = ln 2 / 16, |d| <= 1/2, degree 7 (truncation
            error < 2e-18): coefficients c**i / i!, in Estrin's scheme. */
@@ -702,10 +702,9 @@ cdef extern from *:
         __m512d q = _mm512_fmadd_pd(_mm512_fmadd_pd(p67, d2, p45), d4,
                                     _mm512_fmadd_pd(p23, d2, p01));
     #undef SKTRELLIS_C
-        __m512i scale = _mm512_slli_epi64(
-            _mm512_add_epi64(_mm512_srli_epi64(bits, 4), _mm512_set1_epi64(1023)), 52);
-        /* 2**(n + j / 16) formed while q is, one step after it. */
-        __m512d power_scale = _mm512_mul_pd(power, _mm512_castsi512_pd(scale));
+        /* 2**(n + j / 16) formed while q is, one step after it (n >= -1022
+           above the floor: exact). */
+        __m512d power_scale = _mm512_scalef_pd(power, n);
         return _mm512_maskz_fmadd_pd(keep, power_scale, q, power_scale);
     }
 
@@ -820,13 +819,12 @@ cdef extern from *:
             __m512d scale = _mm512_sub_pd(v_root, heavy_root);
             __m512d tau = _mm512_mul_pd(scale, scale);
             /* The division starts as soon as tau is known, the lanes without a
-               term masked after it (its 1 / 0 = inf, or its lighter child's 0
-               t times that, only reaches the exp, which gives 0 for -inf and
-               NaN). */
+               term masked where its result is used (its 1 / 0 = inf, or its
+               lighter child's 0 t times that, only reaches the exp, which
+               gives 0 for -inf and NaN). */
             __m512d inverse = _mm512_div_pd(one, tau);
             __mmask8 has_term = _mm512_mask_cmp_pd_mask(
                 _mm512_cmp_pd_mask(tau, zero, _CMP_GT_OQ), light_root, zero, _CMP_GT_OQ);
-            __m512d inv = _mm512_maskz_mov_pd(has_term, inverse);
             __m512d heavy = _mm512_mul_pd(heavy_root, heavy_root);
             __m512d light = _mm512_mul_pd(light_root, light_root);
             /* 16 / ln 2 times -lam t_heavy / t(S) - lam t_light / tau. */
@@ -835,13 +833,13 @@ cdef extern from *:
             /* The exp's one multiply by what is known before it. */
             __m512d w = _mm512_mul_pd(
                 sktrellis_exp_scaled8(y),
-                _mm512_mul_pd(_mm512_mul_pd(_mm512_mul_pd(ua, ub), fv), inv));
+                _mm512_maskz_mul_pd(has_term, _mm512_mul_pd(_mm512_mul_pd(ua, ub), fv), inverse));
             __m512d v = _mm512_mul_pd(w, _mm512_mul_pd(xa, xb));
             __mmask8 alive = _mm512_mask_cmp_pd_mask(has_term, _mm512_min_pd(ua, ub), zero,
                                                      _CMP_GT_OQ);
             __mmask8 cand = _mm512_mask_cmp_pd_mask(alive, v, v_cut, _CMP_GE_OQ);
             total = _mm512_add_pd(total, w);
-            inv_top = _mm512_max_pd(inv_top, inv);
+            inv_top = _mm512_mask_max_pd(inv_top, has_term, inv_top, inverse);
             alive_any = _mm512_mask_mov_pd(alive_any, alive, one);
             if (__builtin_expect(cand != 0, 0)) {
                 sktrellis_ginkgo_raise_top(acc, _mm512_mask_reduce_max_pd(cand, v));
