@@ -1192,7 +1192,8 @@ def test_few_feature_partitions_record_the_test_and_the_branch():
         model = ExactFlatClustering(random_state=3, verbose=0).fit(X)
     message = str(record[0].message)
     for part in ("X has 2 distinct feature column(s)", "'test, then temper'", "p = ",
-                 "mixture of X's MAP partition", "as often as its level 0.05 allows"):
+                 "mixture of X's MAP partition", "as often as its level 0.05 allows",
+                 "groups that overlap are joined with confidence, and groups it splits stay"):
         assert part in message
     calibration = model.calibration_
     assert calibration["method"] == "tested-null" and calibration["reason"] is None
