@@ -2155,7 +2155,7 @@ def _tested_partition_warning(plan, beta):
         "test misses get little support (iris setosa, 6 flowers a class: 1 of 30; on "
         "standardised columns 6 of 30), the beta matched to the redrawn mixture can be too hot "
         "for a clear group beside an unclear one (three groups of 4 in 3 features, iris "
-        "setosa: 1 of 30 each; standardised 2 of 30), and the loss's MAP partition is "
+        "setosa: 1 of 30 each), and the loss's MAP partition is "
         "tempered, not corrected, so groups that overlap are joined with confidence, and "
         "groups it splits stay split: a co-clustering says how stably this energy joins two "
         "points, not that they belong to one group (iris, 18 flowers: a versicolor and a "
