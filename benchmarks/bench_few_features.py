@@ -1435,8 +1435,6 @@ def flat_evidence_table(n_seeds, n_iris=10):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--first-seed", type=int, default=0,
-                        help="flat-iris, flat-iris-betas: the first subsample (--seeds of them from there)")
     parser.add_argument("--resamples", type=int, default=40)
     parser.add_argument("--shift", type=float, default=SHIFT,
                         help="standard deviations between a planted group and the rest")
@@ -1449,6 +1447,8 @@ def main():
     parser.add_argument("--regimes", nargs="*", default=None,
                         help="partition tables (flat-*): only the regimes containing one of "
                              "these strings, e.g. 'noise, 18' iris")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="first seed of iris-trees and mixture-trees (to split a run)")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
