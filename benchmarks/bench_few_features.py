@@ -57,6 +57,14 @@ temperature:
   regimes of ``FLAT_REGIMES``, with P(K = 1) and iris's classes;
 - ``flat-pvalues``: the p-values of its test (sequential, 49-999 Gaussian
   references), the share at or below each level, noise and groups;
+- ``flat-iris``: that default on 18 iris flowers (6 a species, raw and
+  standardised columns): all three species, P(K), beta_, the test, the
+  MAP partition's K and ARI beside Ward's and k-means' at K = 3, and the
+  mixture bootstrap's frequencies, redrawn from X's MAP partition (what
+  beta is matched to) and from the species' own mixture;
+  ``flat-iris-betas``: the species at fixed betas (can any temperature
+  separate versicolor from virginica?); ``flat-evidence``: a candidate,
+  the mixture bootstrap redrawn at K = 1..K_MAP + 1 by BIC weights.
 - ``flat-candidates``: partitions, the beta each principle picks and the
   requirement's failures at it: the trees' calibrated beta_ carried over
   (``tree``), least squares of the co-clustering against the point
@@ -66,14 +74,6 @@ temperature:
   and behind the test; and the DPM's own posterior (``dpm posterior``: on
   noise P(three points share a block other than the whole set), with
   P(K = 1) beside it);
-- ``flat-iris``: that default on 18 iris flowers (6 a species, raw and
-  standardised columns): all three species, P(K), beta_, the test, the
-  MAP partition's K and ARI beside Ward's and k-means' at K = 3, and the
-  mixture bootstrap's frequencies, redrawn from X's MAP partition (what
-  beta is matched to) and from the species' own mixture;
-  ``flat-iris-betas``: the species at fixed betas (can any temperature
-  separate versicolor from virginica?); ``flat-evidence``: a candidate,
-  the mixture bootstrap redrawn at K = 1..K_MAP + 1 by BIC weights.
 - ``weak-regimes``: where that default is weak, its failures by branch,
   the test's p-values and references, and the failures with the
   Gaussian-null branch forced (is it the test or the beta?);
@@ -1134,80 +1134,6 @@ def flat_pvalues_table(n_seeds):
               + f" {np.median(references):>5.0f}, {max(references):>3}", flush=True)
 
 
-def row_bootstrap_frequencies(unit, X, rng, n_resamples):
-    """Co-clustering frequencies of the MAP partitions of the points drawn with replacement.
-
-    A pair counts in the resamples that drew both points; two copies of a
-    point are together when their copies share a cluster.
-    """
-    together, drawn = np.zeros((len(X), len(X))), np.zeros((len(X), len(X)))
-    for _ in range(n_resamples):
-        ids = rng.randint(len(X), size=len(X))
-        labels = np.asarray(map_partition(unit.cluster_potential(X[ids]))[0])
-        pairs = np.zeros((len(X), len(X)))
-        same = labels[:, None] == labels[None, :]
-        np.maximum.at(pairs, (np.repeat(ids, len(ids)), np.tile(ids, len(ids))),
-                      same.ravel().astype(float))
-        seen = np.zeros(len(X), dtype=bool)
-        seen[ids] = True
-        together += pairs
-        drawn += np.outer(seen, seen)
-    return together / np.maximum(drawn, 1)
-
-
-def flat_candidates_table(n_seeds, n_resamples):
-    """Partitions: the beta of each principle and the requirement at it (module docstring)."""
-    print(f"\npartitions, candidates: failures (worst) at each principle's beta, seeds "
-          f"0..{n_seeds - 1}, {n_resamples} resamples; 'tested': behind SigClust's test "
-          f"(alpha {calibration.STRUCTURE_ALPHA:g}, else X's own posterior humble at "
-          f"{calibration.NULL_LEVEL:g})")
-    names = ("tree", "rows", "dpm", "mixture", "tested rows", "tested dpm", "tested mixture",
-             "dpm posterior")
-    print(f"{'regime':>28} " + " ".join(f"{name:>14}" for name in names))
-    for regime in FLAT_REGIMES:
-        results = {name: [] for name in names}
-        for seed in range(n_seeds):
-            X, y = flat_regime_data(regime, seed)
-            posteriors = Posteriors(X, True)
-            model = ExactFlatClustering(verbose=0).fit(X)
-            unit = calibration._unit_loss(calibration._at_kernel_width(CorrelationClustering(), X))
-            labels = np.asarray(posteriors.labels(unit, X))
-            rng = np.random.RandomState(seed)
-
-            def matched(frequencies):
-                return calibration.matched_co_clustering_beta(
-                    lambda beta: posteriors.model(beta).pairwise_probability_, frequencies)[0]
-
-            dpm = ExactFlatClustering(DirichletProcessMixture(
-                covariance_type="spherical", mean_precision_prior=0.01), verbose=0).fit(X)
-            betas = {
-                "tree": ExactHierarchicalClustering(verbose=0).fit(X).beta_,
-                "rows": matched(row_bootstrap_frequencies(unit, X, rng, n_resamples)),
-                "dpm": matched(dpm.pairwise_probability_),
-                "mixture": matched(calibration.mixture_bootstrap_frequencies(
-                    lambda data: np.asarray(posteriors.labels(unit, data)), X, labels, rng)),
-            }
-            significant = model.calibration_["branch"] == "mixture bootstrap"
-            own = model.beta_ if not significant else None
-            for name in ("rows", "dpm", "mixture"):
-                betas[f"tested {name}"] = betas[name] if significant else own
-            for name, beta in betas.items():
-                results[name].append(statistic(posteriors.model(beta), y, True))
-            if y is None:
-                results["dpm posterior"].append(
-                    max(dpm.together_probability(triple) for triple in
-                        itertools.combinations(range(len(X)), 3))
-                    - dpm.n_clusters_probability_[1])
-            else:
-                results["dpm posterior"].append(statistic(dpm, y, True))
-        cells = []
-        for name in names:
-            values = results[name]
-            worst = max(values) if y is None else min(values)
-            cells.append(f"{sum(fails(v, y) for v in values):>2}/{n_seeds} ({worst:.2f})")
-        print(f"{regime:>28} " + " ".join(f"{cell:>14}" for cell in cells), flush=True)
-
-
 def iris_flowers(seed, standardised=False, per_class=6):
     """Subsample ``seed`` of iris, ``per_class`` flowers a species (``bench_issue_reproduction``'s
     draw), raw or standardised over the subsample; labels 0 setosa, 1 versicolor, 2 virginica."""
@@ -1430,6 +1356,80 @@ def flat_evidence_table(n_seeds, n_iris=10):
                   + ", default " + " ".join(f"{v:.2f}" for v in
                                             species_supports(mixture_frequencies(X), y)),
                   flush=True)
+
+
+def row_bootstrap_frequencies(unit, X, rng, n_resamples):
+    """Co-clustering frequencies of the MAP partitions of the points drawn with replacement.
+
+    A pair counts in the resamples that drew both points; two copies of a
+    point are together when their copies share a cluster.
+    """
+    together, drawn = np.zeros((len(X), len(X))), np.zeros((len(X), len(X)))
+    for _ in range(n_resamples):
+        ids = rng.randint(len(X), size=len(X))
+        labels = np.asarray(map_partition(unit.cluster_potential(X[ids]))[0])
+        pairs = np.zeros((len(X), len(X)))
+        same = labels[:, None] == labels[None, :]
+        np.maximum.at(pairs, (np.repeat(ids, len(ids)), np.tile(ids, len(ids))),
+                      same.ravel().astype(float))
+        seen = np.zeros(len(X), dtype=bool)
+        seen[ids] = True
+        together += pairs
+        drawn += np.outer(seen, seen)
+    return together / np.maximum(drawn, 1)
+
+
+def flat_candidates_table(n_seeds, n_resamples):
+    """Partitions: the beta of each principle and the requirement at it (module docstring)."""
+    print(f"\npartitions, candidates: failures (worst) at each principle's beta, seeds "
+          f"0..{n_seeds - 1}, {n_resamples} resamples; 'tested': behind SigClust's test "
+          f"(alpha {calibration.STRUCTURE_ALPHA:g}, else X's own posterior humble at "
+          f"{calibration.NULL_LEVEL:g})")
+    names = ("tree", "rows", "dpm", "mixture", "tested rows", "tested dpm", "tested mixture",
+             "dpm posterior")
+    print(f"{'regime':>28} " + " ".join(f"{name:>14}" for name in names))
+    for regime in FLAT_REGIMES:
+        results = {name: [] for name in names}
+        for seed in range(n_seeds):
+            X, y = flat_regime_data(regime, seed)
+            posteriors = Posteriors(X, True)
+            model = ExactFlatClustering(verbose=0).fit(X)
+            unit = calibration._unit_loss(calibration._at_kernel_width(CorrelationClustering(), X))
+            labels = np.asarray(posteriors.labels(unit, X))
+            rng = np.random.RandomState(seed)
+
+            def matched(frequencies):
+                return calibration.matched_co_clustering_beta(
+                    lambda beta: posteriors.model(beta).pairwise_probability_, frequencies)[0]
+
+            dpm = ExactFlatClustering(DirichletProcessMixture(
+                covariance_type="spherical", mean_precision_prior=0.01), verbose=0).fit(X)
+            betas = {
+                "tree": ExactHierarchicalClustering(verbose=0).fit(X).beta_,
+                "rows": matched(row_bootstrap_frequencies(unit, X, rng, n_resamples)),
+                "dpm": matched(dpm.pairwise_probability_),
+                "mixture": matched(calibration.mixture_bootstrap_frequencies(
+                    lambda data: np.asarray(posteriors.labels(unit, data)), X, labels, rng)),
+            }
+            significant = model.calibration_["branch"] == "mixture bootstrap"
+            own = model.beta_ if not significant else None
+            for name in ("rows", "dpm", "mixture"):
+                betas[f"tested {name}"] = betas[name] if significant else own
+            for name, beta in betas.items():
+                results[name].append(statistic(posteriors.model(beta), y, True))
+            if y is None:
+                results["dpm posterior"].append(
+                    max(dpm.together_probability(triple) for triple in
+                        itertools.combinations(range(len(X)), 3))
+                    - dpm.n_clusters_probability_[1])
+            else:
+                results["dpm posterior"].append(statistic(dpm, y, True))
+        cells = []
+        for name in names:
+            values = results[name]
+            worst = max(values) if y is None else min(values)
+            cells.append(f"{sum(fails(v, y) for v in values):>2}/{n_seeds} ({worst:.2f})")
+        print(f"{regime:>28} " + " ".join(f"{cell:>14}" for cell in cells), flush=True)
 
 
 def main():
