@@ -1606,4 +1606,3 @@ def test_the_record_names_the_references_of_the_cap(offset, global_random_seed):
         "permutation and rotation" if rotated else "permutation")
     if offset:
         assert calibration["rotation_p_value"] == 1 / (1 + N_ROTATION_REFERENCES)
-
