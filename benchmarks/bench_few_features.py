@@ -1479,13 +1479,12 @@ def main():
         flat_pvalues_table(args.seeds)
     if "flat-evidence" in args.only:
         flat_evidence_table(args.seeds)
+    iris_seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    iris_columns = [name for name in ("raw", "std") if not args.regimes or name in args.regimes]
     if "flat-iris-betas" in args.only:
-        flat_iris_betas_table(list(range(args.first_seed, args.first_seed + args.seeds)),
-                              [name for name in ("raw", "std")
-                               if not args.regimes or name in args.regimes])
+        flat_iris_betas_table(iris_seeds, iris_columns)
     if "flat-iris" in args.only:
-        flat_iris_table(list(range(args.first_seed, args.first_seed + args.seeds)), [name for name in ("raw", "std")
-                                     if not args.regimes or name in args.regimes])
+        flat_iris_table(iris_seeds, iris_columns)
     if "flat-candidates" in args.only:
         flat_candidates_table(args.seeds, args.resamples)
     if "weak-regimes" in args.only:
