@@ -57,6 +57,14 @@ temperature:
   regimes of ``FLAT_REGIMES``, with P(K = 1) and iris's classes;
 - ``flat-pvalues``: the p-values of its test (sequential, 49-999 Gaussian
   references), the share at or below each level, noise and groups;
+- ``flat-iris``: that default on 18 iris flowers (6 a species, raw and
+  standardised columns): all three species, P(K), beta_, the test, the
+  MAP partition's K and ARI beside Ward's and k-means' at K = 3, and the
+  mixture bootstrap's frequencies, redrawn from X's MAP partition (what
+  beta is matched to) and from the species' own mixture;
+  ``flat-iris-betas``: the species at fixed betas (can any temperature
+  separate versicolor from virginica?); ``flat-evidence``: a candidate,
+  the mixture bootstrap redrawn at K = 1..K_MAP + 1 by BIC weights.
 - ``flat-candidates``: partitions, the beta each principle picks and the
   requirement's failures at it: the trees' calibrated beta_ carried over
   (``tree``), least squares of the co-clustering against the point
@@ -98,6 +106,9 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 30 --only flat-tested
     python benchmarks/bench_few_features.py --seeds 60 --only flat-pvalues
     python benchmarks/bench_few_features.py --seeds 10 --only flat-candidates
+    python benchmarks/bench_few_features.py --seeds 8 --first-seed 0 --only flat-iris --regimes raw
+    python benchmarks/bench_few_features.py --seeds 10 --only flat-iris-betas
+    python benchmarks/bench_few_features.py --seeds 30 --only flat-evidence
     python benchmarks/bench_few_features.py --seeds 30 --only weak-regimes
     python benchmarks/bench_few_features.py --seeds 30 --only null-rank [--regimes iris]
     python benchmarks/bench_few_features.py --seeds 30 --only test-power [--regimes iris]
@@ -1123,6 +1134,230 @@ def flat_pvalues_table(n_seeds):
               + f" {np.median(references):>5.0f}, {max(references):>3}", flush=True)
 
 
+def iris_flowers(seed, standardised=False, per_class=6):
+    """Subsample ``seed`` of iris, ``per_class`` flowers a species (``bench_issue_reproduction``'s
+    draw), raw or standardised over the subsample; labels 0 setosa, 1 versicolor, 2 virginica."""
+    X, y = load_iris(return_X_y=True)
+    pick = np.random.RandomState(seed)
+    idx = np.concatenate([pick.choice(np.flatnonzero(y == k), per_class, replace=False)
+                          for k in range(3)])
+    X, y = X[idx], y[idx]
+    return ((X - X.mean(0)) / X.std(0) if standardised else X), y
+
+
+def species_supports(pairwise, y):
+    """Setosa, versicolor, virginica within (smallest pair); versicolor-virginica largest, mean."""
+    across = pairwise[np.ix_(y == 1, y == 2)]
+    return (within_group(pairwise, y, [0]), within_group(pairwise, y, [1]),
+            within_group(pairwise, y, [2]), across.max(), across.mean())
+
+
+def mixture_frequencies(X, labels=None):
+    """The mixture bootstrap's frequencies on the default fit's stream, at X's kernel width.
+
+    ``labels`` None: X's MAP partition's mixture, as the default fit draws
+    it; else the mixture of ``labels`` (the species: what the energy makes
+    of data redrawn from the true groups' mixture).
+    """
+    data = calibration._near_unit_scale(CorrelationClustering(), X)
+    unit = calibration._unit_loss(
+        calibration._at_kernel_width(CorrelationClustering(), data))
+
+    def map_labels_of(points):
+        return np.asarray(map_partition(unit.cluster_potential(points))[0])
+
+    return calibration.mixture_bootstrap_frequencies(
+        map_labels_of, data, map_labels_of(data) if labels is None else labels,
+        calibration._rngs(None)[1])
+
+
+def flat_iris_table(seeds, columns=("raw", "std")):
+    """Partitions: the default over 18 iris flowers, all three species, raw and standardised.
+
+    Per subsample: setosa, versicolor and virginica within (smallest pair)
+    and the versicolor-virginica pairs (largest, mean); P(K = 2), P(K = 3);
+    beta_; the test's p-value and k; the MAP partition's K and ARI; what
+    the data allow (Ward's and k-means' ARI at K = 3); the mixture
+    bootstrap's own frequencies (the default's stream: the pairs it is
+    matched to), and the frequencies of data redrawn from the species' own
+    mixture ("species"), the energy's MAP at X's kernel width: whether
+    any redrawn mixture could separate versicolor from virginica.
+    """
+    from sklearn.cluster import AgglomerativeClustering, KMeans
+    from sklearn.metrics import adjusted_rand_score
+
+    print(f"\npartitions, iris 18 flowers (6 per class), the default: seeds {seeds[0]}.."
+          f"{seeds[-1]}; "
+          "set/vers/virg: smallest pair within, v~v: largest and mean pair across")
+    head = f"{'set':>5} {'vers':>5} {'virg':>5} {'v~v':>5} {'mean':>5}"
+    print(f"{'cols':>4} {'seed':>4} {head} {'P(K=2)':>6} {'P(K=3)':>6} {'beta_':>6} {'p':>6} "
+          f"{'k':>2} {'MAP K':>5} {'ARI':>5} {'ward':>5} {'kmean':>5} | bootstrap: {head} | "
+          f"species: {head}")
+    for name in columns:
+        rows = []
+        for seed in seeds:
+            X, y = iris_flowers(seed, name == "std")
+            model = ExactFlatClustering(verbose=0).fit(X)
+            record = model.calibration_
+            k_probability = model.n_clusters_probability_
+            row = (*species_supports(model.pairwise_probability_, y), k_probability[2],
+                   k_probability[3], model.beta_, record["p_value"],
+                   record["n_clusters_tested"], len(np.unique(model.labels_)),
+                   adjusted_rand_score(y, model.labels_),
+                   adjusted_rand_score(y, AgglomerativeClustering(3).fit_predict(X)),
+                   adjusted_rand_score(y, KMeans(3, n_init=10, random_state=0).fit_predict(X)),
+                   *species_supports(mixture_frequencies(X), y),
+                   *species_supports(mixture_frequencies(X, y), y))
+            rows.append(row)
+            print(f"{name:>4} {seed:>4} " + " ".join(f"{v:>5.2f}" for v in row[:7])
+                  + f" {row[7]:>6.3g} {row[8]:>6.3f} {row[9]:>2} {row[10]:>5} "
+                  + " ".join(f"{v:>5.2f}" for v in row[11:14]) + " |            "
+                  + " ".join(f"{v:>5.2f}" for v in row[14:19]) + " |          "
+                  + " ".join(f"{v:>5.2f}" for v in row[19:]), flush=True)
+        rows = np.array(rows)
+        print(f"{name:>4} summary: setosa below 0.9 in {np.sum(rows[:, 0] < 0.9)}/{len(seeds)}; "
+              f"a versicolor-virginica pair above 0.5 in {np.sum(rows[:, 3] > 0.5)} (above "
+              f"0.75 in {np.sum(rows[:, 3] > 0.75)}; bootstrap {np.sum(rows[:, 17] > 0.5)}, "
+              f"species {np.sum(rows[:, 22] > 0.5)}), mean pair above 0.5 in "
+              f"{np.sum(rows[:, 4] > 0.5)} (bootstrap {np.sum(rows[:, 18] > 0.5)}, species "
+              f"{np.sum(rows[:, 23] > 0.5)}); versicolor within >= 0.5 in "
+              f"{np.sum(rows[:, 1] >= 0.5)}, virginica {np.sum(rows[:, 2] >= 0.5)}; MAP K = 2 "
+              f"in {np.sum(rows[:, 10] == 2)}, 3 in {np.sum(rows[:, 10] == 3)}; significant "
+              f"{np.sum(rows[:, 8] <= calibration.STRUCTURE_ALPHA)}; mean ARI MAP "
+              f"{rows[:, 11].mean():.2f}, Ward {rows[:, 12].mean():.2f}, k-means "
+              f"{rows[:, 13].mean():.2f}", flush=True)
+
+
+def flat_iris_betas_table(seeds, columns=("raw", "std"), betas=(0.3, 1.0, 3.0, 10.0, 30.0)):
+    """Partitions, iris 18 flowers: the species' co-clustering at fixed betas (the energy's reach).
+
+    Per subsample and beta: versicolor and virginica within (smallest
+    pair) and the mean versicolor-virginica pair: whether any temperature
+    of the default energy separates the two species, whatever beta the
+    calibration would choose.
+    """
+    print(f"\npartitions, iris 18 flowers, fixed betas: versicolor within, virginica within, "
+          f"mean across (seeds {seeds[0]}..{seeds[-1]})")
+    print(f"{'cols':>4} {'seed':>4} " + " ".join(f"{f'@{beta:g}':>16}" for beta in betas)
+          + f" {'separates':>9}")
+    for name in columns:
+        separated = 0
+        for seed in seeds:
+            X, y = iris_flowers(seed, name == "std")
+            cells, separates = [], False
+            for beta in betas:
+                pairwise = ExactFlatClustering(CorrelationClustering(beta=beta),
+                                               verbose=0).fit(X).pairwise_probability_
+                _, versicolor, virginica, _, across = species_supports(pairwise, y)
+                cells.append(f"{versicolor:.2f} {virginica:.2f} {across:.2f}")
+                separates |= min(versicolor, virginica) > across
+            separated += separates
+            print(f"{name:>4} {seed:>4} " + " ".join(f"{cell:>16}" for cell in cells)
+                  + f" {str(separates):>9}", flush=True)
+        print(f"{name:>4}: some beta puts each species' every pair above the mean pair across "
+              f"in {separated}/{len(seeds)}", flush=True)
+
+
+def classification_bic(X, labels):
+    """BIC of the hard-assigned Gaussian mixture with pooled covariance (the redrawn mixture's).
+
+    In the span of X's covariance (copies of a column count once); inf
+    where the pooled covariance is singular.
+    """
+    centred = X - X.mean(axis=0)
+    values, vectors = np.linalg.eigh(np.atleast_2d(np.cov(centred.T)))
+    Z = centred @ vectors[:, values > values.max() * 1e-10]
+    n_points, rank = Z.shape
+    counts = np.unique(labels, return_counts=True)[1]
+    residuals = Z - calibration._cluster_means(Z, labels)[0]
+    sign, log_det = np.linalg.slogdet(residuals.T @ residuals / n_points)
+    if sign <= 0 or n_points - len(counts) < rank:
+        return np.inf
+    log_likelihood = (np.sum(counts * np.log(counts / n_points))
+                      - n_points / 2 * (rank * np.log(2 * np.pi) + log_det + rank))
+    n_parameters = len(counts) - 1 + len(counts) * rank + rank * (rank + 1) / 2
+    return -2 * log_likelihood + n_parameters * np.log(n_points)
+
+
+def evidence_weighted_redraws(X, n_resamples=calibration.N_MIXTURE_RESAMPLES):
+    """A candidate: redraw from the mixtures at K = 1..K_MAP + 1 in proportion to BIC weights.
+
+    The partition at each K is the energy's MAP into K clusters (X's
+    kernel width); the 40 redraws are shared out by the Schwarz weights
+    exp(-BIC / 2) (largest remainders; all 40 at K_MAP where that K holds
+    the weight, as the default draws). Returns (the redraws at each K,
+    their frequencies, K_MAP, map_labels_of).
+    """
+    from sktrellis._engine.trellis.flat_trellis import FlatTrellis
+
+    data = calibration._near_unit_scale(CorrelationClustering(), X)
+    unit = calibration._unit_loss(
+        calibration._at_kernel_width(CorrelationClustering(), data))
+    table = unit.cluster_potential(data)
+
+    def map_labels_of(points):
+        return np.asarray(map_partition(unit.cluster_potential(points))[0])
+
+    own = map_labels_of(data)
+    k_map = len(np.unique(own))
+    partitions = {1: np.zeros(len(X), dtype=int)}
+    for k in range(2, k_map + 2):
+        partitions[k] = own if k == k_map else FlatTrellis(table, 1, 0, "bench", k) \
+            .constrained_map_labels
+    bics = {k: classification_bic(data, labels) for k, labels in partitions.items()
+            if labels is not None}
+    weights = np.array([np.exp(-(bics[k] - min(bics.values())) / 2) for k in sorted(bics)])
+    shares = weights / weights.sum() * n_resamples
+    counts = np.floor(shares).astype(int)
+    counts[np.argsort(counts - shares)[:n_resamples - counts.sum()]] += 1
+    redraws = dict(zip(sorted(bics), counts))
+    rng, together = calibration._rngs(None)[1], np.zeros((len(X), len(X)))
+    for k, count in redraws.items():
+        for _ in range(count):
+            together += calibration.co_clustering(
+                map_labels_of(calibration.redrawn_mixture(data, partitions[k], rng)))
+    return redraws, together / n_resamples, k_map
+
+
+def flat_evidence_table(n_seeds, n_iris=10):
+    """Partitions: the evidence-weighted mixture bootstrap (a candidate), on both sides.
+
+    Per regime: the seeds where BIC moves redraws off X's MAP K (where the
+    candidate could change beta at all), and those where K_MAP + 1 takes
+    half of them or more; for planted groups the seeds whose smallest
+    within-group frequency (the pair the matched beta must keep at 0.9)
+    falls below 0.9, candidate and default. On the first ``n_iris``
+    subsamples of iris (18 flowers) the candidate's frequencies beside the
+    default's (``species_supports``).
+    """
+    print(f"\npartitions, evidence-weighted redraws (BIC over K = 1..K_MAP + 1): seeds "
+          f"0..{n_seeds - 1}")
+    for regime in FLAT_REGIMES:
+        moved, split, below = 0, 0, [0, 0]
+        for seed in range(n_seeds):
+            X, y = flat_regime_data(regime, seed)
+            redraws, frequencies, k_map = evidence_weighted_redraws(X)
+            moved += redraws.get(k_map, 0) < calibration.N_MIXTURE_RESAMPLES
+            split += 2 * redraws.get(k_map + 1, 0) >= calibration.N_MIXTURE_RESAMPLES
+            if y is not None:
+                below[0] += within_group(frequencies, y) < 0.9
+                below[1] += within_group(mixture_frequencies(X), y) < 0.9
+        print(f"{regime:>28}: redraws off K_MAP in {moved}/{n_seeds}, K_MAP + 1 takes half or "
+              f"more in {split}/{n_seeds}" + (f"; a group's pair below 0.9 in {below[0]} "
+                                             f"(default {below[1]})" if y is not None else ""),
+              flush=True)
+    for name in ("raw", "std"):
+        for seed in range(min(n_seeds, n_iris)):
+            X, y = iris_flowers(seed, name == "std")
+            redraws, frequencies, k_map = evidence_weighted_redraws(X)
+            print(f"iris {name} {seed:>2}: K_MAP {k_map}, redraws by K "
+                  f"{ {int(k): int(c) for k, c in redraws.items() if c} }, candidate "
+                  + " ".join(f"{v:.2f}" for v in species_supports(frequencies, y))
+                  + ", default " + " ".join(f"{v:.2f}" for v in
+                                            species_supports(mixture_frequencies(X), y)),
+                  flush=True)
+
+
 def row_bootstrap_frequencies(unit, X, rng, n_resamples):
     """Co-clustering frequencies of the MAP partitions of the points drawn with replacement.
 
@@ -1212,6 +1447,8 @@ def main():
     parser.add_argument("--regimes", nargs="*", default=None,
                         help="partition tables (flat-*): only the regimes containing one of "
                              "these strings, e.g. 'noise, 18' iris")
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="first seed of iris-trees and mixture-trees (to split a run)")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
@@ -1240,6 +1477,14 @@ def main():
         flat_tested_table(args.seeds)
     if "flat-pvalues" in args.only:
         flat_pvalues_table(args.seeds)
+    if "flat-evidence" in args.only:
+        flat_evidence_table(args.seeds)
+    iris_seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    iris_columns = [name for name in ("raw", "std") if not args.regimes or name in args.regimes]
+    if "flat-iris-betas" in args.only:
+        flat_iris_betas_table(iris_seeds, iris_columns)
+    if "flat-iris" in args.only:
+        flat_iris_table(iris_seeds, iris_columns)
     if "flat-candidates" in args.only:
         flat_candidates_table(args.seeds, args.resamples)
     if "weak-regimes" in args.only:
