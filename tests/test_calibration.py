@@ -764,6 +764,9 @@ def test_sparse_planted_subtypes_are_supported(global_random_seed):
     X, groups = planted_subtypes(40, global_random_seed, n_features=2000)
     model = SparseTrellisClustering(n_clusters=3, mass_bound_time=0).fit(X)
     assert model.calibration_["method"] == "feature bootstrap"
+    # Their genes are correlated by the subtypes, which the rotation test
+    # finds: every column stays a draw.
+    assert model.calibration_["n_bootstrap_draws"] is None
     for k in range(3):
         assert model.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
 
@@ -1561,3 +1564,74 @@ def test_the_record_names_the_references_of_the_cap(offset, global_random_seed):
         "permutation and rotation" if rotated else "permutation")
     if offset:
         assert calibration["rotation_p_value"] == 1 / (1 + N_ROTATION_REFERENCES)
+
+
+# Genes in correlated blocks for the sparse trees, which have no reference
+# cap: the bootstrap counts independent directions where the rotation test
+# finds no structure.
+
+@pytest.mark.parametrize("groups", [None, [np.array([0, 1]), *np.arange(2, 60)[:, None]]],
+                         ids=["columns", "copies"])
+def test_the_effective_bootstrap_draws_few_units_at_the_datas_scale(groups, global_random_seed):
+    """m of the columns (groups of copies) a resample, each repeated to about X's column count."""
+    rng = np.random.RandomState(global_random_seed)
+    X = rng.normal(size=(5, 60))
+    n_units = 60 if groups is None else len(groups)
+    resamples = _bootstrap_columns(X, rng, groups, n_draws=6)
+    for _ in range(5):
+        resample = next(resamples)
+        repeats = round(n_units / 6)
+        # A group of two brings both columns.
+        assert resample.shape[1] % repeats == 0 and 6 <= resample.shape[1] // repeats <= 12
+        drawn = {tuple(column) for column in resample.T}
+        assert len(drawn) <= 6 * (1 if groups is None else 2)
+        assert drawn <= {tuple(column) for column in X.T}
+    # As many draws as units: the plain bootstrap, draw for draw.
+    plain = _bootstrap_columns(X, np.random.RandomState(1), groups)
+    same = _bootstrap_columns(X, np.random.RandomState(1), groups, n_draws=n_units)
+    np.testing.assert_array_equal(next(plain), next(same))
+
+
+@pytest.mark.parametrize("data", ["independent", "blocks", "blocks with groups"])
+def test_effective_draws_only_where_correlation_is_not_structure(data, global_random_seed):
+    """Independent genes keep the plain bootstrap untested; blocks draw their directions
+    unless the rotation test finds groups (two groups of 4 shifted by 3 sd in 30 blocks:
+    p = 0.01, the smallest)."""
+    from sktrellis._calibration import (
+        EFFECTIVE_SHARE, N_ROTATION_REFERENCES, ROTATION_ALPHA, effective_bootstrap_draws)
+    if data == "independent":
+        X = noise(12, global_random_seed, n_features=300)
+    else:
+        X = correlated_blocks(12, 30, global_random_seed, n_features=300)
+        if data == "blocks with groups":
+            X[:4] += 3.0 * np.repeat(np.random.default_rng(0).choice([-1, 1], 30), 10)
+    groups = distinct_columns(X)
+    n_effective = effective_n_features(X)
+    draws, p_value = effective_bootstrap_draws(X, groups, n_effective,
+                                               np.random.RandomState(global_random_seed))
+    if data == "independent":
+        assert n_effective >= EFFECTIVE_SHARE * len(groups)
+        assert draws is None and p_value is None
+        return
+    assert n_effective < EFFECTIVE_SHARE * len(groups)
+    assert (draws is None) == (p_value <= ROTATION_ALPHA)
+    if draws is not None:
+        assert draws == max(MIN_FEATURES, round(n_effective))
+    if data == "blocks with groups":
+        assert p_value == 1 / (1 + N_ROTATION_REFERENCES) and draws is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_blocks", [30, 300])
+def test_sparse_trees_on_correlated_genes_are_humble(n_blocks):
+    """N = 40 x 3000 genes in correlated blocks (no sample structure): no cluster above 0.5.
+
+    With every column a draw the resamples' trees agreed and clusters of
+    3..39 points got 0.68-1.00 (seeds 0-2, ``benchmarks/bench_correlated_genes.py``);
+    drawing the effective number of columns, 0.11-0.24. Planted subtypes are
+    unchanged (the rotation test finds them: ``test_sparse_planted_subtypes_are_supported``).
+    """
+    model = SparseTrellisClustering(n_clusters=3, mass_bound_time=0).fit(
+        correlated_blocks(40, n_blocks, 0))
+    assert model.calibration_["n_bootstrap_draws"] is not None
+    assert largest_support(model, 40) <= 0.5

@@ -50,9 +50,11 @@ are drawn together, constant columns are dropped, so that twelve copies of
 one column are one column, not twelve agreeing measurements. Strongly
 correlated columns that are not copies still count one each; how many
 independent directions the columns span (``effective_n_features``) is
-recorded in ``calibration_`` for information only, since cluster
-structure correlates columns too (standardised wine: 13 columns, about 6
-directions).
+recorded in ``calibration_``; it is acted on only where the rotation test
+(below) finds no cluster structure, since cluster structure correlates
+columns too (standardised wine: 13 columns, about 6 directions), and only
+for the sparse trees, which have no reference-null cap
+(``effective_bootstrap_draws``).
 
 The bootstrap can be confident where the data are not structured: on
 20 x 3000 noise the flat MAP partitions of the column resamples are
@@ -264,6 +266,11 @@ N_REFERENCE_DRAWS = 3
 ROTATION_ALPHA = 0.05
 #: Rotations of the test (p-values in steps of 1 / 100).
 N_ROTATION_REFERENCES = 99
+#: The bootstrap of an estimator without a reference-null cap draws
+#: ``effective_n_features(X)`` columns a resample where that is below this
+#: share of the distinct columns and the rotation test finds no structure
+#: (``effective_bootstrap_draws``).
+EFFECTIVE_SHARE = 0.5
 #: Trees drawn from a reference posterior to screen it before the exact
 #: check of the cap (``screened_clade_support``).
 N_SCREEN_SAMPLES = 1000
@@ -508,9 +515,9 @@ def calibration_plan(energy, X, tested_null=False):
         chose; None but for "tested-null"); ``n_distinct_features``
         (groups of ``distinct_columns``: what the bootstrap counts and
         draws), ``n_effective_features`` (``effective_n_features``: how
-        many independent directions the columns span, for information; it
-        counts cluster structure as correlation too, so it is reported, not
-        acted on), ``n_resamples`` (bootstrap resamples drawn) and
+        many independent directions the columns span; it counts cluster
+        structure as correlation too, so only ``effective_bootstrap_draws``
+        acts on it, after a test), ``n_resamples`` (bootstrap resamples drawn) and
         ``reason`` (None, or why beta = 1); ``null_cap``,
         ``null_cap_bound``, ``null_level``, ``n_reference_draws``,
         ``n_reference_fits`` (posteriors fitted to find the cap; None
@@ -519,14 +526,17 @@ def calibration_plan(energy, X, tested_null=False):
         rotation" where ``rotation_p_value``, the p-value of
         ``rotation_pvalue``, finds no cluster structure: the kinds of
         reference the cap was taken over; None here, filled by
-        ``calibrate``); ``groups`` (private to the calibration) is removed before
+        ``calibrate``); ``n_bootstrap_draws`` (the columns or groups each
+        resample draws where fewer than all, ``calibrate``'s
+        ``effective_resamples``; else None); ``groups``  (private to the calibration) is removed before
         the record is stored.
     """
     plan = {"method": None, "n_distinct_features": None, "n_effective_features": None,
             "n_resamples": None, "reason": None, "null_cap": None, "null_cap_bound": None,
             "null_level": None, "n_reference_draws": None, "n_reference_fits": None,
             "p_value": None, "n_clusters_tested": None, "n_test_references": None,
-            "branch": None, "null_reference": None, "rotation_p_value": None}
+            "branch": None, "null_reference": None, "rotation_p_value": None,
+            "n_bootstrap_draws": None}
     if not isinstance(energy, TemperatureMixin):
         return plan
     if not is_auto(energy):
@@ -606,7 +616,7 @@ def _rngs(random_state):
     return tuple(np.random.RandomState(seed) for seed in seeds)
 
 
-def _bootstrap_columns(X, rng, groups=None):
+def _bootstrap_columns(X, rng, groups=None, n_draws=None):
     """Resamples of the columns of X, with replacement, without end.
 
     With ``groups`` (``distinct_columns``), the groups of copies are drawn
@@ -615,14 +625,72 @@ def _bootstrap_columns(X, rng, groups=None):
     could vary (the cluster bootstrap over groups; Davison & Hinkley 1997,
     section 3.8). Without copies this is the plain column bootstrap, with
     the same draws.
+
+    With ``n_draws`` fewer than the columns (or groups), each resample
+    draws only ``n_draws`` of them, each repeated so that the resample has
+    about X's columns (the m-out-of-n bootstrap at X's scale): a resample
+    then varies as much as ``n_draws`` independent columns do, for
+    columns that are correlated without being copies (``calibrate``'s
+    ``effective_resamples``).
     """
     n_features = X.shape[1]
+    units = [np.array([j]) for j in range(n_features)] if groups is None else groups
+    if n_draws is not None and n_draws < len(units):
+        repeats = max(1, round(len(units) / n_draws))
+        while True:
+            drawn = rng.randint(len(units), size=n_draws)
+            yield X[:, np.repeat(np.concatenate([units[g] for g in drawn]), repeats)]
     if groups is None or len(groups) == n_features:
         while True:
             yield X[:, rng.randint(n_features, size=n_features)]
     while True:
         drawn = rng.randint(len(groups), size=len(groups))
         yield X[:, np.concatenate([groups[g] for g in drawn])]
+
+
+def effective_bootstrap_draws(X, groups, n_effective, rng):
+    """How many columns (groups of copies) each feature-bootstrap resample draws; None: all.
+
+    A column resample of genes in correlated blocks varies as little as one
+    of as many independent genes, though it holds far fewer independent
+    draws: its MAP structures agree, and a posterior matched to them is
+    confident on structureless data (``SparseTrellisClustering``: clusters
+    of 3..39 points at 0.68-1.00 on 40 x 3000 genes in blocks,
+    ``benchmarks/bench_correlated_genes.py``). Where the columns span fewer
+    than ``EFFECTIVE_SHARE`` of their number of independent directions
+    (``effective_n_features``) and X shows no more cluster structure than
+    rotations of its samples (``rotation_pvalue`` above ``ROTATION_ALPHA``),
+    a resample draws only ``n_effective`` of them (at least
+    ``MIN_FEATURES``; ``_bootstrap_columns``), so it varies as much as that
+    many independent columns. Cluster structure correlates the columns too
+    (planted subtypes: about 450 directions of 3000 genes), which is why a
+    significant test keeps the plain bootstrap; above the share, the plain
+    one is kept untested (independent genes come out within about 10 % of
+    their number).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    groups : list of ndarray of int
+        ``distinct_columns(X)``.
+    n_effective : float
+        ``effective_n_features(X)``.
+    rng : RandomState
+        The rotation test's.
+
+    Returns
+    -------
+    n_draws : int or None
+        None: every resample draws as many columns as X has.
+    p_value : float or None
+        The rotation test's; None where it was not needed.
+    """
+    if n_effective >= EFFECTIVE_SHARE * len(groups):
+        return None, None
+    p_value = rotation_pvalue(X, rng)
+    if p_value <= ROTATION_ALPHA:
+        return None, p_value
+    return max(MIN_FEATURES, round(n_effective)), p_value
 
 
 def _enough_resamples(excess, max_resamples):
@@ -643,7 +711,7 @@ def _enough_resamples(excess, max_resamples):
 
 
 def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=1,
-                      groups=None, cancelled=None):
+                      groups=None, cancelled=None, n_draws=None):
     """D, the resamples' minimisers' mean excess loss over the full-data minimiser, and B.
 
     ``resample_loss(Xb)`` is the full-data loss of the minimiser of the
@@ -657,9 +725,10 @@ def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=
     agrees (the mean of 20 equal losses can round away from the loss, and a
     D of 1e-16 would send the search chasing rounding noise instead of
     taking the coldest beta). ``cancelled``, an Event the searches of
-    ``resample_loss`` watch, is set on Ctrl-C.
+    ``resample_loss`` watch, is set on Ctrl-C. ``n_draws``: as for
+    ``_bootstrap_columns``.
     """
-    resamples = _bootstrap_columns(X, rng, groups)
+    resamples = _bootstrap_columns(X, rng, groups, n_draws)
     excess = []
     # One thread: the searches run in this thread, where the kernels see
     # Ctrl-C at once. Several: Ctrl-C reaches the waiting main thread, which
@@ -1086,7 +1155,7 @@ def _kmeans_inertia(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
     return inertia.reshape(len(data), n_init).min(axis=1)
 
 
-def cluster_indices(data, k, rng):
+def cluster_indices(data, k, rng, n_init=N_KMEANS_STARTS):
     """SigClust's cluster index of each data set: the best k-means within sum of squares over the total.
 
     Exact over all splits for k = 2 up to ``_EXACT_SPLIT_POINTS`` points
@@ -1102,6 +1171,8 @@ def cluster_indices(data, k, rng):
     k : int
     rng : RandomState
         Starts of k-means (unused when exact).
+    n_init : int, default=N_KMEANS_STARTS
+        Starts of k-means.
 
     Returns
     -------
@@ -1123,8 +1194,8 @@ def cluster_indices(data, k, rng):
         return (totals - best) / totals
     if k > 2 or n_points > _EXACT_SPLIT_POINTS:
         # Sets in chunks of about 2**22 point-centre differences (32 MiB).
-        chunk = max(1, 2 ** 22 // (N_KMEANS_STARTS * n_points * k * n_features))
-        return np.concatenate([_kmeans_inertia(data[first:first + chunk], k, rng)
+        chunk = max(1, 2 ** 22 // (n_init * n_points * k * n_features))
+        return np.concatenate([_kmeans_inertia(data[first:first + chunk], k, rng, n_init)
                                for first in range(0, n_sets, chunk)]) / totals
     masks = _split_masks(n_points)
     sizes = masks.sum(axis=1)
@@ -1383,7 +1454,7 @@ def _tested_null_warning(plan, beta):
 
 def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
               humility=None, max_resamples=MIN_BOOTSTRAP, n_threads=1, solve=None,
-              few_features=None, rotated_references=False):
+              few_features=None, rotated_references=False, effective_resamples=False):
     """Resolve ``beta="auto"`` by the feature bootstrap, capped by a reference null.
 
     The one calibration of the package: the exact estimators (over all
@@ -1443,6 +1514,11 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         estimators, N <= 25: the test's k-means starts above 16 points
         and the extra reference fits were not measured on the sparse
         estimators at N = 40-200).
+    effective_resamples : bool, default=False
+        Whether each bootstrap resample draws only
+        ``effective_bootstrap_draws`` columns: for an estimator with no
+        reference-null cap, whose bootstrap alone sets how confident it is
+        (``SparseTrellisClustering``), on genes in correlated blocks.
 
     Returns
     -------
@@ -1488,9 +1564,12 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     unit = _unit_loss(energy)
     full_loss = map_loss(unit, X)
     cancelled = threading.Event()
+    if effective_resamples:
+        plan["n_bootstrap_draws"], plan["rotation_p_value"] = effective_bootstrap_draws(
+            X, groups, plan["n_effective_features"], reference_rng)
     target, plan["n_resamples"] = _bootstrap_excess(
         lambda Xb: map_loss(unit, Xb, cancelled), X, full_loss, bootstrap_rng, max_resamples,
-        n_threads, groups, cancelled)
+        n_threads, groups, cancelled, plan["n_bootstrap_draws"])
     beta = (_solve if solve is None else solve)(evaluate, target, len(X))
     if humility is not None and N_REFERENCE_DRAWS > 0:
         fitted.clear()   # the references' posteriors take its memory
@@ -1506,7 +1585,7 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         # rotations of its samples, references that keep the correlation cap
         # beta too (``benchmarks/bench_correlated_genes.py``).
         plan["null_reference"] = "permutation"
-        if rotated_references:
+        if rotated_references and plan["rotation_p_value"] is None:
             plan["rotation_p_value"] = rotation_pvalue(X, reference_rng)
         if rotated_references and plan["rotation_p_value"] > ROTATION_ALPHA and cap is not None:
             plan["null_reference"] = "permutation and rotation"
