@@ -7,7 +7,9 @@ three points together (partitions), above 0.3. Which references:
 
 - ``tested``: the package as it is: the permuted references, and where
   ``rotation_pvalue`` finds no cluster structure (p > 0.05) also
-  ``rotation_reference``'s, the cap the smaller;
+  ``N_ROTATED_REFERENCE_DRAWS`` of ``rotation_reference``'s, the cap the
+  smaller; ``tested-3``: the same with 3 rotated references (the rule
+  before);
 - ``permutation``: ``reference_data`` alone (the rule before), each column
   (group of copies) permuted across the rows on its own. It destroys the
   gene-gene correlation, so on genes in correlated blocks the references
@@ -23,7 +25,8 @@ three points together (partitions), above 0.3. Which references:
 - ``both`` / ``rotation-both``: permuted references and covariance (or
   rotated) ones, three of each, the cap the smallest.
 
-Every kind but ``tested`` skips the rotation test.
+Every kind but ``tested`` and ``tested-3`` skips the rotation test (and
+with it the sparse estimators' effective column draws).
 
 Data, N = 12 unless said: genes in correlated blocks (3000 genes, 30
 blocks of 100 or 300 blocks of 10, each block one latent N(0, 1) per
@@ -58,6 +61,7 @@ from sktrellis.datasets import make_planted_subtypes
 
 PERMUTATION = calibration.reference_data
 ROTATION_TEST = calibration.rotation_pvalue
+ROTATED_DRAWS = calibration.N_ROTATED_REFERENCE_DRAWS
 rotation_reference = calibration.rotation_reference
 
 
@@ -114,10 +118,12 @@ def use_reference(kind):
                   residual_rotation("drop") if kind == "resid-drop" else
                   residual_rotation("permuted") if kind == "resid-perm" else
                   gaussian_within_reference)
-    # "tested": the package as it is; the other kinds skip the rotation test.
-    calibration.rotation_pvalue = (ROTATION_TEST if kind == "tested" else
+    # "tested": the package as it is ("tested-3": with 3 rotated references,
+    # the rule before); the other kinds skip the rotation test.
+    calibration.rotation_pvalue = (ROTATION_TEST if kind.startswith("tested") else
                                    lambda X, rng: 0.0)
-    if kind in ("permutation", "tested"):
+    calibration.N_ROTATED_REFERENCE_DRAWS = 3 if kind == "tested-3" else ROTATED_DRAWS
+    if kind in ("permutation", "tested", "tested-3"):
         calibration.reference_data = PERMUTATION
         calibration.N_REFERENCE_DRAWS = 3
     elif kind in ("covariance", "rotation", "resid-drop", "resid-perm"):

@@ -264,6 +264,12 @@ N_REFERENCE_DRAWS = 3
 #: samples, the cap is also taken over rotated references, which keep the
 #: columns' correlation (``rotation_reference``).
 ROTATION_ALPHA = 0.05
+#: Rotated references the cap is also the smallest over. X is one more draw
+#: of their null, and the smallest humble beta of 3 was above the beta at
+#: which X itself reached 0.5 on 1 of 15 data sets (structureless 12 x 3000
+#: genes in blocks of 10; the humble betas of 12 rotations of that one:
+#: 3.4-9.5, X's 0.5 at about 7.5); see benchmarks/bench_correlated_genes.py.
+N_ROTATED_REFERENCE_DRAWS = 6
 #: Rotations of the test (p-values in steps of 1 / 100).
 N_ROTATION_REFERENCES = 99
 #: The bootstrap of an estimator without a reference-null cap draws
@@ -1020,7 +1026,7 @@ def _largest_humble_beta(humility, start, upper, level=NULL_LEVEL):
 
 
 def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1],
-                       make_reference=None):
+                       make_reference=None, n_draws=None):
     """The largest beta at which the posterior over structureless references stays humble.
 
     The smallest, over ``N_REFERENCE_DRAWS`` references (``reference_data``),
@@ -1045,6 +1051,8 @@ def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1],
     make_reference : callable or None, default=None
         ``make_reference(X, groups, rng)``, a reference; None:
         ``reference_data`` (``rotation_reference`` for correlated columns).
+    n_draws : int or None, default=None
+        References drawn; None: ``N_REFERENCE_DRAWS``.
 
     Returns
     -------
@@ -1054,7 +1062,7 @@ def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1],
         Posteriors fitted.
     """
     cap, fits = upper, 0
-    for _ in range(N_REFERENCE_DRAWS):
+    for _ in range(N_REFERENCE_DRAWS if n_draws is None else n_draws):
         reference = (reference_data if make_reference is None else make_reference)(
             X, groups, rng)
         cap, draw_fits = _largest_humble_beta(lambda beta: humility(beta, reference),
@@ -1591,7 +1599,8 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
             plan["null_reference"] = "permutation and rotation"
             cap, rotation_fits = reference_null_cap(reference_humility, X, groups,
                                                     reference_rng, cap, cap,
-                                                    make_reference=rotation_reference)
+                                                    make_reference=rotation_reference,
+                                                    n_draws=N_ROTATED_REFERENCE_DRAWS)
             n_fits += rotation_fits
         plan.update(null_level=NULL_LEVEL, n_reference_draws=N_REFERENCE_DRAWS, null_cap=cap,
                     null_cap_bound=cap is not None and cap < beta, n_reference_fits=n_fits)
@@ -1932,7 +1941,7 @@ def _solve_from_the_cold_side(evaluate, target, n_points):
     return float(np.exp(cold))
 
 
-def consensus_greedy_blocks(unit, X, seed):
+def consensus_greedy_blocks(unit, X, seed, effective=False):
     """Labels of the clusters most of the greedy partitions of X and of its column resamples hold.
 
     The greedy agglomeration's partition of X and of ``MIN_BOOTSTRAP``
@@ -1953,6 +1962,9 @@ def consensus_greedy_blocks(unit, X, seed):
         An energy with ``weights``.
     X : ndarray of shape (n_samples, n_features)
     seed : int
+    effective : bool, default=False
+        Whether the resamples draw ``effective_bootstrap_draws`` columns
+        (its rotation test seeded by ``seed``).
 
     Returns
     -------
@@ -1963,7 +1975,14 @@ def consensus_greedy_blocks(unit, X, seed):
         return {frozenset(np.flatnonzero(labels == label).tolist())
                 for label in np.unique(labels) if np.count_nonzero(labels == label) >= 2}
 
-    resamples = _bootstrap_columns(X, np.random.RandomState(seed), distinct_columns(X))
+    groups = distinct_columns(X)
+    # Genes in correlated blocks: the resamples agree on blocks of
+    # structureless points unless they draw as few columns as the genes'
+    # independent directions (units of 3-5 points at N = 80, where no
+    # reference was then humble at any beta; effective_bootstrap_draws).
+    n_draws = effective_bootstrap_draws(X, groups, effective_n_features(X),
+                                        np.random.RandomState(seed))[0] if effective else None
+    resamples = _bootstrap_columns(X, np.random.RandomState(seed), groups, n_draws)
     counts = {}
     for data in [X] + [next(resamples) for _ in range(MIN_BOOTSTRAP)]:
         for cluster in clusters(data):

@@ -841,7 +841,8 @@ def _calibration_family(unit, X, map_labels=None):
         A label per point, shared by the points of a unit.
     """
     n_points = len(X)
-    units = consensus_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"))
+    units = consensus_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"),
+                                    effective=True)
     levels = units
     if map_labels is not None:
         # The common refinement of the partition and the consensus blocks.
