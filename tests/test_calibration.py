@@ -1596,9 +1596,9 @@ def test_the_effective_bootstrap_draws_few_units_at_the_datas_scale(groups, glob
 def test_effective_draws_only_where_correlation_is_not_structure(data, global_random_seed):
     """Independent genes keep the plain bootstrap untested; blocks draw their directions
     unless the rotation test finds groups (two groups of 4 shifted by 3 sd in 30 blocks:
-    p = 0.01, the smallest)."""
+    p = 0.05, the smallest with 19 rotations)."""
     from sktrellis._calibration import (
-        EFFECTIVE_SHARE, N_ROTATION_REFERENCES, ROTATION_ALPHA, effective_bootstrap_draws)
+        EFFECTIVE_SHARE, N_EFFECTIVE_TEST_REFERENCES, ROTATION_ALPHA, effective_bootstrap_draws)
     if data == "independent":
         X = noise(12, global_random_seed, n_features=300)
     else:
@@ -1618,7 +1618,7 @@ def test_effective_draws_only_where_correlation_is_not_structure(data, global_ra
     if draws is not None:
         assert draws == max(MIN_FEATURES, round(n_effective))
     if data == "blocks with groups":
-        assert p_value == 1 / (1 + N_ROTATION_REFERENCES) and draws is None
+        assert p_value == 1 / (1 + N_EFFECTIVE_TEST_REFERENCES) and draws is None
 
 
 @pytest.mark.slow
@@ -1635,3 +1635,20 @@ def test_sparse_trees_on_correlated_genes_are_humble(n_blocks):
         correlated_blocks(40, n_blocks, 0))
     assert model.calibration_["n_bootstrap_draws"] is not None
     assert largest_support(model, 40) <= 0.5
+
+
+@pytest.mark.parametrize("groups", [False, True], ids=["blocks", "blocks with groups"])
+def test_consensus_units_of_correlated_genes_count_their_directions(groups, global_random_seed):
+    """SparseFlatClustering's units: on genes in blocks the column resamples agreed on blocks of
+    3-9 structureless points (12 x 300 in 10 blocks: 5 seeds of 6); drawing the effective number
+    of columns, none. Groups the rotation test finds keep the plain resamples' units."""
+    from sktrellis._calibration import consensus_greedy_blocks
+    X = correlated_blocks(12, 10, global_random_seed, n_features=300)
+    if groups:
+        X[:4] += 3.0 * np.repeat(np.random.default_rng(0).choice([-1, 1], 10), 30)
+    unit = CorrelationClustering(beta=1.0)
+    units = consensus_greedy_blocks(unit, X, global_random_seed, effective=True)
+    if groups:
+        assert np.all(units[:4] == units[0])
+    else:
+        assert np.bincount(units).max() <= 2
