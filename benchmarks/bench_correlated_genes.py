@@ -121,7 +121,7 @@ def use_reference(kind):
     # "tested": the package as it is ("tested-3": with 3 rotated references,
     # the rule before); the other kinds skip the rotation test.
     calibration.rotation_pvalue = (ROTATION_TEST if kind.startswith("tested") else
-                                   lambda X, rng: 0.0)
+                                   lambda X, rng, *n_references: 0.0)
     calibration.N_ROTATED_REFERENCE_DRAWS = 3 if kind == "tested-3" else ROTATED_DRAWS
     if kind in ("permutation", "tested", "tested-3"):
         calibration.reference_data = PERMUTATION
