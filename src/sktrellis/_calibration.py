@@ -53,8 +53,8 @@ independent directions the columns span (``effective_n_features``) is
 recorded in ``calibration_``; it is acted on only where the rotation test
 (below) finds no cluster structure, since cluster structure correlates
 columns too (standardised wine: 13 columns, about 6 directions), and only
-for the sparse trees, which have no reference-null cap
-(``effective_bootstrap_draws``).
+by the sparse estimators: the trees' bootstrap (they have no reference
+cap) and the flat family's consensus units (``effective_bootstrap_draws``).
 
 The bootstrap can be confident where the data are not structured: on
 20 x 3000 noise the flat MAP partitions of the column resamples are
@@ -527,7 +527,8 @@ def calibration_plan(energy, X, tested_null=False):
         draws), ``n_effective_features`` (``effective_n_features``: how
         many independent directions the columns span; it counts cluster
         structure as correlation too, so only ``effective_bootstrap_draws``
-        acts on it, after a test), ``n_resamples`` (bootstrap resamples drawn) and
+        acts on it, after a test), ``n_resamples`` (bootstrap resamples
+        drawn) and
         ``reason`` (None, or why beta = 1); ``null_cap``,
         ``null_cap_bound``, ``null_level``, ``n_reference_draws``,
         ``n_reference_fits`` (posteriors fitted to find the cap; None
@@ -538,8 +539,8 @@ def calibration_plan(energy, X, tested_null=False):
         reference the cap was taken over; None here, filled by
         ``calibrate``); ``n_bootstrap_draws`` (the columns or groups each
         resample draws where fewer than all, ``calibrate``'s
-        ``effective_resamples``; else None); ``groups``  (private to the calibration) is removed before
-        the record is stored.
+        ``effective_resamples``; else None); ``groups`` (private to the
+        calibration) is removed before the record is stored.
     """
     plan = {"method": None, "n_distinct_features": None, "n_effective_features": None,
             "n_resamples": None, "reason": None, "null_cap": None, "null_cap_bound": None,
@@ -673,8 +674,9 @@ def effective_bootstrap_draws(X, groups, n_effective, rng):
     a resample draws only ``n_effective`` of them (at least
     ``MIN_FEATURES``; ``_bootstrap_columns``), so it varies as much as that
     many independent columns. The test has ``N_EFFECTIVE_TEST_REFERENCES``
-    rotations, the fewest with which it can reject at 0.05. Cluster structure correlates the columns too
-    (planted subtypes: about 450 directions of 3000 genes), which is why a
+    rotations, the fewest with which it can reject at 0.05. Cluster
+    structure correlates the columns too (planted subtypes: about 450
+    directions of 3000 genes), which is why a
     significant test keeps the plain bootstrap; above the share, the plain
     one is kept untested (independent genes come out within about 10 % of
     their number).
@@ -1168,7 +1170,7 @@ def _kmeans_inertia(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
     return inertia.reshape(len(data), n_init).min(axis=1)
 
 
-def cluster_indices(data, k, rng, n_init=N_KMEANS_STARTS):
+def cluster_indices(data, k, rng):
     """SigClust's cluster index of each data set: the best k-means within sum of squares over the total.
 
     Exact over all splits for k = 2 up to ``_EXACT_SPLIT_POINTS`` points
@@ -1184,8 +1186,6 @@ def cluster_indices(data, k, rng, n_init=N_KMEANS_STARTS):
     k : int
     rng : RandomState
         Starts of k-means (unused when exact).
-    n_init : int, default=N_KMEANS_STARTS
-        Starts of k-means.
 
     Returns
     -------
@@ -1207,8 +1207,8 @@ def cluster_indices(data, k, rng, n_init=N_KMEANS_STARTS):
         return (totals - best) / totals
     if k > 2 or n_points > _EXACT_SPLIT_POINTS:
         # Sets in chunks of about 2**22 point-centre differences (32 MiB).
-        chunk = max(1, 2 ** 22 // (n_init * n_points * k * n_features))
-        return np.concatenate([_kmeans_inertia(data[first:first + chunk], k, rng, n_init)
+        chunk = max(1, 2 ** 22 // (N_KMEANS_STARTS * n_points * k * n_features))
+        return np.concatenate([_kmeans_inertia(data[first:first + chunk], k, rng)
                                for first in range(0, n_sets, chunk)]) / totals
     masks = _split_masks(n_points)
     sizes = masks.sum(axis=1)
@@ -1522,11 +1522,12 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         columns are calibrated by ``tested_null_beta`` with a warning;
         None: beta = 1 there, with a warning.
     rotated_references : bool, default=False
-        Whether the cap is also taken over ``rotation_reference``'s where
-        ``rotation_pvalue`` finds no cluster structure (the exact
-        estimators, N <= 25: the test's k-means starts above 16 points
-        and the extra reference fits were not measured on the sparse
-        estimators at N = 40-200).
+        Whether the cap is also taken over ``N_ROTATED_REFERENCE_DRAWS``
+        of ``rotation_reference``'s where ``rotation_pvalue`` finds no
+        cluster structure (the exact estimators; on ``SparseFlatClustering``
+        they changed nothing measured: its rotated references' families
+        kept blocks of points whole and were humble at no beta, which
+        ``effective_bootstrap_draws`` in its units fixed instead).
     effective_resamples : bool, default=False
         Whether each bootstrap resample draws only
         ``effective_bootstrap_draws`` columns: for an estimator with no
