@@ -44,6 +44,19 @@ at most 0.5.
         --kinds permutation tested
 
 (about 3 minutes on the loaded 2-core machine; benchmarks/README.md).
+
+The sparse estimators (``--estimators sparse-tree sparse-flat``:
+``SparseTrellisClustering(n_clusters=3)`` and ``SparseFlatClustering()``)
+at N = 40-200 (``--sizes``): the same values, the planted requirement
+being every subtype's support (trees) or ``together_probability``
+(partitions) >= 0.9. They have no rotated references; ``tested`` is the
+package (the effective column draws of ``effective_bootstrap_draws`` where
+the rotation test finds nothing), ``permutation`` the code before (the
+test patched to p = 0). ``--data planted-300x10`` (or ``planted-30x100``):
+``make_planted_subtypes``' recipe with its noise in correlated blocks.
+
+    nice -n 10 python benchmarks/bench_correlated_genes.py --sizes 40 --seeds 0 1 2 \
+        --kinds permutation tested --data 30x100 300x10 planted --estimators sparse-tree
 """
 import argparse
 import itertools
