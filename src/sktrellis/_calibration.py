@@ -672,7 +672,8 @@ def effective_bootstrap_draws(X, groups, n_effective, rng):
     (``effective_n_features``) and X shows no more cluster structure than
     rotations of its samples (``rotation_pvalue`` above ``ROTATION_ALPHA``),
     a resample draws only ``n_effective`` of them (at least
-    ``MIN_FEATURES``; ``_bootstrap_columns``), so it varies as much as that
+    ``MIN_FEATURES``; the plain bootstrap where that is not fewer than the
+    distinct columns; ``_bootstrap_columns``), so it varies as much as that
     many independent columns. The test has ``N_EFFECTIVE_TEST_REFERENCES``
     rotations, the fewest with which it can reject at 0.05. Cluster
     structure correlates the columns too (planted subtypes: about 450
@@ -701,9 +702,10 @@ def effective_bootstrap_draws(X, groups, n_effective, rng):
     if n_effective >= EFFECTIVE_SHARE * len(groups):
         return None, None
     p_value = rotation_pvalue(X, rng, N_EFFECTIVE_TEST_REFERENCES)
-    if p_value <= ROTATION_ALPHA:
+    n_draws = max(MIN_FEATURES, round(n_effective))
+    if p_value <= ROTATION_ALPHA or n_draws >= len(groups):
         return None, p_value
-    return max(MIN_FEATURES, round(n_effective)), p_value
+    return n_draws, p_value
 
 
 def _enough_resamples(excess, max_resamples):
