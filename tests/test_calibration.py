@@ -1666,3 +1666,15 @@ def test_six_rotated_references_cap_the_blocks_that_three_did_not():
     model = ExactHierarchicalClustering(verbose=0).fit(correlated_blocks(12, 300, 13))
     assert model.calibration_["null_reference"] == "permutation and rotation"
     assert largest_support(model, 12) <= 0.5
+
+
+def test_effective_draws_are_never_as_many_as_the_columns(global_random_seed):
+    """Ten columns in two blocks span about 2 directions, but a resample draws at least
+    MIN_FEATURES = 10: no fewer than the columns, so the plain bootstrap, with no count."""
+    from sktrellis._calibration import effective_bootstrap_draws
+    X = correlated_blocks(12, 2, global_random_seed, n_features=10)
+    groups = distinct_columns(X)
+    assert len(groups) == MIN_FEATURES
+    draws, _ = effective_bootstrap_draws(X, groups, effective_n_features(X),
+                                         np.random.RandomState(global_random_seed))
+    assert draws is None
