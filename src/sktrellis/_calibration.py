@@ -666,7 +666,7 @@ def effective_bootstrap_draws(X, groups, n_effective, rng):
     of as many independent genes, though it holds far fewer independent
     draws: its MAP structures agree, and a posterior matched to them is
     confident on structureless data (``SparseTrellisClustering``: clusters
-    of 3..39 points at 0.68-1.00 on 40 x 3000 genes in blocks,
+    of 3..39 points at 0.41-1.00 on 40 x 3000 genes in blocks,
     ``benchmarks/bench_correlated_genes.py``). Where the columns span fewer
     than ``EFFECTIVE_SHARE`` of their number of independent directions
     (``effective_n_features``) and X shows no more cluster structure than

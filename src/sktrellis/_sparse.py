@@ -133,7 +133,8 @@ class SparseTrellisClustering(
     where the columns span fewer than half their number of directions and
     the rotation test finds no cluster structure, each resample draws only
     that many columns (``calibration_["n_bootstrap_draws"]``; structureless
-    40 x 3000 genes in blocks: clusters at 0.68-1.00 before, 0.11-0.24).
+    40 x 3000 genes in blocks: clusters at 0.41-1.00 before, 0.09-0.24
+    where the test finds nothing).
 
     Parameters
     ----------
