@@ -764,6 +764,9 @@ def test_sparse_planted_subtypes_are_supported(global_random_seed):
     X, groups = planted_subtypes(40, global_random_seed, n_features=2000)
     model = SparseTrellisClustering(n_clusters=3, mass_bound_time=0).fit(X)
     assert model.calibration_["method"] == "feature bootstrap"
+    # Their genes are correlated by the subtypes, which the rotation test
+    # finds: every column stays a draw.
+    assert model.calibration_["n_bootstrap_draws"] is None
     for k in range(3):
         assert model.cluster_probability(np.flatnonzero(groups == k)) >= 0.9
 
@@ -1606,3 +1609,117 @@ def test_the_record_names_the_references_of_the_cap(offset, global_random_seed):
         "permutation and rotation" if rotated else "permutation")
     if offset:
         assert calibration["rotation_p_value"] == 1 / (1 + N_ROTATION_REFERENCES)
+
+
+# Genes in correlated blocks for the sparse trees, which have no reference
+# cap: the bootstrap counts independent directions where the rotation test
+# finds no structure.
+
+@pytest.mark.parametrize("groups", [None, [np.array([0, 1]), *np.arange(2, 60)[:, None]]],
+                         ids=["columns", "copies"])
+def test_the_effective_bootstrap_draws_few_units_at_the_datas_scale(groups, global_random_seed):
+    """m of the columns (groups of copies) a resample, each repeated to about X's column count."""
+    rng = np.random.RandomState(global_random_seed)
+    X = rng.normal(size=(5, 60))
+    n_units = 60 if groups is None else len(groups)
+    resamples = _bootstrap_columns(X, rng, groups, n_draws=6)
+    for _ in range(5):
+        resample = next(resamples)
+        repeats = round(n_units / 6)
+        # A group of two brings both columns.
+        assert resample.shape[1] % repeats == 0 and 6 <= resample.shape[1] // repeats <= 12
+        drawn = {tuple(column) for column in resample.T}
+        assert len(drawn) <= 6 * (1 if groups is None else 2)
+        assert drawn <= {tuple(column) for column in X.T}
+    # As many draws as units: the plain bootstrap, draw for draw.
+    plain = _bootstrap_columns(X, np.random.RandomState(1), groups)
+    same = _bootstrap_columns(X, np.random.RandomState(1), groups, n_draws=n_units)
+    np.testing.assert_array_equal(next(plain), next(same))
+
+
+@pytest.mark.parametrize("data", ["independent", "blocks", "blocks with groups"])
+def test_effective_draws_only_where_correlation_is_not_structure(data, global_random_seed):
+    """Independent genes keep the plain bootstrap untested; blocks draw their directions
+    unless the rotation test finds groups (two groups of 4 shifted by 3 sd in 30 blocks:
+    p = 0.05, the smallest with 19 rotations)."""
+    from sktrellis._calibration import (
+        EFFECTIVE_SHARE, N_EFFECTIVE_TEST_REFERENCES, ROTATION_ALPHA, effective_bootstrap_draws)
+    if data == "independent":
+        X = noise(12, global_random_seed, n_features=300)
+    else:
+        X = correlated_blocks(12, 30, global_random_seed, n_features=300)
+        if data == "blocks with groups":
+            X[:4] += 3.0 * np.repeat(np.random.default_rng(0).choice([-1, 1], 30), 10)
+    groups = distinct_columns(X)
+    n_effective = effective_n_features(X)
+    draws, p_value = effective_bootstrap_draws(X, groups, n_effective,
+                                               np.random.RandomState(global_random_seed))
+    if data == "independent":
+        assert n_effective >= EFFECTIVE_SHARE * len(groups)
+        assert draws is None and p_value is None
+        return
+    assert n_effective < EFFECTIVE_SHARE * len(groups)
+    assert (draws is None) == (p_value <= ROTATION_ALPHA)
+    if draws is not None:
+        assert draws == max(MIN_FEATURES, round(n_effective))
+    if data == "blocks with groups":
+        assert p_value == 1 / (1 + N_EFFECTIVE_TEST_REFERENCES) and draws is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n_blocks", [30, 300])
+def test_sparse_trees_on_correlated_genes_are_humble(n_blocks):
+    """N = 40 x 3000 genes in correlated blocks (no sample structure): no cluster above 0.5.
+
+    With every column a draw the resamples' trees agreed and clusters of
+    3..39 points got 0.68-1.00 (seeds 0-2, ``benchmarks/bench_correlated_genes.py``);
+    drawing the effective number of columns, 0.11-0.24. Planted subtypes are
+    unchanged (the rotation test finds them: ``test_sparse_planted_subtypes_are_supported``).
+    """
+    model = SparseTrellisClustering(n_clusters=3, mass_bound_time=0).fit(
+        correlated_blocks(40, n_blocks, 0))
+    assert model.calibration_["n_bootstrap_draws"] is not None
+    assert largest_support(model, 40) <= 0.5
+
+
+@pytest.mark.parametrize("groups", [False, True], ids=["blocks", "blocks with groups"])
+def test_consensus_units_of_correlated_genes_count_their_directions(groups, global_random_seed):
+    """SparseFlatClustering's units: on genes in blocks the column resamples agreed on blocks of
+    3-9 structureless points (12 x 300 in 10 blocks: 5 seeds of 6); drawing the effective number
+    of columns, none. Groups the rotation test finds keep the plain resamples' units."""
+    from sktrellis._calibration import consensus_greedy_blocks
+    X = correlated_blocks(12, 10, global_random_seed, n_features=300)
+    if groups:
+        X[:4] += 3.0 * np.repeat(np.random.default_rng(0).choice([-1, 1], 10), 30)
+    unit = CorrelationClustering(beta=1.0)
+    units = consensus_greedy_blocks(unit, X, global_random_seed, effective=True)
+    if groups:
+        assert np.all(units[:4] == units[0])
+    else:
+        assert np.bincount(units).max() <= 2
+
+
+@pytest.mark.slow
+def test_six_rotated_references_cap_the_blocks_that_three_did_not():
+    """Structureless 12 x 3000 genes in 300 blocks of 10, seed 13 of bench_correlated_genes.py.
+
+    The rotation test finds nothing (p = 0.66) and X is one more draw of the
+    rotated references' null: the humble betas of 12 rotations ranged over
+    3.4-9.5, the smallest of 3 was 7.9, at which X reached 0.54; the
+    smallest of 6 gives 0.30 (seeds 0-14: 0.05-0.39, planted unchanged).
+    """
+    model = ExactHierarchicalClustering(verbose=0).fit(correlated_blocks(12, 300, 13))
+    assert model.calibration_["null_reference"] == "permutation and rotation"
+    assert largest_support(model, 12) <= 0.5
+
+
+def test_effective_draws_are_never_as_many_as_the_columns(global_random_seed):
+    """Ten columns in two blocks span about 2 directions, but a resample draws at least
+    MIN_FEATURES = 10: no fewer than the columns, so the plain bootstrap, with no count."""
+    from sktrellis._calibration import effective_bootstrap_draws
+    X = correlated_blocks(12, 2, global_random_seed, n_features=10)
+    groups = distinct_columns(X)
+    assert len(groups) == MIN_FEATURES
+    draws, _ = effective_bootstrap_draws(X, groups, effective_n_features(X),
+                                         np.random.RandomState(global_random_seed))
+    assert draws is None

@@ -50,9 +50,11 @@ are drawn together, constant columns are dropped, so that twelve copies of
 one column are one column, not twelve agreeing measurements. Strongly
 correlated columns that are not copies still count one each; how many
 independent directions the columns span (``effective_n_features``) is
-recorded in ``calibration_`` for information only, since cluster
-structure correlates columns too (standardised wine: 13 columns, about 6
-directions).
+recorded in ``calibration_``; it is acted on only where the rotation test
+(below) finds no cluster structure, since cluster structure correlates
+columns too (standardised wine: 13 columns, about 6 directions), and only
+by the sparse estimators: the trees' bootstrap (they have no reference
+cap) and the flat family's consensus units (``effective_bootstrap_draws``).
 
 The bootstrap can be confident where the data are not structured: on
 20 x 3000 noise the flat MAP partitions of the column resamples are
@@ -268,8 +270,23 @@ N_REFERENCE_DRAWS = 3
 #: samples, the cap is also taken over rotated references, which keep the
 #: columns' correlation (``rotation_reference``).
 ROTATION_ALPHA = 0.05
+#: Rotated references the cap is also the smallest over. X is one more draw
+#: of their null, and the smallest humble beta of 3 was above the beta at
+#: which X itself reached 0.5 on 1 of 15 data sets (structureless 12 x 3000
+#: genes in blocks of 10; the humble betas of 12 rotations of that one:
+#: 3.4-9.5, X's 0.5 at about 7.5); see benchmarks/bench_correlated_genes.py.
+N_ROTATED_REFERENCE_DRAWS = 6
 #: Rotations of the test (p-values in steps of 1 / 100).
 N_ROTATION_REFERENCES = 99
+#: The bootstrap of an estimator without a reference-null cap draws
+#: ``effective_n_features(X)`` columns a resample where that is below this
+#: share of the distinct columns and the rotation test finds no structure
+#: (``effective_bootstrap_draws``).
+EFFECTIVE_SHARE = 0.5
+#: Rotations of that test: p = 0.05, significant, when X's index is below
+#: all 19 (still an exact test). It runs on every planted data set of the
+#: sparse estimators, where 99 took 60-85 s at N = 200 (and 1.7 s at 16).
+N_EFFECTIVE_TEST_REFERENCES = 19
 #: Trees drawn from a reference posterior to screen it before the exact
 #: check of the cap (``screened_clade_support``).
 N_SCREEN_SAMPLES = 1000
@@ -514,9 +531,10 @@ def calibration_plan(energy, X, tested_null=False):
         chose; None but for "tested-null"); ``n_distinct_features``
         (groups of ``distinct_columns``: what the bootstrap counts and
         draws), ``n_effective_features`` (``effective_n_features``: how
-        many independent directions the columns span, for information; it
-        counts cluster structure as correlation too, so it is reported, not
-        acted on), ``n_resamples`` (bootstrap resamples drawn) and
+        many independent directions the columns span; it counts cluster
+        structure as correlation too, so only ``effective_bootstrap_draws``
+        acts on it, after a test), ``n_resamples`` (bootstrap resamples
+        drawn) and
         ``reason`` (None, or why beta = 1); ``null_cap``,
         ``null_cap_bound``, ``null_level``, ``n_reference_draws``,
         ``n_reference_fits`` (posteriors fitted to find the cap; None
@@ -525,14 +543,17 @@ def calibration_plan(energy, X, tested_null=False):
         rotation" where ``rotation_p_value``, the p-value of
         ``rotation_pvalue``, finds no cluster structure: the kinds of
         reference the cap was taken over; None here, filled by
-        ``calibrate``); ``groups`` (private to the calibration) is removed before
-        the record is stored.
+        ``calibrate``); ``n_bootstrap_draws`` (the columns or groups each
+        resample draws where fewer than all, ``calibrate``'s
+        ``effective_resamples``; else None); ``groups`` (private to the
+        calibration) is removed before the record is stored.
     """
     plan = {"method": None, "n_distinct_features": None, "n_effective_features": None,
             "n_resamples": None, "reason": None, "null_cap": None, "null_cap_bound": None,
             "null_level": None, "n_reference_draws": None, "n_reference_fits": None,
             "p_value": None, "n_clusters_tested": None, "n_test_references": None,
-            "branch": None, "null_reference": None, "rotation_p_value": None}
+            "branch": None, "null_reference": None, "rotation_p_value": None,
+            "n_bootstrap_draws": None}
     if not isinstance(energy, TemperatureMixin):
         return plan
     if not is_auto(energy):
@@ -612,7 +633,7 @@ def _rngs(random_state):
     return tuple(np.random.RandomState(seed) for seed in seeds)
 
 
-def _bootstrap_columns(X, rng, groups=None):
+def _bootstrap_columns(X, rng, groups=None, n_draws=None):
     """Resamples of the columns of X, with replacement, without end.
 
     With ``groups`` (``distinct_columns``), the groups of copies are drawn
@@ -621,14 +642,76 @@ def _bootstrap_columns(X, rng, groups=None):
     could vary (the cluster bootstrap over groups; Davison & Hinkley 1997,
     section 3.8). Without copies this is the plain column bootstrap, with
     the same draws.
+
+    With ``n_draws`` fewer than the columns (or groups), each resample
+    draws only ``n_draws`` of them, each repeated so that the resample has
+    about X's columns (the m-out-of-n bootstrap at X's scale): a resample
+    then varies as much as ``n_draws`` independent columns do, for
+    columns that are correlated without being copies (``calibrate``'s
+    ``effective_resamples``).
     """
     n_features = X.shape[1]
+    units = [np.array([j]) for j in range(n_features)] if groups is None else groups
+    if n_draws is not None and n_draws < len(units):
+        repeats = max(1, round(len(units) / n_draws))
+        while True:
+            drawn = rng.randint(len(units), size=n_draws)
+            yield X[:, np.repeat(np.concatenate([units[g] for g in drawn]), repeats)]
     if groups is None or len(groups) == n_features:
         while True:
             yield X[:, rng.randint(n_features, size=n_features)]
     while True:
         drawn = rng.randint(len(groups), size=len(groups))
         yield X[:, np.concatenate([groups[g] for g in drawn])]
+
+
+def effective_bootstrap_draws(X, groups, n_effective, rng):
+    """How many columns (groups of copies) each feature-bootstrap resample draws; None: all.
+
+    A column resample of genes in correlated blocks varies as little as one
+    of as many independent genes, though it holds far fewer independent
+    draws: its MAP structures agree, and a posterior matched to them is
+    confident on structureless data (``SparseTrellisClustering``: clusters
+    of 3..39 points at 0.41-1.00 on 40 x 3000 genes in blocks,
+    ``benchmarks/bench_correlated_genes.py``). Where the columns span fewer
+    than ``EFFECTIVE_SHARE`` of their number of independent directions
+    (``effective_n_features``) and X shows no more cluster structure than
+    rotations of its samples (``rotation_pvalue`` above ``ROTATION_ALPHA``),
+    a resample draws only ``n_effective`` of them (at least
+    ``MIN_FEATURES``; the plain bootstrap where that is not fewer than the
+    distinct columns; ``_bootstrap_columns``), so it varies as much as that
+    many independent columns. The test has ``N_EFFECTIVE_TEST_REFERENCES``
+    rotations, the fewest with which it can reject at 0.05. Cluster
+    structure correlates the columns too (planted subtypes: about 450
+    directions of 3000 genes), which is why a
+    significant test keeps the plain bootstrap; above the share, the plain
+    one is kept untested (independent genes come out within about 10 % of
+    their number).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    groups : list of ndarray of int
+        ``distinct_columns(X)``.
+    n_effective : float
+        ``effective_n_features(X)``.
+    rng : RandomState
+        The rotation test's.
+
+    Returns
+    -------
+    n_draws : int or None
+        None: every resample draws as many columns as X has.
+    p_value : float or None
+        The rotation test's; None where it was not needed.
+    """
+    if n_effective >= EFFECTIVE_SHARE * len(groups):
+        return None, None
+    p_value = rotation_pvalue(X, rng, N_EFFECTIVE_TEST_REFERENCES)
+    n_draws = max(MIN_FEATURES, round(n_effective))
+    if p_value <= ROTATION_ALPHA or n_draws >= len(groups):
+        return None, p_value
+    return n_draws, p_value
 
 
 def _enough_resamples(excess, max_resamples):
@@ -649,7 +732,7 @@ def _enough_resamples(excess, max_resamples):
 
 
 def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=1,
-                      groups=None, cancelled=None):
+                      groups=None, cancelled=None, n_draws=None):
     """D, the resamples' minimisers' mean excess loss over the full-data minimiser, and B.
 
     ``resample_loss(Xb)`` is the full-data loss of the minimiser of the
@@ -663,9 +746,10 @@ def _bootstrap_excess(resample_loss, X, map_loss, rng, max_resamples, n_threads=
     agrees (the mean of 20 equal losses can round away from the loss, and a
     D of 1e-16 would send the search chasing rounding noise instead of
     taking the coldest beta). ``cancelled``, an Event the searches of
-    ``resample_loss`` watch, is set on Ctrl-C.
+    ``resample_loss`` watch, is set on Ctrl-C. ``n_draws``: as for
+    ``_bootstrap_columns``.
     """
-    resamples = _bootstrap_columns(X, rng, groups)
+    resamples = _bootstrap_columns(X, rng, groups, n_draws)
     excess = []
     # One thread: the searches run in this thread, where the kernels see
     # Ctrl-C at once. Several: Ctrl-C reaches the waiting main thread, which
@@ -957,7 +1041,7 @@ def _largest_humble_beta(humility, start, upper, level=NULL_LEVEL):
 
 
 def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1],
-                       make_reference=None):
+                       make_reference=None, n_draws=None):
     """The largest beta at which the posterior over structureless references stays humble.
 
     The smallest, over ``N_REFERENCE_DRAWS`` references (``reference_data``),
@@ -982,6 +1066,8 @@ def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1],
     make_reference : callable or None, default=None
         ``make_reference(X, groups, rng)``, a reference; None:
         ``reference_data`` (``rotation_reference`` for correlated columns).
+    n_draws : int or None, default=None
+        References drawn; None: ``N_REFERENCE_DRAWS``.
 
     Returns
     -------
@@ -991,7 +1077,7 @@ def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1],
         Posteriors fitted.
     """
     cap, fits = upper, 0
-    for _ in range(N_REFERENCE_DRAWS):
+    for _ in range(N_REFERENCE_DRAWS if n_draws is None else n_draws):
         reference = (reference_data if make_reference is None else make_reference)(
             X, groups, rng)
         cap, draw_fits = _largest_humble_beta(lambda beta: humility(beta, reference),
@@ -1389,7 +1475,7 @@ def _tested_null_warning(plan, beta):
 
 def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
               humility=None, max_resamples=MIN_BOOTSTRAP, n_threads=1, solve=None,
-              few_features=None, rotated_references=False):
+              few_features=None, rotated_references=False, effective_resamples=False):
     """Resolve ``beta="auto"`` by the feature bootstrap, capped by a reference null.
 
     The one calibration of the package: the exact estimators (over all
@@ -1444,11 +1530,17 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         columns are calibrated by ``tested_null_beta`` with a warning;
         None: beta = 1 there, with a warning.
     rotated_references : bool, default=False
-        Whether the cap is also taken over ``rotation_reference``'s where
-        ``rotation_pvalue`` finds no cluster structure (the exact
-        estimators, N <= 25: the test's k-means starts above 16 points
-        and the extra reference fits were not measured on the sparse
-        estimators at N = 40-200).
+        Whether the cap is also taken over ``N_ROTATED_REFERENCE_DRAWS``
+        of ``rotation_reference``'s where ``rotation_pvalue`` finds no
+        cluster structure (the exact estimators; on ``SparseFlatClustering``
+        they changed nothing measured: its rotated references' families
+        kept blocks of points whole and were humble at no beta, which
+        ``effective_bootstrap_draws`` in its units fixed instead).
+    effective_resamples : bool, default=False
+        Whether each bootstrap resample draws only
+        ``effective_bootstrap_draws`` columns: for an estimator with no
+        reference-null cap, whose bootstrap alone sets how confident it is
+        (``SparseTrellisClustering``), on genes in correlated blocks.
 
     Returns
     -------
@@ -1494,9 +1586,12 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
     unit = _unit_loss(energy)
     full_loss = map_loss(unit, X)
     cancelled = threading.Event()
+    if effective_resamples:
+        plan["n_bootstrap_draws"], plan["rotation_p_value"] = effective_bootstrap_draws(
+            X, groups, plan["n_effective_features"], reference_rng)
     target, plan["n_resamples"] = _bootstrap_excess(
         lambda Xb: map_loss(unit, Xb, cancelled), X, full_loss, bootstrap_rng, max_resamples,
-        n_threads, groups, cancelled)
+        n_threads, groups, cancelled, plan["n_bootstrap_draws"])
     beta = (_solve if solve is None else solve)(evaluate, target, len(X))
     if humility is not None and N_REFERENCE_DRAWS > 0:
         fitted.clear()   # the references' posteriors take its memory
@@ -1512,13 +1607,14 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         # rotations of its samples, references that keep the correlation cap
         # beta too (``benchmarks/bench_correlated_genes.py``).
         plan["null_reference"] = "permutation"
-        if rotated_references:
+        if rotated_references and plan["rotation_p_value"] is None:
             plan["rotation_p_value"] = rotation_pvalue(X, reference_rng)
         if rotated_references and plan["rotation_p_value"] > ROTATION_ALPHA and cap is not None:
             plan["null_reference"] = "permutation and rotation"
             cap, rotation_fits = reference_null_cap(reference_humility, X, groups,
                                                     reference_rng, cap, cap,
-                                                    make_reference=rotation_reference)
+                                                    make_reference=rotation_reference,
+                                                    n_draws=N_ROTATED_REFERENCE_DRAWS)
             n_fits += rotation_fits
         plan.update(null_level=NULL_LEVEL, n_reference_draws=N_REFERENCE_DRAWS, null_cap=cap,
                     null_cap_bound=cap is not None and cap < beta, n_reference_fits=n_fits)
@@ -1859,7 +1955,7 @@ def _solve_from_the_cold_side(evaluate, target, n_points):
     return float(np.exp(cold))
 
 
-def consensus_greedy_blocks(unit, X, seed):
+def consensus_greedy_blocks(unit, X, seed, effective=False):
     """Labels of the clusters most of the greedy partitions of X and of its column resamples hold.
 
     The greedy agglomeration's partition of X and of ``MIN_BOOTSTRAP``
@@ -1880,6 +1976,9 @@ def consensus_greedy_blocks(unit, X, seed):
         An energy with ``weights``.
     X : ndarray of shape (n_samples, n_features)
     seed : int
+    effective : bool, default=False
+        Whether the resamples draw ``effective_bootstrap_draws`` columns
+        (its rotation test seeded by ``seed``).
 
     Returns
     -------
@@ -1890,7 +1989,14 @@ def consensus_greedy_blocks(unit, X, seed):
         return {frozenset(np.flatnonzero(labels == label).tolist())
                 for label in np.unique(labels) if np.count_nonzero(labels == label) >= 2}
 
-    resamples = _bootstrap_columns(X, np.random.RandomState(seed), distinct_columns(X))
+    groups = distinct_columns(X)
+    # Genes in correlated blocks: the resamples agree on blocks of
+    # structureless points unless they draw as few columns as the genes'
+    # independent directions (units of 3-5 points at N = 80, where no
+    # reference was then humble at any beta; effective_bootstrap_draws).
+    n_draws = effective_bootstrap_draws(X, groups, effective_n_features(X),
+                                        np.random.RandomState(seed))[0] if effective else None
+    resamples = _bootstrap_columns(X, np.random.RandomState(seed), groups, n_draws)
     counts = {}
     for data in [X] + [next(resamples) for _ in range(MIN_BOOTSTRAP)]:
         for cluster in clusters(data):

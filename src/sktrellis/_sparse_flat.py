@@ -807,7 +807,9 @@ def _calibration_family(unit, X, map_labels=None):
     A bisecting 2-means tree of X (``_bisecting_tree``) that never cuts a
     *unit*: the points of a cluster most of the greedy partitions of X and
     of its column resamples hold (``consensus_greedy_blocks``, seeded by
-    the data), or a point alone. The family is the tree's clusters and every
+    the data; on genes in correlated blocks with no cluster structure
+    found, resamples of as many columns as they span directions), or a
+    point alone. The family is the tree's clusters and every
     union of units of each window of ``_WINDOW`` to ``_LARGEST_WINDOW`` consecutive units
     of its depth-first ``order``, so that every partition of a window's
     units is spanned. Why units rather than points: a window of points
@@ -841,7 +843,8 @@ def _calibration_family(unit, X, map_labels=None):
         A label per point, shared by the points of a unit.
     """
     n_points = len(X)
-    units = consensus_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"))
+    units = consensus_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"),
+                                    effective=True)
     levels = units
     if map_labels is not None:
         # The common refinement of the partition and the consensus blocks.
