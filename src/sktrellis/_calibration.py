@@ -162,7 +162,8 @@ flowers (1 not significant; in 2 the Gaussian-null beta is too low; in
 setosa). The partitions' rule behind the test -- beta matched to the
 clade frequencies of the MAP trees of data redrawn from X's mixture --
 was measured against it and lost on clear groups (three groups of 4: 7
-and 5 of 30 below 0.9 instead of 1 and 1), so the fit warns and
+and 5 of 30 below 0.9 instead of 1 and 1; setosa, 18 flowers: 13 of 30
+instead of 7), so the fit warns and
 ``calibration_`` records the p-value and
 the branch. Over partitions the same rule fails clear groups
 (4 and 8 of 10): with few features the flat loss weighs noise clumps as
