@@ -74,6 +74,16 @@ temperature:
   and behind the test; and the DPM's own posterior (``dpm posterior``: on
   noise P(three points share a block other than the whole set), with
   P(K = 1) beside it);
+- ``iris-trees``: trees, the default ``beta="auto"`` per iris subsample
+  of 18 flowers (6 a class, the issue's size): setosa's support, and
+  versicolor's and virginica's as information (``--first-seed`` splits
+  a run);
+- ``mixture-trees``: trees, after a significant test, the beta matched
+  (least squares over every cluster of 2..N-1 points) to the clade
+  frequencies of the MAP trees of 40 data sets redrawn from the Gaussian
+  mixture of X's MAP partition (the partitions' principle,
+  ``calibration.redrawn_mixture``) against the default Gaussian-null
+  beta, on the same data in one run; on noise both forced too;
 - ``weak-regimes``: where that default is weak, its failures by branch,
   the test's p-values and references, and the failures with the
   Gaussian-null branch forced (is it the test or the beta?);
@@ -113,6 +123,8 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 30 --only null-rank [--regimes iris]
     python benchmarks/bench_few_features.py --seeds 30 --only test-power [--regimes iris]
     python benchmarks/bench_few_features.py --seeds 30 --only iris-diagnosis
+    python benchmarks/bench_few_features.py --seeds 10 --first-seed 10 --only iris-trees
+    python benchmarks/bench_few_features.py --seeds 30 --only mixture-trees --regimes "groups of 4"
 """
 import argparse
 import itertools
@@ -1432,6 +1444,272 @@ def flat_candidates_table(n_seeds, n_resamples):
         print(f"{regime:>28} " + " ".join(f"{cell:>14}" for cell in cells), flush=True)
 
 
+def iris_trees_table(n_seeds, n_per_class=6, first_seed=0):
+    """Trees: ``ExactHierarchicalClustering()``'s default on iris subsamples, per seed.
+
+    Setosa's support (the requirement: >= 0.9), versicolor's and
+    virginica's as information (they overlap), the test's p-value,
+    branch and beta_.
+    """
+    print(f"\ntrees, iris ({n_per_class} flowers a class), the default beta='auto', seeds "
+          f"{first_seed}..{first_seed + n_seeds - 1}")
+    print(f"{'seed':>4} {'p':>6} {'k':>2} {'branch':>14} {'beta_':>6} {'setosa':>6} "
+          f"{'versic.':>7} {'virgin.':>7} {'CPU s':>6}")
+    rows = []
+    for seed in range(first_seed, first_seed + n_seeds):
+        X, y = iris_flowers(seed, per_class=n_per_class)
+        start = time.process_time()
+        model = ExactHierarchicalClustering(verbose=0).fit(X)
+        cost = time.process_time() - start
+        record = model.calibration_
+        supports = [model.cluster_probability(np.flatnonzero(y == k)) for k in range(3)]
+        rows.append(supports + [record["branch"] == "gaussian null"])
+        print(f"{seed:>4} {record['p_value']:>6.3f} {record['n_clusters_tested']:>2} "
+              f"{record['branch']:>14} {model.beta_:>6.3g} {supports[0]:>6.2f} "
+              f"{supports[1]:>7.2f} {supports[2]:>7.2f} {cost:>6.1f}", flush=True)
+    rows = np.array(rows)
+    print(f"setosa below 0.9 in {int(np.sum(rows[:, 0] < 0.9))}/{n_seeds} (worst "
+          f"{rows[:, 0].min():.2f}); significant {int(rows[:, 3].sum())}/{n_seeds}; versicolor "
+          f"{rows[:, 1].min():.2f}-{rows[:, 1].max():.2f}, virginica "
+          f"{rows[:, 2].min():.2f}-{rows[:, 2].max():.2f}", flush=True)
+
+
+def mixture_trees_data(regime, seed):
+    """(X, labels: planted group k >= 0, -1 for the rest; None on noise) of ``mixture-trees``."""
+    if regime.startswith("iris"):
+        X, y = iris_flowers(seed, per_class=int(regime.split("(")[1].rstrip(")")) // 3)
+        return X, np.where(y == 0, 0, -1)
+    return null_rank_data(regime, seed)
+
+
+MIXTURE_TREE_REGIMES = ("iris setosa (12)", "iris setosa (18)", "3 groups of 4, 3 f",
+                        "3 groups of 4, 4 f", "2 groups of 5, 2 f", "2 groups of 5, 3 f",
+                        "2 groups of 5, 4 f", "noise 12 x 2", "noise 12 x 3", "noise 12 x 4",
+                        "noise, one column x 12")
+
+
+def mixture_clade_frequencies(map_merges_of, X, labels, rng,
+                              n_resamples=calibration.N_MIXTURE_RESAMPLES):
+    """How often each cluster is a node of the MAP trees of data redrawn from X's mixture.
+
+    The trees' form of ``calibration.mixture_bootstrap_frequencies``:
+    ``n_resamples`` data sets drawn from the Gaussian mixture of ``labels``
+    (``calibration.redrawn_mixture``), point i of a redraw standing for
+    point i of X, and the clusters of 2..N-1 points of each one's MAP tree
+    counted.
+
+    Parameters
+    ----------
+    map_merges_of : callable
+        data -> merges of the estimator's MAP tree of ``data`` (at X's
+        kernel width).
+    X : ndarray of shape (n_samples, n_features)
+    labels : ndarray of shape (n_samples,)
+        The partition whose mixture is redrawn.
+    rng : RandomState
+    n_resamples : int, default=calibration.N_MIXTURE_RESAMPLES
+
+    Returns
+    -------
+    frequencies : dict
+        Subset mask (int, bit i for point i) -> the share of redrawn data
+        sets whose MAP tree holds that cluster; clusters in none are absent.
+    """
+    n_points = len(X)
+    counts = {}
+    for _ in range(n_resamples):
+        merges = map_merges_of(calibration.redrawn_mixture(X, labels, rng))
+        # Leaves first, the root last: the clusters between are the tree's.
+        for mask in masks_from_merges(merges, n_points)[n_points:-1]:
+            counts[mask] = counts.get(mask, 0) + 1
+    return {mask: count / n_resamples for mask, count in counts.items()}
+
+
+def least_squares_log_beta(error):
+    """The beta in ``BETA_RANGE`` minimising ``error(log_beta)``, and the evaluations.
+
+    ``calibration.matched_co_clustering_beta``'s search (which takes a
+    co-clustering matrix): a grid in steps of ``CAP_STEP``, then
+    golden-section search between the best point's neighbours to
+    ``CAP_TOLERANCE``; the hotter of equal fits.
+    """
+    low, high = np.log(calibration.BETA_RANGE[0]), np.log(calibration.BETA_RANGE[1])
+    step = np.log(calibration.CAP_STEP)
+    grid = np.linspace(low, high, int(np.ceil((high - low) / step)) + 1)
+    errors = {}
+
+    def cached(log_beta):
+        if log_beta not in errors:
+            errors[log_beta] = error(log_beta)
+        return errors[log_beta]
+
+    best = min(grid, key=cached)
+    a, b = max(best - step, low), min(best + step, high)
+    ratio = (np.sqrt(5.0) - 1.0) / 2.0
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    while b - a > np.log(calibration.CAP_TOLERANCE):
+        if cached(c) <= cached(d):
+            b, d = d, c
+            c = b - ratio * (b - a)
+        else:
+            a, c = c, d
+            d = a + ratio * (b - a)
+    chosen = min([best, c, d], key=lambda log_beta: (cached(log_beta), log_beta))
+    return float(np.exp(chosen)), len(errors)
+
+
+def clade_matching_error(log_marginals, frequencies, n_points):
+    """``sum over clusters C of 2..N-1 points of (P(C) - f(C))**2``, f zero where absent.
+
+    Parameters
+    ----------
+    log_marginals : ndarray of shape (2**n_points,)
+        log P(C is a cluster of the tree), indexed by subset mask
+        (``HierarchicalTrellis.cluster_log_marginals``).
+    frequencies : dict
+        Subset mask -> frequency (``mixture_clade_frequencies``).
+    n_points : int
+
+    Returns
+    -------
+    error : float
+    """
+    masks = np.fromiter(frequencies, dtype=np.int64, count=len(frequencies))
+    target = np.fromiter(frequencies.values(), dtype=np.float64, count=len(frequencies))
+    # The empty set, the leaves and the root are not clusters to match.
+    excluded = np.array([0, (1 << n_points) - 1] + [1 << i for i in range(n_points)])
+    with np.errstate(under="ignore"):
+        squares = float(np.sum(np.exp(2.0 * log_marginals)))
+        squares -= float(np.sum(np.exp(2.0 * log_marginals[excluded])))
+        supports = np.exp(log_marginals[masks])
+    # Over every subset: sum P^2, less the clusters some redraw holds, (2 P f - f^2).
+    return max(squares - float(np.sum(2.0 * supports * target - target ** 2)), 0.0)
+
+
+def matched_clade_beta(log_marginals_at, frequencies, n_points):
+    """The beta whose clade supports are nearest ``frequencies`` in least squares.
+
+    ``clade_matching_error``, the trees' form of
+    ``calibration.matched_co_clustering_beta`` (every cluster a tree can
+    hold in place of every pair), minimised over log beta as there
+    (``least_squares_log_beta``).
+
+    Parameters
+    ----------
+    log_marginals_at : callable
+        beta -> log P_beta(C is a cluster of the tree) of every subset mask
+        C (``HierarchicalTrellis.cluster_log_marginals``).
+    frequencies : dict
+        Subset mask -> frequency (``mixture_clade_frequencies``).
+    n_points : int
+
+    Returns
+    -------
+    beta : float
+    n_fits : int
+        Posteriors fitted (distinct betas evaluated).
+    """
+    return least_squares_log_beta(lambda log_beta: clade_matching_error(
+        log_marginals_at(float(np.exp(log_beta))), frequencies, n_points))
+
+
+def mixture_tree_beta(X):
+    """Trees: the beta matched to the mixture bootstrap's clade frequencies, as the default would.
+
+    X at the calibration's scale and kernel width, the test's labels
+    (``correlation_map_labels``), the redraws from the default's
+    bootstrap stream; returns (the energy at X's width, the scaled X,
+    beta).
+    """
+    energy = Dasgupta()
+    data = calibration._near_unit_scale(energy, X)
+    at_width = calibration._at_kernel_width(energy, data)
+    unit = calibration._unit_loss(at_width)
+    labels = calibration.correlation_map_labels(data)
+    frequencies = mixture_clade_frequencies(
+        lambda points: calibration._search_map_merges(unit, points), data, labels,
+        calibration._rngs(None)[1])
+    beta, _ = matched_clade_beta(
+        lambda beta: ExactHierarchicalClustering(clone(at_width).set_params(beta=beta),
+                                                 verbose=0).fit(data)._trellis
+        .cluster_log_marginals(), frequencies, len(data))
+    return at_width, data, beta
+
+
+def mixture_trees_table(n_seeds, regimes=MIXTURE_TREE_REGIMES, first_seed=0):
+    """Trees: after a significant test, the mixture bootstrap's beta against the Gaussian null's.
+
+    Per data set, the default ``beta="auto"`` (test, then temper: the
+    Gaussian-null beta where the test is significant), and the same with
+    the Gaussian-null beta replaced by the beta whose clade supports best
+    match (least squares over every cluster of 2..N-1 points) how often
+    the MAP trees of 40 data sets redrawn from the Gaussian mixture of X's
+    correlation-clustering MAP partition hold each cluster
+    (``mixture_clade_frequencies``, ``matched_clade_beta``; the
+    partitions' principle). On noise, where either beta applies only to
+    the test's false positives, both are also forced on every seed. Seeds
+    from ``first_seed`` (noise: twice as many, from 2 ``first_seed``).
+    Failures of the requirement (worst value), the betas' ranges over the
+    significant seeds, CPU s.
+    """
+    print(f"\ntrees, after the test: Gaussian-null beta (default) against the mixture "
+          f"bootstrap's, seeds {first_seed}..{first_seed + n_seeds - 1} (noise "
+          f"{2 * first_seed}..{2 * (first_seed + n_seeds) - 1})")
+    print(f"{'regime':>22} {'signif':>7} {'default: fail worst':>19} {'mixture: fail worst':>19} "
+          f"{'null beta':>13} {'mixture beta':>13} {'forced null':>12} {'forced mix':>12} "
+          f"{'CPU s':>6}")
+    for regime in regimes:
+        noise = regime.startswith("noise")
+        seeds = (range(2 * first_seed, 2 * (first_seed + n_seeds)) if noise
+                 else range(first_seed, first_seed + n_seeds))
+        results = {"default": [], "mixture": [], "forced null": [], "forced mixture": []}
+        null_betas, mixture_betas, extra = [], [], []
+        start = time.process_time()
+        for seed in seeds:
+            X, y = mixture_trees_data(regime, seed)
+            model = ExactHierarchicalClustering(verbose=0).fit(X)
+            significant = model.calibration_["branch"] == "gaussian null"
+            value = statistic(model, y, False)
+            results["default"].append(value)
+            if not (significant or noise):
+                results["mixture"].append(value)
+                continue
+            at_width, data, beta = mixture_tree_beta(X)
+            fitted = ExactHierarchicalClustering(clone(at_width).set_params(beta=beta),
+                                                 verbose=0).fit(data)
+            mixed = statistic(fitted, y, False)
+            results["mixture"].append(mixed if significant else value)
+            if significant:
+                null_betas.append(model.beta_)
+                mixture_betas.append(beta)
+            if noise:
+                results["forced mixture"].append(mixed)
+                null_beta = model.beta_ if significant else calibration.gaussian_null_beta(
+                    lambda b, points, _: humility(points, b, at_width.gamma, False), data,
+                    calibration._rngs(None)[2])[0]
+                results["forced null"].append(
+                    statistic(ExactHierarchicalClustering(clone(at_width).set_params(
+                        beta=null_beta), verbose=0).fit(data), y, False))
+                extra.append((null_beta, beta))
+        cells = []
+        for name in ("default", "mixture"):
+            values = results[name]
+            worst = max(values) if noise else min(values)
+            cells.append(f"{sum(fails(v, y) for v in values):>3}/{len(values):<3} {worst:>5.2f}")
+        ranges = [f"{min(b):>5.3g}-{max(b):<6.3g}" if b else f"{'-':>13}"
+                  for b in (null_betas, mixture_betas)]
+        forced = [f"{sum(fails(v, None) for v in results[name]):>3}/{len(results[name]):<3} "
+                  f"{max(results[name]):>4.2f}" if results[name] else f"{'-':>12}"
+                  for name in ("forced null", "forced mixture")]
+        print(f"{regime:>22} {len(null_betas):>3}/{len(seeds):<3} {cells[0]:>19} {cells[1]:>19} "
+              f"{ranges[0]:>13} {ranges[1]:>13} {forced[0]:>12} {forced[1]:>12} "
+              f"{time.process_time() - start:>6.0f}", flush=True)
+        if extra:
+            extra = np.array(extra)
+            print(f"{'':>22} forced betas: null {extra[:, 0].min():.3g}-{extra[:, 0].max():.3g}, "
+                  f"mixture {extra[:, 1].min():.3g}-{extra[:, 1].max():.3g}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -1448,7 +1726,8 @@ def main():
                         help="partition tables (flat-*): only the regimes containing one of "
                              "these strings, e.g. 'noise, 18' iris")
     parser.add_argument("--first-seed", type=int, default=0,
-                        help="first seed of iris-trees and mixture-trees (to split a run)")
+                        help="first seed of iris-trees, mixture-trees, flat-iris and flat-iris-betas "
+                             "(to split a run)")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
@@ -1499,6 +1778,13 @@ def main():
         null_rank_table(args.seeds, [regime for regime in NULL_RANK_REGIMES
                                      if not args.regimes
                                      or any(part in regime for part in args.regimes)])
+    if "iris-trees" in args.only:
+        iris_trees_table(args.seeds, first_seed=args.first_seed)
+    if "mixture-trees" in args.only:
+        mixture_trees_table(args.seeds, [regime for regime in MIXTURE_TREE_REGIMES
+                                         if not args.regimes
+                                         or any(part in regime for part in args.regimes)],
+                            first_seed=args.first_seed)
     if "tested-null" in args.only:
         calibration.GAUSSIAN_NULL_LEVEL = args.tested_level
         tested_null_table(args.seeds)
