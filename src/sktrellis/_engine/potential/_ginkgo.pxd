@@ -613,6 +613,16 @@ cdef extern from *:
        increasing order; 32 registers hold the block without spills. */
     #define SKTRELLIS_GINKGO_AVX512 1
     #define SKTRELLIS_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,fma")))
+    /* 2**(j / 16), j = 0..7 and 8..15, the exps' table: one
+       _mm512_permutex2var_pd of the two picks 2**(j / 16) for j = k & 15. */
+    #define SKTRELLIS_EXP2_SIXTEENTHS_LOW _mm512_set_pd( \
+        0x1.5ab07dd485429p+0, 0x1.4bfdad5362a27p+0, 0x1.3dea64c123422p+0, \
+        0x1.306fe0a31b715p+0, 0x1.2387a6e756238p+0, 0x1.172b83c7d517bp+0, \
+        0x1.0b5586cf9890fp+0, 0x1.0000000000000p+0)
+    #define SKTRELLIS_EXP2_SIXTEENTHS_HIGH _mm512_set_pd( \
+        0x1.ea4afa2a490dap+0, 0x1.d5818dcfba487p+0, 0x1.c199bdd85529cp+0, \
+        0x1.ae89f995ad3adp+0, 0x1.9c49182a3f090p+0, 0x1.8ace5422aa0dbp+0, \
+        0x1.7a11473eb0187p+0, 0x1.6a09e667f3bcdp+0)
     /* exp(x) for x <= 0, eight lanes: 2**(n + j / 16) exp(r), |r| <=
        ln(2) / 32, 2**(j / 16) from a 16-entry table held in two registers
        (one permute), exp(r) - 1 by its degree-7 Taylor polynomial
@@ -620,14 +630,8 @@ cdef extern from *:
        (1.0 measured over 4e6 points in [-708, 0]), 0 at or below -708, as
        sktrellis_exp_nonpositive. */
     SKTRELLIS_AVX512 static inline __m512d sktrellis_exp_nonpositive8(__m512d x) {
-        const __m512d table_low = _mm512_set_pd(
-            0x1.5ab07dd485429p+0, 0x1.4bfdad5362a27p+0, 0x1.3dea64c123422p+0,
-            0x1.306fe0a31b715p+0, 0x1.2387a6e756238p+0, 0x1.172b83c7d517bp+0,
-            0x1.0b5586cf9890fp+0, 0x1.0000000000000p+0);
-        const __m512d table_high = _mm512_set_pd(
-            0x1.ea4afa2a490dap+0, 0x1.d5818dcfba487p+0, 0x1.c199bdd85529cp+0,
-            0x1.ae89f995ad3adp+0, 0x1.9c49182a3f090p+0, 0x1.8ace5422aa0dbp+0,
-            0x1.7a11473eb0187p+0, 0x1.6a09e667f3bcdp+0);
+        const __m512d table_low = SKTRELLIS_EXP2_SIXTEENTHS_LOW;
+        const __m512d table_high = SKTRELLIS_EXP2_SIXTEENTHS_HIGH;
         const __m512d floor = _mm512_set1_pd(-708.0), shifter = _mm512_set1_pd(0x1.8p52);
         __mmask8 keep = _mm512_cmp_pd_mask(x, floor, _CMP_GT_OQ);
         __m512d y = _mm512_max_pd(x, floor);
@@ -667,14 +671,8 @@ cdef extern from *:
        polynomial shortened by two steps gains 3 %, four independent
        multiply-adds added cost 1 %), so this shorter chain is what pays. */
     SKTRELLIS_AVX512 static inline __m512d sktrellis_exp_scaled8(__m512d y) {
-        const __m512d table_low = _mm512_set_pd(
-            0x1.5ab07dd485429p+0, 0x1.4bfdad5362a27p+0, 0x1.3dea64c123422p+0,
-            0x1.306fe0a31b715p+0, 0x1.2387a6e756238p+0, 0x1.172b83c7d517bp+0,
-            0x1.0b5586cf9890fp+0, 0x1.0000000000000p+0);
-        const __m512d table_high = _mm512_set_pd(
-            0x1.ea4afa2a490dap+0, 0x1.d5818dcfba487p+0, 0x1.c199bdd85529cp+0,
-            0x1.ae89f995ad3adp+0, 0x1.9c49182a3f090p+0, 0x1.8ace5422aa0dbp+0,
-            0x1.7a11473eb0187p+0, 0x1.6a09e667f3bcdp+0);
+        const __m512d table_low = SKTRELLIS_EXP2_SIXTEENTHS_LOW;
+        const __m512d table_high = SKTRELLIS_EXP2_SIXTEENTHS_HIGH;
         const __m512d floor = _mm512_set1_pd(-708.0 * 0x1.71547652b82fep+4);
         const __m512d shifter = _mm512_set1_pd(0x1.8p52);
         __mmask8 keep = _mm512_cmp_pd_mask(y, floor, _CMP_GT_OQ);
