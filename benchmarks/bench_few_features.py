@@ -1525,39 +1525,6 @@ def mixture_clade_frequencies(map_merges_of, X, labels, rng,
     return {mask: count / n_resamples for mask, count in counts.items()}
 
 
-def least_squares_log_beta(error):
-    """The beta in ``BETA_RANGE`` minimising ``error(log_beta)``, and the evaluations.
-
-    ``calibration.matched_co_clustering_beta``'s search (which takes a
-    co-clustering matrix): a grid in steps of ``CAP_STEP``, then
-    golden-section search between the best point's neighbours to
-    ``CAP_TOLERANCE``; the hotter of equal fits.
-    """
-    low, high = np.log(calibration.BETA_RANGE[0]), np.log(calibration.BETA_RANGE[1])
-    step = np.log(calibration.CAP_STEP)
-    grid = np.linspace(low, high, int(np.ceil((high - low) / step)) + 1)
-    errors = {}
-
-    def cached(log_beta):
-        if log_beta not in errors:
-            errors[log_beta] = error(log_beta)
-        return errors[log_beta]
-
-    best = min(grid, key=cached)
-    a, b = max(best - step, low), min(best + step, high)
-    ratio = (np.sqrt(5.0) - 1.0) / 2.0
-    c, d = b - ratio * (b - a), a + ratio * (b - a)
-    while b - a > np.log(calibration.CAP_TOLERANCE):
-        if cached(c) <= cached(d):
-            b, d = d, c
-            c = b - ratio * (b - a)
-        else:
-            a, c = c, d
-            d = a + ratio * (b - a)
-    chosen = min([best, c, d], key=lambda log_beta: (cached(log_beta), log_beta))
-    return float(np.exp(chosen)), len(errors)
-
-
 def clade_matching_error(log_marginals, frequencies, n_points):
     """``sum over clusters C of 2..N-1 points of (P(C) - f(C))**2``, f zero where absent.
 
@@ -1592,7 +1559,7 @@ def matched_clade_beta(log_marginals_at, frequencies, n_points):
     ``clade_matching_error``, the trees' form of
     ``calibration.matched_co_clustering_beta`` (every cluster a tree can
     hold in place of every pair), minimised over log beta as there
-    (``least_squares_log_beta``).
+    (``calibration.minimising_beta``).
 
     Parameters
     ----------
@@ -1609,7 +1576,7 @@ def matched_clade_beta(log_marginals_at, frequencies, n_points):
     n_fits : int
         Posteriors fitted (distinct betas evaluated).
     """
-    return least_squares_log_beta(lambda log_beta: clade_matching_error(
+    return calibration.minimising_beta(lambda log_beta: clade_matching_error(
         log_marginals_at(float(np.exp(log_beta))), frequencies, n_points))
 
 

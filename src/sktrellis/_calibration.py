@@ -2137,13 +2137,61 @@ def mixture_bootstrap_frequencies(map_labels_of, X, labels, rng,
     return together / n_resamples
 
 
+def minimising_beta(error):
+    """The beta in ``BETA_RANGE`` minimising ``error(log beta)``, and the evaluations.
+
+    On a grid of log beta in steps of ``CAP_STEP``, then by golden-section
+    search between the best point's neighbours to ``CAP_TOLERANCE``. The
+    hotter of equal errors is kept. Each log beta is evaluated once.
+
+    Parameters
+    ----------
+    error : callable
+        log beta -> a float to minimise.
+
+    Returns
+    -------
+    beta : float
+    n_evaluations : int
+        Distinct log betas evaluated.
+
+    Examples
+    --------
+    >>> from sktrellis._calibration import minimising_beta
+    >>> beta, _ = minimising_beta(lambda log_beta: (log_beta - 1.0) ** 2)
+    >>> bool(2.2 < beta < 3.4)  # e, to CAP_TOLERANCE
+    True
+    """
+    errors = {}
+
+    def cached(log_beta):
+        if log_beta not in errors:
+            errors[log_beta] = error(log_beta)
+        return errors[log_beta]
+
+    low, high = np.log(BETA_RANGE[0]), np.log(BETA_RANGE[1])
+    step = np.log(CAP_STEP)
+    grid = np.linspace(low, high, int(np.ceil((high - low) / step)) + 1)
+    best = min(grid, key=cached)
+    a, b = max(best - step, low), min(best + step, high)
+    ratio = (np.sqrt(5.0) - 1.0) / 2.0
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    while b - a > np.log(CAP_TOLERANCE):
+        if cached(c) <= cached(d):
+            b, d = d, c
+            c = b - ratio * (b - a)
+        else:
+            a, c = c, d
+            d = a + ratio * (b - a)
+    chosen = min([best, c, d], key=lambda log_beta: (cached(log_beta), log_beta))
+    return float(np.exp(chosen)), len(errors)
+
+
 def matched_co_clustering_beta(pairwise_at, frequencies):
     """The beta whose posterior co-clustering is nearest ``frequencies`` in least squares.
 
     ``sum over pairs i < j of (P_beta(i ~ j) - f_ij)**2``, minimised over
-    log beta in ``BETA_RANGE``: on a grid in steps of ``CAP_STEP``, then
-    by golden-section search between the best point's neighbours to
-    ``CAP_TOLERANCE``. The hotter of equal fits is kept.
+    log beta by ``minimising_beta``.
 
     Parameters
     ----------
@@ -2160,30 +2208,8 @@ def matched_co_clustering_beta(pairwise_at, frequencies):
     """
     upper = np.triu_indices(len(frequencies), 1)
     target = np.asarray(frequencies)[upper]
-    errors = {}
-
-    def error(log_beta):
-        if log_beta not in errors:
-            errors[log_beta] = float(np.sum((pairwise_at(float(np.exp(log_beta)))[upper]
-                                             - target) ** 2))
-        return errors[log_beta]
-
-    low, high = np.log(BETA_RANGE[0]), np.log(BETA_RANGE[1])
-    step = np.log(CAP_STEP)
-    grid = np.linspace(low, high, int(np.ceil((high - low) / step)) + 1)
-    best = min(grid, key=error)
-    a, b = max(best - step, low), min(best + step, high)
-    ratio = (np.sqrt(5.0) - 1.0) / 2.0
-    c, d = b - ratio * (b - a), a + ratio * (b - a)
-    while b - a > np.log(CAP_TOLERANCE):
-        if error(c) <= error(d):
-            b, d = d, c
-            c = b - ratio * (b - a)
-        else:
-            a, c = c, d
-            d = a + ratio * (b - a)
-    chosen = min([best, c, d], key=lambda log_beta: (error(log_beta), log_beta))
-    return float(np.exp(chosen)), len(errors)
+    return minimising_beta(lambda log_beta: float(np.sum(
+        (pairwise_at(float(np.exp(log_beta)))[upper] - target) ** 2)))
 
 
 def tested_mixture_beta(pairwise_at, X, labels, map_labels_of, test_rng, bootstrap_rng):
