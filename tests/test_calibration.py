@@ -10,6 +10,7 @@ from sktrellis import (
     BestFirstHierarchicalClustering,
     ExactFlatClustering,
     ExactHierarchicalClustering,
+    SparseFlatClustering,
     SparseTrellisClustering,
 )
 from sktrellis.baselines import BeamSearchHierarchicalClustering, GreedyHierarchicalClustering
@@ -920,13 +921,14 @@ def test_consensus_greedy_blocks_keep_subtypes_not_the_noise_block(global_random
 
     unit = CorrelationClustering(beta=1.0)
     X, groups = planted_subtypes(40, global_random_seed, n_features=2000)
-    labels = consensus_greedy_blocks(unit, X, global_random_seed)
+    labels, _ = consensus_greedy_blocks(unit, X, global_random_seed)
     np.testing.assert_array_equal(np.unique(labels, return_inverse=True)[1].ravel(), groups)
     null = noise(60, global_random_seed, n_features=2000)
-    labels = consensus_greedy_blocks(unit, null, global_random_seed)
+    labels, n_draws = consensus_greedy_blocks(unit, null, global_random_seed)
+    assert n_draws is None   # the plain resamples unless asked
     np.testing.assert_array_equal(labels, np.arange(60))
     # A function of the data and the seed.
-    np.testing.assert_array_equal(labels, consensus_greedy_blocks(unit, null, global_random_seed))
+    np.testing.assert_array_equal(labels, consensus_greedy_blocks(unit, null, global_random_seed)[0])
 
 
 class _Pairwise:
@@ -1682,6 +1684,17 @@ def test_sparse_trees_on_correlated_genes_are_humble(n_blocks):
     assert largest_support(model, 40) <= 0.5
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("n_blocks", [30, 300])
+def test_sparse_flat_on_correlated_genes_is_humble_and_says_why(n_blocks):
+    """N = 40 x 3000 genes in correlated blocks: no three points together above 0.5, and the
+    record names the fewer columns its family's units drew (before: three together up to
+    1.00 on 3 of 12 such data sets, ``benchmarks/bench_correlated_genes.py``)."""
+    model = SparseFlatClustering().fit(correlated_blocks(40, n_blocks, 0))
+    assert 10 <= model.calibration_["n_bootstrap_draws"] < 3000
+    assert largest_together(model.pairwise_probability_) <= 0.5
+
+
 @pytest.mark.parametrize("groups", [False, True], ids=["blocks", "blocks with groups"])
 def test_consensus_units_of_correlated_genes_count_their_directions(groups, global_random_seed):
     """SparseFlatClustering's units: on genes in blocks the column resamples agreed on blocks of
@@ -1692,11 +1705,13 @@ def test_consensus_units_of_correlated_genes_count_their_directions(groups, glob
     if groups:
         X[:4] += 3.0 * np.repeat(np.random.default_rng(0).choice([-1, 1], 10), 30)
     unit = CorrelationClustering(beta=1.0)
-    units = consensus_greedy_blocks(unit, X, global_random_seed, effective=True)
+    units, n_draws = consensus_greedy_blocks(unit, X, global_random_seed, effective=True)
     if groups:
         assert np.all(units[:4] == units[0])
+        assert n_draws is None
     else:
         assert np.bincount(units).max() <= 2
+        assert 10 <= n_draws < 300
 
 
 @pytest.mark.slow

@@ -504,7 +504,7 @@ def test_calibration_family_keeps_units_whole_in_its_windows():
 
     unit = CorrelationClustering(beta=1.0)
     X, groups = make_planted_subtypes(20, 500, n_marked=60, random_state=0)
-    order, clusters, units = _calibration_family(unit, X)
+    order, clusters, units, _ = _calibration_family(unit, X)
     assert sorted(order.tolist()) == list(range(20))
     # The planted subtypes are held by most resamples: three units of several points.
     assert sorted(np.bincount(units)[np.bincount(units) > 1].tolist()) == [6, 7, 7]
@@ -528,7 +528,7 @@ def test_calibration_family_with_a_partition_keeps_its_clusters_whole():
     # A partition that cuts a subtype (a consensus block): the units are its pieces.
     labels = groups.copy()
     labels[:3] = 7
-    order, clusters, units = _calibration_family(CorrelationClustering(beta=1.0), X, labels)
+    order, clusters, units, _ = _calibration_family(CorrelationClustering(beta=1.0), X, labels)
     family = {frozenset(c.tolist()) for c in clusters}
     for label in np.unique(labels):
         _assert_a_cluster_and_a_run(np.flatnonzero(labels == label), family, order)

@@ -1991,6 +1991,9 @@ def consensus_greedy_blocks(unit, X, seed, effective=False):
     Returns
     -------
     labels : ndarray of shape (n_samples,)
+    n_draws : int or None
+        The columns or groups each resample drew, where fewer than all
+        (``effective``); else None.
     """
     def clusters(data):
         labels = greedy_agglomeration(unit.weights(data)).labels
@@ -2016,7 +2019,7 @@ def consensus_greedy_blocks(unit, X, seed, effective=False):
     for cluster in held:
         members = np.fromiter(cluster, dtype=np.int64)
         labels[members] = members.min()
-    return labels
+    return labels, n_draws
 
 
 def _proud_pairs(pairwise, level):

@@ -207,7 +207,10 @@ class SparseFlatClustering(
         keys as ``ExactFlatClustering.calibration_``, and, when calibrated,
         ``"plain_map_joined"`` (whether the family spans a plain fit's MAP
         partition) and ``"plain_map_cap"`` (the beta to which joining it
-        lowered ``beta_``, or None).
+        lowered ``beta_``, or None); ``"n_bootstrap_draws"`` is the
+        number of columns each column resample behind the family's units
+        drew, where fewer than all (genes in correlated blocks with no
+        cluster structure found), else None.
     log_spanned_mass_lower_bound_ : float
         A certified lower bound on the natural log of the share of the full
         posterior's mass (over all Bell(N) partitions) that the spanned
@@ -321,6 +324,9 @@ class SparseFlatClustering(
                     energy, X, self.random_state,
                     lambda scaled, data: self._calibration_trellis(scaled, data, families),
                     lambda scaled: self._build_trellis(X, scaled))
+            # The units of X's family drew fewer columns on correlated genes.
+            self.calibration_["n_bootstrap_draws"] = families.get(
+                _data_key(X), (None, None, None))[2]
             if self.calibration_["method"] == "feature bootstrap":
                 energy, beta, trellis = self._join_plain_map(energy, X, trellis)
         else:
@@ -401,9 +407,9 @@ class SparseFlatClustering(
         # a permuted reference), keyed by its bytes.
         key = _data_key(X)
         if key not in families:
-            order, clusters, _ = _calibration_family(energy, X)
-            families[key] = order, SparseFlatTrellis(n_points).new_clusters(clusters)
-        order, fresh = families[key]
+            order, clusters, _, n_draws = _calibration_family(energy, X)
+            families[key] = order, SparseFlatTrellis(n_points).new_clusters(clusters), n_draws
+        order, fresh, _ = families[key]
         try:
             return self._family_trellis(energy, X, order, fresh)
         except TooManyStates:
@@ -454,7 +460,7 @@ class SparseFlatClustering(
         labels = self._build_trellis(X, energy)[0].map_labels()
         if calibrated.log_potential_of(labels) > -np.inf:
             return energy, energy.beta, calibrated
-        order, clusters, _ = _calibration_family(energy, X, labels)
+        order, clusters, _, _ = _calibration_family(energy, X, labels)
         joined = SparseFlatTrellis(len(X)).new_clusters(clusters)
         try:
             beta, trellis = beta_adding_no_confidence(
@@ -802,7 +808,7 @@ def _data_key(X):
 
 
 def _calibration_family(unit, X, map_labels=None):
-    """The calibration's family of clusters of X: (order, clusters, units).
+    """The calibration's family of clusters of X: (order, clusters, units, n_draws).
 
     A bisecting 2-means tree of X (``_bisecting_tree``) that never cuts a
     *unit*: the points of a cluster most of the greedy partitions of X and
@@ -841,10 +847,13 @@ def _calibration_family(unit, X, map_labels=None):
         The single points, the tree's clusters and the windows' unions.
     units : ndarray of shape (n_samples,)
         A label per point, shared by the points of a unit.
+    n_draws : int or None
+        The columns each of the units' resamples drew, where fewer than
+        all (``consensus_greedy_blocks``); else None.
     """
     n_points = len(X)
-    units = consensus_greedy_blocks(unit, X, int.from_bytes(_data_key(X)[:4], "little"),
-                                    effective=True)
+    units, n_draws = consensus_greedy_blocks(
+        unit, X, int.from_bytes(_data_key(X)[:4], "little"), effective=True)
     levels = units
     if map_labels is not None:
         # The common refinement of the partition and the consensus blocks.
@@ -856,7 +865,7 @@ def _calibration_family(unit, X, map_labels=None):
     order = _depth_first_leaves(merges, n_points)
     clusters = [np.array([i]) for i in range(n_points)]
     clusters += _tree_clusters(merges, n_points) + _window_clusters(order, units)
-    return order, clusters, units
+    return order, clusters, units, n_draws
 
 
 def _tree_clusters(merges, n_points):
