@@ -1735,6 +1735,10 @@ def test_effective_draws_are_never_as_many_as_the_columns(global_random_seed):
     X = correlated_blocks(12, 2, global_random_seed, n_features=10)
     groups = distinct_columns(X)
     assert len(groups) == MIN_FEATURES
-    draws, _ = effective_bootstrap_draws(X, groups, effective_n_features(X),
-                                         np.random.RandomState(global_random_seed))
+    n_effective = effective_n_features(X)
+    draws, p_value = effective_bootstrap_draws(X, groups, n_effective,
+                                               np.random.RandomState(global_random_seed))
+    # The branch named: few directions, and no structure found by the test.
+    from sktrellis._calibration import EFFECTIVE_SHARE, ROTATION_ALPHA
+    assert n_effective < EFFECTIVE_SHARE * len(groups) and p_value > ROTATION_ALPHA
     assert draws is None

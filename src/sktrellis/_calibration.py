@@ -681,8 +681,8 @@ def effective_bootstrap_draws(X, groups, n_effective, rng):
     confident on structureless data (``SparseTrellisClustering``: clusters
     of 3..39 points at 0.41-1.00 on 40 x 3000 genes in blocks,
     ``benchmarks/bench_correlated_genes.py``). Where the columns span fewer
-    than ``EFFECTIVE_SHARE`` of their number of independent directions
-    (``effective_n_features``) and X shows no more cluster structure than
+    independent directions (``effective_n_features``) than
+    ``EFFECTIVE_SHARE`` of their number (distinct columns) and X shows no more cluster structure than
     rotations of its samples (``rotation_pvalue`` above ``ROTATION_ALPHA``),
     a resample draws only ``n_effective`` of them (at least
     ``MIN_FEATURES``; the plain bootstrap where that is not fewer than the

@@ -140,9 +140,11 @@ class ExactFlatClustering(
         of its samples, which keep the columns' correlation) and
         ``null_reference`` ("permutation", or "permutation and rotation"
         where that test found no cluster structure and the cap was also
-        taken over 3 rotated references at level 0.3, so that correlated
+        taken over 6 rotated references at level 0.3, so that correlated
         columns do not pass for independent ones; see "Reading a
-        posterior", "Copies and correlated columns").
+        posterior", "Copies and correlated columns"); ``n_bootstrap_draws``
+        (None here: the sparse estimators' count of the columns each
+        resample drew, where fewer than all).
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: log p(X), the exact
         marginal likelihood of the data under the DP mixture.

@@ -130,7 +130,8 @@ class SparseTrellisClustering(
     ``log_spanned_mass_lower_bound_`` bounds the smallest family's share.
     Genes in correlated blocks vary less between column resamples than
     their few independent directions do, and the resamples' trees agree:
-    where the columns span fewer than half their number of directions and
+    where the columns span fewer independent directions than half their
+    number (distinct columns) and
     the rotation test finds no cluster structure, each resample draws only
     that many columns (``calibration_["n_bootstrap_draws"]``; structureless
     40 x 3000 genes in blocks: clusters at 0.41-1.00 before, 0.09-0.24

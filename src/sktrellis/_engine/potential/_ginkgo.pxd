@@ -175,6 +175,12 @@ cdef extern from *:
         double aux;
         uint64_t count;
     } sktrellis_ginkgo_split_record;
+    /* The AVX-512 row walks submasks and counts their points on byte
+       offsets (record size times the submask): exact only for a size that
+       is a power of two. */
+    _Static_assert((sizeof(sktrellis_ginkgo_split_record)
+                    & (sizeof(sktrellis_ginkgo_split_record) - 1)) == 0,
+                   "sktrellis_ginkgo_split_record's size must be a power of two");
 
     /* A level's size factors f_k(a), a = |A| (`f` of the rows): f_k(a) at
        a < SKTRELLIS_GINKGO_SIZE_FACTORS (up to 31 points, and the AVX2
@@ -610,7 +616,10 @@ cdef extern from *:
     /* Eight lanes on x86-64 with AVX-512 (F, DQ): the blocks of eight
        splits of rows of three or more free points, lanes (0, b1, b2,
        b1 | b2, b3, ...), the three lowest free points deposited in
-       increasing order; 32 registers hold the block without spills. */
+       increasing order; the block's values fit the 32 registers (gcc
+       still reloads a few constants and pointers from the stack each
+       block: removing such scalar work gained nothing, the loop being
+       bound by each block's chain). */
     #define SKTRELLIS_GINKGO_AVX512 1
     #define SKTRELLIS_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,fma")))
     /* 2**(j / 16), j = 0..7 and 8..15, the exps' table: one
@@ -764,9 +773,11 @@ cdef extern from *:
        eight are read from its lowest, c0 - q[7], up: c0 - q[k] = (c0 -
        q[7]) + q[7 - k], the same positive offsets as A's, taken in the
        other order (so that the same transpose gives the same lanes). This
-       keeps the loop's addresses in registers (it held 36 scalar
-       instructions of 124 a block, stack reloads among them; 3-4 % faster
-       at rows of 8 blocks once the chain was shorter, no change before). */
+       leaves one offset to advance a block (the address arithmetic held 36
+       scalar instructions of 124 a block; 3-4 % faster at rows of 8 blocks
+       once the chain was shorter, no change before). The walk and the
+       popcount on byte offsets need the record's size to be a power of
+       two (checked where the record is defined). */
     SKTRELLIS_AVX512 static int sktrellis_ginkgo_row_avx512(
             const sktrellis_ginkgo_split_record* rec, int with_count, uint32_t parent,
             uint32_t left_base, const uint32_t* q, uint32_t high, uint32_t* sub,
@@ -1091,8 +1102,9 @@ cdef extern from *:
         }
     }
 
-    /* Whether the outside passes take their AVX-512 forms: the processor
-       has them and the vector width allows eight lanes. */
+    /* Whether the AVX-512 forms are taken (the outside passes, and the
+       inside pass's massless-child terms): the processor has them and the
+       vector width allows eight lanes. */
     static inline int sktrellis_ginkgo_outside_wide(void) {
     #ifdef SKTRELLIS_GINKGO_AVX512
         return sktrellis_ginkgo_vector_width >= 8 && __builtin_cpu_supports("avx512f")
