@@ -1986,7 +1986,7 @@ def consensus_greedy_blocks(unit, X, seed, effective=False):
     seed : int
     effective : bool, default=False
         Whether the resamples draw ``effective_bootstrap_draws`` columns
-        (its rotation test seeded by ``seed``).
+        (its rotation test on a stream derived from ``seed``).
 
     Returns
     -------
@@ -2005,8 +2005,12 @@ def consensus_greedy_blocks(unit, X, seed, effective=False):
     # structureless points unless they draw as few columns as the genes'
     # independent directions (units of 3-5 points at N = 80, where no
     # reference was then humble at any beta; effective_bootstrap_draws).
+    # The test's rotations from a stream of their own: seeded alike, they
+    # would be drawn from the words the resamples' column indices are.
+    test_seed = np.random.SeedSequence(seed).generate_state(1)[0]
     n_draws = effective_bootstrap_draws(X, groups, effective_n_features(X),
-                                        np.random.RandomState(seed))[0] if effective else None
+                                        np.random.RandomState(test_seed))[0] \
+        if effective else None
     resamples = _bootstrap_columns(X, np.random.RandomState(seed), groups, n_draws)
     counts = {}
     for data in [X] + [next(resamples) for _ in range(MIN_BOOTSTRAP)]:
