@@ -325,10 +325,10 @@ class SparseFlatClustering(
                     lambda scaled, data: self._calibration_trellis(scaled, data, families),
                     lambda scaled: self._build_trellis(X, scaled))
             # The units of X's family drew fewer columns on correlated genes.
-            self.calibration_["n_bootstrap_draws"] = families.get(
-                _data_key(X), (None, None, None))[2]
+            consensus = families.get(_data_key(X), (None, None, None))[2]
+            self.calibration_["n_bootstrap_draws"] = None if consensus is None else consensus[1]
             if self.calibration_["method"] == "feature bootstrap":
-                energy, beta, trellis = self._join_plain_map(energy, X, trellis)
+                energy, beta, trellis = self._join_plain_map(energy, X, trellis, consensus)
         else:
             energy, beta, self.calibration_ = uncalibrated_energy(
                 energy, X,
@@ -407,8 +407,9 @@ class SparseFlatClustering(
         # a permuted reference), keyed by its bytes.
         key = _data_key(X)
         if key not in families:
-            order, clusters, _, n_draws = _calibration_family(energy, X)
-            families[key] = order, SparseFlatTrellis(n_points).new_clusters(clusters), n_draws
+            order, clusters, units, n_draws = _calibration_family(energy, X)
+            families[key] = (order, SparseFlatTrellis(n_points).new_clusters(clusters),
+                             (units, n_draws))
         order, fresh, _ = families[key]
         try:
             return self._family_trellis(energy, X, order, fresh)
@@ -431,7 +432,7 @@ class SparseFlatClustering(
         trellis.solve(order, self.max_states)
         return trellis
 
-    def _join_plain_map(self, energy, X, calibrated):
+    def _join_plain_map(self, energy, X, calibrated, consensus):
         """Add a plain fit's MAP partition to the calibrated family of X, adding no confidence.
 
         The calibrated family is not grown around its MAP: on noise a plain
@@ -450,6 +451,8 @@ class SparseFlatClustering(
         posterior (``beta_adding_no_confidence``): joining the MAP moves
         the MAP, not the confidence. At 0.5 alone the join took three
         noise points from 0.26-0.29 to up to 0.47 (N = 40).
+        ``consensus`` is X's consensus units and their draws as the
+        calibration's family found them (None: found again).
         Returns (energy, beta, trellis) and records in ``calibration_``
         whether the MAP is spanned (``"plain_map_joined"``; False when the
         family with it passes ``max_states`` or adds a confident triple at
@@ -460,7 +463,7 @@ class SparseFlatClustering(
         labels = self._build_trellis(X, energy)[0].map_labels()
         if calibrated.log_potential_of(labels) > -np.inf:
             return energy, energy.beta, calibrated
-        order, clusters, _, _ = _calibration_family(energy, X, labels)
+        order, clusters, _, _ = _calibration_family(energy, X, labels, consensus)
         joined = SparseFlatTrellis(len(X)).new_clusters(clusters)
         try:
             beta, trellis = beta_adding_no_confidence(
@@ -807,7 +810,7 @@ def _data_key(X):
     return hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest()
 
 
-def _calibration_family(unit, X, map_labels=None):
+def _calibration_family(unit, X, map_labels=None, consensus=None):
     """The calibration's family of clusters of X: (order, clusters, units, n_draws).
 
     A bisecting 2-means tree of X (``_bisecting_tree``) that never cuts a
@@ -838,6 +841,10 @@ def _calibration_family(unit, X, map_labels=None):
         An energy with ``weights`` (any numeric beta).
     X : ndarray of shape (n_samples, n_features)
     map_labels : ndarray of shape (n_samples,) or None, default=None
+    consensus : tuple or None, default=None
+        ``consensus_greedy_blocks``'s (labels, n_draws) for X, when known
+        (they do not depend on beta: its rotation test costs 1-15 s at
+        N = 120-200).
 
     Returns
     -------
@@ -853,7 +860,8 @@ def _calibration_family(unit, X, map_labels=None):
     """
     n_points = len(X)
     units, n_draws = consensus_greedy_blocks(
-        unit, X, int.from_bytes(_data_key(X)[:4], "little"), effective=True)
+        unit, X, int.from_bytes(_data_key(X)[:4], "little"), effective=True) \
+        if consensus is None else consensus
     levels = units
     if map_labels is not None:
         # The common refinement of the partition and the consensus blocks.
