@@ -670,9 +670,9 @@ def test_joining_the_plain_map_adds_no_triple_above_the_references_level(monkeyp
 
     join, before = sparse_flat.SparseFlatClustering._join_plain_map, {}
 
-    def recording(self, energy, X, calibrated):
+    def recording(self, energy, X, calibrated, consensus):
         before["pairwise"] = calibrated.pairwise_probability()
-        return join(self, energy, X, calibrated)
+        return join(self, energy, X, calibrated, consensus)
 
     monkeypatch.setattr(sparse_flat.SparseFlatClustering, "_join_plain_map", recording)
     model = SparseFlatClustering(random_state=8).fit(
