@@ -124,27 +124,15 @@ class ExactFlatClustering(
         ``n_reference_fits`` and ``n_resamples``; "fixed" for a numeric
         beta;
         "uncalibrated" when ``beta="auto"`` found nothing to calibrate
-        against and means 1, with a warning), ``n_effective_features``
-        (duplicated or correlated columns counted once, see "Reading a
-        posterior"), ``n_resamples`` (bootstrap resamples drawn),
-        ``reason`` (why uncalibrated, else None), and the reference-null
-        cap on the bootstrap's beta (None when uncalibrated): ``null_cap`` (the largest beta at
-        which the posterior over X with its columns permuted gives nothing
-        more than ``null_level``, the smallest over ``n_reference_draws``
-        permutations; sought only up to the bootstrap's beta, so equal
-        to it when the cap does not bind; None when a permuted posterior
-        supports something at every beta), ``null_cap_bound`` (whether it
-        lowered beta_), ``null_level``, ``n_reference_draws`` and
-        ``n_reference_fits`` (posteriors fitted over references: the cap's
-        cost), ``rotation_p_value`` (a test of X against random rotations
-        of its samples, which keep the columns' correlation) and
-        ``null_reference`` ("permutation", or "permutation and rotation"
-        where that test found no cluster structure and the cap was also
-        taken over 6 rotated references at level 0.3, so that correlated
-        columns do not pass for independent ones; see "Reading a
-        posterior", "Copies and correlated columns"); ``n_bootstrap_draws``
-        (None here: the sparse estimators' count of the columns each
-        resample drew, where fewer than all).
+        against and means 1, with a warning), and the keys of the feature
+        bootstrap and of its reference-null cap as
+        ``ExactHierarchicalClustering.calibration_`` documents them
+        (``n_effective_features``, ``n_resamples``, ``reason``,
+        ``null_cap``, ``null_cap_bound``, ``null_level``,
+        ``n_reference_draws``, ``n_reference_fits``, ``rotation_p_value``,
+        ``null_reference``, ``n_bootstrap_draws``), the posteriors being
+        over partitions: the cap holds three points together, rather than a
+        cluster, to ``null_level``.
     log_evidence_ : float
         Only with a ``DirichletProcessMixture`` energy: log p(X), the exact
         marginal likelihood of the data under the DP mixture.
