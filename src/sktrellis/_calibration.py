@@ -1548,7 +1548,10 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         Whether each bootstrap resample draws only
         ``effective_bootstrap_draws`` columns: for an estimator with no
         reference-null cap, whose bootstrap alone sets how confident it is
-        (``SparseTrellisClustering``), on genes in correlated blocks.
+        (``SparseTrellisClustering``), on genes in correlated blocks. Not
+        with ``rotated_references``: its test's p-value (19 rotations)
+        would then decide the cap's references in place of the cap's own
+        test (99).
 
     Returns
     -------
