@@ -1602,13 +1602,17 @@ def test_the_record_names_the_references_of_the_cap(offset, global_random_seed):
     Three points shifted by 4 standard deviations in 40 features are a
     structure no rotation of 7 samples shows (p = 0.01, the smallest).
     """
-    from sktrellis._calibration import N_ROTATION_REFERENCES, ROTATION_ALPHA
+    from sktrellis._calibration import (
+        N_ROTATED_REFERENCE_DRAWS, N_ROTATION_REFERENCES, ROTATION_ALPHA,
+    )
     X = noise(7, global_random_seed, n_features=40)
     X[:3] += offset
     calibration = ExactFlatClustering(verbose=0).fit(X).calibration_
     rotated = calibration["rotation_p_value"] > ROTATION_ALPHA
     assert calibration["null_reference"] == (
         "permutation and rotation" if rotated else "permutation")
+    assert calibration["n_reference_draws"] == (
+        N_REFERENCE_DRAWS + N_ROTATED_REFERENCE_DRAWS * rotated)
     if offset:
         assert calibration["rotation_p_value"] == 1 / (1 + N_ROTATION_REFERENCES)
 

@@ -1617,7 +1617,7 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
         # 12 x 3000 block noise). Unless X shows more cluster structure than
         # rotations of its samples, references that keep the correlation cap
         # beta too (``benchmarks/bench_correlated_genes.py``).
-        plan["null_reference"] = "permutation"
+        plan["null_reference"], plan["n_reference_draws"] = "permutation", N_REFERENCE_DRAWS
         if rotated_references and plan["rotation_p_value"] is None:
             plan["rotation_p_value"] = rotation_pvalue(X, reference_rng)
         if rotated_references and plan["rotation_p_value"] > ROTATION_ALPHA and cap is not None:
@@ -1627,7 +1627,8 @@ def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,
                                                     make_reference=rotation_reference,
                                                     n_draws=N_ROTATED_REFERENCE_DRAWS)
             n_fits += rotation_fits
-        plan.update(null_level=NULL_LEVEL, n_reference_draws=N_REFERENCE_DRAWS, null_cap=cap,
+            plan["n_reference_draws"] += N_ROTATED_REFERENCE_DRAWS
+        plan.update(null_level=NULL_LEVEL, null_cap=cap,
                     null_cap_bound=cap is not None and cap < beta, n_reference_fits=n_fits)
         if plan["null_cap_bound"]:
             beta = cap

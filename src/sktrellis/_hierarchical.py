@@ -146,8 +146,9 @@ class ExactHierarchicalClustering(
         ``reason`` (why uncalibrated, else None), and the reference-null
         cap on the bootstrap's beta (None when uncalibrated): ``null_cap`` (the largest beta at
         which the posterior over X with its columns permuted gives nothing
-        more than ``null_level``, the smallest over ``n_reference_draws``
-        permutations; sought only up to the bootstrap's beta, so equal
+        more than ``null_level``, the smallest over the
+        ``n_reference_draws`` references: 3 permutations, plus 6 rotations
+        where ``null_reference`` names them; sought only up to the bootstrap's beta, so equal
         to it when the cap does not bind; None when a permuted posterior
         supports something at every beta), ``null_cap_bound`` (whether it
         lowered beta_), ``null_level``, ``n_reference_draws`` and
