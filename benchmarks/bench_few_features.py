@@ -1459,7 +1459,8 @@ def flat_candidates_table(n_seeds, n_resamples):
 
 
 def span_whitener(covariance):
-    """The map to coordinates whitened by ``covariance``, in its span (copies of a column count once)."""
+    """The map to coordinates whitened by ``covariance``, in its span (copies of a column
+    count once)."""
     values, vectors = np.linalg.eigh(np.atleast_2d(covariance))
     keep = values > values.max() * 1e-10
     return vectors[:, keep] / np.sqrt(values[keep])
@@ -1886,8 +1887,8 @@ def main():
                         help="partition tables (flat-*): only the regimes containing one of "
                              "these strings, e.g. 'noise, 18' iris")
     parser.add_argument("--first-seed", type=int, default=0,
-                        help="first seed of iris-trees, mixture-trees, flat-iris and flat-iris-betas "
-                             "(to split a run)")
+                        help="first seed of iris-trees, mixture-trees, flat-iris, "
+                             "flat-iris-betas and flat-energies (to split a run)")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
