@@ -85,6 +85,10 @@ temperature:
   the degree null of modularity instead of their mean (``degrees``); on
   iris also SigClust's test on versicolor and virginica alone and the
   posterior of a DPM told the species' own covariance;
+- ``iris-split-evidence``: whether versicolor and virginica are two groups
+  by evidence without labels: SigClust's test on the two species alone
+  (6-50 flowers each) and a full-covariance Gaussian mixture's BIC on all
+  150 flowers;
 - ``iris-trees``: trees, the default ``beta="auto"`` per iris subsample
   of 18 flowers (6 a class, the issue's size): setosa's support, and
   versicolor's and virginica's as information (``--first-seed`` splits
@@ -132,6 +136,7 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 30 --only flat-evidence
     python benchmarks/bench_few_features.py --seeds 5 --first-seed 5 --only flat-energies \
         --regimes "iris raw"
+    python benchmarks/bench_few_features.py --only iris-split-evidence
     python benchmarks/bench_few_features.py --seeds 30 --only weak-regimes
     python benchmarks/bench_few_features.py --seeds 30 --only null-rank [--regimes iris]
     python benchmarks/bench_few_features.py --seeds 30 --only test-power [--regimes iris]
@@ -1638,6 +1643,32 @@ def flat_energies_table(seeds, regimes, names=tuple(FLAT_ENERGIES)):
                   f"{oracle[:, 2].min():.2f}-{oracle[:, 2].max():.2f}", flush=True)
 
 
+def iris_split_evidence(per_class=(6, 10, 15, 25, 50), n_subsamples=10):
+    """Whether iris' versicolor and virginica are two groups by evidence a method without
+    labels sees: SigClust's test (the calibration's, k = 2) on the two species alone at
+    ``per_class`` flowers each (``n_subsamples`` draws; one at all 50), and the BIC of
+    scikit-learn's full-covariance Gaussian mixture at K = 1..5 on all 150 flowers."""
+    from sklearn.mixture import GaussianMixture
+
+    X_all, y_all = load_iris(return_X_y=True)
+    for size in per_class:
+        p_values = []
+        for seed in range(1 if size == 50 else n_subsamples):
+            pick = np.random.RandomState(seed)
+            idx = np.concatenate([pick.choice(np.flatnonzero(y_all == k), size, replace=False)
+                                  for k in (1, 2)])
+            p_values.append(calibration.structure_pvalue(
+                X_all[idx], np.random.RandomState(seed), y_all[idx])[0])
+        print(f"versicolor + virginica, {size:>2} flowers each: SigClust k = 2, p "
+              f"{min(p_values):.2f}-{max(p_values):.2f}, at most 0.05 in "
+              f"{np.sum(np.array(p_values) <= 0.05)}/{len(p_values)}", flush=True)
+    bics = [GaussianMixture(k, covariance_type="full", n_init=10, random_state=0)
+            .fit(X_all).bic(X_all) for k in range(1, 6)]
+    print("all 150 flowers, full-covariance Gaussian mixture, BIC at K = 1..5: "
+          + ", ".join(f"{bic:.1f}" for bic in bics) + f" (best K = {np.argmin(bics) + 1})",
+          flush=True)
+
+
 def iris_trees_table(n_seeds, n_per_class=6, first_seed=0):
     """Trees: ``ExactHierarchicalClustering()``'s default on iris subsamples, per seed.
 
@@ -1931,6 +1962,8 @@ def main():
         flat_energies_table(iris_seeds, [regime for regime in FLAT_REGIMES + (
             "iris raw", "iris std") if regime not in FLAT_EXTRA_REGIMES and (
                 not args.regimes or any(part in regime for part in args.regimes))])
+    if "iris-split-evidence" in args.only:
+        iris_split_evidence()
     if "weak-regimes" in args.only:
         weak_regimes_table(args.seeds)
     if "iris-diagnosis" in args.only:
