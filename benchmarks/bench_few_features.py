@@ -82,7 +82,10 @@ temperature:
   the MAP partition iterated to a fixed point (``within``) or of the
   planted groups / species themselves (``oracle within``), self-tuning
   local kernel widths (``local scale``), and the similarities centred by
-  the degree null of modularity instead of their mean (``degrees``); on
+  the degree null of modularity instead of their mean (``degrees``), and
+  two likelihood models that need no temperature (``DPM``: the default
+  ``DirichletProcessMixture()``; ``DPM, MAP within``: its prior scale the
+  pooled within covariance of the default's MAP partition); on
   iris also SigClust's test on versicolor and virginica alone and the
   posterior of a DPM told the species' own covariance;
 - ``iris-split-evidence``: whether versicolor and virginica are two groups
@@ -136,6 +139,8 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 30 --only flat-evidence
     python benchmarks/bench_few_features.py --seeds 5 --first-seed 5 --only flat-energies \
         --regimes "iris raw"
+    python benchmarks/bench_few_features.py --seeds 10 --only flat-energies --energies DPM \
+        "DPM, MAP within"
     python benchmarks/bench_few_features.py --only iris-split-evidence
     python benchmarks/bench_few_features.py --seeds 30 --only weak-regimes
     python benchmarks/bench_few_features.py --seeds 30 --only null-rank [--regimes iris]
@@ -1548,6 +1553,21 @@ FLAT_ENERGIES = {
 }
 
 
+
+def map_within_dpm(X):
+    """``DirichletProcessMixture()`` with the pooled within-cluster covariance of the default
+    energy's MAP partition as its prior scale (None where that covariance is singular)."""
+    covariance = calibration.within_covariance(X, calibration.correlation_map_labels(X))
+    if np.linalg.eigvalsh(covariance).min() <= 1e-10 * np.trace(covariance):
+        return None
+    return DirichletProcessMixture(covariance_prior=covariance)
+
+
+#: Likelihood models whose posterior needs no temperature, fitted as they are: X -> the energy
+#: (None: not defined on X).
+LIKELIHOOD_MODELS = {"DPM": lambda X: DirichletProcessMixture(), "DPM, MAP within": map_within_dpm}
+
+
 def candidate_energy_posterior(X, y, name):
     """The default calibration ("test, then temper", its streams) with a candidate's weights.
 
@@ -1572,7 +1592,7 @@ def candidate_energy_posterior(X, y, name):
     return pairwise_at(beta), record
 
 
-def flat_energies_table(seeds, regimes, names=tuple(FLAT_ENERGIES)):
+def flat_energies_table(seeds, regimes, names=tuple(FLAT_ENERGIES) + tuple(LIKELIHOOD_MODELS)):
     """Partitions, few features: candidate energies under the default calibration, two-sided.
 
     Every flat regime: noise fails where three points all co-cluster above
@@ -1584,6 +1604,9 @@ def flat_energies_table(seeds, regimes, names=tuple(FLAT_ENERGIES)):
     and virginica flowers alone, and the posterior of a likelihood model
     told the species' own within covariance (``DirichletProcessMixture``,
     full covariances, prior scale the pooled within-species covariance).
+    Beside them, ``LIKELIHOOD_MODELS``' own posteriors (no test, no beta);
+    on noise the probability that three points share a cluster other than
+    the whole set (one cluster is no structure).
     """
     print(f"\npartitions, few features: candidate energies under test, then temper; seeds "
           f"{seeds[0]}..{seeds[-1]}")
@@ -1596,8 +1619,24 @@ def flat_energies_table(seeds, regimes, names=tuple(FLAT_ENERGIES)):
             for name in names:
                 if name == "oracle within" and y is None:
                     continue
-                pairwise, record = candidate_energy_posterior(X, y, name)
-                significant = record["branch"] == "mixture bootstrap"
+                if name in LIKELIHOOD_MODELS:
+                    energy = LIKELIHOOD_MODELS[name](X)
+                    if energy is None:
+                        continue
+                    model = ExactFlatClustering(energy, verbose=0).fit(X)
+                    pairwise, significant = model.pairwise_probability_, np.nan
+                    if y is None:
+                        # A model's posterior may say "one cluster" on noise, which
+                        # is no structure: three points together in a cluster other
+                        # than the whole set (``flat-candidates``' "dpm posterior").
+                        rows[name].append((max(
+                            model.together_probability(triple) for triple in
+                            itertools.combinations(range(len(X)), 3))
+                            - model.n_clusters_probability_[1], significant))
+                        continue
+                else:
+                    pairwise, record = candidate_energy_posterior(X, y, name)
+                    significant = record["branch"] == "mixture bootstrap"
                 if y is None:
                     rows[name].append((calibration.largest_together(pairwise), significant))
                 elif iris:
@@ -1608,7 +1647,9 @@ def flat_energies_table(seeds, regimes, names=tuple(FLAT_ENERGIES)):
             values = np.array(rows[name])
             if not len(values):
                 continue
-            head = f"{regime:>28} {name:>13} significant {int(values[:, -1].sum()):>2}/{len(seeds)}"
+            tested = ("  -" if np.isnan(values[0, -1]) else f"{int(values[:, -1].sum()):>2}/"
+                      f"{len(values)}")
+            head = f"{regime:>28} {name:>15} significant {tested}"
             if iris:
                 print(f"{head}: setosa < 0.9 {np.sum(values[:, 0] < 0.9):>2}, v~v pair > 0.75 "
                       f"{np.sum(values[:, 3] > 0.75):>2}, v~v mean > 0.5 "
@@ -1920,6 +1961,8 @@ def main():
     parser.add_argument("--first-seed", type=int, default=0,
                         help="first seed of iris-trees, mixture-trees, flat-iris, "
                              "flat-iris-betas and flat-energies (to split a run)")
+    parser.add_argument("--energies", nargs="*", default=None,
+                        help="flat-energies: only these candidates (default all)")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
@@ -1961,7 +2004,8 @@ def main():
     if "flat-energies" in args.only:
         flat_energies_table(iris_seeds, [regime for regime in FLAT_REGIMES + (
             "iris raw", "iris std") if regime not in FLAT_EXTRA_REGIMES and (
-                not args.regimes or any(part in regime for part in args.regimes))])
+                not args.regimes or any(part in regime for part in args.regimes))],
+            *([tuple(args.energies)] if args.energies else []))
     if "iris-split-evidence" in args.only:
         iris_split_evidence()
     if "weak-regimes" in args.only:
