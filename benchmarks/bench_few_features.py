@@ -74,6 +74,24 @@ temperature:
   and behind the test; and the DPM's own posterior (``dpm posterior``: on
   noise P(three points share a block other than the whole set), with
   P(K = 1) beside it);
+- ``flat-energies``: partitions, candidate energies of the few-feature
+  flat path under the default calibration (its test, mixture bootstrap
+  and streams), two-sided over every flat regime and iris (18 flowers,
+  raw and standardised): the default, distances whitened by X's
+  covariance (``sphered``), by the pooled within-cluster covariance of
+  the MAP partition iterated to a fixed point (``within``) or of the
+  planted groups / species themselves (``oracle within``), self-tuning
+  local kernel widths (``local scale``), and the similarities centred by
+  the degree null of modularity instead of their mean (``degrees``), and
+  two likelihood models that need no temperature (``DPM``: the default
+  ``DirichletProcessMixture()``; ``DPM, MAP within``: its prior scale the
+  pooled within covariance of the default's MAP partition); on
+  iris also SigClust's test on versicolor and virginica alone and the
+  posterior of a DPM told the species' own covariance;
+- ``iris-split-evidence``: whether versicolor and virginica are two groups
+  by evidence without labels: SigClust's test on the two species alone
+  (6-50 flowers each) and a full-covariance Gaussian mixture's BIC on all
+  150 flowers;
 - ``iris-trees``: trees, the default ``beta="auto"`` per iris subsample
   of 18 flowers (6 a class, the issue's size): setosa's support, and
   versicolor's and virginica's as information (``--first-seed`` splits
@@ -119,6 +137,11 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 8 --first-seed 0 --only flat-iris --regimes raw
     python benchmarks/bench_few_features.py --seeds 10 --only flat-iris-betas
     python benchmarks/bench_few_features.py --seeds 30 --only flat-evidence
+    python benchmarks/bench_few_features.py --seeds 5 --first-seed 5 --only flat-energies \
+        --regimes "iris raw"
+    python benchmarks/bench_few_features.py --seeds 10 --only flat-energies --energies DPM \
+        "DPM, MAP within"
+    python benchmarks/bench_few_features.py --only iris-split-evidence
     python benchmarks/bench_few_features.py --seeds 30 --only weak-regimes
     python benchmarks/bench_few_features.py --seeds 30 --only null-rank [--regimes iris]
     python benchmarks/bench_few_features.py --seeds 30 --only test-power [--regimes iris]
@@ -132,14 +155,14 @@ import time
 import warnings
 
 import numpy as np
-from scipy.spatial.distance import pdist
+from scipy.spatial.distance import pdist, squareform
 from sklearn.base import clone
 from sklearn.datasets import load_iris
 
 from sktrellis import ExactFlatClustering, ExactHierarchicalClustering
 from sktrellis import _calibration as calibration
 from sktrellis._engine.tree.conversion import masks_from_merges
-from sktrellis._engine.trellis.flat_trellis import map_partition
+from sktrellis._engine.trellis.flat_trellis import FlatTrellis, map_partition
 from sktrellis.energies import (CorrelationClustering, Dasgupta, DirichletProcessMixture,
                                 SplitEnergy, subset_pair_sums, subset_sums)
 
@@ -1444,6 +1467,249 @@ def flat_candidates_table(n_seeds, n_resamples):
         print(f"{regime:>28} " + " ".join(f"{cell:>14}" for cell in cells), flush=True)
 
 
+
+def span_whitener(covariance):
+    """The map to coordinates whitened by ``covariance``, in its span (copies of a column
+    count once)."""
+    values, vectors = np.linalg.eigh(np.atleast_2d(covariance))
+    keep = values > values.max() * 1e-10
+    return vectors[:, keep] / np.sqrt(values[keep])
+
+
+def centred_exponential(points, gamma, centre="mean"):
+    """Signed weights exp(-gamma ||x_i - x_j||) centred by their mean over all pairs
+    (``"mean"``, the default energy's) or by the degree null d_i d_j / sum d (``"degrees"``,
+    modularity's, Newman 2006); gamma a number or an (n, n) matrix of widths."""
+    similarities = np.exp(-gamma * squareform(pdist(points)))
+    np.fill_diagonal(similarities, 0.0)
+    if centre == "mean":
+        n_points = len(points)
+        weights = similarities - similarities.sum() / (n_points * (n_points - 1))
+    else:
+        degrees = similarities.sum(axis=1)
+        weights = similarities - np.outer(degrees, degrees) / degrees.sum()
+    np.fill_diagonal(weights, 0.0)
+    return weights
+
+
+def _map_of_weights(weights):
+    return np.asarray(map_partition(subset_pair_sums(weights))[0])
+
+
+def default_weights(data, _):
+    """The default energy at X's kernel width (``calibrate_few_feature_partitions``' own)."""
+    return calibration._unit_loss(calibration._at_kernel_width(CorrelationClustering(),
+                                                               data)).weights
+
+
+def whitened_weights(transform):
+    """The default's weights on data mapped by ``transform``, at the mapped X's median width."""
+    def of_data(data):
+        gamma = 1.0 / np.median(pdist(data @ transform))
+        return lambda points: centred_exponential(points @ transform, gamma)
+    return of_data
+
+
+def within_weights(data, _, max_rounds=20):
+    """Distances whitened by the pooled within-cluster covariance of the MAP partition,
+    iterated from the default's MAP partition until the partition repeats (adaptive metric)."""
+    labels = _map_of_weights(default_weights(data, None)(data))
+    for _ in range(max_rounds):
+        weights_of = whitened_weights(span_whitener(calibration.within_covariance(data, labels)))(
+            data)
+        new = _map_of_weights(weights_of(data))
+        if np.array_equal(calibration.co_clustering(new), calibration.co_clustering(labels)):
+            break
+        labels = new
+    return weights_of
+
+
+def local_scale_weights(data, _):
+    """Self-tuning widths (Zelnik-Manor & Perona 2004): exp(-d_ij / sqrt(s_i s_j)), s_i the
+    distance to the round(sqrt(N))-th neighbour (of the points at hand), mean-centred."""
+    def weights_of(points):
+        distances = squareform(pdist(points))
+        scale = np.sort(distances, axis=1)[:, max(2, int(round(np.sqrt(len(points)))))]
+        return centred_exponential(points, 1.0 / np.sqrt(np.outer(scale, scale)))
+    return weights_of
+
+
+def degree_weights(data, _):
+    """X's kernel width, centred by the degree null (modularity's) instead of the mean."""
+    gamma = 1.0 / np.median(pdist(data))
+    return lambda points: centred_exponential(points, gamma, "degrees")
+
+
+#: Candidate energies of the few-feature flat path: data (X near unit scale), labels (the
+#: planted groups or species, for the oracle only) -> the weights of any points at X's width.
+FLAT_ENERGIES = {
+    "default": default_weights,
+    "sphered": lambda data, _: whitened_weights(span_whitener(np.cov(data.T)))(data),
+    "within": within_weights,
+    "oracle within": lambda data, y: whitened_weights(
+        span_whitener(calibration.within_covariance(data, y)))(data),
+    "local scale": local_scale_weights,
+    "degrees": degree_weights,
+}
+
+
+
+def map_within_dpm(X):
+    """``DirichletProcessMixture()`` with the pooled within-cluster covariance of the default
+    energy's MAP partition as its prior scale (None where that covariance is singular)."""
+    covariance = calibration.within_covariance(X, calibration.correlation_map_labels(X))
+    if np.linalg.eigvalsh(covariance).min() <= 1e-10 * np.trace(covariance):
+        return None
+    return DirichletProcessMixture(covariance_prior=covariance)
+
+
+#: Likelihood models whose posterior needs no temperature, fitted as they are: X -> the energy
+#: (None: not defined on X).
+LIKELIHOOD_MODELS = {"DPM": lambda X: DirichletProcessMixture(), "DPM, MAP within": map_within_dpm}
+
+
+def candidate_energy_posterior(X, y, name):
+    """The default calibration ("test, then temper", its streams) with a candidate's weights.
+
+    Returns the co-clustering at the chosen beta and the calibration's record.
+    """
+    data = calibration._near_unit_scale(CorrelationClustering(), X)
+    weights_of = FLAT_ENERGIES[name](data, y)
+    table = subset_pair_sums(weights_of(data))
+    fitted = {}
+
+    def pairwise_at(beta):
+        if beta not in fitted:
+            fitted[beta] = FlatTrellis(beta * table).pairwise_probability()
+        return fitted[beta]
+
+    def map_labels_of(points):
+        return _map_of_weights(weights_of(points))
+
+    test_rng, bootstrap_rng, _ = calibration._rngs(None)
+    beta, record = calibration.tested_mixture_beta(pairwise_at, data, map_labels_of(data),
+                                                   map_labels_of, test_rng, bootstrap_rng)
+    return pairwise_at(beta), record
+
+
+def flat_energies_table(seeds, regimes, names=tuple(FLAT_ENERGIES) + tuple(LIKELIHOOD_MODELS)):
+    """Partitions, few features: candidate energies under the default calibration, two-sided.
+
+    Every flat regime: noise fails where three points all co-cluster above
+    0.5; planted groups where a group's weakest pair is below 0.9. Iris (18
+    flowers, raw and standardised): setosa's weakest pair below 0.9, a
+    versicolor-virginica pair above 0.75, their mean pair above 0.5, and
+    versicolor's and virginica's weakest pairs at 0.5 or more. Then what the
+    data allow at this size: SigClust's test (k = 2) on the 12 versicolor
+    and virginica flowers alone, and the posterior of a likelihood model
+    told the species' own within covariance (``DirichletProcessMixture``,
+    full covariances, prior scale the pooled within-species covariance).
+    Beside them, ``LIKELIHOOD_MODELS``' own posteriors (no test, no beta);
+    on noise the probability that three points share a cluster other than
+    the whole set (one cluster is no structure).
+    """
+    print(f"\npartitions, few features: candidate energies under test, then temper; seeds "
+          f"{seeds[0]}..{seeds[-1]}")
+    for regime in regimes:
+        iris = regime.startswith("iris")
+        rows = {name: [] for name in names}
+        for seed in seeds:
+            X, y = (iris_flowers(seed, regime.endswith("std")) if iris
+                    else flat_regime_data(regime, seed))
+            for name in names:
+                if name == "oracle within" and y is None:
+                    continue
+                if name in LIKELIHOOD_MODELS:
+                    energy = LIKELIHOOD_MODELS[name](X)
+                    if energy is None:
+                        continue
+                    model = ExactFlatClustering(energy, verbose=0).fit(X)
+                    pairwise, significant = model.pairwise_probability_, np.nan
+                    if y is None:
+                        # A model's posterior may say "one cluster" on noise, which
+                        # is no structure: three points together in a cluster other
+                        # than the whole set (``flat-candidates``' "dpm posterior").
+                        rows[name].append((max(
+                            model.together_probability(triple) for triple in
+                            itertools.combinations(range(len(X)), 3))
+                            - model.n_clusters_probability_[1], significant))
+                        continue
+                else:
+                    pairwise, record = candidate_energy_posterior(X, y, name)
+                    significant = record["branch"] == "mixture bootstrap"
+                if y is None:
+                    rows[name].append((calibration.largest_together(pairwise), significant))
+                elif iris:
+                    rows[name].append((*species_supports(pairwise, y), significant))
+                else:
+                    rows[name].append((within_group(pairwise, y), significant))
+        for name in names:
+            values = np.array(rows[name])
+            if not len(values):
+                continue
+            tested = ("  -" if np.isnan(values[0, -1]) else f"{int(values[:, -1].sum()):>2}/"
+                      f"{len(values)}")
+            head = f"{regime:>28} {name:>15} significant {tested}"
+            if iris:
+                print(f"{head}: setosa < 0.9 {np.sum(values[:, 0] < 0.9):>2}, v~v pair > 0.75 "
+                      f"{np.sum(values[:, 3] > 0.75):>2}, v~v mean > 0.5 "
+                      f"{np.sum(values[:, 4] > 0.5):>2} (median {np.median(values[:, 4]):.2f}), "
+                      f"versicolor / virginica >= 0.5 {np.sum(values[:, 1] >= 0.5):>2} / "
+                      f"{np.sum(values[:, 2] >= 0.5):>2}", flush=True)
+            elif regime.startswith(("noise", "copies")):
+                print(f"{head}: fail {np.sum(values[:, 0] > 0.5):>2} (worst "
+                      f"{values[:, 0].max():.2f})", flush=True)
+            else:
+                print(f"{head}: fail {np.sum(values[:, 0] < 0.9):>2} (worst "
+                      f"{values[:, 0].min():.2f})", flush=True)
+        if iris:
+            p_values, oracle = [], []
+            for seed in seeds:
+                X, y = iris_flowers(seed, regime.endswith("std"))
+                pair = y > 0
+                p_values.append(calibration.structure_pvalue(
+                    X[pair], np.random.RandomState(seed), y[pair])[0])
+                model = ExactFlatClustering(DirichletProcessMixture(
+                    covariance_prior=calibration.within_covariance(X, y)), verbose=0).fit(X)
+                oracle.append(species_supports(model.pairwise_probability_, y))
+            oracle = np.array(oracle)
+            print(f"{regime:>28} versicolor + virginica alone, SigClust k = 2: p "
+                  f"{min(p_values):.2f}-{max(p_values):.2f} (at most 0.05 in "
+                  f"{np.sum(np.array(p_values) <= 0.05)}); DPM told the species' covariance: "
+                  f"setosa < 0.9 {np.sum(oracle[:, 0] < 0.9)}, v~v pair > 0.75 "
+                  f"{np.sum(oracle[:, 3] > 0.75)} ({oracle[:, 3].min():.2f}-"
+                  f"{oracle[:, 3].max():.2f}), mean {oracle[:, 4].min():.2f}-"
+                  f"{oracle[:, 4].max():.2f}, versicolor / virginica weakest pair "
+                  f"{oracle[:, 1].min():.2f}-{oracle[:, 1].max():.2f} / "
+                  f"{oracle[:, 2].min():.2f}-{oracle[:, 2].max():.2f}", flush=True)
+
+
+def iris_split_evidence(per_class=(6, 10, 15, 25, 50), n_subsamples=10):
+    """Whether iris' versicolor and virginica are two groups by evidence a method without
+    labels sees: SigClust's test (the calibration's, k = 2) on the two species alone at
+    ``per_class`` flowers each (``n_subsamples`` draws; one at all 50), and the BIC of
+    scikit-learn's full-covariance Gaussian mixture at K = 1..5 on all 150 flowers."""
+    from sklearn.mixture import GaussianMixture
+
+    X_all, y_all = load_iris(return_X_y=True)
+    for size in per_class:
+        p_values = []
+        for seed in range(1 if size == 50 else n_subsamples):
+            pick = np.random.RandomState(seed)
+            idx = np.concatenate([pick.choice(np.flatnonzero(y_all == k), size, replace=False)
+                                  for k in (1, 2)])
+            p_values.append(calibration.structure_pvalue(
+                X_all[idx], np.random.RandomState(seed), y_all[idx])[0])
+        print(f"versicolor + virginica, {size:>2} flowers each: SigClust k = 2, p "
+              f"{min(p_values):.2f}-{max(p_values):.2f}, at most 0.05 in "
+              f"{np.sum(np.array(p_values) <= 0.05)}/{len(p_values)}", flush=True)
+    bics = [GaussianMixture(k, covariance_type="full", n_init=10, random_state=0)
+            .fit(X_all).bic(X_all) for k in range(1, 6)]
+    print("all 150 flowers, full-covariance Gaussian mixture, BIC at K = 1..5: "
+          + ", ".join(f"{bic:.1f}" for bic in bics) + f" (best K = {np.argmin(bics) + 1})",
+          flush=True)
+
+
 def iris_trees_table(n_seeds, n_per_class=6, first_seed=0):
     """Trees: ``ExactHierarchicalClustering()``'s default on iris subsamples, per seed.
 
@@ -1693,8 +1959,10 @@ def main():
                         help="partition tables (flat-*): only the regimes containing one of "
                              "these strings, e.g. 'noise, 18' iris")
     parser.add_argument("--first-seed", type=int, default=0,
-                        help="first seed of iris-trees, mixture-trees, flat-iris and flat-iris-betas "
-                             "(to split a run)")
+                        help="first seed of iris-trees, mixture-trees, flat-iris, "
+                             "flat-iris-betas and flat-energies (to split a run)")
+    parser.add_argument("--energies", nargs="*", default=None,
+                        help="flat-energies: only these candidates (default all)")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
@@ -1733,6 +2001,13 @@ def main():
         flat_iris_table(iris_seeds, iris_columns)
     if "flat-candidates" in args.only:
         flat_candidates_table(args.seeds, args.resamples)
+    if "flat-energies" in args.only:
+        flat_energies_table(iris_seeds, [regime for regime in FLAT_REGIMES + (
+            "iris raw", "iris std") if regime not in FLAT_EXTRA_REGIMES and (
+                not args.regimes or any(part in regime for part in args.regimes))],
+            *([tuple(args.energies)] if args.energies else []))
+    if "iris-split-evidence" in args.only:
+        iris_split_evidence()
     if "weak-regimes" in args.only:
         weak_regimes_table(args.seeds)
     if "iris-diagnosis" in args.only:

@@ -39,8 +39,11 @@ class CorrelationClustering(TemperatureMixin, HierarchicalEnergy, FlatEnergy):
         From features, the similarity ``exp(-gamma * ||x_i - x_j||)`` (or the
         RBF kernel) minus its mean over all pairs, so about half the pairs
         attract and half repel, as in the gene-expression experiment of the
-        flat trellis paper. With "precomputed", X is an (n, n) symmetric
-        matrix of signed weights used as given.
+        flat trellis paper; with one group far from the others more do, and
+        groups near each other attract (iris' versicolor and virginica:
+        user guide, "Reading a posterior", "Few features over partitions").
+        With "precomputed", X is an (n, n) symmetric matrix of signed
+        weights used as given.
     gamma : float, default=None
         Kernel coefficient; None uses the inverse median pairwise distance
         (squared for "rbf").
