@@ -174,9 +174,13 @@ def _published_jets():
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "ginkgo_published_jets.json"
-    if not path.exists():
-        pytest.skip(f"published jets not found at {path}")
+    # ../shared/data beside the repository, from a checkout or a worktree
+    # one directory deeper.
+    candidates = [parent / "shared" / "data" / "ginkgo_published_jets.json"
+                  for parent in Path(__file__).resolve().parents[1:4]]
+    path = next((path for path in candidates if path.exists()), None)
+    if path is None:
+        pytest.skip(f"published jets not found at {candidates[1]}")
     return json.loads(path.read_text())["cases"]
 
 

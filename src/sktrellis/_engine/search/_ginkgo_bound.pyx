@@ -235,39 +235,24 @@ cdef inline double split_mass(const double* low, const double* single, double ne
     return value if value > low[k] else low[k]
 
 
-cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
-                           double* by_heavy) noexcept nogil:
-    """lower(S) by the dynamic programme over the sizes (the class docstring).
+cdef bint subtree_tables(const GinkgoJet* jet, const int* members, int m, double* low,
+                         double* log_low, double* single, double* negative, double* inside,
+                         double* with_term) noexcept nogil:
+    """L_k, log L_k, R_q, neg and inside(k), with(k) for k < m of the class docstring.
 
-    With ``by_heavy`` (not NULL, m >= 3), ``by_heavy[h]`` for h = 2..m - 1
-    is the root's value over the trees whose heavier child has h points
-    (-inf where there is none), of which ``-lower(S)`` is the largest.
+    They bound every node of k < m points inside ``members`` (m >= 3),
+    whichever tree over whichever subset holds it. Returns False when no
+    two points of ``members`` make a node (``node_masses``).
     """
-    cdef double low[MAX_SEARCH_POINTS + 1]
-    cdef double log_low[MAX_SEARCH_POINTS + 1]
-    cdef double single[MAX_SEARCH_POINTS + 1]
-    # Best log potential of a subtree of k points: with its own incoming
-    # term as a lighter child (with_term), and without it (inside).
-    cdef double with_term[MAX_SEARCH_POINTS + 1]
-    cdef double inside[MAX_SEARCH_POINTS + 1]
-    cdef double t, value, heavy, top_in, top_with, top, cherry, negative = 0.0
+    cdef double value, heavy, top_in, top_with, cherry
     cdef double log_4pi = log(4 * M_PI)
-    cdef int k, h, l, h1, x
-    if m == 1:
-        return 0.0
-    if m == 2:
-        return split_cost(jet, members, m, 2)
-    if by_heavy != NULL:
-        for h in range(m):
-            by_heavy[h] = -INFINITY
-    t = mass2(jet, members, m, 0, 0)
-    if t < jet.t_cut:
-        return INFINITY
+    cdef int k, h, l, x
+    negative[0] = 0.0
     for x in range(m):
         if jet.self_t[members[x]] < 0.0:
-            negative += jet.self_t[members[x]]
+            negative[0] += jet.self_t[members[x]]
     if not node_masses(jet, members, m, low, single):
-        return INFINITY
+        return False
     for k in range(2, m):
         log_low[k] = log(low[k])
     with_term[1] = -jet.log_norm
@@ -283,23 +268,39 @@ cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
             value = heavy + with_term[l] - log_4pi
             if value > top_in:
                 top_in = value
-            value += jet.kappa - log(split_mass(low, single, negative, k, h, l))
+            value += jet.kappa - log(split_mass(low, single, negative[0], k, h, l))
             if value > top_with:
                 top_with = value
         inside[k] = top_in
         with_term[k] = top_with
-    # The root: its heavier child c (h points) has tau = t_S exactly and
-    # t_c >= max(ell of c's split, L_l).
-    top = -INFINITY
+    return True
+
+
+cdef double root_value(const GinkgoJet* jet, const double* low, const double* log_low,
+                       const double* single, double negative, const double* inside,
+                       const double* with_term, int m, double tau_low, double tau_high,
+                       double* by_heavy) noexcept nogil:
+    """The root's value of a tree over m >= 3 points whose t lies in [tau_low, tau_high].
+
+    The tables are ``subtree_tables``' over the root's points or a superset
+    of them. With ``by_heavy`` (not NULL), ``by_heavy[h]`` for h = 2..m - 1
+    is the value over the trees whose heavier child has h points.
+    """
+    # The root: its heavier child c (h points) has tau = t_S, and t_c >=
+    # max(ell of c's split, L_l).
+    cdef double value, heavy, top = -INFINITY
+    cdef double log_4pi = log(4 * M_PI)
+    cdef int h, l, h1
     for h in range(2, m):
         l = m - h
         if h == 2:
-            heavy = root_heavy(jet, t, max(low[2], low[l])) + inside[2]
+            heavy = root_heavy_within(jet, tau_low, tau_high, max(low[2], low[l])) + inside[2]
         else:
             heavy = -INFINITY
             for h1 in range(2, h):
-                value = (root_heavy(jet, t, max(split_mass(low, single, negative, h, h1, h - h1),
-                                                low[l]))
+                value = (root_heavy_within(jet, tau_low, tau_high,
+                                           max(split_mass(low, single, negative, h, h1, h - h1),
+                                               low[l]))
                          + heavy_child(jet, low, log_low, with_term, inside, h, h1, h - h1)
                          + with_term[h - h1] - log_4pi)
                 if value > heavy:
@@ -309,7 +310,40 @@ cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
             by_heavy[h] = value
         if value > top:
             top = value
-    return -top
+    return top
+
+
+cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
+                           double* by_heavy) noexcept nogil:
+    """lower(S) by the dynamic programme over the sizes (the class docstring).
+
+    With ``by_heavy`` (not NULL, m >= 3), ``by_heavy[h]`` for h = 2..m - 1
+    is the root's value over the trees whose heavier child has h points
+    (-inf where there is none), of which ``-lower(S)`` is the largest.
+    """
+    cdef double low[MAX_SEARCH_POINTS + 1]
+    cdef double log_low[MAX_SEARCH_POINTS + 1]
+    cdef double single[MAX_SEARCH_POINTS + 1]
+    # Best log potential of a subtree of k points: with its own incoming
+    # term as a lighter child (with_term), and without it (inside).
+    cdef double with_term[MAX_SEARCH_POINTS + 1]
+    cdef double inside[MAX_SEARCH_POINTS + 1]
+    cdef double t, negative
+    cdef int h
+    if m == 1:
+        return 0.0
+    if m == 2:
+        return split_cost(jet, members, m, 2)
+    if by_heavy != NULL:
+        for h in range(m):
+            by_heavy[h] = -INFINITY
+    t = mass2(jet, members, m, 0, 0)
+    if t < jet.t_cut:
+        return INFINITY
+    if not subtree_tables(jet, members, m, low, log_low, single, &negative, inside, with_term):
+        return INFINITY
+    return -root_value(jet, low, log_low, single, negative, inside, with_term, m, t, t,
+                       by_heavy)
 
 
 cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcept nogil:
@@ -375,6 +409,22 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
 cdef inline double root_heavy(const GinkgoJet* jet, double t_root, double t_low) noexcept nogil:
     """g(t_S, t) at its largest over t >= t_low."""
     return jet.log_lam - log(t_root) - jet.lam * t_low / t_root - jet.log_norm
+
+
+cdef inline double root_heavy_within(const GinkgoJet* jet, double tau_low, double tau_high,
+                                     double t_low) noexcept nogil:
+    """g(tau, t) at its largest over t >= t_low and tau_low <= tau <= tau_high.
+
+    For a fixed tau g decreases in t; ``log(lam / tau) - lam t / tau``
+    rises in tau up to ``tau = lam t`` and falls after it. With
+    ``tau_low == tau_high`` this is ``root_heavy`` at that tau, bit for bit.
+    """
+    cdef double tau = jet.lam * t_low
+    if tau < tau_low:
+        tau = tau_low
+    if tau > tau_high:
+        tau = tau_high
+    return root_heavy(jet, tau, t_low)
 
 
 cdef inline double heavy_child(const GinkgoJet* jet, const double* low, const double* log_low,
