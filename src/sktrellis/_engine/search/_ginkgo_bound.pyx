@@ -23,6 +23,22 @@ from ._search_bounds cimport (
 from ..potential._ginkgo import ginkgo_params
 
 
+# Whether new GinkgoBounds key partial splits by their sides (``use_sides_bound``).
+cdef bint sides_bound_enabled = True
+
+
+def use_sides_bound(bint enabled):
+    """Let new ``GinkgoBound``\\ s bound partial splits by their sides (the default) or not.
+
+    Returns the previous setting. Off, their split generators go by size
+    classes (kept for the benchmark that compares both).
+    """
+    global sides_bound_enabled
+    previous = sides_bound_enabled
+    sides_bound_enabled = enabled
+    return previous
+
+
 cdef enum:
     # GinkgoBound knows the lightest nodes of up to this many points ...
     SMALL_NODE_SIZE = 4
@@ -427,6 +443,40 @@ cdef inline double root_heavy_within(const GinkgoJet* jet, double tau_low, doubl
     return root_heavy(jet, tau, t_low)
 
 
+cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* size,
+                             const double* t_low, const double* t_high) noexcept nogil:
+    """The largest log psi of a split of S into parts of ``size[0]`` and ``size[1]`` points.
+
+    Over every split whose parts' t lie in [t_low, t_high] (a single point:
+    0, a leaf), with ``t_root`` = t_S (the sides' docstring): either part
+    of two or more points may be the heavier, c, if it can outweigh the
+    other, o; then ``g(t_S, t_c) <= g(t_S, max(t_low))``; a leaf o has
+    ``tau = (sqrt t_S - sqrt t_c)**2`` at least its value at ``t_high[c]``
+    (its term falls with tau), an inner o at most its value at
+    ``max(t_low)``, and ``g(tau, t_o) <= g(tau, t_low[o])`` at its peak
+    over tau up to that (``root_heavy_within``).
+    """
+    cdef double best = -INFINITY, heavy, light, t_heavy, scale, root = sqrt(t_root)
+    cdef int c, o
+    for c in range(2):
+        o = 1 - c
+        if size[c] < 2 or (size[o] >= 2 and t_high[c] < t_low[o]):
+            continue
+        t_heavy = max(t_low[c], t_low[o])
+        heavy = root_heavy(jet, t_root, t_heavy)
+        if size[o] == 1:
+            scale = root - sqrt(min(max(t_high[c], 0.0), t_root))
+            scale *= scale
+            light = -jet.log_norm
+            if scale > 0.0:
+                light += log1p(-exp(-jet.lam * jet.t_cut / scale))
+        else:
+            scale = root - sqrt(min(max(t_heavy, 0.0), t_root))
+            light = root_heavy_within(jet, 0.0, max(scale * scale, t_low[o]), t_low[o])
+        best = max(best, heavy + light - log(4 * M_PI))
+    return best
+
+
 cdef inline double heavy_child(const GinkgoJet* jet, const double* low, const double* log_low,
                                const double* with_term, const double* inside,
                                int k, int h, int l) noexcept nogil:
@@ -734,6 +784,7 @@ cdef class GinkgoBound(SearchBound):
         # The split order comes from the complete split's own bound.
         self.refine = True
         self.bounds_log_z = True
+        self.sees_sides = sides_bound_enabled
         if not 0 <= exact_size <= MAX_EXACT_POINTS:
             raise ValueError(
                 f"exact_size must be 0 to {MAX_EXACT_POINTS} (3**k / 2 splits per cluster), "
@@ -770,6 +821,104 @@ cdef class GinkgoBound(SearchBound):
 
     cdef double log_z_upper_(self, const int* members, int m) noexcept nogil:
         return log_z_upper(&self.jet, members, m)
+
+    cdef double partial_key_(self, const int* members, int m, uint64_t sides,
+                             int n_assigned) noexcept nogil:
+        # The sides' bound of the class docstring: side X holds its fixed
+        # points (``fixed``) and some of the free ones, so it lies inside
+        # ``widest`` (the fixed points of X and the free ones, sorted as
+        # ``members``).
+        cdef int fixed[2][MAX_SEARCH_POINTS]
+        cdef int widest[2][MAX_SEARCH_POINTS]
+        cdef int n_fixed[2]
+        cdef int n_widest[2]
+        cdef int size[2]
+        cdef double sub[2][MAX_SEARCH_POINTS + 1]
+        cdef double t_low[2][MAX_SEARCH_POINTS + 1]
+        cdef double t_high[2][MAX_SEARCH_POINTS + 1]
+        cdef double low[MAX_SEARCH_POINTS + 1]
+        cdef double log_low[MAX_SEARCH_POINTS + 1]
+        cdef double single[MAX_SEARCH_POINTS + 1]
+        cdef double with_term[MAX_SEARCH_POINTS + 1]
+        cdef double inside[MAX_SEARCH_POINTS + 1]
+        cdef double pair_low[2]
+        cdef double pair_high[2]
+        cdef double t_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
+        cdef double log_4pi = log(4 * M_PI), negative = 0.0
+        cdef bint tables
+        cdef int x, side, a, b, n0, top
+        t_root = mass2(&self.jet, members, m, 0, 0)
+        if t_root < self.jet.t_cut:
+            return INFINITY
+        n_fixed[0] = n_fixed[1] = n_widest[0] = n_widest[1] = 0
+        for x in range(m):
+            energy += self.jet.p4[4 * members[x]]
+            if x < n_assigned:
+                side = side_of(sides, x)
+                fixed[side][n_fixed[side]] = members[x]
+                n_fixed[side] += 1
+                widest[side][n_widest[side]] = members[x]
+                n_widest[side] += 1
+            else:
+                for side in range(2):
+                    widest[side][n_widest[side]] = members[x]
+                    n_widest[side] += 1
+        # Rounding (and points up to 1e-9 spacelike, as the energy accepts)
+        # moves a sum's t by far less than this: the t ranges are widened by it.
+        margin = 1e-8 * energy * energy
+        for side in range(2):
+            n0, top = n_fixed[side], min(n_widest[side], m - 1)
+            t_fixed = mass2(&self.jet, fixed[side], n0, 0, 0) if n0 else 0.0
+            t_widest = mass2(&self.jet, widest[side], n_widest[side], 0, 0)
+            tables = False
+            if max(n0 + 1, 2) <= min(top, n_widest[side] - 1):
+                # Sizes strictly between: the tables of the widest set.
+                tables = subtree_tables(&self.jet, widest[side], n_widest[side], low, log_low,
+                                        single, &negative, inside, with_term)
+            for a in range(max(n0, 1), top + 1):
+                if a == 1:
+                    sub[side][a] = t_low[side][a] = t_high[side][a] = 0.0
+                    continue
+                if a == n0 or a == n_widest[side]:
+                    # The side is the fixed points, or all but the other's.
+                    value = t_fixed if a == n0 else t_widest
+                    if a == n0:
+                        sub[side][a] = self.lower_(fixed[side], a)
+                    else:
+                        sub[side][a] = self.lower_(widest[side], a)
+                    t_low[side][a], t_high[side][a] = value - margin, value + margin
+                    continue
+                t_low[side][a] = max(t_fixed - margin, self.jet.t_cut)
+                t_high[side][a] = t_widest + margin
+                if not tables or t_high[side][a] < self.jet.t_cut:
+                    sub[side][a] = INFINITY
+                    continue
+                t_low[side][a] = max(t_low[side][a], low[a])
+                if t_low[side][a] > t_high[side][a]:
+                    sub[side][a] = INFINITY
+                elif a == 2:
+                    # A cherry: both leaves' terms fall with its t.
+                    sub[side][a] = log_4pi - 2 * (
+                        log1p(-exp(-self.jet.lam * self.jet.t_cut / t_low[side][a]))
+                        - self.jet.log_norm)
+                else:
+                    sub[side][a] = -root_value(&self.jet, low, log_low, single, negative,
+                                               inside, with_term, a, t_low[side][a],
+                                               t_high[side][a], NULL)
+        for a in range(max(n_fixed[0], 1), min(n_widest[0], m - 1) + 1):
+            b = m - a
+            if b < max(n_fixed[1], 1) or b > n_widest[1]:
+                continue
+            value = sub[0][a] + sub[1][b]
+            if value >= key:
+                continue
+            size[0], size[1] = a, b
+            pair_low[0], pair_low[1] = t_low[0][a], t_low[1][b]
+            pair_high[0], pair_high[1] = t_high[0][a], t_high[1][b]
+            value -= split_term_upper(&self.jet, t_root, size, pair_low, pair_high)
+            if value < key:
+                key = value
+        return key
 
     cdef bint size_classes_(self, const int* members, int m, double* keys) noexcept nogil:
         # The root's value by the size h of its heavier child: a split
