@@ -824,101 +824,7 @@ cdef class GinkgoBound(SearchBound):
 
     cdef double partial_key_(self, const int* members, int m, uint64_t sides,
                              int n_assigned) noexcept nogil:
-        # The sides' bound of the class docstring: side X holds its fixed
-        # points (``fixed``) and some of the free ones, so it lies inside
-        # ``widest`` (the fixed points of X and the free ones, sorted as
-        # ``members``).
-        cdef int fixed[2][MAX_SEARCH_POINTS]
-        cdef int widest[2][MAX_SEARCH_POINTS]
-        cdef int n_fixed[2]
-        cdef int n_widest[2]
-        cdef int size[2]
-        cdef double sub[2][MAX_SEARCH_POINTS + 1]
-        cdef double t_low[2][MAX_SEARCH_POINTS + 1]
-        cdef double t_high[2][MAX_SEARCH_POINTS + 1]
-        cdef double low[MAX_SEARCH_POINTS + 1]
-        cdef double log_low[MAX_SEARCH_POINTS + 1]
-        cdef double single[MAX_SEARCH_POINTS + 1]
-        cdef double with_term[MAX_SEARCH_POINTS + 1]
-        cdef double inside[MAX_SEARCH_POINTS + 1]
-        cdef double pair_low[2]
-        cdef double pair_high[2]
-        cdef double t_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
-        cdef double log_4pi = log(4 * M_PI), negative = 0.0
-        cdef bint tables
-        cdef int x, side, a, b, n0, top
-        t_root = mass2(&self.jet, members, m, 0, 0)
-        if t_root < self.jet.t_cut:
-            return INFINITY
-        n_fixed[0] = n_fixed[1] = n_widest[0] = n_widest[1] = 0
-        for x in range(m):
-            energy += self.jet.p4[4 * members[x]]
-            if x < n_assigned:
-                side = side_of(sides, x)
-                fixed[side][n_fixed[side]] = members[x]
-                n_fixed[side] += 1
-                widest[side][n_widest[side]] = members[x]
-                n_widest[side] += 1
-            else:
-                for side in range(2):
-                    widest[side][n_widest[side]] = members[x]
-                    n_widest[side] += 1
-        # Rounding (and points up to 1e-9 spacelike, as the energy accepts)
-        # moves a sum's t by far less than this: the t ranges are widened by it.
-        margin = 1e-8 * energy * energy
-        for side in range(2):
-            n0, top = n_fixed[side], min(n_widest[side], m - 1)
-            t_fixed = mass2(&self.jet, fixed[side], n0, 0, 0) if n0 else 0.0
-            t_widest = mass2(&self.jet, widest[side], n_widest[side], 0, 0)
-            tables = False
-            if max(n0 + 1, 2) <= min(top, n_widest[side] - 1):
-                # Sizes strictly between: the tables of the widest set.
-                tables = subtree_tables(&self.jet, widest[side], n_widest[side], low, log_low,
-                                        single, &negative, inside, with_term)
-            for a in range(max(n0, 1), top + 1):
-                if a == 1:
-                    sub[side][a] = t_low[side][a] = t_high[side][a] = 0.0
-                    continue
-                if a == n0 or a == n_widest[side]:
-                    # The side is the fixed points, or all but the other's.
-                    value = t_fixed if a == n0 else t_widest
-                    if a == n0:
-                        sub[side][a] = self.lower_(fixed[side], a)
-                    else:
-                        sub[side][a] = self.lower_(widest[side], a)
-                    t_low[side][a], t_high[side][a] = value - margin, value + margin
-                    continue
-                t_low[side][a] = max(t_fixed - margin, self.jet.t_cut)
-                t_high[side][a] = t_widest + margin
-                if not tables or t_high[side][a] < self.jet.t_cut:
-                    sub[side][a] = INFINITY
-                    continue
-                t_low[side][a] = max(t_low[side][a], low[a])
-                if t_low[side][a] > t_high[side][a]:
-                    sub[side][a] = INFINITY
-                elif a == 2:
-                    # A cherry: both leaves' terms fall with its t.
-                    sub[side][a] = log_4pi - 2 * (
-                        log1p(-exp(-self.jet.lam * self.jet.t_cut / t_low[side][a]))
-                        - self.jet.log_norm)
-                else:
-                    sub[side][a] = -root_value(&self.jet, low, log_low, single, negative,
-                                               inside, with_term, a, t_low[side][a],
-                                               t_high[side][a], NULL)
-        for a in range(max(n_fixed[0], 1), min(n_widest[0], m - 1) + 1):
-            b = m - a
-            if b < max(n_fixed[1], 1) or b > n_widest[1]:
-                continue
-            value = sub[0][a] + sub[1][b]
-            if value >= key:
-                continue
-            size[0], size[1] = a, b
-            pair_low[0], pair_low[1] = t_low[0][a], t_low[1][b]
-            pair_high[0], pair_high[1] = t_high[0][a], t_high[1][b]
-            value -= split_term_upper(&self.jet, t_root, size, pair_low, pair_high)
-            if value < key:
-                key = value
-        return key
+        return sides_key(self, members, m, sides, n_assigned)
 
     cdef bint size_classes_(self, const int* members, int m, double* keys) noexcept nogil:
         # The root's value by the size h of its heavier child: a split
@@ -942,35 +848,140 @@ cdef class GinkgoBound(SearchBound):
 
     cdef int solve_subsets_(self, const int* members, int m, double* log_z, double* log_map,
                             mask_t* best_left) except -1 nogil:
-        """The trellis's Ginkgo kernel (``ginkgo_subset_tables``) over the cluster's subsets.
+        return solve_subsets(self, members, m, log_z, log_map, best_left)
 
-        Its masses are those ``split_cost_`` computes (``subset_masses``),
-        and it takes the best tree's value in log space by the same formula
-        (``log_psi_of_masses``), summed in the same order: the same value
-        bit for bit; log Z in linear space, within rounding.
-        """
-        cdef Py_ssize_t n_subsets = (<Py_ssize_t>1) << m, full = n_subsets - 1
-        cdef double* sums
-        cdef double* t
-        cdef double* root
-        if m > self.scratch_points:
-            free(self.subset_scratch)
-            self.scratch_points = 0
-            self.subset_scratch = <double*>malloc(SUBSET_SCRATCH * n_subsets * sizeof(double))
-            if self.subset_scratch == NULL:
-                with gil:
-                    raise MemoryError(f"GinkgoBound: no memory to solve a cluster of {m} points")
-            self.scratch_points = m
-        # Four sums, t and its root per subset, then the kernel's records.
-        sums = self.subset_scratch
-        t = sums + 4 * n_subsets
-        root = t + n_subsets
-        subset_masses(&self.jet, members, m, sums, t, root)
-        if t[full] < self.jet.params[T_CUT]:
-            # Every split of the cluster is forbidden (as log_psi_of_masses says).
-            log_z[full] = log_map[full] = -INFINITY
-            best_left[full] = 1
-            return CLUSTER_CANNOT_SPLIT
-        ginkgo_subset_tables(self.jet.params, m, t, root, log_z, log_map, best_left,
-                             root + n_subsets)
-        return SUBSETS_SOLVED
+
+cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sides,
+                      int n_assigned) noexcept nogil:
+    """``partial_key_``: the sides' bound of the class docstring."""
+    # The sides' bound of the class docstring: side X holds its fixed
+    # points (``fixed``) and some of the free ones, so it lies inside
+    # ``widest`` (the fixed points of X and the free ones, sorted as
+    # ``members``).
+    cdef int fixed[2][MAX_SEARCH_POINTS]
+    cdef int widest[2][MAX_SEARCH_POINTS]
+    cdef int n_fixed[2]
+    cdef int n_widest[2]
+    cdef int size[2]
+    cdef double sub[2][MAX_SEARCH_POINTS + 1]
+    cdef double t_low[2][MAX_SEARCH_POINTS + 1]
+    cdef double t_high[2][MAX_SEARCH_POINTS + 1]
+    cdef double low[MAX_SEARCH_POINTS + 1]
+    cdef double log_low[MAX_SEARCH_POINTS + 1]
+    cdef double single[MAX_SEARCH_POINTS + 1]
+    cdef double with_term[MAX_SEARCH_POINTS + 1]
+    cdef double inside[MAX_SEARCH_POINTS + 1]
+    cdef double pair_low[2]
+    cdef double pair_high[2]
+    cdef double t_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
+    cdef double log_4pi = log(4 * M_PI), negative = 0.0
+    cdef bint tables
+    cdef int x, side, a, b, n0, top
+    t_root = mass2(&bound.jet, members, m, 0, 0)
+    if t_root < bound.jet.t_cut:
+        return INFINITY
+    n_fixed[0] = n_fixed[1] = n_widest[0] = n_widest[1] = 0
+    for x in range(m):
+        energy += bound.jet.p4[4 * members[x]]
+        if x < n_assigned:
+            side = side_of(sides, x)
+            fixed[side][n_fixed[side]] = members[x]
+            n_fixed[side] += 1
+            widest[side][n_widest[side]] = members[x]
+            n_widest[side] += 1
+        else:
+            for side in range(2):
+                widest[side][n_widest[side]] = members[x]
+                n_widest[side] += 1
+    # Rounding (and points up to 1e-9 spacelike, as the energy accepts)
+    # moves a sum's t by far less than this: the t ranges are widened by it.
+    margin = 1e-8 * energy * energy
+    for side in range(2):
+        n0, top = n_fixed[side], min(n_widest[side], m - 1)
+        t_fixed = mass2(&bound.jet, fixed[side], n0, 0, 0) if n0 else 0.0
+        t_widest = mass2(&bound.jet, widest[side], n_widest[side], 0, 0)
+        tables = False
+        if max(n0 + 1, 2) <= min(top, n_widest[side] - 1):
+            # Sizes strictly between: the tables of the widest set.
+            tables = subtree_tables(&bound.jet, widest[side], n_widest[side], low, log_low,
+                                    single, &negative, inside, with_term)
+        for a in range(max(n0, 1), top + 1):
+            if a == 1:
+                sub[side][a] = t_low[side][a] = t_high[side][a] = 0.0
+                continue
+            if a == n0 or a == n_widest[side]:
+                # The side is the fixed points, or all but the other's.
+                value = t_fixed if a == n0 else t_widest
+                if a == n0:
+                    sub[side][a] = bound.lower_(fixed[side], a)
+                else:
+                    sub[side][a] = bound.lower_(widest[side], a)
+                t_low[side][a], t_high[side][a] = value - margin, value + margin
+                continue
+            t_low[side][a] = max(t_fixed - margin, bound.jet.t_cut)
+            t_high[side][a] = t_widest + margin
+            if not tables or t_high[side][a] < bound.jet.t_cut:
+                sub[side][a] = INFINITY
+                continue
+            t_low[side][a] = max(t_low[side][a], low[a])
+            if t_low[side][a] > t_high[side][a]:
+                sub[side][a] = INFINITY
+            elif a == 2:
+                # A cherry: both leaves' terms fall with its t.
+                sub[side][a] = log_4pi - 2 * (
+                    log1p(-exp(-bound.jet.lam * bound.jet.t_cut / t_low[side][a]))
+                    - bound.jet.log_norm)
+            else:
+                sub[side][a] = -root_value(&bound.jet, low, log_low, single, negative,
+                                           inside, with_term, a, t_low[side][a],
+                                           t_high[side][a], NULL)
+    for a in range(max(n_fixed[0], 1), min(n_widest[0], m - 1) + 1):
+        b = m - a
+        if b < max(n_fixed[1], 1) or b > n_widest[1]:
+            continue
+        value = sub[0][a] + sub[1][b]
+        if value >= key:
+            continue
+        size[0], size[1] = a, b
+        pair_low[0], pair_low[1] = t_low[0][a], t_low[1][b]
+        pair_high[0], pair_high[1] = t_high[0][a], t_high[1][b]
+        value -= split_term_upper(&bound.jet, t_root, size, pair_low, pair_high)
+        if value < key:
+            key = value
+    return key
+
+
+cdef int solve_subsets(GinkgoBound bound, const int* members, int m, double* log_z,
+                       double* log_map, mask_t* best_left) except -1 nogil:
+    """The trellis's Ginkgo kernel (``ginkgo_subset_tables``) over the cluster's subsets.
+
+    Its masses are those ``split_cost_`` computes (``subset_masses``),
+    and it takes the best tree's value in log space by the same formula
+    (``log_psi_of_masses``), summed in the same order: the same value
+    bit for bit; log Z in linear space, within rounding.
+    """
+    cdef Py_ssize_t n_subsets = (<Py_ssize_t>1) << m, full = n_subsets - 1
+    cdef double* sums
+    cdef double* t
+    cdef double* root
+    if m > bound.scratch_points:
+        free(bound.subset_scratch)
+        bound.scratch_points = 0
+        bound.subset_scratch = <double*>malloc(SUBSET_SCRATCH * n_subsets * sizeof(double))
+        if bound.subset_scratch == NULL:
+            with gil:
+                raise MemoryError(f"GinkgoBound: no memory to solve a cluster of {m} points")
+        bound.scratch_points = m
+    # Four sums, t and its root per subset, then the kernel's records.
+    sums = bound.subset_scratch
+    t = sums + 4 * n_subsets
+    root = t + n_subsets
+    subset_masses(&bound.jet, members, m, sums, t, root)
+    if t[full] < bound.jet.params[T_CUT]:
+        # Every split of the cluster is forbidden (as log_psi_of_masses says).
+        log_z[full] = log_map[full] = -INFINITY
+        best_left[full] = 1
+        return CLUSTER_CANNOT_SPLIT
+    ginkgo_subset_tables(bound.jet.params, m, t, root, log_z, log_map, best_left,
+                         root + n_subsets)
+    return SUBSETS_SOLVED
