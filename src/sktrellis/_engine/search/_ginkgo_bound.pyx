@@ -16,6 +16,7 @@ import numpy as np
 from .._common cimport float64_t, log_add, mask_t
 from ..potential._ginkgo cimport LOG_LAM, LOG_NORM, N_PARAMS, T_CUT, log_psi_of_masses
 from ..trellis._hierarchical cimport ginkgo_subset_tables
+from ._search_common cimport members_of
 from ._search_bounds cimport (
     CLUSTER_CANNOT_SPLIT, MAX_EXACT_POINTS, MAX_SEARCH_POINTS, SUBSETS_SOLVED, SearchBound,
     side_of)
@@ -126,9 +127,33 @@ cdef double mass2(const GinkgoJet* jet, const int* members, int m, uint64_t side
 
 cdef double split_cost(const GinkgoJet* jet, const int* members, int m,
                        uint64_t sides) noexcept nogil:
-    cdef double t_parent = mass2(jet, members, m, 0, 0)
-    cdef double t_left = mass2(jet, members, m, sides, 0)
-    cdef double t_right = mass2(jet, members, m, sides, 1)
+    """-log psi of the split, its sums of momenta in the order of the point indices.
+
+    Members in any order (the generator's, ``GinkgoBound.order_``) give
+    the costs of the sorted members bit for bit, as the exact solves and
+    the trellis sum them.
+    """
+    cdef int whole[MAX_SEARCH_POINTS]
+    cdef int left[MAX_SEARCH_POINTS]
+    cdef int right[MAX_SEARCH_POINTS]
+    cdef uint64_t mask[2]
+    cdef double t_parent, t_left, t_right
+    cdef int x, n_left
+    for x in range(1, m):
+        if members[x] < members[x - 1]:
+            mask[0] = mask[1] = 0
+            for x in range(m):
+                mask[side_of(sides, x)] |= (<uint64_t>1) << members[x]
+            members_of(mask[0] | mask[1], whole)
+            n_left = members_of(mask[0], left)
+            t_parent = mass2(jet, whole, m, 0, 0)
+            t_left = mass2(jet, left, n_left, 0, 0)
+            t_right = mass2(jet, right, members_of(mask[1], right), 0, 0)
+            break
+    else:
+        t_parent = mass2(jet, members, m, 0, 0)
+        t_left = mass2(jet, members, m, sides, 0)
+        t_right = mass2(jet, members, m, sides, 1)
     return -log_psi_of_masses(jet.params, t_parent, sqrt(max(t_parent, 0.0)),
                               t_left, sqrt(max(t_left, 0.0)),
                               t_right, sqrt(max(t_right, 0.0)))
@@ -324,6 +349,48 @@ cdef double root_value(const GinkgoJet* jet, const double* low, const double* lo
         value = heavy + with_term[l] - log_4pi
         if by_heavy != NULL:
             by_heavy[h] = value
+        if value > top:
+            top = value
+    return top
+
+
+cdef void heavy_subtrees(const GinkgoJet* jet, const double* low, const double* log_low,
+                         const double* inside, const double* with_term, int m,
+                         double* below) noexcept nogil:
+    """below[h], h = 2..m - 1: a bound on the subtree below a root's heavier child of h points.
+
+    Its split into h1 + h2 (h1 >= 2 the heavier), as ``root_value`` bounds
+    it: ``heavy(h, h1, h2) + with(h2) - log(4 pi)``, largest over the splits
+    (a cherry: inside(2)).
+    """
+    cdef double value, log_4pi = log(4 * M_PI)
+    cdef int h, h1
+    below[2] = inside[2]
+    for h in range(3, m):
+        below[h] = -INFINITY
+        for h1 in range(2, h):
+            value = (heavy_child(jet, low, log_low, with_term, inside, h, h1, h - h1)
+                     + with_term[h - h1] - log_4pi)
+            if value > below[h]:
+                below[h] = value
+
+
+cdef double loose_root_value(const GinkgoJet* jet, const double* low, const double* below,
+                             const double* with_term, int m, double tau_low,
+                             double tau_high) noexcept nogil:
+    """``root_value`` with the heavier child's t at least max(L_h, L_l) alone (m >= 3).
+
+    ell(h, h1, h2) >= L_h, so the heavier child's term is at most its value
+    there whatever its split, and the root's value is at most the largest
+    over h of that term + ``below[h]`` + with(l) - log(4 pi): O(m) logs
+    where ``root_value`` takes O(m**2), for the sides' keys of many sizes.
+    """
+    cdef double value, top = -INFINITY, log_4pi = log(4 * M_PI)
+    cdef int h, l
+    for h in range(2, m):
+        l = m - h
+        value = (root_heavy_within(jet, tau_low, tau_high, max(low[h], low[l])) + below[h]
+                 + with_term[l] - log_4pi)
         if value > top:
             top = value
     return top
@@ -686,7 +753,9 @@ cdef class GinkgoBound(SearchBound):
 
     The bound knows the sizes of the nodes, not which points they hold: it
     lets disjoint nodes of one size share the lightest points and pays each
-    node's ``g`` at its best tau.
+    node's ``g`` at its best tau. A split's parts it sees only through
+    their own bounds, and a partial split through its sides' points
+    (below).
 
     **By the size of the smaller side** (``size_classes``). The root's
     value is a max over the size h of its heavier child; a split whose
@@ -695,6 +764,31 @@ cdef class GinkgoBound(SearchBound):
     minus the larger of those two values bounds every tree whose top split
     is in that class. The split generator enumerates the classes in that
     order (the bound sees no more of a partial assignment than its sizes).
+
+    **By the sides** (``partial_key_``, the default; ``use_sides_bound``).
+    A partial split of S puts the points F_A on side A, F_B on side B and
+    leaves the rest free: a split completing it has ``F_X <= X <= W_X``
+    (W_X: S less the other side's F) and ``|A| + |B| = |S|``. Take each size
+    a of A (and |S| - a of B). A side that is F_X or W_X is known: its
+    ``lower``. Otherwise every node of X's trees lies in W_X, so W_X's
+    L_k, R_q, neg, inside(k) and with(k) bound them (each holds for any
+    node of k points of W_X; the programme's values only rise with the L_k,
+    so a subset's own are no smaller), and the root's heavier child has
+    ``tau = t_X`` with ``max(t_cut, L_a, t_{F_X}) <= t_X <= t_{W_X}`` (a
+    point added to a set only raises its t, ``t_{Y+x} = t_Y + t_x + 2
+    p_Y.p_x`` with causal future-directed momenta): its term is at most g
+    at its peak over that range of tau (``root_heavy_within``; a pair:
+    both leaves' terms fall with its t). This is at most ``lower(X)``. The
+    split's own term (``split_term_upper``): the heavier part c (two or
+    more points, able to outweigh the other, o) has ``g(t_S, t_c) <= g(t_S,
+    max(t_low))``; a leaf o has ``tau >= (sqrt t_S - sqrt t_high(c))**2``,
+    and its term falls with tau; an inner o has ``t_o >= t_low(o)`` and
+    ``tau <= (sqrt t_S - sqrt max(t_low))**2``, so its term is at most g's
+    peak over tau up to that. The key, the least over a of both sides'
+    bounds less the split's, is at most ``split_cost + lower(A) + lower(B)``
+    of every completion. The t ranges are widened by ``1e-8 E_S**2``
+    (rounding, and points up to 1e-9 spacelike). The generator keys each
+    partial state by the larger of this and its parent's key, best first.
 
     ``lower`` remembers its value for every cluster of at least 5 points
     (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
@@ -822,6 +916,20 @@ cdef class GinkgoBound(SearchBound):
     cdef double log_z_upper_(self, const int* members, int m) noexcept nogil:
         return log_z_upper(&self.jet, members, m)
 
+    cdef void order_(self, int* members, int m) noexcept nogil:
+        # Seeing the sides, the softest points first: the sides' keys rise
+        # after fewer of them (measured in benchmarks/README.md).
+        cdef int x, z, moving
+        if not self.sees_sides:
+            return
+        for x in range(1, m):
+            moving = members[x]
+            z = x
+            while z > 0 and self.jet.p4[4 * members[z - 1]] > self.jet.p4[4 * moving]:
+                members[z] = members[z - 1]
+                z -= 1
+            members[z] = moving
+
     cdef double partial_key_(self, const int* members, int m, uint64_t sides,
                              int n_assigned) noexcept nogil:
         return sides_key(self, members, m, sides, n_assigned)
@@ -860,6 +968,9 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     # ``members``).
     cdef int fixed[2][MAX_SEARCH_POINTS]
     cdef int widest[2][MAX_SEARCH_POINTS]
+    cdef int whole[MAX_SEARCH_POINTS]
+    cdef uint64_t fixed_mask[2]
+    cdef uint64_t free_mask
     cdef int n_fixed[2]
     cdef int n_widest[2]
     cdef int size[2]
@@ -871,28 +982,28 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     cdef double single[MAX_SEARCH_POINTS + 1]
     cdef double with_term[MAX_SEARCH_POINTS + 1]
     cdef double inside[MAX_SEARCH_POINTS + 1]
+    cdef double below[MAX_SEARCH_POINTS + 1]
     cdef double pair_low[2]
     cdef double pair_high[2]
     cdef double t_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
     cdef double log_4pi = log(4 * M_PI), negative = 0.0
     cdef bint tables
     cdef int x, side, a, b, n0, top
-    t_root = mass2(&bound.jet, members, m, 0, 0)
-    if t_root < bound.jet.t_cut:
-        return INFINITY
-    n_fixed[0] = n_fixed[1] = n_widest[0] = n_widest[1] = 0
+    fixed_mask[0] = fixed_mask[1] = free_mask = 0
     for x in range(m):
         energy += bound.jet.p4[4 * members[x]]
         if x < n_assigned:
-            side = side_of(sides, x)
-            fixed[side][n_fixed[side]] = members[x]
-            n_fixed[side] += 1
-            widest[side][n_widest[side]] = members[x]
-            n_widest[side] += 1
+            fixed_mask[side_of(sides, x)] |= (<uint64_t>1) << members[x]
         else:
-            for side in range(2):
-                widest[side][n_widest[side]] = members[x]
-                n_widest[side] += 1
+            free_mask |= (<uint64_t>1) << members[x]
+    # Sorted, so that their sums and bounds are those of the sorted sets.
+    for side in range(2):
+        n_fixed[side] = members_of(fixed_mask[side], fixed[side])
+        n_widest[side] = members_of(fixed_mask[side] | free_mask, widest[side])
+    members_of(fixed_mask[0] | fixed_mask[1] | free_mask, whole)
+    t_root = mass2(&bound.jet, whole, m, 0, 0)
+    if t_root < bound.jet.t_cut:
+        return INFINITY
     # Rounding (and points up to 1e-9 spacelike, as the energy accepts)
     # moves a sum's t by far less than this: the t ranges are widened by it.
     margin = 1e-8 * energy * energy
@@ -901,10 +1012,12 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
         t_fixed = mass2(&bound.jet, fixed[side], n0, 0, 0) if n0 else 0.0
         t_widest = mass2(&bound.jet, widest[side], n_widest[side], 0, 0)
         tables = False
-        if max(n0 + 1, 2) <= min(top, n_widest[side] - 1):
-            # Sizes strictly between: the tables of the widest set.
+        if n_widest[side] >= 3 and max(n0 + 1, 2) <= top:
+            # Sizes above the fixed points': the tables of the widest set.
             tables = subtree_tables(&bound.jet, widest[side], n_widest[side], low, log_low,
                                     single, &negative, inside, with_term)
+            if tables:
+                heavy_subtrees(&bound.jet, low, log_low, inside, with_term, top, below)
         for a in range(max(n0, 1), top + 1):
             if a == 1:
                 sub[side][a] = t_low[side][a] = t_high[side][a] = 0.0
@@ -912,11 +1025,17 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
             if a == n0 or a == n_widest[side]:
                 # The side is the fixed points, or all but the other's.
                 value = t_fixed if a == n0 else t_widest
+                t_low[side][a], t_high[side][a] = value - margin, value + margin
                 if a == n0:
                     sub[side][a] = bound.lower_(fixed[side], a)
-                else:
+                elif a == 2:
                     sub[side][a] = bound.lower_(widest[side], a)
-                t_low[side][a], t_high[side][a] = value - margin, value + margin
+                elif tables and t_widest >= bound.jet.t_cut:
+                    # lower(W_X), from the tables at hand (as size_programme).
+                    sub[side][a] = -root_value(&bound.jet, low, log_low, single, negative,
+                                               inside, with_term, a, t_widest, t_widest, NULL)
+                else:
+                    sub[side][a] = INFINITY
                 continue
             t_low[side][a] = max(t_fixed - margin, bound.jet.t_cut)
             t_high[side][a] = t_widest + margin
@@ -932,9 +1051,8 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                     log1p(-exp(-bound.jet.lam * bound.jet.t_cut / t_low[side][a]))
                     - bound.jet.log_norm)
             else:
-                sub[side][a] = -root_value(&bound.jet, low, log_low, single, negative,
-                                           inside, with_term, a, t_low[side][a],
-                                           t_high[side][a], NULL)
+                sub[side][a] = -loose_root_value(&bound.jet, low, below, with_term, a,
+                                                 t_low[side][a], t_high[side][a])
     for a in range(max(n_fixed[0], 1), min(n_widest[0], m - 1) + 1):
         b = m - a
         if b < max(n_fixed[1], 1) or b > n_widest[1]:

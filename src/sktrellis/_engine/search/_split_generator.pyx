@@ -121,14 +121,13 @@ cdef double split_key(Generator* g, SearchBound bound, uint64_t sides) noexcept 
     cdef double key = bound.split_cost_(g.members, g.m, sides)
     cdef unordered_map[uint64_t, int].iterator found
     g.n_keys += 1
-    size[0] = size[1] = 0
     mask[0] = mask[1] = 0
     for k in range(g.m):
-        side = (sides >> k) & 1
-        part[side][size[side]] = g.members[k]
-        size[side] += 1
-        mask[side] |= (<uint64_t>1) << g.members[k]
+        mask[(sides >> k) & 1] |= (<uint64_t>1) << g.members[k]
     for side in range(2):
+        # Sorted, whatever the bound's order of the members: a part's bound
+        # is that of the sorted cluster, as the search computes it.
+        size[side] = members_of(mask[side], part[side])
         if g.known_clusters != NULL:
             found = g.known_clusters.find(mask[side])
             if found != g.known_clusters.end():
