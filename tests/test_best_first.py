@@ -1324,7 +1324,8 @@ def test_ginkgo_partial_keys_bound_their_splits_on_every_cluster(case, global_ra
     bound = energy.search_bound(X)
     best = -ExactHierarchicalClustering(energy).fit(X)._trellis.log_map
     for mask in range(1, 1 << 7):
-        members = _members(mask, 7)
+        # In any order of assignment (the generator's is the bound's own).
+        members = rng.permutation(_members(mask, 7))
         if len(members) >= 3:
             codes, costs = _completed_split_costs(bound, best, members)
             _assert_partial_keys_bound_their_splits(bound, members, codes, costs)
@@ -1344,6 +1345,20 @@ def test_ginkgo_partial_keys_bound_the_published_jets(jets):
         codes, costs = _completed_split_costs(bound, best, members)
         assert costs.min() == pytest.approx(-case["map_loglik"], rel=1e-9)
         _assert_partial_keys_bound_their_splits(bound, members, codes, costs)
+
+
+def test_ginkgo_split_cost_sums_in_index_order(global_random_seed):
+    """The split generator assigns the softest points first: a split's cost is the sorted
+    cluster's bit for bit, as the exact solves and the trellis have it."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _ginkgo_at(9, global_random_seed)
+    bound = energy.search_bound(X)
+    for _ in range(50):
+        members = np.sort(rng.choice(9, rng.integers(2, 10), replace=False))
+        in_a = rng.random(len(members)) < 0.5
+        order = rng.permutation(len(members))
+        assert (bound.split_cost(members[order], in_a[order])
+                == bound.split_cost(members, in_a))
 
 
 def test_partial_keys_need_a_partial_assignment():
