@@ -354,7 +354,7 @@ def _generator_h(name):
     return restore
 
 
-def part_h(sizes, checkpoints, n_jets=1, auto_sizes=(), generators=("classes", "sides")):
+def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes", "sides")):
     """Ginkgo past the trellis: what the search's budget buys, by each split generator.
 
     The search alone from the sparse trellis's tree (the estimator's
@@ -374,7 +374,7 @@ def part_h(sizes, checkpoints, n_jets=1, auto_sizes=(), generators=("classes", "
     print("|---|---|---|---|---|---|---|---|---|---|")
     energy = GinkgoLikelihood()
     for n_points in sizes:
-        for seed in range(n_jets):
+        for seed in seeds:
             X = make_jets(n_leaves=n_points, random_state=seed)[0].momenta
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -445,11 +445,11 @@ def main():
     parser.add_argument("--budget-g", type=float, default=300.0)
     parser.add_argument("--jets-g", type=int, default=1,
                         help="jets per size in part g (seeds N, N + 1, ...)")
-    parser.add_argument("--sizes-h", type=int, nargs="+", default=[22, 25, 30])
+    parser.add_argument("--sizes-h", type=int, nargs="*", default=[22, 25, 30])
     parser.add_argument("--checkpoints-h", type=float, nargs="+", default=[10.0, 60.0],
                         help="seconds at which part h reports")
-    parser.add_argument("--jets-h", type=int, default=1,
-                        help="jets per size in part h (seeds 0, 1, ...)")
+    parser.add_argument("--seeds-h", type=int, nargs="+", default=[0],
+                        help="the jets of part h (make_jets seeds)")
     parser.add_argument("--auto-h", type=int, nargs="*", default=[20],
                         help="sizes part h fits with the estimator's defaults, to proof")
     parser.add_argument("--generators-h", nargs="+", choices=list(GENERATORS_H),
@@ -471,7 +471,7 @@ def main():
     if args.part in ("g", "all"):
         part_g(args.sizes_g, args.budget_g, args.jets_g)
     if args.part in ("h", "all"):
-        part_h(args.sizes_h, args.checkpoints_h, args.jets_h, args.auto_h, args.generators_h)
+        part_h(args.sizes_h, args.checkpoints_h, args.seeds_h, args.auto_h, args.generators_h)
 
 
 if __name__ == "__main__":

@@ -762,8 +762,8 @@ cdef class GinkgoBound(SearchBound):
     smaller side has p points has its heavier child of p or |S| - p points
     (p >= 2 for the former: only an inner child can be the heavier), so
     minus the larger of those two values bounds every tree whose top split
-    is in that class. The split generator enumerates the classes in that
-    order (the bound sees no more of a partial assignment than its sizes).
+    is in that class. Without the sides' key (``use_sides_bound(False)``)
+    the split generator enumerates the classes in that order.
 
     **By the sides** (``partial_key_``, the default; ``use_sides_bound``).
     A partial split of S puts the points F_A on side A, F_B on side B and
@@ -777,18 +777,21 @@ cdef class GinkgoBound(SearchBound):
     ``tau = t_X`` with ``max(t_cut, L_a, t_{F_X}) <= t_X <= t_{W_X}`` (a
     point added to a set only raises its t, ``t_{Y+x} = t_Y + t_x + 2
     p_Y.p_x`` with causal future-directed momenta): its term is at most g
-    at its peak over that range of tau (``root_heavy_within``; a pair:
-    both leaves' terms fall with its t). This is at most ``lower(X)``. The
-    split's own term (``split_term_upper``): the heavier part c (two or
-    more points, able to outweigh the other, o) has ``g(t_S, t_c) <= g(t_S,
-    max(t_low))``; a leaf o has ``tau >= (sqrt t_S - sqrt t_high(c))**2``,
-    and its term falls with tau; an inner o has ``t_o >= t_low(o)`` and
-    ``tau <= (sqrt t_S - sqrt max(t_low))**2``, so its term is at most g's
-    peak over tau up to that. The key, the least over a of both sides'
+    at its peak over that range of tau (``root_heavy_within``), with the
+    heavier child's t at least ``max(L_h, L_l)`` (``loose_root_value``:
+    ``ell >= L_h``); a pair: both leaves' terms fall with its t. This is at
+    most ``lower(X)``. The split's own term (``split_term_upper``): the
+    heavier part c (two or more points, able to outweigh the other, o) has
+    ``g(t_S, t_c) <= g(t_S, max(t_low))``; a leaf o has ``tau >= (sqrt t_S
+    - sqrt t_high(c))**2``, and its term falls with tau; an inner o has
+    ``t_o >= t_low(o)`` and ``tau <= (sqrt t_S - sqrt max(t_low))**2``, so
+    its term is at most g's peak over tau up to that. The key, the least over a of both sides'
     bounds less the split's, is at most ``split_cost + lower(A) + lower(B)``
     of every completion. The t ranges are widened by ``1e-8 E_S**2``
-    (rounding, and points up to 1e-9 spacelike). The generator keys each
-    partial state by the larger of this and its parent's key, best first.
+    (rounding, and points up to 1e-9 spacelike). The generator assigns the
+    softest points first (``order_``; split costs are summed in index order
+    all the same) and keys each partial state by the larger of this and its
+    parent's key, best first.
 
     ``lower`` remembers its value for every cluster of at least 5 points
     (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
