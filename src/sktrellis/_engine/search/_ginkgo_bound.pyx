@@ -354,42 +354,22 @@ cdef double root_value(const GinkgoJet* jet, const double* low, const double* lo
     return top
 
 
-cdef void heavy_subtrees(const GinkgoJet* jet, const double* low, const double* log_low,
-                         const double* inside, const double* with_term, int m,
-                         double* below) noexcept nogil:
-    """below[h], h = 2..m - 1: a bound on the subtree below a root's heavier child of h points.
-
-    Its split into h1 + h2 (h1 >= 2 the heavier), as ``root_value`` bounds
-    it: ``heavy(h, h1, h2) + with(h2) - log(4 pi)``, largest over the splits
-    (a cherry: inside(2)).
-    """
-    cdef double value, log_4pi = log(4 * M_PI)
-    cdef int h, h1
-    below[2] = inside[2]
-    for h in range(3, m):
-        below[h] = -INFINITY
-        for h1 in range(2, h):
-            value = (heavy_child(jet, low, log_low, with_term, inside, h, h1, h - h1)
-                     + with_term[h - h1] - log_4pi)
-            if value > below[h]:
-                below[h] = value
-
-
-cdef double loose_root_value(const GinkgoJet* jet, const double* low, const double* below,
+cdef double loose_root_value(const GinkgoJet* jet, const double* low, const double* inside,
                              const double* with_term, int m, double tau_low,
                              double tau_high) noexcept nogil:
     """``root_value`` with the heavier child's t at least max(L_h, L_l) alone (m >= 3).
 
     ell(h, h1, h2) >= L_h, so the heavier child's term is at most its value
     there whatever its split, and the root's value is at most the largest
-    over h of that term + ``below[h]`` + with(l) - log(4 pi): O(m) logs
-    where ``root_value`` takes O(m**2), for the sides' keys of many sizes.
+    over h of that term + inside(h) (the heavier child's subtree, a node of
+    h points) + with(l) - log(4 pi): O(m) logs where ``root_value`` takes
+    O(m**2), for the sides' keys of many sizes.
     """
     cdef double value, top = -INFINITY, log_4pi = log(4 * M_PI)
     cdef int h, l
     for h in range(2, m):
         l = m - h
-        value = (root_heavy_within(jet, tau_low, tau_high, max(low[h], low[l])) + below[h]
+        value = (root_heavy_within(jet, tau_low, tau_high, max(low[h], low[l])) + inside[h]
                  + with_term[l] - log_4pi)
         if value > top:
             top = value
@@ -985,7 +965,6 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     cdef double single[MAX_SEARCH_POINTS + 1]
     cdef double with_term[MAX_SEARCH_POINTS + 1]
     cdef double inside[MAX_SEARCH_POINTS + 1]
-    cdef double below[MAX_SEARCH_POINTS + 1]
     cdef double pair_low[2]
     cdef double pair_high[2]
     cdef double t_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
@@ -1019,8 +998,6 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
             # Sizes above the fixed points': the tables of the widest set.
             tables = subtree_tables(&bound.jet, widest[side], n_widest[side], low, log_low,
                                     single, &negative, inside, with_term)
-            if tables:
-                heavy_subtrees(&bound.jet, low, log_low, inside, with_term, top, below)
         for a in range(max(n0, 1), top + 1):
             if a == 1:
                 sub[side][a] = t_low[side][a] = t_high[side][a] = 0.0
@@ -1054,7 +1031,7 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                     log1p(-exp(-bound.jet.lam * bound.jet.t_cut / t_low[side][a]))
                     - bound.jet.log_norm)
             else:
-                sub[side][a] = -loose_root_value(&bound.jet, low, below, with_term, a,
+                sub[side][a] = -loose_root_value(&bound.jet, low, inside, with_term, a,
                                                  t_low[side][a], t_high[side][a])
     for a in range(max(n_fixed[0], 1), min(n_widest[0], m - 1) + 1):
         b = m - a
