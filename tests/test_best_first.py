@@ -1304,19 +1304,24 @@ GINKGO_CASES = {
     "jet": lambda rng, X: GinkgoLikelihood(),
     "lam below 1": lambda rng, X: GinkgoLikelihood(lam=0.5),
     "lam 6, low cut": lambda rng, X: GinkgoLikelihood(lam=6.0, t_cut=1.0),
+    "lam below 1, cut 1e-3": lambda rng, X: GinkgoLikelihood(lam=0.5, t_cut=1e-3),
     "cut among the pairs": lambda rng, X: GinkgoLikelihood(
         t_cut=float(np.quantile(_pair_masses(X)[np.triu_indices(len(X), 1)], 0.4))),
 }
 
 
-@pytest.mark.parametrize("case", [*GINKGO_CASES, "off the shower"])
+@pytest.mark.parametrize("case", [*GINKGO_CASES, "off the shower", "energies far above the cut"])
 def test_ginkgo_partial_keys_bound_their_splits_on_every_cluster(case, global_random_seed):
-    """On every cluster of 3 or more of 7 points, for other parameters and cuts, and for
-    massless momenta in random directions a rounding below light speed."""
+    """On every cluster of 3 or more of 7 points, for other parameters and cuts (down to
+    1e-3), for massless momenta in random directions a rounding below light speed, and with
+    energies so high that the rounding margin of t passes the cut."""
     rng = np.random.default_rng(global_random_seed)
     if case == "off the shower":
         p = rng.normal(size=(7, 3)) * rng.uniform(1, 20, size=(7, 1))
         X = np.column_stack([np.linalg.norm(p, axis=1) * (1 - 5e-10), p])
+        energy = GinkgoLikelihood()
+    elif case == "energies far above the cut":
+        X = make_jets(n_leaves=7, random_state=global_random_seed)[0].momenta * 1e4
         energy = GinkgoLikelihood()
     else:
         X = make_jets(n_leaves=7, random_state=global_random_seed)[0].momenta

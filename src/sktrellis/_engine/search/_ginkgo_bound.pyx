@@ -504,12 +504,17 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* siz
     over tau up to that (``root_heavy_within``).
     """
     cdef double best = -INFINITY, heavy, light, t_heavy, scale, root = sqrt(t_root)
+    cdef double low[2]
     cdef int c, o
+    # A part of two or more points of a tree of non-zero likelihood is a
+    # node: its t reaches the cut (whatever the widened ranges say).
+    for c in range(2):
+        low[c] = max(t_low[c], jet.t_cut) if size[c] >= 2 else t_low[c]
     for c in range(2):
         o = 1 - c
-        if size[c] < 2 or (size[o] >= 2 and t_high[c] < t_low[o]):
+        if size[c] < 2 or (size[o] >= 2 and t_high[c] < low[o]):
             continue
-        t_heavy = max(t_low[c], t_low[o])
+        t_heavy = max(low[c], low[o])
         heavy = root_heavy(jet, t_root, t_heavy)
         if size[o] == 1:
             scale = root - sqrt(min(max(t_high[c], 0.0), t_root))
@@ -519,7 +524,7 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* siz
                 light += log1p(-exp(-jet.lam * jet.t_cut / scale))
         else:
             scale = root - sqrt(min(max(t_heavy, 0.0), t_root))
-            light = root_heavy_within(jet, 0.0, max(scale * scale, t_low[o]), t_low[o])
+            light = root_heavy_within(jet, 0.0, max(scale * scale, low[o]), low[o])
         best = max(best, heavy + light - log(4 * M_PI))
     return best
 
@@ -944,11 +949,11 @@ cdef class GinkgoBound(SearchBound):
 
 cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sides,
                       int n_assigned) noexcept nogil:
-    """``partial_key_``: the sides' bound of the class docstring."""
-    # The sides' bound of the class docstring: side X holds its fixed
-    # points (``fixed``) and some of the free ones, so it lies inside
-    # ``widest`` (the fixed points of X and the free ones, sorted as
-    # ``members``).
+    """``partial_key_``: the sides' bound of the class docstring.
+
+    Side X holds its fixed points (``fixed``) and some of the free ones, so
+    it lies inside ``widest`` (its fixed points and the free ones).
+    """
     cdef int fixed[2][MAX_SEARCH_POINTS]
     cdef int widest[2][MAX_SEARCH_POINTS]
     cdef int whole[MAX_SEARCH_POINTS]
@@ -1038,7 +1043,7 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
         if b < max(n_fixed[1], 1) or b > n_widest[1]:
             continue
         value = sub[0][a] + sub[1][b]
-        if value >= key:
+        if value == INFINITY:
             continue
         size[0], size[1] = a, b
         pair_low[0], pair_low[1] = t_low[0][a], t_low[1][b]
