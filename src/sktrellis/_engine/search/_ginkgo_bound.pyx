@@ -29,7 +29,7 @@ cdef bint sides_bound_enabled = True
 
 
 def use_sides_bound(bint enabled):
-    """Let new ``GinkgoBound``\\ s bound partial splits by their sides (the default) or not.
+    """Let the Ginkgo bounds made next key partial splits by their sides (the default) or not.
 
     Returns the previous setting. Off, their split generators go by size
     classes (kept for the benchmark that compares both).
