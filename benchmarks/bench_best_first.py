@@ -354,7 +354,8 @@ def _generator_h(name):
     return restore
 
 
-def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes", "sides")):
+def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes", "sides"),
+           log_z_sizes=(), log_z_budget=20.0):
     """Ginkgo past the trellis: what the search's budget buys, by each split generator.
 
     The search alone from the sparse trellis's tree (the estimator's
@@ -364,7 +365,9 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
     a search over partial assignments whose keys are all equal; ``classes``:
     by size classes; ``sides``: over partial assignments keyed by the
     bound's ``partial_key``), and the longest slice (how late a Ctrl-C or the
-    budget is seen).
+    budget is seen). Then the estimator's time to proof at its defaults
+    (``auto_sizes``), and the width of the log Z bracket the search alone
+    reaches in ``log_z_budget`` seconds on the jet of seed N (``log_z_sizes``).
     """
     from sktrellis._engine.search._best_first import BestFirstSearch
 
@@ -417,6 +420,23 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
                       flush=True)
             finally:
                 restore()
+    for n_points in log_z_sizes:
+        X = make_jets(n_leaves=n_points, random_state=n_points)[0].momenta
+        for name in generators:
+            restore = _generator_h(name)
+            try:
+                start = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model = BestFirstHierarchicalClustering(
+                        energy, objective="log_partition", algorithm="search",
+                        max_time=log_z_budget).fit(X)
+                low, high = model.log_partition_bounds_
+                print(f"{n_points} particles, log Z, {name}: [{low:.3f}, {high:.3f}], width "
+                      f"{high - low:.2f}, {time.perf_counter() - start:.1f} s, "
+                      f"{model.stop_reason_}", flush=True)
+            finally:
+                restore()
 
 
 def main():
@@ -452,6 +472,9 @@ def main():
                         help="the jets of part h (make_jets seeds)")
     parser.add_argument("--auto-h", type=int, nargs="*", default=[20],
                         help="sizes part h fits with the estimator's defaults, to proof")
+    parser.add_argument("--log-z-h", type=int, nargs="*", default=[],
+                        help="sizes whose log Z bracket part h compares (jet seed N)")
+    parser.add_argument("--log-z-budget-h", type=float, default=20.0)
     parser.add_argument("--generators-h", nargs="+", choices=list(GENERATORS_H),
                         default=["classes", "sides"],
                         help="split generators part h compares, in one run")
@@ -471,7 +494,8 @@ def main():
     if args.part in ("g", "all"):
         part_g(args.sizes_g, args.budget_g, args.jets_g)
     if args.part in ("h", "all"):
-        part_h(args.sizes_h, args.checkpoints_h, args.seeds_h, args.auto_h, args.generators_h)
+        part_h(args.sizes_h, args.checkpoints_h, args.seeds_h, args.auto_h, args.generators_h,
+               args.log_z_h, args.log_z_budget_h)
 
 
 if __name__ == "__main__":
