@@ -94,6 +94,7 @@ cdef struct GinkgoJet:
     const float64_t* p4          # four-momenta, (n, 4)
     const float64_t* pair_t      # t_ij = 2 p_i.p_j, (n, n)
     const float64_t* self_t      # the points' own t_i
+    const int* pair_order        # each row of pair_t's columns by t_ij, (n, n)
     Py_ssize_t n
     double lam, t_cut
     double params[N_PARAMS]
@@ -177,38 +178,43 @@ cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* l
     """
     cdef double rows[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
     cdef double column[MAX_SEARCH_POINTS]
+    cdef int by_column[MAX_SEARCH_POINTS]
     cdef double negative = 0.0, value, total, smallest
-    cdef int x, y, z, k, q, l
+    cdef int x, y, z, k, q, l, moving
     cdef Py_ssize_t row
+    cdef uint64_t mask = 0
+    for x in range(m):
+        mask |= (<uint64_t>1) << members[x]
     for x in range(m):
         row = members[x] * jet.n
         if jet.self_t[members[x]] < 0.0:
             negative += jet.self_t[members[x]]
-        # Insertion sort of the row's m - 1 pair masses (m <= 64).
+        # The row's m - 1 pair masses in order: the jet's row in order,
+        # less the points outside S.
         q = 0
-        for y in range(m):
-            if y == x:
-                continue
-            value = jet.pair_t[row + members[y]]
-            z = q
-            while z > 0 and rows[x][z - 1] > value:
-                rows[x][z] = rows[x][z - 1]
-                z -= 1
-            rows[x][z] = value
-            q += 1
+        for y in range(jet.n):
+            z = jet.pair_order[row + y]
+            if z != members[x] and (mask >> z) & 1:
+                rows[x][q] = jet.pair_t[row + z]
+                q += 1
         # rows[x][j] becomes r_x(j + 1), the sum of its j + 1 smallest.
         for y in range(1, m - 1):
             rows[x][y] += rows[x][y - 1]
+        by_column[x] = x
     low[0] = low[1] = 0.0
     for k in range(2, m):
-        # The k smallest r_x(k - 1) over the points x of S.
+        # The k smallest r_x(k - 1) over the points x of S: an insertion
+        # sort from the order of the k before (nearly sorted already).
         for x in range(m):
-            value = rows[x][k - 2]
+            moving = by_column[x]
+            value = rows[moving][k - 2]
             z = x
             while z > 0 and column[z - 1] > value:
                 column[z] = column[z - 1]
+                by_column[z] = by_column[z - 1]
                 z -= 1
             column[z] = value
+            by_column[z] = moving
         total = 0.0
         for x in range(k):
             total += column[x]
@@ -818,7 +824,7 @@ cdef class GinkgoBound(SearchBound):
     """
 
 
-    cdef readonly object momenta, pair_mass, point_mass
+    cdef readonly object momenta, pair_mass, point_mass, pair_order
     cdef readonly double lam, t_cut
     cdef readonly list small_nodes
     cdef GinkgoJet jet
@@ -853,6 +859,13 @@ cdef class GinkgoBound(SearchBound):
         self.pair_mass, self.point_mass = pair_mass, point_mass
         self.jet.pair_t = &pair_view[0, 0] if self.jet.n else NULL
         self.jet.self_t = &point_view[0] if self.jet.n else NULL
+        # A cluster's rows of pair masses in order are these, less the points
+        # outside it (node_masses): no sort per cluster.
+        pair_order = np.ascontiguousarray(np.argsort(pair_mass, axis=1, kind="stable"),
+                                          dtype=np.intc)
+        cdef const int[:, ::1] order_view = pair_order
+        self.pair_order = pair_order
+        self.jet.pair_order = &order_view[0, 0] if self.jet.n else NULL
         self.lam, self.t_cut = lam, t_cut
         self.jet.lam, self.jet.t_cut = lam, t_cut
         for k, value in enumerate(ginkgo_params(lam, t_cut)):
