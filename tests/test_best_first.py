@@ -1189,8 +1189,10 @@ def test_bounds_without_size_classes_say_so():
 
 
 @pytest.mark.parametrize("n_points", [6, pytest.param(7, marks=pytest.mark.slow)])
-def test_search_by_size_classes_matches_brute_force(n_points, global_random_seed, ginkgo_generator):
-    """No exact solves: every cluster of 3 or more points is searched by its size classes.
+def test_search_by_size_classes_matches_brute_force(n_points, global_random_seed,
+                                                    ginkgo_generator):
+    """No exact solves: every cluster of 3 or more points is searched (by size classes, or
+    by the sides' keys).
 
     Stopped early at any state cap, its bound stays below the best tree.
     """
@@ -1224,7 +1226,8 @@ def test_a_blind_generator_bound_rises_before_its_last_split(global_random_seed,
     assert risen < len(keys) - 1
 
 
-def test_the_search_bound_rises_before_the_root_is_enumerated(global_random_seed, ginkgo_generator):
+def test_the_search_bound_rises_before_the_root_is_enumerated(global_random_seed,
+                                                             ginkgo_generator):
     """Bounded by states, not the clock: the root's bound rises with splits of it unevaluated.
 
     (Before the size classes a Ginkgo root's bound stood at the bound of
