@@ -80,7 +80,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         jets of up to about 16 particles are proven optimal by the search
         alone (near-exhaustively), jets of up to 20-22 particles are solved
         by the trellis within minutes (``algorithm="auto"``), and past that
-        the search reports its certified gap (at 25-30 particles 16-35 nats
+        the search reports its certified gap (at 25-30 particles 15-35 nats
         after a minute, measured in ``benchmarks/README.md``).
     max_time : float or None, default=60.0
         Stop after this many seconds (checked about every 0.1 s), keeping
