@@ -35,8 +35,9 @@
 (h) Ginkgo jets of 22, 25 and 30 particles: what the search's budget buys
     (gap, bound, clusters expanded, split bounds evaluated at 10 and 60 s,
     the longest 0.1 s slice), with the split generators by size classes
-    and by the old search over partial assignments, in one run; and the
-    estimator's time to proof at its defaults on a 20-particle jet.
+    and by partial assignments keyed by the sides (and the old search over
+    blind partial assignments, ``--generators-h partial``), in one run; and
+    the estimator's time to proof at its defaults on a 20-particle jet.
 
     python benchmarks/bench_best_first.py                      # all parts
     python benchmarks/bench_best_first.py --part b --sizes 32 40 --budget 600
@@ -335,69 +336,107 @@ def part_g(sizes, budget, n_jets=1):
                   f"{new.n_clusters_stored_:,} | {new.n_splits_:,} |", flush=True)
 
 
-def part_h(sizes, checkpoints, n_jets=1, auto_sizes=()):
-    """Ginkgo past the trellis: what the search's budget buys, by size classes or not.
+# The split generators part h compares: (use_size_classes, use_sides_bound).
+GENERATORS_H = {"partial": (False, False), "classes": (True, False), "sides": (True, True)}
+
+
+def _generator_h(name):
+    """Set the split generator of the Ginkgo bounds made next; returns a restorer."""
+    from sktrellis._engine.search import _ginkgo_bound, _split_generator
+
+    classes, sides = GENERATORS_H[name]
+    previous = (_split_generator.use_size_classes(classes), _ginkgo_bound.use_sides_bound(sides))
+
+    def restore():
+        _split_generator.use_size_classes(previous[0])
+        _ginkgo_bound.use_sides_bound(previous[1])
+
+    return restore
+
+
+def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes", "sides"),
+           log_z_sizes=(), log_z_budget=20.0):
+    """Ginkgo past the trellis: what the search's budget buys, by each split generator.
 
     The search alone from the sparse trellis's tree (the estimator's
     incumbent), run in 0.1 s slices as the driver runs it: at each
     checkpoint the gap, the clusters expanded and the split bounds
-    evaluated, with the split generators by size classes and by the
-    search over partial assignments (``use_size_classes(False)``), side by
-    side in one run; and the longest slice (how late a Ctrl-C or the
-    budget is seen).
+    evaluated, with the split generators side by side in one run (``partial``:
+    a search over partial assignments whose keys are all equal; ``classes``:
+    by size classes; ``sides``: over partial assignments keyed by the
+    bound's ``partial_key``), and the longest slice (how late a Ctrl-C or the
+    budget is seen). Then the estimator's time to proof at its defaults
+    (``auto_sizes``), and the width of the log Z bracket the search alone
+    reaches in ``log_z_budget`` seconds on the jet of seed N (``log_z_sizes``).
     """
-    from sktrellis._engine.search import _split_generator
     from sktrellis._engine.search._best_first import BestFirstSearch
 
-    print(f"(h) Ginkgo search progress, checkpoints {checkpoints} s, "
-          "by partial assignments (old) and by size classes (new)")
+    print(f"(h) Ginkgo search progress, checkpoints {checkpoints} s, generators {generators}")
     print("| N | jet | generator | s | gap | bound | expanded | split bounds | states "
           "| longest slice s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     energy = GinkgoLikelihood()
     for n_points in sizes:
-        for seed in range(n_jets):
+        for seed in seeds:
             X = make_jets(n_leaves=n_points, random_state=seed)[0].momenta
-            sparse = SparseTrellisClustering(energy, mass_bound_time=0).fit(X)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sparse = SparseTrellisClustering(energy, mass_bound_time=0).fit(X)
             merges = merges_from_tree(sparse.linkage_matrix_, n_points)
-            for classes in (False, True):
-                previous = _split_generator.use_size_classes(classes)
+            for name in generators:
+                restore = _generator_h(name)
                 try:
                     search = BestFirstSearch(energy.search_bound(X), n_points)
-                    search.add_tree(merges)
-                    start, longest = time.perf_counter(), 0.0
-                    for checkpoint in checkpoints:
-                        while (time.perf_counter() - start < checkpoint
-                               and not search.finished):
-                            before = time.perf_counter()
-                            search.run(seconds=0.1)
-                            longest = max(longest, time.perf_counter() - before)
-                        print(f"| {n_points} | seed {seed} | {'classes' if classes else 'old'} "
-                              f"| {time.perf_counter() - start:.0f} | {search.gap:.3f} | "
-                              f"{-search.lower:.3f} | {search.n_expanded:,} | "
-                              f"{search.n_split_keys:,} | {search.n_states:,} | "
-                              f"{longest:.2f} |", flush=True)
-                    del search
                 finally:
-                    _split_generator.use_size_classes(previous)
+                    restore()
+                search.add_tree(merges)
+                start, longest = time.perf_counter(), 0.0
+                for checkpoint in checkpoints:
+                    while time.perf_counter() - start < checkpoint and not search.finished:
+                        before = time.perf_counter()
+                        search.run(seconds=0.1)
+                        longest = max(longest, time.perf_counter() - before)
+                    print(f"| {n_points} | seed {seed} | {name} "
+                          f"| {time.perf_counter() - start:.0f} | {search.gap:.3f} | "
+                          f"{-search.lower:.3f} | {search.n_expanded:,} | "
+                          f"{search.n_split_keys:,} | {search.n_states:,} | "
+                          f"{longest:.2f} |", flush=True)
+                del search
     # The estimator at its defaults (the search, then the trellis where
     # the budget holds it): the time to proof.
     for n_points in auto_sizes:
         X = make_jets(n_leaves=n_points, random_state=0)[0].momenta
-        for classes in (False, True):
-            previous = _split_generator.use_size_classes(classes)
+        for name in generators:
+            restore = _generator_h(name)
             try:
                 start = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     model = BestFirstHierarchicalClustering(energy).fit(X)
-                print(f"{n_points} particles, defaults, "
-                      f"{'classes' if classes else 'old'}: {time.perf_counter() - start:.1f} s, "
+                print(f"{n_points} particles, defaults, {name}: "
+                      f"{time.perf_counter() - start:.1f} s, "
                       f"{model.stop_reason_} by the {model.solver_}, gap "
                       f"{model.optimality_gap_:.3g}, MAP {model.map_log_potential_:.4f}",
                       flush=True)
             finally:
-                _split_generator.use_size_classes(previous)
+                restore()
+    for n_points in log_z_sizes:
+        X = make_jets(n_leaves=n_points, random_state=n_points)[0].momenta
+        for name in generators:
+            restore = _generator_h(name)
+            try:
+                start = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model = BestFirstHierarchicalClustering(
+                        energy, objective="log_partition", algorithm="search",
+                        max_time=log_z_budget).fit(X)
+                low, high = model.log_partition_bounds_
+                print(f"{n_points} particles, log Z, {name}: [{low:.3f}, {high:.3f}], width "
+                      f"{high - low:.2f}, {time.perf_counter() - start:.1f} s, "
+                      f"{model.stop_reason_}", flush=True)
+            finally:
+                restore()
 
 
 def main():
@@ -426,13 +465,19 @@ def main():
     parser.add_argument("--budget-g", type=float, default=300.0)
     parser.add_argument("--jets-g", type=int, default=1,
                         help="jets per size in part g (seeds N, N + 1, ...)")
-    parser.add_argument("--sizes-h", type=int, nargs="+", default=[22, 25, 30])
+    parser.add_argument("--sizes-h", type=int, nargs="*", default=[22, 25, 30])
     parser.add_argument("--checkpoints-h", type=float, nargs="+", default=[10.0, 60.0],
                         help="seconds at which part h reports")
-    parser.add_argument("--jets-h", type=int, default=1,
-                        help="jets per size in part h (seeds 0, 1, ...)")
+    parser.add_argument("--seeds-h", type=int, nargs="+", default=[0],
+                        help="the jets of part h (make_jets seeds)")
     parser.add_argument("--auto-h", type=int, nargs="*", default=[20],
                         help="sizes part h fits with the estimator's defaults, to proof")
+    parser.add_argument("--log-z-h", type=int, nargs="*", default=[],
+                        help="sizes whose log Z bracket part h compares (jet seed N)")
+    parser.add_argument("--log-z-budget-h", type=float, default=20.0)
+    parser.add_argument("--generators-h", nargs="+", choices=list(GENERATORS_H),
+                        default=["classes", "sides"],
+                        help="split generators part h compares, in one run")
     args = parser.parse_args()
     if args.part in ("a", "all"):
         part_a(args.sizes_a, args.budget)
@@ -449,7 +494,8 @@ def main():
     if args.part in ("g", "all"):
         part_g(args.sizes_g, args.budget_g, args.jets_g)
     if args.part in ("h", "all"):
-        part_h(args.sizes_h, args.checkpoints_h, args.jets_h, args.auto_h)
+        part_h(args.sizes_h, args.checkpoints_h, args.seeds_h, args.auto_h, args.generators_h,
+               args.log_z_h, args.log_z_budget_h)
 
 
 if __name__ == "__main__":

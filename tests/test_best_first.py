@@ -174,9 +174,13 @@ def _published_jets():
     import json
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "shared" / "data" / "ginkgo_published_jets.json"
-    if not path.exists():
-        pytest.skip(f"published jets not found at {path}")
+    # ../shared/data beside the repository, from a checkout or a worktree
+    # one directory deeper.
+    candidates = [parent / "shared" / "data" / "ginkgo_published_jets.json"
+                  for parent in Path(__file__).resolve().parents[1:4]]
+    path = next((path for path in candidates if path.exists()), None)
+    if path is None:
+        pytest.skip(f"published jets not found at {candidates[1]}")
     return json.loads(path.read_text())["cases"]
 
 
@@ -1151,6 +1155,16 @@ def _ginkgo_at(n_points, seed):
     return GinkgoLikelihood(), momenta
 
 
+@pytest.fixture(params=[False, True], ids=["size-classes", "sides"])
+def ginkgo_generator(request):
+    """Ginkgo bounds made in the test go by size classes, or see the sides (the default)."""
+    from sktrellis._engine.search import _ginkgo_bound
+
+    previous = _ginkgo_bound.use_sides_bound(request.param)
+    yield request.param
+    _ginkgo_bound.use_sides_bound(previous)
+
+
 @pytest.mark.parametrize("n_points", [6, pytest.param(7, marks=pytest.mark.slow)])
 def test_size_classes_bound_every_tree_of_their_class(n_points, global_random_seed):
     """Against every tree: each class bounds the trees whose top split is in it."""
@@ -1175,8 +1189,10 @@ def test_bounds_without_size_classes_say_so():
 
 
 @pytest.mark.parametrize("n_points", [6, pytest.param(7, marks=pytest.mark.slow)])
-def test_search_by_size_classes_matches_brute_force(n_points, global_random_seed):
-    """No exact solves: every cluster of 3 or more points is searched by its size classes.
+def test_search_by_size_classes_matches_brute_force(n_points, global_random_seed,
+                                                    ginkgo_generator):
+    """No exact solves: every cluster of 3 or more points is searched (by size classes, or
+    by the sides' keys).
 
     Stopped early at any state cap, its bound stays below the best tree.
     """
@@ -1194,7 +1210,7 @@ def test_search_by_size_classes_matches_brute_force(n_points, global_random_seed
     assert log_potentials.sum() == pytest.approx(best, rel=1e-9, abs=1e-9)
 
 
-def test_a_blind_generator_bound_rises_before_its_last_split(global_random_seed):
+def test_a_blind_generator_bound_rises_before_its_last_split(global_random_seed, ginkgo_generator):
     """Its next key passes the cluster's own bound while splits are still to come."""
     energy, X = _ginkgo_at(9, global_random_seed)
     bound = energy.search_bound(X)
@@ -1210,7 +1226,8 @@ def test_a_blind_generator_bound_rises_before_its_last_split(global_random_seed)
     assert risen < len(keys) - 1
 
 
-def test_the_search_bound_rises_before_the_root_is_enumerated(global_random_seed):
+def test_the_search_bound_rises_before_the_root_is_enumerated(global_random_seed,
+                                                             ginkgo_generator):
     """Bounded by states, not the clock: the root's bound rises with splits of it unevaluated.
 
     (Before the size classes a Ginkgo root's bound stood at the bound of
@@ -1228,3 +1245,134 @@ def test_the_search_bound_rises_before_the_root_is_enumerated(global_random_seed
         assert search.run(max_states=max_states) == "max_states"
         assert search.root_split_keys < 2 ** 12 - 1
         assert search.n_split_keys >= search.root_split_keys
+
+
+# The Ginkgo bound sees the sides (``partial_key``): a partial split's key is
+# a bound over the splits completing it from its sides' points, so partial
+# splits differ and the generator prunes and orders before the last point.
+
+
+def _completed_split_costs(bound, best, members):
+    """Best cost of a tree over ``members`` with each top split, by split code.
+
+    Code c puts members[k] on side B iff bit k of c is set (bit 0 clear);
+    each split's best cost is its own plus the best of its parts (``best``,
+    the trellis's over every subset).
+    """
+    m = len(members)
+    codes = np.arange(1, 1 << (m - 1)) << 1
+    in_b = (codes[:, None] >> np.arange(m)) & 1 == 1
+    bits = np.left_shift(1, members)
+    costs = np.array([bound.split_cost(members, ~row) + best[bits[~row].sum()]
+                      + best[bits[row].sum()] for row in in_b])
+    return codes, costs
+
+
+def _assert_partial_keys_bound_their_splits(bound, members, codes, costs):
+    """Every partial assignment's key is at most its best completion; returns the keys."""
+    m = len(members)
+    keys = []
+    for n_assigned in range(1, m):
+        for code in range(0, 1 << n_assigned, 2):
+            sides = (code >> np.arange(n_assigned)) & 1
+            key = bound.partial_key(members, sides)
+            completions = costs[(codes & ((1 << n_assigned) - 1)) == code]
+            truth = completions.min(initial=np.inf)
+            assert key <= truth + 1e-9 * max(1.0, abs(truth)), (members, sides, key, truth)
+            keys.append(key)
+    return np.array(keys)
+
+
+@pytest.mark.parametrize("n_points", [6, pytest.param(7, marks=pytest.mark.slow)])
+def test_ginkgo_partial_keys_bound_every_tree_that_completes_them(n_points,
+                                                                  global_random_seed):
+    """Against every tree of the jet: a partial split's key is at most the cost of every
+    tree whose top split completes it, and keys see the sides (they differ, and rise above
+    the blind bound of the whole set)."""
+    energy, X = _ginkgo_at(n_points, global_random_seed)
+    _, _, trees, values = brute_force(energy.split_potential(X), n_points)
+    members = np.arange(n_points)
+    top = np.array([tree[0][1] for tree in trees])
+    lefts = np.unique(top)
+    # Code c has members[k] on side B iff bit k is set: side B is the right part.
+    codes = np.array([((1 << n_points) - 1) ^ left for left in lefts])
+    costs = np.array([-values[top == left].max() for left in lefts])
+    bound = energy.search_bound(X)
+    keys = _assert_partial_keys_bound_their_splits(bound, members, codes, costs)
+    assert np.unique(keys).size > n_points
+    assert keys.max() > bound.lower(members) + 1.0
+
+
+GINKGO_CASES = {
+    "jet": lambda rng, X: GinkgoLikelihood(),
+    "lam below 1": lambda rng, X: GinkgoLikelihood(lam=0.5),
+    "lam 6, low cut": lambda rng, X: GinkgoLikelihood(lam=6.0, t_cut=1.0),
+    "lam below 1, cut 1e-3": lambda rng, X: GinkgoLikelihood(lam=0.5, t_cut=1e-3),
+    "cut among the pairs": lambda rng, X: GinkgoLikelihood(
+        t_cut=float(np.quantile(_pair_masses(X)[np.triu_indices(len(X), 1)], 0.4))),
+}
+
+
+@pytest.mark.parametrize("case", [*GINKGO_CASES, "off the shower", "energies far above the cut"])
+def test_ginkgo_partial_keys_bound_their_splits_on_every_cluster(case, global_random_seed):
+    """On every cluster of 3 or more of 7 points, for other parameters and cuts (down to
+    1e-3), for massless momenta in random directions a rounding below light speed, and with
+    energies so high that the rounding margin of t passes the cut."""
+    rng = np.random.default_rng(global_random_seed)
+    if case == "off the shower":
+        p = rng.normal(size=(7, 3)) * rng.uniform(1, 20, size=(7, 1))
+        X = np.column_stack([np.linalg.norm(p, axis=1) * (1 - 5e-10), p])
+        energy = GinkgoLikelihood()
+    elif case == "energies far above the cut":
+        X = make_jets(n_leaves=7, random_state=global_random_seed)[0].momenta * 1e4
+        energy = GinkgoLikelihood()
+    else:
+        X = make_jets(n_leaves=7, random_state=global_random_seed)[0].momenta
+        energy = GINKGO_CASES[case](rng, X)
+    bound = energy.search_bound(X)
+    best = -ExactHierarchicalClustering(energy).fit(X)._trellis.log_map
+    for mask in range(1, 1 << 7):
+        # In any order of assignment (the generator's is the bound's own).
+        members = rng.permutation(_members(mask, 7))
+        if len(members) >= 3:
+            codes, costs = _completed_split_costs(bound, best, members)
+            _assert_partial_keys_bound_their_splits(bound, members, codes, costs)
+
+
+@pytest.mark.parametrize("jets", [slice(0, 10), pytest.param(slice(10, None),
+                                                               marks=pytest.mark.slow)])
+def test_ginkgo_partial_keys_bound_the_published_jets(jets):
+    """The whole jet's partial keys against its splits' best trees, on the 60 AISTATS 2021
+    jets (the first ten quickly)."""
+    for case in _published_jets()[jets]:
+        X = np.array(case["leaves_4momenta"])
+        energy = GinkgoLikelihood(lam=case["params"]["lambda"], t_cut=case["params"]["t_cut"])
+        members = np.arange(len(X))
+        bound = energy.search_bound(X)
+        best = -ExactHierarchicalClustering(energy).fit(X)._trellis.log_map
+        codes, costs = _completed_split_costs(bound, best, members)
+        assert costs.min() == pytest.approx(-case["map_loglik"], rel=1e-9)
+        _assert_partial_keys_bound_their_splits(bound, members, codes, costs)
+
+
+def test_ginkgo_split_cost_sums_in_index_order(global_random_seed):
+    """The split generator assigns the softest points first: a split's cost is the sorted
+    cluster's bit for bit, as the exact solves and the trellis have it."""
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _ginkgo_at(9, global_random_seed)
+    bound = energy.search_bound(X)
+    for _ in range(50):
+        members = np.sort(rng.choice(9, rng.integers(2, 10), replace=False))
+        in_a = rng.random(len(members)) < 0.5
+        order = rng.permutation(len(members))
+        assert (bound.split_cost(members[order], in_a[order])
+                == bound.split_cost(members, in_a))
+
+
+def test_partial_keys_need_a_partial_assignment():
+    energy, X = _ginkgo_at(6, 0)
+    bound = energy.search_bound(X)
+    for sides in ([], [1, 0], [0] * 6):
+        with pytest.raises(ValueError, match="first point to side A and leave one free"):
+            bound.partial_key(np.arange(6), sides)
+    assert Dasgupta().search_bound(X).partial_key(np.arange(6), [0, 1]) == -np.inf

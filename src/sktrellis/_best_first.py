@@ -75,12 +75,13 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         Energy model; None means ``Dasgupta()``. Other energies have no
         admissible bound yet and are refused. The Ginkgo bound sees only
         the sizes of a tree's nodes (a few nats from the best tree's log
-        likelihood), and its split order cannot see a partial assignment:
-        clusters of up to 12 particles are solved exactly instead, jets of
-        up to about 16 particles are proven optimal by the search alone
-        (near-exhaustively), jets of up to 20-22 particles are solved by the
-        trellis within minutes (``algorithm="auto"``), and past that the
-        search reports its certified gap.
+        likelihood), and a partial split through its sides' points and
+        masses: clusters of up to 12 particles are solved exactly instead,
+        jets of up to about 16 particles are proven optimal by the search
+        alone (near-exhaustively), jets of up to 20-22 particles are solved
+        by the trellis within minutes (``algorithm="auto"``), and past that
+        the search reports its certified gap (at 25-30 particles 15-35 nats
+        after a minute, measured in ``benchmarks/README.md``).
     max_time : float or None, default=60.0
         Stop after this many seconds (checked about every 0.1 s), keeping
         the best tree and its certified gap; None means no limit. The

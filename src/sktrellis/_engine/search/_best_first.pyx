@@ -10,12 +10,13 @@ budget with the certified gap between the two.
 
 The splits of a cluster come from a lazy generator (``_split_generator.pyx``),
 in order of the bound's lower bound (``_search_bounds.pxd``). With a bound
-that sees the assignment (Dasgupta, correlation clustering) the 2**(|S| -
-1) splits of a large cluster are never all held; with one blind to it
-(Ginkgo) every partial key is the same: its generator goes through the
-splits by the size of their smaller side instead, in order of the bound's
-bound per size (``SearchBound.size_classes_``), and holds every split of a
-size class before the first of them leaves it.
+that sees the assignment (Dasgupta, correlation clustering by penalties,
+Ginkgo by its sides' key ``partial_key_``) the 2**(|S| - 1) splits of a
+large cluster are never all held; with one blind to it (Ginkgo with
+``use_sides_bound(False)``) every partial key is the same: its generator
+goes through the splits by the size of their smaller side instead, in
+order of the bound's bound per size (``SearchBound.size_classes_``), and
+holds every split of a size class before the first of them leaves it.
 
 The same graph bounds the partition function ``Z(S) = sum over trees of
 prod psi`` of every cluster from both sides (``_log_partition.pyx``); with

@@ -16,11 +16,28 @@ import numpy as np
 from .._common cimport float64_t, log_add, mask_t
 from ..potential._ginkgo cimport LOG_LAM, LOG_NORM, N_PARAMS, T_CUT, log_psi_of_masses
 from ..trellis._hierarchical cimport ginkgo_subset_tables
+from ._search_common cimport members_of
 from ._search_bounds cimport (
     CLUSTER_CANNOT_SPLIT, MAX_EXACT_POINTS, MAX_SEARCH_POINTS, SUBSETS_SOLVED, SearchBound,
     side_of)
 
 from ..potential._ginkgo import ginkgo_params
+
+
+# Whether new GinkgoBounds key partial splits by their sides (``use_sides_bound``).
+cdef bint sides_bound_enabled = True
+
+
+def use_sides_bound(bint enabled):
+    """Let the Ginkgo bounds made next key partial splits by their sides (the default) or not.
+
+    Returns the previous setting. Off, their split generators go by size
+    classes (kept for the benchmark that compares both).
+    """
+    global sides_bound_enabled
+    previous = sides_bound_enabled
+    sides_bound_enabled = enabled
+    return previous
 
 
 cdef enum:
@@ -77,6 +94,7 @@ cdef struct GinkgoJet:
     const float64_t* p4          # four-momenta, (n, 4)
     const float64_t* pair_t      # t_ij = 2 p_i.p_j, (n, n)
     const float64_t* self_t      # the points' own t_i
+    const int* pair_order        # each row of pair_t's columns by t_ij, (n, n)
     Py_ssize_t n
     double lam, t_cut
     double params[N_PARAMS]
@@ -110,9 +128,33 @@ cdef double mass2(const GinkgoJet* jet, const int* members, int m, uint64_t side
 
 cdef double split_cost(const GinkgoJet* jet, const int* members, int m,
                        uint64_t sides) noexcept nogil:
-    cdef double t_parent = mass2(jet, members, m, 0, 0)
-    cdef double t_left = mass2(jet, members, m, sides, 0)
-    cdef double t_right = mass2(jet, members, m, sides, 1)
+    """-log psi of the split, its sums of momenta in the order of the point indices.
+
+    Members in any order (the generator's, ``GinkgoBound.order_``) give
+    the costs of the sorted members bit for bit, as the exact solves and
+    the trellis sum them.
+    """
+    cdef int whole[MAX_SEARCH_POINTS]
+    cdef int left[MAX_SEARCH_POINTS]
+    cdef int right[MAX_SEARCH_POINTS]
+    cdef uint64_t mask[2]
+    cdef double t_parent, t_left, t_right
+    cdef int x, n_left
+    for x in range(1, m):
+        if members[x] < members[x - 1]:
+            mask[0] = mask[1] = 0
+            for x in range(m):
+                mask[side_of(sides, x)] |= (<uint64_t>1) << members[x]
+            members_of(mask[0] | mask[1], whole)
+            n_left = members_of(mask[0], left)
+            t_parent = mass2(jet, whole, m, 0, 0)
+            t_left = mass2(jet, left, n_left, 0, 0)
+            t_right = mass2(jet, right, members_of(mask[1], right), 0, 0)
+            break
+    else:
+        t_parent = mass2(jet, members, m, 0, 0)
+        t_left = mass2(jet, members, m, sides, 0)
+        t_right = mass2(jet, members, m, sides, 1)
     return -log_psi_of_masses(jet.params, t_parent, sqrt(max(t_parent, 0.0)),
                               t_left, sqrt(max(t_left, 0.0)),
                               t_right, sqrt(max(t_right, 0.0)))
@@ -136,38 +178,43 @@ cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* l
     """
     cdef double rows[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
     cdef double column[MAX_SEARCH_POINTS]
+    cdef int by_column[MAX_SEARCH_POINTS]
     cdef double negative = 0.0, value, total, smallest
-    cdef int x, y, z, k, q, l
+    cdef int x, y, z, k, q, l, moving
     cdef Py_ssize_t row
+    cdef uint64_t mask = 0
+    for x in range(m):
+        mask |= (<uint64_t>1) << members[x]
     for x in range(m):
         row = members[x] * jet.n
         if jet.self_t[members[x]] < 0.0:
             negative += jet.self_t[members[x]]
-        # Insertion sort of the row's m - 1 pair masses (m <= 64).
+        # The row's m - 1 pair masses in order: the jet's row in order,
+        # less the points outside S.
         q = 0
-        for y in range(m):
-            if y == x:
-                continue
-            value = jet.pair_t[row + members[y]]
-            z = q
-            while z > 0 and rows[x][z - 1] > value:
-                rows[x][z] = rows[x][z - 1]
-                z -= 1
-            rows[x][z] = value
-            q += 1
+        for y in range(jet.n):
+            z = jet.pair_order[row + y]
+            if z != members[x] and (mask >> z) & 1:
+                rows[x][q] = jet.pair_t[row + z]
+                q += 1
         # rows[x][j] becomes r_x(j + 1), the sum of its j + 1 smallest.
         for y in range(1, m - 1):
             rows[x][y] += rows[x][y - 1]
+        by_column[x] = x
     low[0] = low[1] = 0.0
     for k in range(2, m):
-        # The k smallest r_x(k - 1) over the points x of S.
+        # The k smallest r_x(k - 1) over the points x of S: an insertion
+        # sort from the order of the k before (nearly sorted already).
         for x in range(m):
-            value = rows[x][k - 2]
+            moving = by_column[x]
+            value = rows[moving][k - 2]
             z = x
             while z > 0 and column[z - 1] > value:
                 column[z] = column[z - 1]
+                by_column[z] = by_column[z - 1]
                 z -= 1
             column[z] = value
+            by_column[z] = moving
         total = 0.0
         for x in range(k):
             total += column[x]
@@ -235,39 +282,24 @@ cdef inline double split_mass(const double* low, const double* single, double ne
     return value if value > low[k] else low[k]
 
 
-cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
-                           double* by_heavy) noexcept nogil:
-    """lower(S) by the dynamic programme over the sizes (the class docstring).
+cdef bint subtree_tables(const GinkgoJet* jet, const int* members, int m, double* low,
+                         double* log_low, double* single, double* negative, double* inside,
+                         double* with_term) noexcept nogil:
+    """L_k, log L_k, R_q, neg and inside(k), with(k) for k < m of the class docstring.
 
-    With ``by_heavy`` (not NULL, m >= 3), ``by_heavy[h]`` for h = 2..m - 1
-    is the root's value over the trees whose heavier child has h points
-    (-inf where there is none), of which ``-lower(S)`` is the largest.
+    They bound every node of k < m points inside ``members`` (m >= 3),
+    whichever tree over whichever subset holds it. Returns False when no
+    two points of ``members`` make a node (``node_masses``).
     """
-    cdef double low[MAX_SEARCH_POINTS + 1]
-    cdef double log_low[MAX_SEARCH_POINTS + 1]
-    cdef double single[MAX_SEARCH_POINTS + 1]
-    # Best log potential of a subtree of k points: with its own incoming
-    # term as a lighter child (with_term), and without it (inside).
-    cdef double with_term[MAX_SEARCH_POINTS + 1]
-    cdef double inside[MAX_SEARCH_POINTS + 1]
-    cdef double t, value, heavy, top_in, top_with, top, cherry, negative = 0.0
+    cdef double value, heavy, top_in, top_with, cherry
     cdef double log_4pi = log(4 * M_PI)
-    cdef int k, h, l, h1, x
-    if m == 1:
-        return 0.0
-    if m == 2:
-        return split_cost(jet, members, m, 2)
-    if by_heavy != NULL:
-        for h in range(m):
-            by_heavy[h] = -INFINITY
-    t = mass2(jet, members, m, 0, 0)
-    if t < jet.t_cut:
-        return INFINITY
+    cdef int k, h, l, x
+    negative[0] = 0.0
     for x in range(m):
         if jet.self_t[members[x]] < 0.0:
-            negative += jet.self_t[members[x]]
+            negative[0] += jet.self_t[members[x]]
     if not node_masses(jet, members, m, low, single):
-        return INFINITY
+        return False
     for k in range(2, m):
         log_low[k] = log(low[k])
     with_term[1] = -jet.log_norm
@@ -283,23 +315,39 @@ cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
             value = heavy + with_term[l] - log_4pi
             if value > top_in:
                 top_in = value
-            value += jet.kappa - log(split_mass(low, single, negative, k, h, l))
+            value += jet.kappa - log(split_mass(low, single, negative[0], k, h, l))
             if value > top_with:
                 top_with = value
         inside[k] = top_in
         with_term[k] = top_with
-    # The root: its heavier child c (h points) has tau = t_S exactly and
-    # t_c >= max(ell of c's split, L_l).
-    top = -INFINITY
+    return True
+
+
+cdef double root_value(const GinkgoJet* jet, const double* low, const double* log_low,
+                       const double* single, double negative, const double* inside,
+                       const double* with_term, int m, double tau_low, double tau_high,
+                       double* by_heavy) noexcept nogil:
+    """The root's value of a tree over m >= 3 points whose t lies in [tau_low, tau_high].
+
+    The tables are ``subtree_tables``' over the root's points or a superset
+    of them. With ``by_heavy`` (not NULL), ``by_heavy[h]`` for h = 2..m - 1
+    is the value over the trees whose heavier child has h points.
+    """
+    # The root: its heavier child c (h points) has tau = t_S, and t_c >=
+    # max(ell of c's split, L_l).
+    cdef double value, heavy, top = -INFINITY
+    cdef double log_4pi = log(4 * M_PI)
+    cdef int h, l, h1
     for h in range(2, m):
         l = m - h
         if h == 2:
-            heavy = root_heavy(jet, t, max(low[2], low[l])) + inside[2]
+            heavy = root_heavy_within(jet, tau_low, tau_high, max(low[2], low[l])) + inside[2]
         else:
             heavy = -INFINITY
             for h1 in range(2, h):
-                value = (root_heavy(jet, t, max(split_mass(low, single, negative, h, h1, h - h1),
-                                                low[l]))
+                value = (root_heavy_within(jet, tau_low, tau_high,
+                                           max(split_mass(low, single, negative, h, h1, h - h1),
+                                               low[l]))
                          + heavy_child(jet, low, log_low, with_term, inside, h, h1, h - h1)
                          + with_term[h - h1] - log_4pi)
                 if value > heavy:
@@ -309,7 +357,62 @@ cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
             by_heavy[h] = value
         if value > top:
             top = value
-    return -top
+    return top
+
+
+cdef double loose_root_value(const GinkgoJet* jet, const double* low, const double* inside,
+                             const double* with_term, int m, double tau_low,
+                             double tau_high) noexcept nogil:
+    """``root_value`` with the heavier child's t at least max(L_h, L_l) alone (m >= 3).
+
+    ell(h, h1, h2) >= L_h, so the heavier child's term is at most its value
+    there whatever its split, and the root's value is at most the largest
+    over h of that term + inside(h) (the heavier child's subtree, a node of
+    h points) + with(l) - log(4 pi): O(m) logs where ``root_value`` takes
+    O(m**2), for the sides' keys of many sizes.
+    """
+    cdef double value, top = -INFINITY, log_4pi = log(4 * M_PI)
+    cdef int h, l
+    for h in range(2, m):
+        l = m - h
+        value = (root_heavy_within(jet, tau_low, tau_high, max(low[h], low[l])) + inside[h]
+                 + with_term[l] - log_4pi)
+        if value > top:
+            top = value
+    return top
+
+
+cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
+                           double* by_heavy) noexcept nogil:
+    """lower(S) by the dynamic programme over the sizes (the class docstring).
+
+    With ``by_heavy`` (not NULL, m >= 3), ``by_heavy[h]`` for h = 2..m - 1
+    is the root's value over the trees whose heavier child has h points
+    (-inf where there is none), of which ``-lower(S)`` is the largest.
+    """
+    cdef double low[MAX_SEARCH_POINTS + 1]
+    cdef double log_low[MAX_SEARCH_POINTS + 1]
+    cdef double single[MAX_SEARCH_POINTS + 1]
+    # Best log potential of a subtree of k points: with its own incoming
+    # term as a lighter child (with_term), and without it (inside).
+    cdef double with_term[MAX_SEARCH_POINTS + 1]
+    cdef double inside[MAX_SEARCH_POINTS + 1]
+    cdef double t, negative
+    cdef int h
+    if m == 1:
+        return 0.0
+    if m == 2:
+        return split_cost(jet, members, m, 2)
+    if by_heavy != NULL:
+        for h in range(m):
+            by_heavy[h] = -INFINITY
+    t = mass2(jet, members, m, 0, 0)
+    if t < jet.t_cut:
+        return INFINITY
+    if not subtree_tables(jet, members, m, low, log_low, single, &negative, inside, with_term):
+        return INFINITY
+    return -root_value(jet, low, log_low, single, negative, inside, with_term, m, t, t,
+                       by_heavy)
 
 
 cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcept nogil:
@@ -375,6 +478,61 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
 cdef inline double root_heavy(const GinkgoJet* jet, double t_root, double t_low) noexcept nogil:
     """g(t_S, t) at its largest over t >= t_low."""
     return jet.log_lam - log(t_root) - jet.lam * t_low / t_root - jet.log_norm
+
+
+cdef inline double root_heavy_within(const GinkgoJet* jet, double tau_low, double tau_high,
+                                     double t_low) noexcept nogil:
+    """g(tau, t) at its largest over t >= t_low and tau_low <= tau <= tau_high.
+
+    For a fixed tau g decreases in t; ``log(lam / tau) - lam t / tau``
+    rises in tau up to ``tau = lam t`` and falls after it. With
+    ``tau_low == tau_high`` this is ``root_heavy`` at that tau, bit for bit.
+    """
+    cdef double tau = jet.lam * t_low
+    if tau < tau_low:
+        tau = tau_low
+    if tau > tau_high:
+        tau = tau_high
+    return root_heavy(jet, tau, t_low)
+
+
+cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* size,
+                             const double* t_low, const double* t_high) noexcept nogil:
+    """The largest log psi of a split of S into parts of ``size[0]`` and ``size[1]`` points.
+
+    Over every split whose parts' t lie in [t_low, t_high] (a single point:
+    0, a leaf), with ``t_root`` = t_S (the sides' docstring): either part
+    of two or more points may be the heavier, c, if it can outweigh the
+    other, o; then ``g(t_S, t_c) <= g(t_S, max(t_low))``; a leaf o has
+    ``tau = (sqrt t_S - sqrt t_c)**2`` at least its value at ``t_high[c]``
+    (its term falls with tau), an inner o at most its value at
+    ``max(t_low)``, and ``g(tau, t_o) <= g(tau, t_low[o])`` at its peak
+    over tau up to that (``root_heavy_within``).
+    """
+    cdef double best = -INFINITY, heavy, light, t_heavy, scale, root = sqrt(t_root)
+    cdef double low[2]
+    cdef int c, o
+    # A part of two or more points of a tree of non-zero likelihood is a
+    # node: its t reaches the cut (whatever the widened ranges say).
+    for c in range(2):
+        low[c] = max(t_low[c], jet.t_cut) if size[c] >= 2 else t_low[c]
+    for c in range(2):
+        o = 1 - c
+        if size[c] < 2 or (size[o] >= 2 and t_high[c] < low[o]):
+            continue
+        t_heavy = max(low[c], low[o])
+        heavy = root_heavy(jet, t_root, t_heavy)
+        if size[o] == 1:
+            scale = root - sqrt(min(max(t_high[c], 0.0), t_root))
+            scale *= scale
+            light = -jet.log_norm
+            if scale > 0.0:
+                light += log1p(-exp(-jet.lam * jet.t_cut / scale))
+        else:
+            scale = root - sqrt(min(max(t_heavy, 0.0), t_root))
+            light = root_heavy_within(jet, 0.0, max(scale * scale, low[o]), low[o])
+        best = max(best, heavy + light - log(4 * M_PI))
+    return best
 
 
 cdef inline double heavy_child(const GinkgoJet* jet, const double* low, const double* log_low,
@@ -586,15 +744,45 @@ cdef class GinkgoBound(SearchBound):
 
     The bound knows the sizes of the nodes, not which points they hold: it
     lets disjoint nodes of one size share the lightest points and pays each
-    node's ``g`` at its best tau.
+    node's ``g`` at its best tau. A split's parts it sees only through
+    their own bounds, and a partial split through its sides' points
+    (below).
 
     **By the size of the smaller side** (``size_classes``). The root's
     value is a max over the size h of its heavier child; a split whose
     smaller side has p points has its heavier child of p or |S| - p points
     (p >= 2 for the former: only an inner child can be the heavier), so
     minus the larger of those two values bounds every tree whose top split
-    is in that class. The split generator enumerates the classes in that
-    order (the bound sees no more of a partial assignment than its sizes).
+    is in that class. Without the sides' key (``use_sides_bound(False)``)
+    the split generator enumerates the classes in that order.
+
+    **By the sides** (``partial_key_``, the default; ``use_sides_bound``).
+    A partial split of S puts the points F_A on side A, F_B on side B and
+    leaves the rest free: a split completing it has ``F_X <= X <= W_X``
+    (W_X: S less the other side's F) and ``|A| + |B| = |S|``. Take each size
+    a of A (and |S| - a of B). A side that is F_X or W_X is known: its
+    ``lower``. Otherwise every node of X's trees lies in W_X, so W_X's
+    L_k, R_q, neg, inside(k) and with(k) bound them (each holds for any
+    node of k points of W_X; the programme's values only rise with the L_k,
+    so a subset's own are no smaller), and the root's heavier child has
+    ``tau = t_X`` with ``max(t_cut, L_a, t_{F_X}) <= t_X <= t_{W_X}`` (a
+    point added to a set only raises its t, ``t_{Y+x} = t_Y + t_x + 2
+    p_Y.p_x`` with causal future-directed momenta): its term is at most g
+    at its peak over that range of tau (``root_heavy_within``), with the
+    heavier child's t at least ``max(L_h, L_l)`` (``loose_root_value``:
+    ``ell >= L_h``); a pair: both leaves' terms fall with its t. This is at
+    most ``lower(X)``. The split's own term (``split_term_upper``): the
+    heavier part c (two or more points, able to outweigh the other, o) has
+    ``g(t_S, t_c) <= g(t_S, max(t_low))``; a leaf o has ``tau >= (sqrt t_S
+    - sqrt t_high(c))**2``, and its term falls with tau; an inner o has
+    ``t_o >= t_low(o)`` and ``tau <= (sqrt t_S - sqrt max(t_low))**2``, so
+    its term is at most g's peak over tau up to that. The key, the least over a of both sides'
+    bounds less the split's, is at most ``split_cost + lower(A) + lower(B)``
+    of every completion. The t ranges are widened by ``1e-8 E_S**2``
+    (rounding, and points up to 1e-9 spacelike). The generator assigns the
+    softest points first (``order_``; split costs are summed in index order
+    all the same) and keys each partial state by the larger of this and its
+    parent's key, best first.
 
     ``lower`` remembers its value for every cluster of at least 5 points
     (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
@@ -636,7 +824,7 @@ cdef class GinkgoBound(SearchBound):
     """
 
 
-    cdef readonly object momenta, pair_mass, point_mass
+    cdef readonly object momenta, pair_mass, point_mass, pair_order
     cdef readonly double lam, t_cut
     cdef readonly list small_nodes
     cdef GinkgoJet jet
@@ -671,6 +859,13 @@ cdef class GinkgoBound(SearchBound):
         self.pair_mass, self.point_mass = pair_mass, point_mass
         self.jet.pair_t = &pair_view[0, 0] if self.jet.n else NULL
         self.jet.self_t = &point_view[0] if self.jet.n else NULL
+        # A cluster's rows of pair masses in order are these, less the points
+        # outside it (node_masses): no sort per cluster.
+        pair_order = np.ascontiguousarray(np.argsort(pair_mass, axis=1, kind="stable"),
+                                          dtype=np.intc)
+        cdef const int[:, ::1] order_view = pair_order
+        self.pair_order = pair_order
+        self.jet.pair_order = &order_view[0, 0] if self.jet.n else NULL
         self.lam, self.t_cut = lam, t_cut
         self.jet.lam, self.jet.t_cut = lam, t_cut
         for k, value in enumerate(ginkgo_params(lam, t_cut)):
@@ -684,6 +879,7 @@ cdef class GinkgoBound(SearchBound):
         # The split order comes from the complete split's own bound.
         self.refine = True
         self.bounds_log_z = True
+        self.sees_sides = sides_bound_enabled
         if not 0 <= exact_size <= MAX_EXACT_POINTS:
             raise ValueError(
                 f"exact_size must be 0 to {MAX_EXACT_POINTS} (3**k / 2 splits per cluster), "
@@ -721,6 +917,24 @@ cdef class GinkgoBound(SearchBound):
     cdef double log_z_upper_(self, const int* members, int m) noexcept nogil:
         return log_z_upper(&self.jet, members, m)
 
+    cdef void order_(self, int* members, int m) noexcept nogil:
+        # Seeing the sides, the softest points first: the sides' keys rise
+        # after fewer of them (measured in benchmarks/README.md).
+        cdef int x, z, moving
+        if not self.sees_sides:
+            return
+        for x in range(1, m):
+            moving = members[x]
+            z = x
+            while z > 0 and self.jet.p4[4 * members[z - 1]] > self.jet.p4[4 * moving]:
+                members[z] = members[z - 1]
+                z -= 1
+            members[z] = moving
+
+    cdef double partial_key_(self, const int* members, int m, uint64_t sides,
+                             int n_assigned) noexcept nogil:
+        return sides_key(self, members, m, sides, n_assigned)
+
     cdef bint size_classes_(self, const int* members, int m, double* keys) noexcept nogil:
         # The root's value by the size h of its heavier child: a split
         # whose smaller side has p points has its heavier child of p or
@@ -743,35 +957,147 @@ cdef class GinkgoBound(SearchBound):
 
     cdef int solve_subsets_(self, const int* members, int m, double* log_z, double* log_map,
                             mask_t* best_left) except -1 nogil:
-        """The trellis's Ginkgo kernel (``ginkgo_subset_tables``) over the cluster's subsets.
+        return solve_subsets(self, members, m, log_z, log_map, best_left)
 
-        Its masses are those ``split_cost_`` computes (``subset_masses``),
-        and it takes the best tree's value in log space by the same formula
-        (``log_psi_of_masses``), summed in the same order: the same value
-        bit for bit; log Z in linear space, within rounding.
-        """
-        cdef Py_ssize_t n_subsets = (<Py_ssize_t>1) << m, full = n_subsets - 1
-        cdef double* sums
-        cdef double* t
-        cdef double* root
-        if m > self.scratch_points:
-            free(self.subset_scratch)
-            self.scratch_points = 0
-            self.subset_scratch = <double*>malloc(SUBSET_SCRATCH * n_subsets * sizeof(double))
-            if self.subset_scratch == NULL:
-                with gil:
-                    raise MemoryError(f"GinkgoBound: no memory to solve a cluster of {m} points")
-            self.scratch_points = m
-        # Four sums, t and its root per subset, then the kernel's records.
-        sums = self.subset_scratch
-        t = sums + 4 * n_subsets
-        root = t + n_subsets
-        subset_masses(&self.jet, members, m, sums, t, root)
-        if t[full] < self.jet.params[T_CUT]:
-            # Every split of the cluster is forbidden (as log_psi_of_masses says).
-            log_z[full] = log_map[full] = -INFINITY
-            best_left[full] = 1
-            return CLUSTER_CANNOT_SPLIT
-        ginkgo_subset_tables(self.jet.params, m, t, root, log_z, log_map, best_left,
-                             root + n_subsets)
-        return SUBSETS_SOLVED
+
+cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sides,
+                      int n_assigned) noexcept nogil:
+    """``partial_key_``: the sides' bound of the class docstring.
+
+    Side X holds its fixed points (``fixed``) and some of the free ones, so
+    it lies inside ``widest`` (its fixed points and the free ones).
+    """
+    cdef int fixed[2][MAX_SEARCH_POINTS]
+    cdef int widest[2][MAX_SEARCH_POINTS]
+    cdef int whole[MAX_SEARCH_POINTS]
+    cdef uint64_t fixed_mask[2]
+    cdef uint64_t free_mask
+    cdef int n_fixed[2]
+    cdef int n_widest[2]
+    cdef int size[2]
+    cdef double sub[2][MAX_SEARCH_POINTS + 1]
+    cdef double t_low[2][MAX_SEARCH_POINTS + 1]
+    cdef double t_high[2][MAX_SEARCH_POINTS + 1]
+    cdef double low[MAX_SEARCH_POINTS + 1]
+    cdef double log_low[MAX_SEARCH_POINTS + 1]
+    cdef double single[MAX_SEARCH_POINTS + 1]
+    cdef double with_term[MAX_SEARCH_POINTS + 1]
+    cdef double inside[MAX_SEARCH_POINTS + 1]
+    cdef double pair_low[2]
+    cdef double pair_high[2]
+    cdef double t_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
+    cdef double log_4pi = log(4 * M_PI), negative = 0.0
+    cdef bint tables
+    cdef int x, side, a, b, n0, top
+    fixed_mask[0] = fixed_mask[1] = free_mask = 0
+    for x in range(m):
+        energy += bound.jet.p4[4 * members[x]]
+        if x < n_assigned:
+            fixed_mask[side_of(sides, x)] |= (<uint64_t>1) << members[x]
+        else:
+            free_mask |= (<uint64_t>1) << members[x]
+    # Sorted, so that their sums and bounds are those of the sorted sets.
+    for side in range(2):
+        n_fixed[side] = members_of(fixed_mask[side], fixed[side])
+        n_widest[side] = members_of(fixed_mask[side] | free_mask, widest[side])
+    members_of(fixed_mask[0] | fixed_mask[1] | free_mask, whole)
+    t_root = mass2(&bound.jet, whole, m, 0, 0)
+    if t_root < bound.jet.t_cut:
+        return INFINITY
+    # Rounding (and points up to 1e-9 spacelike, as the energy accepts)
+    # moves a sum's t by far less than this: the t ranges are widened by it.
+    margin = 1e-8 * energy * energy
+    for side in range(2):
+        n0, top = n_fixed[side], min(n_widest[side], m - 1)
+        t_fixed = mass2(&bound.jet, fixed[side], n0, 0, 0) if n0 else 0.0
+        t_widest = mass2(&bound.jet, widest[side], n_widest[side], 0, 0)
+        tables = False
+        if n_widest[side] >= 3 and max(n0 + 1, 2) <= top:
+            # Sizes above the fixed points': the tables of the widest set.
+            tables = subtree_tables(&bound.jet, widest[side], n_widest[side], low, log_low,
+                                    single, &negative, inside, with_term)
+        for a in range(max(n0, 1), top + 1):
+            if a == 1:
+                sub[side][a] = t_low[side][a] = t_high[side][a] = 0.0
+                continue
+            if a == n0 or a == n_widest[side]:
+                # The side is the fixed points, or all but the other's.
+                value = t_fixed if a == n0 else t_widest
+                t_low[side][a], t_high[side][a] = value - margin, value + margin
+                if a == n0:
+                    sub[side][a] = bound.lower_(fixed[side], a)
+                elif a == 2:
+                    sub[side][a] = bound.lower_(widest[side], a)
+                elif tables and t_widest >= bound.jet.t_cut:
+                    # lower(W_X), from the tables at hand (as size_programme).
+                    sub[side][a] = -root_value(&bound.jet, low, log_low, single, negative,
+                                               inside, with_term, a, t_widest, t_widest, NULL)
+                else:
+                    sub[side][a] = INFINITY
+                continue
+            t_low[side][a] = max(t_fixed - margin, bound.jet.t_cut)
+            t_high[side][a] = t_widest + margin
+            if not tables or t_high[side][a] < bound.jet.t_cut:
+                sub[side][a] = INFINITY
+                continue
+            t_low[side][a] = max(t_low[side][a], low[a])
+            if t_low[side][a] > t_high[side][a]:
+                sub[side][a] = INFINITY
+            elif a == 2:
+                # A cherry: both leaves' terms fall with its t.
+                sub[side][a] = log_4pi - 2 * (
+                    log1p(-exp(-bound.jet.lam * bound.jet.t_cut / t_low[side][a]))
+                    - bound.jet.log_norm)
+            else:
+                sub[side][a] = -loose_root_value(&bound.jet, low, inside, with_term, a,
+                                                 t_low[side][a], t_high[side][a])
+    for a in range(max(n_fixed[0], 1), min(n_widest[0], m - 1) + 1):
+        b = m - a
+        if b < max(n_fixed[1], 1) or b > n_widest[1]:
+            continue
+        value = sub[0][a] + sub[1][b]
+        if value == INFINITY:
+            continue
+        size[0], size[1] = a, b
+        pair_low[0], pair_low[1] = t_low[0][a], t_low[1][b]
+        pair_high[0], pair_high[1] = t_high[0][a], t_high[1][b]
+        value -= split_term_upper(&bound.jet, t_root, size, pair_low, pair_high)
+        if value < key:
+            key = value
+    return key
+
+
+cdef int solve_subsets(GinkgoBound bound, const int* members, int m, double* log_z,
+                       double* log_map, mask_t* best_left) except -1 nogil:
+    """The trellis's Ginkgo kernel (``ginkgo_subset_tables``) over the cluster's subsets.
+
+    Its masses are those ``split_cost_`` computes (``subset_masses``),
+    and it takes the best tree's value in log space by the same formula
+    (``log_psi_of_masses``), summed in the same order: the same value
+    bit for bit; log Z in linear space, within rounding.
+    """
+    cdef Py_ssize_t n_subsets = (<Py_ssize_t>1) << m, full = n_subsets - 1
+    cdef double* sums
+    cdef double* t
+    cdef double* root
+    if m > bound.scratch_points:
+        free(bound.subset_scratch)
+        bound.scratch_points = 0
+        bound.subset_scratch = <double*>malloc(SUBSET_SCRATCH * n_subsets * sizeof(double))
+        if bound.subset_scratch == NULL:
+            with gil:
+                raise MemoryError(f"GinkgoBound: no memory to solve a cluster of {m} points")
+        bound.scratch_points = m
+    # Four sums, t and its root per subset, then the kernel's records.
+    sums = bound.subset_scratch
+    t = sums + 4 * n_subsets
+    root = t + n_subsets
+    subset_masses(&bound.jet, members, m, sums, t, root)
+    if t[full] < bound.jet.params[T_CUT]:
+        # Every split of the cluster is forbidden (as log_psi_of_masses says).
+        log_z[full] = log_map[full] = -INFINITY
+        best_left[full] = 1
+        return CLUSTER_CANNOT_SPLIT
+    ginkgo_subset_tables(bound.jet.params, m, t, root, log_z, log_map, best_left,
+                         root + n_subsets)
+    return SUBSETS_SOLVED

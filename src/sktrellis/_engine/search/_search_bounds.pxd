@@ -38,6 +38,9 @@ cdef class SearchBound:
     cdef readonly int exact_size
     # Whether log_z_upper_ gives more than +inf.
     cdef readonly bint bounds_log_z
+    # Whether partial_key_ bounds the splits completing a partial
+    # assignment (for a bound whose base and increments are blind to it).
+    cdef readonly bint sees_sides
 
     cdef double split_cost_(self, const int* members, int m, uint64_t sides) noexcept nogil
     cdef double lower_(self, const int* members, int m) noexcept nogil
@@ -47,6 +50,11 @@ cdef class SearchBound:
     cdef double base_(self, const int* members, int m) noexcept nogil
     cdef void increments_(self, const int* members, int m, uint64_t sides, int position,
                           int side, double* pen_a, double* pen_b) noexcept nogil
+    # A lower bound on split_cost + lower(A) + lower(B) over every split of
+    # the cluster whose first n_assigned points lie on the sides ``sides``
+    # gives them (1 <= n_assigned < m), when sees_sides; -inf otherwise.
+    cdef double partial_key_(self, const int* members, int m, uint64_t sides,
+                             int n_assigned) noexcept nogil
     # The order in which the split generator assigns a cluster's points
     # (in place; any order is correct, a good one prunes sooner).
     cdef void order_(self, int* members, int m) noexcept nogil

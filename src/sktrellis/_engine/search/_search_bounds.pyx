@@ -82,6 +82,10 @@ cdef class SearchBound:
                           int side, double* pen_a, double* pen_b) noexcept nogil:
         pass
 
+    cdef double partial_key_(self, const int* members, int m, uint64_t sides,
+                             int n_assigned) noexcept nogil:
+        return -INFINITY
+
     cdef void order_(self, int* members, int m) noexcept nogil:
         pass
 
@@ -139,6 +143,20 @@ cdef class SearchBound:
         if m == 0 or not self.size_classes_(&points[0], m, keys):
             return None
         return np.array([keys[p] for p in range(1, m // 2 + 1)])
+
+    def partial_key(self, members, sides):
+        """Lower bound on the split keys of ``members`` whose first points lie on ``sides``.
+
+        ``sides`` (0 = side A) holds the sides of the first ``len(sides)``
+        members, 1 to ``len(members) - 1`` of them, the first on side A;
+        -inf where the bound does not see partial assignments.
+        """
+        cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
+        n_assigned = len(sides)
+        if not 1 <= n_assigned < points.shape[0] or sides[0]:
+            raise ValueError("sides must assign the first point to side A and leave one free")
+        return self.partial_key_(&points[0], points.shape[0],
+                                 _sides_of(np.asarray(sides) != 0), n_assigned)
 
     def base(self, members):
         """The assignment-free part of the split keys of ``members``."""

@@ -33,6 +33,8 @@ cdef struct Generator:
     # deep state costs little; a bound blind to the assignment (scale 0)
     # keeps none.
     bint keeps_penalties
+    # Whether the bound's partial_key_ keys the partial states.
+    bint sees_sides
     vector[vector[double]] pool
     vector[vector[int]] free_slots
     # The search's clusters and their lower bounds, for the complete-split

@@ -11,8 +11,12 @@ A bound blind to the assignment (``scale`` 0) gives every partial state the
 same key; where it bounds the splits by the size of their smaller side
 (``size_classes_``), the generator enumerates them class by class in order
 of those bounds instead (``start_classes``).
+A bound that sees the sides otherwise (``sees_sides``) gives each partial
+state its own ``partial_key_`` (at least its parent's key), and the
+generator searches over partial assignments by those keys.
 """
 from cython.operator cimport dereference as deref
+from libc.math cimport INFINITY
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy, memset
 from libcpp.algorithm cimport pop_heap, push_heap
@@ -117,14 +121,13 @@ cdef double split_key(Generator* g, SearchBound bound, uint64_t sides) noexcept 
     cdef double key = bound.split_cost_(g.members, g.m, sides)
     cdef unordered_map[uint64_t, int].iterator found
     g.n_keys += 1
-    size[0] = size[1] = 0
     mask[0] = mask[1] = 0
     for k in range(g.m):
-        side = (sides >> k) & 1
-        part[side][size[side]] = g.members[k]
-        size[side] += 1
-        mask[side] |= (<uint64_t>1) << g.members[k]
+        mask[(sides >> k) & 1] |= (<uint64_t>1) << g.members[k]
     for side in range(2):
+        # Sorted, whatever the bound's order of the members: a part's bound
+        # is that of the sorted cluster, as the search computes it.
+        size[side] = members_of(mask[side], part[side])
         if g.known_clusters != NULL:
             found = g.known_clusters.find(mask[side])
             if found != g.known_clusters.end():
@@ -136,8 +139,12 @@ cdef double split_key(Generator* g, SearchBound bound, uint64_t sides) noexcept 
 
 cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t sides,
                     double assigned, const double* pen_a, const double* pen_b,
-                    double threshold) except -1 nogil:
+                    double threshold, double floor) except -1 nogil:
     """Store a partial state, unless its key reaches ``threshold``.
+
+    Its key is at least ``floor``, the key of the state it extends (a bound
+    that sees the sides, ``partial_key_``, gives each state a bound of its
+    own: the larger holds, and keys never fall along an assignment).
 
     The threshold is a hair below the cost of a known tree over the cluster
     (it only falls): no split under such a state can do better, and the
@@ -150,6 +157,10 @@ cdef int push_state(Generator* g, SearchBound bound, int n_assigned, uint64_t si
     for k in range(n_assigned, g.m):
         free_part += pen_a[k] if pen_a[k] < pen_b[k] else pen_b[k]
     state.key = g.base + bound.scale * (assigned + free_part)
+    if floor > state.key:
+        state.key = floor
+    if g.sees_sides and n_assigned < g.m:
+        state.key = max(state.key, bound.partial_key_(g.members, g.m, sides, n_assigned))
     if bound.refine and n_assigned == g.m and sides:
         state.key = max(state.key, split_key(g, bound, sides))
     if state.key >= threshold:
@@ -183,12 +194,15 @@ cdef int start_generator(Generator* g, SearchBound bound, uint64_t mask, double 
     memset(pen_b, 0, g.m * sizeof(double))
     g.by_class = False
     g.n_classes = g.current = 0
-    if (size_classes_enabled and bound.scale == 0.0 and bound.refine
+    # Partial keys of their own where the bound sees the sides (and a
+    # cluster of two has one split).
+    g.sees_sides = bound.sees_sides and g.m >= 3
+    if (size_classes_enabled and bound.scale == 0.0 and bound.refine and not g.sees_sides
             and bound.size_classes_(g.members, g.m, pen_a)):
         start_classes(g, pen_a)
         return 0
     bound.increments_(g.members, g.m, 0, 0, 0, pen_a, pen_b)
-    push_state(g, bound, 1, 0, 0.0, pen_a, pen_b, ceiling - tolerance(ceiling))
+    push_state(g, bound, 1, 0, 0.0, pen_a, pen_b, ceiling - tolerance(ceiling), -INFINITY)
     return 0
 
 
@@ -326,7 +340,8 @@ cdef int pop_split(Generator* g, SearchBound bound, double ceiling,
             memcpy(new_a, pen_a, m * sizeof(double))
             memcpy(new_b, pen_b, m * sizeof(double))
             bound.increments_(g.members, m, new_sides, n_assigned, side, new_a, new_b)
-            push_state(g, bound, n_assigned + 1, new_sides, paid, new_a, new_b, threshold)
+            push_state(g, bound, n_assigned + 1, new_sides, paid, new_a, new_b, threshold,
+                       state.key)
     return 0
 
 
