@@ -132,6 +132,7 @@ import time
 import warnings
 
 import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import pdist
 from sklearn.base import clone
 from sklearn.datasets import load_iris
@@ -1677,6 +1678,109 @@ def mixture_trees_table(n_seeds, regimes=MIXTURE_TREE_REGIMES, first_seed=0):
                   f"mixture {extra[:, 1].min():.3g}-{extra[:, 1].max():.3g}", flush=True)
 
 
+def _tied_mixture_labels(X, rng, max_k):
+    """Labels of the tied-covariance Gaussian mixture of k = 1..max_k clusters BIC prefers."""
+    from sklearn.mixture import GaussianMixture
+    seed = rng.randint(2 ** 31)
+    fits = [GaussianMixture(k, covariance_type="tied", n_init=10, reg_covar=1e-9,
+                            random_state=seed).fit(X) for k in range(1, max_k + 1)]
+    return min(fits, key=lambda fit: fit.bic(X)).predict(X)
+
+
+#: The Gaussian null's partition (``calibration.null_partition``) of ``null-partition-trees``:
+#: (X, the correlation-clustering MAP labels, the test's k, the test's stream) -> labels.
+NULL_PARTITIONS = {
+    "correlation": lambda X, labels, k, rng: labels,
+    "index k": lambda X, labels, k, rng: calibration.index_partition(X, k, rng),
+    "index k+1": lambda X, labels, k, rng: calibration.index_partition(
+        X, min(k + 1, len(np.unique(X, axis=0))), rng),
+    "ward k": lambda X, labels, k, rng: fcluster(linkage(X, "ward"), k, "maxclust"),
+    "tied BIC": lambda X, labels, k, rng: _tied_mixture_labels(X, rng, max(2, len(X) // 3)),
+}
+
+
+def _same_partition(a, b):
+    """Whether two labellings are one partition."""
+    return len(np.unique(a)) == len(np.unique(b)) == len(np.unique(np.stack([a, b]), axis=1))
+
+
+def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, first_seed=0,
+                               verbose=False):
+    """Trees: the default ``beta="auto"`` with the Gaussian null's partition from each rule.
+
+    The test (k from the correlation-clustering MAP partition) is the
+    default's; where it is significant, the Gaussian null's within-cluster
+    covariance comes from ``rules`` (``NULL_PARTITIONS``) in place of
+    that MAP partition. A rule giving the default's partition gives its
+    fit (not refitted). Seeds from ``first_seed`` (noise: twice as many,
+    from 2 ``first_seed``). Failures of the requirement (worst), the range
+    of beta_ over the significant seeds, CPU s.
+    """
+    print(f"\ntrees, the Gaussian null's partition, seeds {first_seed}..{first_seed + n_seeds - 1} "
+          f"(noise {2 * first_seed}..{2 * (first_seed + n_seeds) - 1})")
+    print(f"{'regime':>22} {'signif':>7} " + " ".join(f"{rule + ': fail worst beta':>32}"
+                                                      for rule in rules) + f" {'CPU s':>6}")
+    default = calibration.null_partition
+    for regime in regimes:
+        noise = regime.startswith("noise")
+        seeds = (range(2 * first_seed, 2 * (first_seed + n_seeds)) if noise
+                 else range(first_seed, first_seed + n_seeds))
+        results = {rule: [] for rule in rules}
+        significant = 0
+        start = time.process_time()
+        for seed in seeds:
+            X, y = mixture_trees_data(regime, seed)
+            fitted = []   # (partition, statistic, beta_) of the rules so far
+            for rule in rules:
+                chosen = {}
+
+                def partition(data, labels, k, rng, rule=rule):
+                    chosen["labels"] = np.asarray(NULL_PARTITIONS[rule](data, labels, k, rng))
+                    chosen["default"] = labels
+                    for labelling, value, beta in fitted:
+                        if _same_partition(labelling, chosen["labels"]):
+                            raise _Known(value, beta)
+                    return chosen["labels"]
+
+                calibration.null_partition = partition
+                try:
+                    model = ExactHierarchicalClustering(verbose=0).fit(X)
+                    value, beta = statistic(model, y, False), model.beta_
+                    if "labels" in chosen:
+                        fitted.append((chosen["labels"], value, beta))
+                except _Known as known:
+                    value, beta = known.args
+                finally:
+                    calibration.null_partition = default
+                tested = "labels" in chosen
+                results[rule].append((value, beta, tested))
+                if verbose:
+                    print(f"  {regime} seed {seed} {rule}: {value:.2f} beta {beta:.3g} "
+                          f"{'tested' if tested else 'own'}", flush=True)
+                if not tested:
+                    # Not significant: the null (and the rule) is not used.
+                    for other in rules:
+                        if other != rule:
+                            results[other].append(results[rule][-1])
+                    break
+            significant += results[rules[0]][-1][2]
+        cells = []
+        for rule in rules:
+            values = [row[0] for row in results[rule]]
+            betas = [row[1] for row in results[rule] if row[2]]
+            worst = max(values) if noise else min(values)
+            span = f"{min(betas):.2g}-{max(betas):.2g}" if betas else "-"
+            cells.append(f"{sum(fails(v, y) for v in values):>3}/{len(values):<3} {worst:>5.2f} "
+                         f"{span:>11}")
+        print(f"{regime:>22} {significant:>3}/{len(seeds):<3} " + " ".join(
+            f"{cell:>32}" for cell in cells) + f" {time.process_time() - start:>6.0f}",
+            flush=True)
+
+
+class _Known(Exception):
+    """A rule's partition was already fitted on this data set: its (statistic, beta_)."""
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -1695,6 +1799,9 @@ def main():
     parser.add_argument("--first-seed", type=int, default=0,
                         help="first seed of iris-trees, mixture-trees, flat-iris and flat-iris-betas "
                              "(to split a run)")
+    parser.add_argument("--null-partitions", nargs="*", default=list(NULL_PARTITIONS),
+                        help="rules of null-partition-trees (NULL_PARTITIONS)")
+    parser.add_argument("--verbose", action="store_true", help="null-partition-trees: per seed")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
@@ -1747,6 +1854,12 @@ def main():
                                      or any(part in regime for part in args.regimes)])
     if "iris-trees" in args.only:
         iris_trees_table(args.seeds, first_seed=args.first_seed)
+    if "null-partition-trees" in args.only:
+        null_partition_trees_table(args.seeds, args.null_partitions,
+                                   [regime for regime in MIXTURE_TREE_REGIMES
+                                    if not args.regimes
+                                    or any(part in regime for part in args.regimes)],
+                                   first_seed=args.first_seed, verbose=args.verbose)
     if "mixture-trees" in args.only:
         mixture_trees_table(args.seeds, [regime for regime in MIXTURE_TREE_REGIMES
                                          if not args.regimes

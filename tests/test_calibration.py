@@ -27,9 +27,10 @@ from sktrellis._calibration import (
     GAUSSIAN_NULL_LEVEL,
     STRUCTURE_ALPHA,
     _bootstrap_columns,
-    _kmeans_inertia,
+    _kmeans,
     _split_masks,
     cluster_indices,
+    index_partition,
     _largest_humble_beta,
     _bootstrap_excess,
     distinct_columns,
@@ -1088,7 +1089,7 @@ def test_cluster_index_is_the_best_partition_by_enumeration(n_points, k, global_
     labellings = [np.array(labels) for labels in itertools.product(range(k), repeat=n_points)
                   if len(set(labels)) == k]
     for X, index, kmeans in zip(data, cluster_indices(data, k, rng),
-                                _kmeans_inertia(data, k, rng)):
+                                _kmeans(data, k, rng)[0]):
         within = min(sum(((X[labels == c] - X[labels == c].mean(axis=0)) ** 2).sum()
                          for c in range(k)) for labels in labellings)
         total = ((X - X.mean(axis=0)) ** 2).sum()
@@ -1103,7 +1104,7 @@ def test_cluster_index_is_the_best_split_by_enumeration(n_points, global_random_
     data = rng.normal(size=(3, n_points, 2))
     masks = _split_masks(n_points).astype(bool)
     for X, index, kmeans in zip(data, cluster_indices(data, 2, rng),
-                                _kmeans_inertia(data, 2, rng)):
+                                _kmeans(data, 2, rng)[0]):
         within = min(((X[m] - X[m].mean(axis=0)) ** 2).sum()
                      + ((X[~m] - X[~m].mean(axis=0)) ** 2).sum() for m in masks)
         total = ((X - X.mean(axis=0)) ** 2).sum()
@@ -1742,3 +1743,18 @@ def test_effective_draws_are_never_as_many_as_the_columns(global_random_seed):
     from sktrellis._calibration import EFFECTIVE_SHARE, ROTATION_ALPHA
     assert n_effective < EFFECTIVE_SHARE * len(groups) and p_value > ROTATION_ALPHA
     assert draws is None
+
+
+# The partition of the test's cluster index (index_partition).
+
+
+@pytest.mark.parametrize("n_points, k", [(7, 2), (7, 3), (20, 2), (18, 3)])
+def test_index_partition_has_the_index_within_sum_of_squares(n_points, k, global_random_seed):
+    """Exact (k = 2 up to 16 points, few k-partitions) or by k-means from the same starts."""
+    X = np.random.RandomState(global_random_seed).normal(size=(n_points, 3))
+    labels = index_partition(X, k, np.random.RandomState(global_random_seed))
+    assert labels.shape == (n_points,) and len(np.unique(labels)) == k
+    within = sum(((X[labels == c] - X[labels == c].mean(axis=0)) ** 2).sum()
+                 for c in np.unique(labels))
+    index = cluster_indices(X[None], k, np.random.RandomState(global_random_seed))[0]
+    assert within / ((X - X.mean(axis=0)) ** 2).sum() == pytest.approx(index, rel=1e-12)

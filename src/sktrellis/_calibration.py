@@ -1145,8 +1145,8 @@ def _partition_blocks(n_points, k):
     return blocks
 
 
-def _kmeans_inertia(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
-    """The least k-means within sum of squares of each data set, over ``n_init`` starts.
+def _kmeans(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
+    """The least k-means within sum of squares of each data set over ``n_init`` starts, and its labels.
 
     Lloyd's algorithm from k-means++ starts (Arthur & Vassilvitskii 2007),
     on every data set and start at once: ``data`` is (R, N, p).
@@ -1181,8 +1181,11 @@ def _kmeans_inertia(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
         active = active[still]
         if not len(active):
             break
-    inertia = ((points[:, :, None] - centres[:, None]) ** 2).sum(axis=3).min(axis=2).sum(axis=1)
-    return inertia.reshape(len(data), n_init).min(axis=1)
+    distances = ((points[:, :, None] - centres[:, None]) ** 2).sum(axis=3)
+    inertia = distances.min(axis=2).sum(axis=1).reshape(len(data), n_init)
+    best = inertia.argmin(axis=1)
+    labels = distances.argmin(axis=2).reshape(len(data), n_init, n_points)
+    return inertia[np.arange(len(data)), best], labels[np.arange(len(data)), best]
 
 
 def cluster_indices(data, k, rng):
@@ -1192,8 +1195,7 @@ def cluster_indices(data, k, rng):
     (the between sum of squares of a side S is ``|sum_S x|**2 N / (|S|
     (N - |S|))`` for centred x: one product over the splits), and for k >=
     3 over all partitions into k clusters where there are at most
-    ``_EXACT_PARTITIONS``; else ``_kmeans_inertia`` (``N_KMEANS_STARTS``
-    starts).
+    ``_EXACT_PARTITIONS``; else ``_kmeans`` (``N_KMEANS_STARTS`` starts).
 
     Parameters
     ----------
@@ -1206,6 +1208,33 @@ def cluster_indices(data, k, rng):
     -------
     indices : ndarray of shape (n_sets,)
     """
+    return _best_partitions(data, k, rng)[0]
+
+
+def index_partition(X, k, rng):
+    """Labels of the partition of X into k clusters whose cluster index the test measures.
+
+    The least k-means within sum of squares (``cluster_indices``: exact
+    where the index is, else the best of ``N_KMEANS_STARTS`` k-means++
+    starts), so that the Gaussian null's within-cluster noise comes from
+    the partition the test found significant.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    k : int
+    rng : RandomState
+        Starts of k-means (unused when exact).
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,)
+    """
+    return _best_partitions(X[None], k, rng)[1][0]
+
+
+def _best_partitions(data, k, rng):
+    """``cluster_indices`` of each data set, and the labels of its best partition (n_sets, N)."""
     centred = data - data.mean(axis=1, keepdims=True)
     totals = (centred ** 2).sum(axis=(1, 2))
     n_sets, n_points, n_features = data.shape
@@ -1214,27 +1243,33 @@ def cluster_indices(data, k, rng):
         # over its clusters S of |sum_S x|**2 / |S|.
         blocks = _partition_blocks(n_points, k)
         sizes = blocks.sum(axis=2)
-        best = np.empty(n_sets)
+        best, chosen = np.empty(n_sets), np.empty(n_sets, dtype=np.intp)
         chunk = max(1, 2 ** 21 // (blocks.shape[0] * k * n_features))
         for first in range(0, n_sets, chunk):
             sums = np.einsum("mkn,snp->smkp", blocks, centred[first:first + chunk])
-            best[first:first + chunk] = ((sums ** 2).sum(axis=3) / sizes).sum(axis=2).max(axis=1)
-        return (totals - best) / totals
+            between = ((sums ** 2).sum(axis=3) / sizes).sum(axis=2)
+            chosen[first:first + chunk] = between.argmax(axis=1)
+            best[first:first + chunk] = np.take_along_axis(
+                between, chosen[first:first + chunk, None], axis=1)[:, 0]
+        return (totals - best) / totals, blocks[chosen].argmax(axis=1)
     if k > 2 or n_points > _EXACT_SPLIT_POINTS:
         # Sets in chunks of about 2**22 point-centre differences (32 MiB).
         chunk = max(1, 2 ** 22 // (N_KMEANS_STARTS * n_points * k * n_features))
-        return np.concatenate([_kmeans_inertia(data[first:first + chunk], k, rng)
-                               for first in range(0, n_sets, chunk)]) / totals
+        inertias, labels = zip(*(_kmeans(data[first:first + chunk], k, rng)
+                                 for first in range(0, n_sets, chunk)))
+        return np.concatenate(inertias) / totals, np.concatenate(labels)
     masks = _split_masks(n_points)
     sizes = masks.sum(axis=1)
-    best = np.empty(n_sets)
+    best, chosen = np.empty(n_sets), np.empty(n_sets, dtype=np.intp)
     # Sets in chunks of about 2**21 split sums (16 MiB).
     chunk = max(1, 2 ** 21 // (len(masks) * n_features))
     for first in range(0, n_sets, chunk):
         sums = np.matmul(masks, centred[first:first + chunk])   # BLAS: 60x einsum
-        best[first:first + chunk] = ((sums ** 2).sum(axis=2) * n_points
-                                     / (sizes * (n_points - sizes))).max(axis=1)
-    return (totals - best) / totals
+        between = (sums ** 2).sum(axis=2) * n_points / (sizes * (n_points - sizes))
+        chosen[first:first + chunk] = between.argmax(axis=1)
+        best[first:first + chunk] = np.take_along_axis(
+            between, chosen[first:first + chunk, None], axis=1)[:, 0]
+    return (totals - best) / totals, masks[chosen].astype(np.intp)
 
 
 def _pvalue_interval(exceedances, n_references, confidence=STRUCTURE_CONFIDENCE):
@@ -1377,6 +1412,11 @@ def gaussian_null_beta(humility, X, rng, labels=None, level=GAUSSIAN_NULL_LEVEL,
     return sorted(caps)[rank - 1], fits
 
 
+def null_partition(X, labels, k, rng):
+    """Labels of the partition whose pooled within-cluster covariance is the Gaussian null's."""
+    return labels
+
+
 def own_humble_beta(humility, X, level=NULL_LEVEL):
     """The largest beta at which X's own posterior shows nothing above ``level``, and the fits."""
     found, fits = _largest_humble_beta(lambda beta: humility(beta, X, level), 1.0,
@@ -1419,7 +1459,8 @@ def tested_null_beta(humility, X, test_rng, reference_rng):
     p_value, k, n_test_references = structure_pvalue(X, test_rng, labels)
     if p_value <= STRUCTURE_ALPHA:
         # The constants as they stand at the call: the defaults bound at import.
-        beta, fits = gaussian_null_beta(humility, X, reference_rng, labels,
+        beta, fits = gaussian_null_beta(humility, X, reference_rng,
+                                        null_partition(X, labels, k, test_rng),
                                         n_references=N_GAUSSIAN_REFERENCES,
                                         rank=GAUSSIAN_NULL_RANK)
         branch, level = "gaussian null", GAUSSIAN_NULL_LEVEL
