@@ -1687,8 +1687,9 @@ def _tied_mixture_labels(X, rng, max_k):
     return min(fits, key=lambda fit: fit.bic(X)).predict(X)
 
 
-#: The Gaussian null's partition (``calibration.null_partition``) of ``null-partition-trees``:
-#: (X, the correlation-clustering MAP labels, the test's k, the test's stream) -> labels.
+#: The Gaussian null's partition of ``null-partition-trees`` (in place of the default's,
+#: ``calibration.correlation_map_labels``): (X, those labels, the test's k, the test's stream
+#: after the test) -> labels.
 NULL_PARTITIONS = {
     "correlation": lambda X, labels, k, rng: labels,
     "index k": lambda X, labels, k, rng: calibration.index_partition(X, k, rng),
@@ -1720,7 +1721,7 @@ def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, fir
           f"(noise {2 * first_seed}..{2 * (first_seed + n_seeds) - 1})")
     print(f"{'regime':>22} {'signif':>7} " + " ".join(f"{rule + ': fail worst beta':>32}"
                                                       for rule in rules) + f" {'CPU s':>6}")
-    default = calibration.null_partition
+    defaults = calibration.structure_pvalue, calibration.gaussian_null_beta
     for regime in regimes:
         noise = regime.startswith("noise")
         seeds = (range(2 * first_seed, 2 * (first_seed + n_seeds)) if noise
@@ -1734,15 +1735,21 @@ def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, fir
             for rule in rules:
                 chosen = {}
 
-                def partition(data, labels, k, rng, rule=rule):
-                    chosen["labels"] = np.asarray(NULL_PARTITIONS[rule](data, labels, k, rng))
-                    chosen["default"] = labels
+                def test(data, rng, labels=None, **kwargs):
+                    # The rule draws from the test's stream, after the test.
+                    chosen["rng"] = rng
+                    return defaults[0](data, rng, labels, **kwargs)
+
+                def null(humility, data, rng, labels=None, rule=rule, **kwargs):
+                    k = int(min(max(2, len(np.unique(labels))), len(np.unique(data, axis=0))))
+                    chosen["labels"] = np.asarray(NULL_PARTITIONS[rule](data, labels, k,
+                                                                        chosen["rng"]))
                     for labelling, value, beta in fitted:
                         if _same_partition(labelling, chosen["labels"]):
                             raise _Known(value, beta)
-                    return chosen["labels"]
+                    return defaults[1](humility, data, rng, chosen["labels"], **kwargs)
 
-                calibration.null_partition = partition
+                calibration.structure_pvalue, calibration.gaussian_null_beta = test, null
                 try:
                     model = ExactHierarchicalClustering(verbose=0).fit(X)
                     value, beta = statistic(model, y, False), model.beta_
@@ -1751,7 +1758,7 @@ def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, fir
                 except _Known as known:
                     value, beta = known.args
                 finally:
-                    calibration.null_partition = default
+                    calibration.structure_pvalue, calibration.gaussian_null_beta = defaults
                 tested = "labels" in chosen
                 results[rule].append((value, beta, tested))
                 if verbose:

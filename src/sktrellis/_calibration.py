@@ -1412,11 +1412,6 @@ def gaussian_null_beta(humility, X, rng, labels=None, level=GAUSSIAN_NULL_LEVEL,
     return sorted(caps)[rank - 1], fits
 
 
-def null_partition(X, labels, k, rng):
-    """Labels of the partition whose pooled within-cluster covariance is the Gaussian null's."""
-    return labels
-
-
 def own_humble_beta(humility, X, level=NULL_LEVEL):
     """The largest beta at which X's own posterior shows nothing above ``level``, and the fits."""
     found, fits = _largest_humble_beta(lambda beta: humility(beta, X, level), 1.0,
@@ -1459,8 +1454,7 @@ def tested_null_beta(humility, X, test_rng, reference_rng):
     p_value, k, n_test_references = structure_pvalue(X, test_rng, labels)
     if p_value <= STRUCTURE_ALPHA:
         # The constants as they stand at the call: the defaults bound at import.
-        beta, fits = gaussian_null_beta(humility, X, reference_rng,
-                                        null_partition(X, labels, k, test_rng),
+        beta, fits = gaussian_null_beta(humility, X, reference_rng, labels,
                                         n_references=N_GAUSSIAN_REFERENCES,
                                         rank=GAUSSIAN_NULL_RANK)
         branch, level = "gaussian null", GAUSSIAN_NULL_LEVEL
