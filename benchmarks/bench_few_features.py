@@ -84,6 +84,12 @@ temperature:
   mixture of X's MAP partition (the partitions' principle,
   ``calibration.redrawn_mixture``) against the default Gaussian-null
   beta, on the same data in one run; on noise both forced too;
+- ``null-partition-trees``: trees, the default ``beta="auto"`` with the
+  Gaussian null's within-cluster covariance taken from another partition
+  than the correlation-clustering MAP partition (``NULL_PARTITIONS``:
+  the test's own k-means partition at its k or at k + 1, Ward's cut at
+  k, the tied-covariance Gaussian mixture BIC prefers), the test
+  unchanged (``--null-partitions`` picks some, ``--verbose`` per seed);
 - ``weak-regimes``: where that default is weak, its failures by branch,
   the test's p-values and references, and the failures with the
   Gaussian-null branch forced (is it the test or the beta?);
@@ -125,6 +131,7 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 30 --only iris-diagnosis
     python benchmarks/bench_few_features.py --seeds 10 --first-seed 10 --only iris-trees
     python benchmarks/bench_few_features.py --seeds 30 --only mixture-trees --regimes "groups of 4"
+    python benchmarks/bench_few_features.py --seeds 30 --only null-partition-trees --regimes noise
 """
 import argparse
 import itertools
@@ -1712,8 +1719,8 @@ def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, fir
     The test (k from the correlation-clustering MAP partition) is the
     default's; where it is significant, the Gaussian null's within-cluster
     covariance comes from ``rules`` (``NULL_PARTITIONS``) in place of
-    that MAP partition. A rule giving the default's partition gives its
-    fit (not refitted). Seeds from ``first_seed`` (noise: twice as many,
+    that MAP partition. A rule whose partition an earlier rule already
+    fitted on the same data set reuses that fit. Seeds from ``first_seed`` (noise: twice as many,
     from 2 ``first_seed``). Failures of the requirement (worst), the range
     of beta_ over the significant seeds, CPU s.
     """
