@@ -89,7 +89,9 @@ temperature:
   than the correlation-clustering MAP partition (``NULL_PARTITIONS``:
   the test's own k-means partition at its k or at k + 1, Ward's cut at
   k, the tied-covariance Gaussian mixture BIC prefers), the test
-  unchanged (``--null-partitions`` picks some, ``--verbose`` per seed);
+  unchanged, or the test over k = 2, 3, 4 at once (``max over k``,
+  ``max_over_k_pvalue``) (``--null-partitions`` picks some, ``--verbose``
+  per seed);
 - ``weak-regimes``: where that default is weak, its failures by branch,
   the test's p-values and references, and the failures with the
   Gaussian-null branch forced (is it the test or the beta?);
