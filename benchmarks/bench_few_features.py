@@ -1760,10 +1760,10 @@ def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, fir
     covariance comes from ``rules`` (``NULL_PARTITIONS``) in place of
     that MAP partition; a rule named in ``TESTS`` replaces the test as
     well. A rule whose partition an earlier rule already fitted on the
-    same data set (after a significant test) reuses that fit. Seeds from ``first_seed`` (noise: twice as many,
-    from 2 ``first_seed``). Failures of the requirement (worst), the range
-    of beta_ over the seeds its test finds significant and their number,
-    CPU s.
+    same data set (after a significant test) reuses that fit. Seeds from
+    ``first_seed`` (noise: twice as many, from 2 ``first_seed``). Per
+    rule: failures of the requirement (worst), the range of beta_ over
+    the seeds its test finds significant and their number; CPU s.
     """
     print(f"\ntrees, the Gaussian null's partition, seeds {first_seed}..{first_seed + n_seeds - 1} "
           f"(noise {2 * first_seed}..{2 * (first_seed + n_seeds) - 1})")

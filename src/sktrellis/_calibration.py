@@ -1146,8 +1146,9 @@ def _partition_blocks(n_points, k):
 
 
 def _kmeans(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
-    """The least k-means within sum of squares of each data set over ``n_init`` starts, and its labels.
+    """The least k-means within sum of squares of each data set, over ``n_init`` starts.
 
+    Returned with the labels (n_sets, N) of the start that reached it.
     Lloyd's algorithm from k-means++ starts (Arthur & Vassilvitskii 2007),
     on every data set and start at once: ``data`` is (R, N, p).
     scikit-learn's KMeans, one data set at a time, took 35 ms each at
