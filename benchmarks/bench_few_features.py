@@ -1697,8 +1697,9 @@ def _tied_mixture_labels(X, rng, max_k):
 
 
 #: The Gaussian null's partition of ``null-partition-trees`` (in place of the default's,
-#: ``calibration.correlation_map_labels``): (X, those labels, the test's k, the test's stream
-#: after the test) -> labels.
+#: ``calibration.tied_mixture_partition``): (X, its correlation-clustering MAP labels, the test's
+#: k, the test's stream after the test) -> labels. "correlation", those labels, was the default
+#: before.
 NULL_PARTITIONS = {
     "correlation": lambda X, labels, k, rng: labels,
     "index k": lambda X, labels, k, rng: calibration.index_partition(X, k, rng),
@@ -1706,6 +1707,8 @@ NULL_PARTITIONS = {
         X, min(k + 1, len(np.unique(X, axis=0))), rng),
     "ward k": lambda X, labels, k, rng: fcluster(linkage(X, "ward"), k, "maxclust"),
     "tied BIC": lambda X, labels, k, rng: _tied_mixture_labels(X, rng, max(2, len(X) // 3)),
+    # The default (``calibration.tied_mixture_partition``).
+    "tied BIC >= k": lambda X, labels, k, rng: calibration.tied_mixture_partition(X, k, rng),
 }
 
 
@@ -1789,14 +1792,17 @@ def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, fir
                 chosen = {}
 
                 def test(data, rng, labels=None, **kwargs):
-                    # The rule draws from the test's stream, after the test.
-                    chosen["rng"] = rng
-                    return TESTS.get(rule, defaults[0])(data, rng, labels, **kwargs)
+                    result = TESTS.get(rule, defaults[0])(data, rng, labels, **kwargs)
+                    # The rule draws from the test's stream as it stood after the test.
+                    chosen["rng"] = np.random.RandomState()
+                    chosen["rng"].set_state(rng.get_state())
+                    chosen["k"] = result[1]
+                    return result
 
                 def null(humility, data, rng, labels=None, rule=rule, **kwargs):
-                    k = int(min(max(2, len(np.unique(labels))), len(np.unique(data, axis=0))))
-                    chosen["labels"] = np.asarray(NULL_PARTITIONS[rule](data, labels, k,
-                                                                        chosen["rng"]))
+                    chosen["labels"] = np.asarray(NULL_PARTITIONS[rule](
+                        data, calibration.correlation_map_labels(data), chosen["k"],
+                        chosen["rng"]))
                     for labelling, value, beta in fitted:
                         if _same_partition(labelling, chosen["labels"]):
                             raise _Known(value, beta)
