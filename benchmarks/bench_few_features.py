@@ -102,6 +102,14 @@ temperature:
   mixture of X's MAP partition (the partitions' principle,
   ``calibration.redrawn_mixture``) against the default Gaussian-null
   beta, on the same data in one run; on noise both forced too;
+- ``null-partition-trees``: trees, the default ``beta="auto"`` with the
+  Gaussian null's within-cluster covariance taken from another partition
+  than the correlation-clustering MAP partition (``NULL_PARTITIONS``:
+  the test's own k-means partition at its k or at k + 1, Ward's cut at
+  k, the tied-covariance Gaussian mixture BIC prefers), the test
+  unchanged, or the test over k = 2, 3, 4 at once (``max over k``,
+  ``max_over_k_pvalue``) (``--null-partitions`` picks some, ``--verbose``
+  per seed);
 - ``weak-regimes``: where that default is weak, its failures by branch,
   the test's p-values and references, and the failures with the
   Gaussian-null branch forced (is it the test or the beta?);
@@ -148,6 +156,7 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 30 --only iris-diagnosis
     python benchmarks/bench_few_features.py --seeds 10 --first-seed 10 --only iris-trees
     python benchmarks/bench_few_features.py --seeds 30 --only mixture-trees --regimes "groups of 4"
+    python benchmarks/bench_few_features.py --seeds 30 --only null-partition-trees --regimes noise
 """
 import argparse
 import itertools
@@ -155,6 +164,7 @@ import time
 import warnings
 
 import numpy as np
+from scipy.cluster.hierarchy import fcluster, linkage
 from scipy.spatial.distance import pdist, squareform
 from sklearn.base import clone
 from sklearn.datasets import load_iris
@@ -1943,6 +1953,159 @@ def mixture_trees_table(n_seeds, regimes=MIXTURE_TREE_REGIMES, first_seed=0):
                   f"mixture {extra[:, 1].min():.3g}-{extra[:, 1].max():.3g}", flush=True)
 
 
+def _tied_mixture_labels(X, rng, max_k):
+    """Labels of the tied-covariance Gaussian mixture of k = 1..max_k clusters BIC prefers."""
+    from sklearn.mixture import GaussianMixture
+    seed = rng.randint(2 ** 31)
+    fits = [GaussianMixture(k, covariance_type="tied", n_init=10, reg_covar=1e-9,
+                            random_state=seed).fit(X) for k in range(1, max_k + 1)]
+    return min(fits, key=lambda fit: fit.bic(X)).predict(X)
+
+
+#: The Gaussian null's partition of ``null-partition-trees`` (in place of the default's,
+#: ``calibration.tied_mixture_partition``): (X, its correlation-clustering MAP labels, the test's
+#: k, the test's stream after the test) -> labels. "correlation", those labels, was the default
+#: before.
+NULL_PARTITIONS = {
+    "correlation": lambda X, labels, k, rng: labels,
+    "index k": lambda X, labels, k, rng: calibration.index_partition(X, k, rng),
+    "index k+1": lambda X, labels, k, rng: calibration.index_partition(
+        X, min(k + 1, len(np.unique(X, axis=0))), rng),
+    "ward k": lambda X, labels, k, rng: fcluster(linkage(X, "ward"), k, "maxclust"),
+    "tied BIC": lambda X, labels, k, rng: _tied_mixture_labels(X, rng, max(2, len(X) // 3)),
+    # The default (``calibration.tied_mixture_partition``).
+    "tied BIC >= k": lambda X, labels, k, rng: calibration.tied_mixture_partition(X, k, rng),
+}
+
+
+def max_over_k_pvalue(X, rng, labels=None, ks=(2, 3, 4), batch=calibration.N_STRUCTURE_REFERENCES,
+                      max_references=calibration.MAX_STRUCTURE_REFERENCES):
+    """SigClust's test over several k, the multiplicity corrected by the references' own maxima.
+
+    ``calibration.structure_pvalue`` with, in place of one k's cluster
+    index, T = max over k of (mean_k - index_k) / sd_k, the mean and sd
+    of each k's index over the references drawn so far (a max-statistic
+    test, Westfall & Young 1993): X and every reference get the same
+    statistic, so the p-value needs no Bonferroni factor. Sequential as
+    the default. Returns (p, the k at which X's standardised index is
+    largest, references drawn); ``labels`` unused.
+    """
+    ks = [k for k in ks if k <= len(np.unique(X, axis=0))]
+    covariance = np.atleast_2d(np.cov(X.T))
+    observed = np.array([calibration.cluster_indices(X[None], k, rng)[0] for k in ks])
+    null = np.empty((0, len(ks)))
+    while len(null) < max_references:
+        size = min(batch, max_references - len(null))
+        draws = np.stack([calibration.gaussian_reference(covariance, len(X), rng)
+                          for _ in range(size)])
+        null = np.vstack([null, np.stack([calibration.cluster_indices(draws, k, rng)
+                                          for k in ks], axis=1)])
+        mean, sd = null.mean(axis=0), null.std(axis=0, ddof=1)
+        exceedances = int(np.sum(((mean - null) / sd).max(axis=1)
+                                 >= ((mean - observed) / sd).max()))
+        low, high = calibration._pvalue_interval(exceedances, len(null))
+        if high <= calibration.STRUCTURE_ALPHA or low > calibration.STRUCTURE_ALPHA:
+            break
+    k = ks[int(np.argmax((mean - observed) / sd))]
+    return (1 + exceedances) / (1 + len(null)), k, len(null)
+
+
+#: Tests of ``null-partition-trees`` in place of the default's (the rules of the same name).
+TESTS = {"max over k": max_over_k_pvalue}
+NULL_PARTITIONS["max over k"] = NULL_PARTITIONS["correlation"]
+
+
+def _same_partition(a, b):
+    """Whether two labellings are one partition."""
+    return len(np.unique(a)) == len(np.unique(b)) == len(np.unique(np.stack([a, b]), axis=1))
+
+
+def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, first_seed=0,
+                               verbose=False):
+    """Trees: the default ``beta="auto"`` with the Gaussian null's partition from each rule.
+
+    The test (k from the correlation-clustering MAP partition) is the
+    default's; where it is significant, the Gaussian null's within-cluster
+    covariance comes from ``rules`` (``NULL_PARTITIONS``) in place of
+    that MAP partition; a rule named in ``TESTS`` replaces the test as
+    well. A rule whose partition an earlier rule already fitted on the
+    same data set (after a significant test) reuses that fit. Seeds from
+    ``first_seed`` (noise: twice as many, from 2 ``first_seed``). Per
+    rule: failures of the requirement (worst), the range of beta_ over
+    the seeds its test finds significant and their number; CPU s.
+    """
+    print(f"\ntrees, the Gaussian null's partition, seeds {first_seed}..{first_seed + n_seeds - 1} "
+          f"(noise {2 * first_seed}..{2 * (first_seed + n_seeds) - 1})")
+    print(f"{'regime':>22} " + " ".join(f"{rule + ': fail worst beta signif':>36}"
+                                        for rule in rules) + f" {'CPU s':>6}")
+    defaults = calibration.structure_pvalue, calibration.gaussian_null_beta
+    for regime in regimes:
+        noise = regime.startswith("noise")
+        seeds = (range(2 * first_seed, 2 * (first_seed + n_seeds)) if noise
+                 else range(first_seed, first_seed + n_seeds))
+        results = {rule: [] for rule in rules}
+        start = time.process_time()
+        for seed in seeds:
+            X, y = mixture_trees_data(regime, seed)
+            fitted = []   # (partition, statistic, beta_) of the rules so far
+            untested = None   # the result where the default test is not significant
+            for rule in rules:
+                if untested is not None and rule not in TESTS:
+                    # The null (and the rule) is not used.
+                    results[rule].append(untested)
+                    continue
+                chosen = {}
+
+                def test(data, rng, labels=None, **kwargs):
+                    result = TESTS.get(rule, defaults[0])(data, rng, labels, **kwargs)
+                    # The rule draws from the test's stream as it stood after the test.
+                    chosen["rng"] = np.random.RandomState()
+                    chosen["rng"].set_state(rng.get_state())
+                    chosen["k"] = result[1]
+                    return result
+
+                def null(humility, data, rng, labels=None, rule=rule, **kwargs):
+                    chosen["labels"] = np.asarray(NULL_PARTITIONS[rule](
+                        data, calibration.correlation_map_labels(data), chosen["k"],
+                        chosen["rng"]))
+                    for labelling, value, beta in fitted:
+                        if _same_partition(labelling, chosen["labels"]):
+                            raise _Known(value, beta)
+                    return defaults[1](humility, data, rng, chosen["labels"], **kwargs)
+
+                calibration.structure_pvalue, calibration.gaussian_null_beta = test, null
+                try:
+                    model = ExactHierarchicalClustering(verbose=0).fit(X)
+                    value, beta = statistic(model, y, False), model.beta_
+                    if "labels" in chosen:
+                        fitted.append((chosen["labels"], value, beta))
+                except _Known as known:
+                    value, beta = known.args
+                finally:
+                    calibration.structure_pvalue, calibration.gaussian_null_beta = defaults
+                tested = "labels" in chosen
+                results[rule].append((value, beta, tested))
+                if verbose:
+                    print(f"  {regime} seed {seed} {rule}: {value:.2f} beta {beta:.3g} "
+                          f"{'tested' if tested else 'own'}", flush=True)
+                if not tested and rule not in TESTS:
+                    untested = results[rule][-1]
+        cells = []
+        for rule in rules:
+            values = [row[0] for row in results[rule]]
+            betas = [row[1] for row in results[rule] if row[2]]
+            worst = max(values) if noise else min(values)
+            span = f"{min(betas):.2g}-{max(betas):.2g}" if betas else "-"
+            cells.append(f"{sum(fails(v, y) for v in values):>3}/{len(values):<3} {worst:>5.2f} "
+                         f"{span:>11} {len(betas):>3}")
+        print(f"{regime:>22} " + " ".join(f"{cell:>36}" for cell in cells)
+              + f" {time.process_time() - start:>6.0f}", flush=True)
+
+
+class _Known(Exception):
+    """A rule's partition was already fitted on this data set: its (statistic, beta_)."""
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
@@ -1963,6 +2126,9 @@ def main():
                              "flat-iris-betas and flat-energies (to split a run)")
     parser.add_argument("--energies", nargs="*", default=None,
                         help="flat-energies: only these candidates (default all)")
+    parser.add_argument("--null-partitions", nargs="*", default=list(NULL_PARTITIONS),
+                        help="rules of null-partition-trees (NULL_PARTITIONS)")
+    parser.add_argument("--verbose", action="store_true", help="null-partition-trees: per seed")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
                         help="level of the Gaussian null behind the test (tested-null)")
@@ -2022,6 +2188,12 @@ def main():
                                      or any(part in regime for part in args.regimes)])
     if "iris-trees" in args.only:
         iris_trees_table(args.seeds, first_seed=args.first_seed)
+    if "null-partition-trees" in args.only:
+        null_partition_trees_table(args.seeds, args.null_partitions,
+                                   [regime for regime in MIXTURE_TREE_REGIMES
+                                    if not args.regimes
+                                    or any(part in regime for part in args.regimes)],
+                                   first_seed=args.first_seed, verbose=args.verbose)
     if "mixture-trees" in args.only:
         mixture_trees_table(args.seeds, [regime for regime in MIXTURE_TREE_REGIMES
                                          if not args.regimes

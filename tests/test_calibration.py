@@ -27,9 +27,11 @@ from sktrellis._calibration import (
     GAUSSIAN_NULL_LEVEL,
     STRUCTURE_ALPHA,
     _bootstrap_columns,
-    _kmeans_inertia,
+    _kmeans,
     _split_masks,
     cluster_indices,
+    index_partition,
+    tied_mixture_partition,
     _largest_humble_beta,
     _bootstrap_excess,
     distinct_columns,
@@ -1088,7 +1090,7 @@ def test_cluster_index_is_the_best_partition_by_enumeration(n_points, k, global_
     labellings = [np.array(labels) for labels in itertools.product(range(k), repeat=n_points)
                   if len(set(labels)) == k]
     for X, index, kmeans in zip(data, cluster_indices(data, k, rng),
-                                _kmeans_inertia(data, k, rng)):
+                                _kmeans(data, k, rng)[0]):
         within = min(sum(((X[labels == c] - X[labels == c].mean(axis=0)) ** 2).sum()
                          for c in range(k)) for labels in labellings)
         total = ((X - X.mean(axis=0)) ** 2).sum()
@@ -1103,7 +1105,7 @@ def test_cluster_index_is_the_best_split_by_enumeration(n_points, global_random_
     data = rng.normal(size=(3, n_points, 2))
     masks = _split_masks(n_points).astype(bool)
     for X, index, kmeans in zip(data, cluster_indices(data, 2, rng),
-                                _kmeans_inertia(data, 2, rng)):
+                                _kmeans(data, 2, rng)[0]):
         within = min(((X[m] - X[m].mean(axis=0)) ** 2).sum()
                      + ((X[~m] - X[~m].mean(axis=0)) ** 2).sum() for m in masks)
         total = ((X - X.mean(axis=0)) ** 2).sum()
@@ -1746,3 +1748,61 @@ def test_effective_draws_are_never_as_many_as_the_columns(global_random_seed):
     from sktrellis._calibration import EFFECTIVE_SHARE, ROTATION_ALPHA
     assert n_effective < EFFECTIVE_SHARE * len(groups) and p_value > ROTATION_ALPHA
     assert draws is None
+
+
+# The partition of the test's cluster index (index_partition).
+
+
+@pytest.mark.parametrize("n_points, k", [(7, 2), (7, 3), (20, 2), (18, 3)])
+def test_index_partition_has_the_index_within_sum_of_squares(n_points, k, global_random_seed):
+    """Exact (k = 2 up to 16 points, few k-partitions) or by k-means from the same starts."""
+    X = np.random.RandomState(global_random_seed).normal(size=(n_points, 3))
+    labels = index_partition(X, k, np.random.RandomState(global_random_seed))
+    assert labels.shape == (n_points,) and len(np.unique(labels)) == k
+    within = sum(((X[labels == c] - X[labels == c].mean(axis=0)) ** 2).sum()
+                 for c in np.unique(labels))
+    index = cluster_indices(X[None], k, np.random.RandomState(global_random_seed))[0]
+    assert within / ((X - X.mean(axis=0)) ** 2).sum() == pytest.approx(index, rel=1e-12)
+
+
+# The trees' Gaussian null's partition (tied_mixture_partition).
+
+
+# One mixture size (k = N // 3) in the quick suite: each size costs 10 EM
+# fits (about 0.05 s); the test's k below N // 3 in the slow tests.
+@pytest.mark.parametrize("n_groups, group_size, n_features", [
+    (4, 3, 4), pytest.param(2, 5, 2, marks=pytest.mark.slow),
+    pytest.param(3, 4, 3, marks=pytest.mark.slow)])
+def test_tied_mixture_partition_finds_clear_groups(n_groups, group_size, n_features,
+                                                   global_random_seed):
+    """At the test's k, clear groups are its clusters (or split, never joined)."""
+    X, labels = few_feature_groups(n_groups, group_size, n_features, global_random_seed)
+    found = tied_mixture_partition(X, n_groups, np.random.RandomState(global_random_seed))
+    assert n_groups <= len(np.unique(found)) <= max(n_groups, len(X) // 3)
+    for cluster in np.unique(found):
+        assert len(np.unique(labels[found == cluster])) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", [2, 3])
+def test_tied_mixture_partition_has_at_least_k_clusters_on_noise(k, global_random_seed):
+    X = noise(12, global_random_seed, 2)
+    found = tied_mixture_partition(X, k, np.random.RandomState(global_random_seed))
+    assert k <= len(np.unique(found)) <= max(k, 12 // 3)
+    # Seeded by the stream.
+    assert np.array_equal(found, tied_mixture_partition(
+        X, k, np.random.RandomState(global_random_seed)))
+
+
+@pytest.mark.slow
+def test_tested_null_records_the_null_partition():
+    X, _ = few_feature_groups(3, 4, 3, 0)
+    model = fit_few_features(X)
+    calibration = model.calibration_
+    assert calibration["branch"] == "gaussian null"
+    assert calibration["n_null_clusters"] >= calibration["n_clusters_tested"]
+    with pytest.warns(UserWarning, match="tied-covariance Gaussian mixture of "
+                      f"{calibration['n_null_clusters']} clusters"):
+        ExactHierarchicalClustering(verbose=0).fit(X)
+    humble = fit_few_features(noise(12, 0, 2)).calibration_
+    assert humble["branch"] == "own posterior" and humble["n_null_clusters"] is None

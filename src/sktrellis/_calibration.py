@@ -230,6 +230,7 @@ import numpy as np
 from scipy.spatial.distance import pdist
 from scipy.stats import beta as beta_distribution
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
 from ._engine.agglomerative.builders import greedy_tree
@@ -318,6 +319,11 @@ STRUCTURE_CONFIDENCE = 0.99
 #: Level the Gaussian references must stay at or below where the test
 #: finds structure (0.4 left one seed of three clear groups at 0.84).
 GAUSSIAN_NULL_LEVEL = 0.5
+#: EM starts of each tied-covariance Gaussian mixture the Gaussian null's
+#: partition is chosen among (``tied_mixture_partition``), and its covariance
+#: floor (X near unit scale).
+N_MIXTURE_STARTS = 10
+_MIXTURE_COVARIANCE_FLOOR = 1e-9
 #: Gaussian references of the Gaussian null, and the rank of its beta among
 #: theirs: the 2nd smallest of 7 humble betas. At the r-th smallest of n
 #: i.i.d. references, the share of such references that would show a
@@ -533,9 +539,11 @@ def calibration_plan(energy, X, tested_null=False):
         distinct columns, ``tested_null_beta``), "fixed" (a numeric
         beta), "uncalibrated" (``"auto"`` means beta = 1, for ``reason``)
         or None (an energy without a temperature); ``p_value``,
-        ``n_clusters_tested``, ``n_test_references`` and ``branch`` (the
-        test's p-value, its k, its Gaussian references and the rule it
-        chose; None but for "tested-null"); ``n_distinct_features``
+        ``n_clusters_tested``, ``n_test_references``, ``branch`` and
+        ``n_null_clusters`` (the test's p-value, its k, its Gaussian
+        references, the rule it chose and, over trees, the clusters of the
+        Gaussian null's partition; None but for "tested-null");
+        ``n_distinct_features``
         (groups of ``distinct_columns``: what the bootstrap counts and
         draws), ``n_effective_features`` (``effective_n_features``: how
         many independent directions the columns span; it counts cluster
@@ -560,7 +568,7 @@ def calibration_plan(energy, X, tested_null=False):
             "null_level": None, "n_reference_draws": None, "n_reference_fits": None,
             "p_value": None, "n_clusters_tested": None, "n_test_references": None,
             "branch": None, "null_reference": None, "rotation_p_value": None,
-            "n_bootstrap_draws": None}
+            "n_bootstrap_draws": None, "n_null_clusters": None}
     if not isinstance(energy, TemperatureMixin):
         return plan
     if not is_auto(energy):
@@ -1098,9 +1106,9 @@ def reference_null_cap(humility, X, groups, rng, start, upper=BETA_RANGE[1],
 def correlation_map_labels(X):
     """Labels of the MAP partition of X under ``CorrelationClustering()`` at beta = 1.
 
-    Its number of clusters is the k of SigClust's test and its clusters the
-    within-cluster noise of the Gaussian null (``tested_null_beta``): the
-    loss's own reading of how many groups X has, with no k to choose.
+    Its number of clusters is the k of SigClust's test (``tested_null_beta``;
+    the Gaussian null's partition has at least that many): the loss's own
+    reading of how many groups X has, with no k to choose.
     """
     unit = _unit_loss(CorrelationClustering())
     return np.asarray(map_partition(unit.cluster_potential(X))[0])
@@ -1145,9 +1153,10 @@ def _partition_blocks(n_points, k):
     return blocks
 
 
-def _kmeans_inertia(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
+def _kmeans(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
     """The least k-means within sum of squares of each data set, over ``n_init`` starts.
 
+    Returned with the labels (n_sets, N) of the start that reached it.
     Lloyd's algorithm from k-means++ starts (Arthur & Vassilvitskii 2007),
     on every data set and start at once: ``data`` is (R, N, p).
     scikit-learn's KMeans, one data set at a time, took 35 ms each at
@@ -1181,8 +1190,11 @@ def _kmeans_inertia(data, k, rng, n_init=N_KMEANS_STARTS, max_iter=100):
         active = active[still]
         if not len(active):
             break
-    inertia = ((points[:, :, None] - centres[:, None]) ** 2).sum(axis=3).min(axis=2).sum(axis=1)
-    return inertia.reshape(len(data), n_init).min(axis=1)
+    distances = ((points[:, :, None] - centres[:, None]) ** 2).sum(axis=3)
+    inertia = distances.min(axis=2).sum(axis=1).reshape(len(data), n_init)
+    best = inertia.argmin(axis=1)
+    labels = distances.argmin(axis=2).reshape(len(data), n_init, n_points)
+    return inertia[np.arange(len(data)), best], labels[np.arange(len(data)), best]
 
 
 def cluster_indices(data, k, rng):
@@ -1192,8 +1204,7 @@ def cluster_indices(data, k, rng):
     (the between sum of squares of a side S is ``|sum_S x|**2 N / (|S|
     (N - |S|))`` for centred x: one product over the splits), and for k >=
     3 over all partitions into k clusters where there are at most
-    ``_EXACT_PARTITIONS``; else ``_kmeans_inertia`` (``N_KMEANS_STARTS``
-    starts).
+    ``_EXACT_PARTITIONS``; else ``_kmeans`` (``N_KMEANS_STARTS`` starts).
 
     Parameters
     ----------
@@ -1206,6 +1217,38 @@ def cluster_indices(data, k, rng):
     -------
     indices : ndarray of shape (n_sets,)
     """
+    return _best_partitions(data, k, rng, with_labels=False)[0]
+
+
+def index_partition(X, k, rng):
+    """Labels of the partition of X into k clusters whose cluster index the test measures.
+
+    The least k-means within sum of squares (``cluster_indices``: exact
+    where the index is, else the best of ``N_KMEANS_STARTS`` k-means++
+    starts), so that the Gaussian null's within-cluster noise comes from
+    the partition the test found significant.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    k : int
+    rng : RandomState
+        Starts of k-means (unused when exact).
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,)
+    """
+    return _best_partitions(X[None], k, rng)[1][0]
+
+
+def _best_partitions(data, k, rng, with_labels=True):
+    """``cluster_indices`` of each data set, and the labels of its best partition (n_sets, N).
+
+    With ``with_labels=False`` the labels are None and the exact paths take
+    the best index alone, as the test's references need: finding which
+    partition it is cost up to a fifth more at 16-18 points.
+    """
     centred = data - data.mean(axis=1, keepdims=True)
     totals = (centred ** 2).sum(axis=(1, 2))
     n_sets, n_points, n_features = data.shape
@@ -1214,27 +1257,34 @@ def cluster_indices(data, k, rng):
         # over its clusters S of |sum_S x|**2 / |S|.
         blocks = _partition_blocks(n_points, k)
         sizes = blocks.sum(axis=2)
-        best = np.empty(n_sets)
+        best, chosen = np.empty(n_sets), np.empty(n_sets, dtype=np.intp)
         chunk = max(1, 2 ** 21 // (blocks.shape[0] * k * n_features))
         for first in range(0, n_sets, chunk):
             sums = np.einsum("mkn,snp->smkp", blocks, centred[first:first + chunk])
-            best[first:first + chunk] = ((sums ** 2).sum(axis=3) / sizes).sum(axis=2).max(axis=1)
-        return (totals - best) / totals
+            between = ((sums ** 2).sum(axis=3) / sizes).sum(axis=2)
+            if with_labels:
+                chosen[first:first + chunk] = between.argmax(axis=1)
+            best[first:first + chunk] = between.max(axis=1)
+        return (totals - best) / totals, (blocks[chosen].argmax(axis=1) if with_labels
+                                          else None)
     if k > 2 or n_points > _EXACT_SPLIT_POINTS:
         # Sets in chunks of about 2**22 point-centre differences (32 MiB).
         chunk = max(1, 2 ** 22 // (N_KMEANS_STARTS * n_points * k * n_features))
-        return np.concatenate([_kmeans_inertia(data[first:first + chunk], k, rng)
-                               for first in range(0, n_sets, chunk)]) / totals
+        inertias, labels = zip(*(_kmeans(data[first:first + chunk], k, rng)
+                                 for first in range(0, n_sets, chunk)))
+        return np.concatenate(inertias) / totals, np.concatenate(labels)
     masks = _split_masks(n_points)
     sizes = masks.sum(axis=1)
-    best = np.empty(n_sets)
+    best, chosen = np.empty(n_sets), np.empty(n_sets, dtype=np.intp)
     # Sets in chunks of about 2**21 split sums (16 MiB).
     chunk = max(1, 2 ** 21 // (len(masks) * n_features))
     for first in range(0, n_sets, chunk):
         sums = np.matmul(masks, centred[first:first + chunk])   # BLAS: 60x einsum
-        best[first:first + chunk] = ((sums ** 2).sum(axis=2) * n_points
-                                     / (sizes * (n_points - sizes))).max(axis=1)
-    return (totals - best) / totals
+        between = (sums ** 2).sum(axis=2) * n_points / (sizes * (n_points - sizes))
+        if with_labels:
+            chosen[first:first + chunk] = between.argmax(axis=1)
+        best[first:first + chunk] = between.max(axis=1)
+    return (totals - best) / totals, masks[chosen].astype(np.intp) if with_labels else None
 
 
 def _pvalue_interval(exceedances, n_references, confidence=STRUCTURE_CONFIDENCE):
@@ -1319,6 +1369,49 @@ def _cluster_means(X, labels):
     return means[inverse], n_clusters
 
 
+def tied_mixture_partition(X, k, rng):
+    """Labels of the Gaussian null's partition: the tied-covariance mixture of k or more clusters.
+
+    Gaussian mixtures whose clusters share one covariance (SigClust's
+    model of clustered data: the shared covariance is the pooled
+    within-cluster covariance of their partition) with k..max(k, N // 3)
+    clusters, k the test's, each fitted by EM (``N_MIXTURE_STARTS``
+    starts), and the one BIC prefers; at least k clusters, so that groups
+    the test found are not counted as noise. The correlation clustering's
+    MAP partition, the null's partition before, merged versicolor with
+    virginica on 18 iris flowers and held beta at 0.2-0.6, where setosa
+    needs 1-3 (``benchmarks/bench_few_features.py --only
+    null-partition-trees``).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+        Near unit scale.
+    k : int
+        The test's number of clusters (at most the distinct rows).
+    rng : RandomState
+        Seeds the EM starts.
+
+    Returns
+    -------
+    labels : ndarray of shape (n_samples,)
+    """
+    # Imported here: scikit-learn's mixtures (and the clustering they start
+    # from) cost a few tenths of a second to import, needed only with few
+    # features.
+    from sklearn.mixture import GaussianMixture
+
+    seed = rng.randint(2 ** 31)
+    with warnings.catch_warnings():
+        # A mixture with more components than X supports may stop early:
+        # BIC then prefers another.
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fits = [GaussianMixture(n_clusters, covariance_type="tied", n_init=N_MIXTURE_STARTS,
+                                reg_covar=_MIXTURE_COVARIANCE_FLOOR, random_state=seed).fit(X)
+                for n_clusters in range(k, max(k, len(X) // 3) + 1)]
+    return min(fits, key=lambda fit: fit.bic(X)).predict(X)
+
+
 def within_covariance(X, labels):
     """Pooled within-cluster covariance of X under ``labels`` (X's own when all are alone)."""
     point_means, n_clusters = _cluster_means(X, labels)
@@ -1332,8 +1425,8 @@ def gaussian_null_beta(humility, X, rng, labels=None, level=GAUSSIAN_NULL_LEVEL,
     """The largest beta at which Gaussian references with X's within-cluster noise stay humble.
 
     A SigClust-style null: each reference is N draws of N(0, S), S the
-    pooled within-cluster covariance of X under
-    ``correlation_map_labels(X)``, to be clustered at X's own kernel width
+    pooled within-cluster covariance of X under ``labels`` (the trees'
+    default: ``tied_mixture_partition``), to be clustered at X's own kernel width
     (``humility``'s energy), so that between clear groups S is small next
     to the kernel and the reference's posterior spread. Per reference, the
     largest beta (``_largest_humble_beta``) at which ``humility(beta,
@@ -1351,7 +1444,8 @@ def gaussian_null_beta(humility, X, rng, labels=None, level=GAUSSIAN_NULL_LEVEL,
     X : ndarray of shape (n_samples, n_features)
     rng : RandomState
     labels : ndarray of shape (n_samples,) or None
-        ``correlation_map_labels(X)``, when known.
+        The partition of the within-cluster noise; None:
+        ``correlation_map_labels(X)``.
     level : float, default=GAUSSIAN_NULL_LEVEL
     n_references : int, default=N_GAUSSIAN_REFERENCES
     rank : int, default=GAUSSIAN_NULL_RANK
@@ -1390,7 +1484,8 @@ def tested_null_beta(humility, X, test_rng, reference_rng):
     SigClust's test (``structure_pvalue``) decides whether X shows cluster
     structure that Gaussian noise with its covariance does not. Where it
     does (p <= ``STRUCTURE_ALPHA``), beta is the Gaussian-null beta
-    (``gaussian_null_beta``: level ``GAUSSIAN_NULL_LEVEL``, the
+    (``gaussian_null_beta``: the within-cluster noise of
+    ``tied_mixture_partition``, level ``GAUSSIAN_NULL_LEVEL``, the
     ``GAUSSIAN_NULL_RANK``-th smallest over ``N_GAUSSIAN_REFERENCES``);
     where it does not, the largest beta at
     which X's own posterior shows nothing above ``NULL_LEVEL``
@@ -1412,23 +1507,27 @@ def tested_null_beta(humility, X, test_rng, reference_rng):
     beta : float
     record : dict
         ``p_value``, ``n_clusters_tested`` (k), ``branch`` ("gaussian null"
-        or "own posterior"), ``null_level``, ``n_reference_fits`` and
-        ``n_test_references`` (the test's references, 49-999).
+        or "own posterior"), ``null_level``, ``n_reference_fits``,
+        ``n_test_references`` (the test's references, 49-999) and
+        ``n_null_clusters`` (the clusters of the null's partition; None on
+        the own-posterior branch).
     """
     labels = correlation_map_labels(X)
     p_value, k, n_test_references = structure_pvalue(X, test_rng, labels)
     if p_value <= STRUCTURE_ALPHA:
         # The constants as they stand at the call: the defaults bound at import.
-        beta, fits = gaussian_null_beta(humility, X, reference_rng, labels,
+        null_labels = tied_mixture_partition(X, k, test_rng)
+        beta, fits = gaussian_null_beta(humility, X, reference_rng, null_labels,
                                         n_references=N_GAUSSIAN_REFERENCES,
                                         rank=GAUSSIAN_NULL_RANK)
         branch, level = "gaussian null", GAUSSIAN_NULL_LEVEL
+        n_null_clusters = len(np.unique(null_labels))
     else:
         beta, fits = own_humble_beta(humility, X)
-        branch, level = "own posterior", NULL_LEVEL
+        branch, level, n_null_clusters = "own posterior", NULL_LEVEL, None
     return beta, {"p_value": p_value, "n_clusters_tested": k, "branch": branch,
                   "null_level": level, "n_reference_fits": fits,
-                  "n_test_references": n_test_references}
+                  "n_test_references": n_test_references, "n_null_clusters": n_null_clusters}
 
 
 def _near_unit_scale(energy, X):
@@ -1463,7 +1562,9 @@ def _at_kernel_width(energy, X):
 
 def _tested_null_warning(plan, beta):
     branch = ("the largest beta at which Gaussian references with X's within-cluster covariance "
-              f"show no cluster above {GAUSSIAN_NULL_LEVEL} (ranked {GAUSSIAN_NULL_RANK} from "
+              f"(under the tied-covariance Gaussian mixture of {plan['n_null_clusters']} "
+              f"clusters BIC prefers) show no cluster above {GAUSSIAN_NULL_LEVEL} (ranked "
+              f"{GAUSSIAN_NULL_RANK} from "
               f"the smallest among {N_GAUSSIAN_REFERENCES} references)"
               if plan["branch"] == "gaussian null"
               else f"the largest beta at which X's own posterior shows no cluster above "
@@ -1475,10 +1576,9 @@ def _tested_null_warning(plan, beta):
         f"covariance gave p = {plan['p_value']:.2g}, so beta_ = {beta:.3g} is "
         f"{branch}. Measured on synthetic data (30 seeds; noise 60), it is not a guarantee: "
         "a false positive of the test makes noise proud (12 x 2: 2 of 60), three clear groups "
-        "of 4 get support below 0.9 in 1 of 30, and iris setosa falls below 0.9 in 12 of "
-        "30 subsamples of 12 flowers and 7 of 30 of 18 (the test has little power, beta "
-        "stays below the 1-3 setosa needs, or X's MAP partition joins a versicolor flower "
-        "to it); calibration_ records the test and the branch")
+        "of 4 get support below 0.9 in 1 of 30, and iris setosa falls below 0.9 in 11 of "
+        "30 subsamples of 12 flowers and 7 of 30 of 18 (the test has little power, or beta "
+        "stays below the 1-3 setosa needs); calibration_ records the test and the branch")
 
 
 def calibrate(energy, X, random_state, fit, map_loss, expected_loss, *,

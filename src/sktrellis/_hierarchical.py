@@ -131,7 +131,9 @@ class ExactHierarchicalClustering(
         k) and ``branch`` ("gaussian
         null": significant at 0.05, beta_ the largest at which Gaussian
         references with X's within-cluster covariance show no cluster
-        above ``null_level`` = 0.5, the 2nd smallest over 7 references;
+        above ``null_level`` = 0.5, the 2nd smallest over 7 references,
+        the covariance that of the tied-covariance Gaussian mixture with
+        ``n_null_clusters`` clusters, k or more, that BIC prefers;
         "own posterior": beta_ the largest at
         which X's own posterior shows none above 0.3), with
         ``n_reference_fits`` its posteriors (it costs 1-30 plain fits on
