@@ -384,23 +384,25 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
                 sparse = SparseTrellisClustering(energy, mass_bound_time=0).fit(X)
             merges = merges_from_tree(sparse.linkage_matrix_, n_points)
             for name in generators:
+                # Size classes are chosen when the search starts a generator,
+                # so the setting holds until the run is over.
                 restore = _generator_h(name)
                 try:
                     search = BestFirstSearch(energy.search_bound(X), n_points)
+                    search.add_tree(merges)
+                    start, longest = time.perf_counter(), 0.0
+                    for checkpoint in checkpoints:
+                        while time.perf_counter() - start < checkpoint and not search.finished:
+                            before = time.perf_counter()
+                            search.run(seconds=0.1)
+                            longest = max(longest, time.perf_counter() - before)
+                        print(f"| {n_points} | seed {seed} | {name} "
+                              f"| {time.perf_counter() - start:.0f} | {search.gap:.3f} | "
+                              f"{-search.lower:.3f} | {search.n_expanded:,} | "
+                              f"{search.n_split_keys:,} | {search.n_states:,} | "
+                              f"{longest:.2f} |", flush=True)
                 finally:
                     restore()
-                search.add_tree(merges)
-                start, longest = time.perf_counter(), 0.0
-                for checkpoint in checkpoints:
-                    while time.perf_counter() - start < checkpoint and not search.finished:
-                        before = time.perf_counter()
-                        search.run(seconds=0.1)
-                        longest = max(longest, time.perf_counter() - before)
-                    print(f"| {n_points} | seed {seed} | {name} "
-                          f"| {time.perf_counter() - start:.0f} | {search.gap:.3f} | "
-                          f"{-search.lower:.3f} | {search.n_expanded:,} | "
-                          f"{search.n_split_keys:,} | {search.n_states:,} | "
-                          f"{longest:.2f} |", flush=True)
                 del search
     # The estimator at its defaults (the search, then the trellis where
     # the budget holds it): the time to proof.

@@ -777,9 +777,12 @@ cdef class GinkgoBound(SearchBound):
     - sqrt t_high(c))**2``, and its term falls with tau; an inner o has
     ``t_o >= t_low(o)`` and ``tau <= (sqrt t_S - sqrt max(t_low))**2``, so
     its term is at most g's peak over tau up to that. The key, the least over a of both sides'
-    bounds less the split's, is at most ``split_cost + lower(A) + lower(B)``
-    of every completion. The t ranges are widened by ``1e-8 E_S**2``
-    (rounding, and points up to 1e-9 spacelike). The generator assigns the
+    bounds less the split's, is at most the cost of every tree over S whose
+    root split completes the partial one (not always at most ``split_cost
+    + lower(A) + lower(B)``: a side's t range excludes masses no tree over
+    it reaches, which ``lower`` of a part without a feasible tree may
+    not). The t ranges, the least node masses included, are widened by
+    ``1e-8 E_S**2`` (rounding, and points up to 1e-9 spacelike). The generator assigns the
     softest points first (``order_``; split costs are summed in index order
     all the same) and keys each partial state by the larger of this and its
     parent's key, best first.
@@ -1040,7 +1043,8 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
             if not tables or t_high[side][a] < bound.jet.t_cut:
                 sub[side][a] = INFINITY
                 continue
-            t_low[side][a] = max(t_low[side][a], low[a])
+            # node_masses' least k-node mass has no margin of its own.
+            t_low[side][a] = max(t_low[side][a], low[a] - margin)
             if t_low[side][a] > t_high[side][a]:
                 sub[side][a] = INFINITY
             elif a == 2:

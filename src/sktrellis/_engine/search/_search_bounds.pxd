@@ -50,9 +50,9 @@ cdef class SearchBound:
     cdef double base_(self, const int* members, int m) noexcept nogil
     cdef void increments_(self, const int* members, int m, uint64_t sides, int position,
                           int side, double* pen_a, double* pen_b) noexcept nogil
-    # A lower bound on split_cost + lower(A) + lower(B) over every split of
-    # the cluster whose first n_assigned points lie on the sides ``sides``
-    # gives them (1 <= n_assigned < m), when sees_sides; -inf otherwise.
+    # A lower bound on the cost of every tree over the cluster whose root
+    # split puts its first n_assigned points on the sides ``sides`` gives
+    # them (1 <= n_assigned < m, 3 <= m), when sees_sides; -inf otherwise.
     cdef double partial_key_(self, const int* members, int m, uint64_t sides,
                              int n_assigned) noexcept nogil
     # The order in which the split generator assigns a cluster's points

@@ -153,6 +153,9 @@ cdef class SearchBound:
         """
         cdef int[::1] points = np.ascontiguousarray(members, dtype=np.intc)
         n_assigned = len(sides)
+        if not 3 <= points.shape[0] <= MAX_SEARCH_POINTS:
+            raise ValueError(f"partial keys need 3 to {MAX_SEARCH_POINTS} members, got "
+                             f"{points.shape[0]}")
         if not 1 <= n_assigned < points.shape[0] or sides[0]:
             raise ValueError("sides must assign the first point to side A and leave one free")
         return self.partial_key_(&points[0], points.shape[0],
