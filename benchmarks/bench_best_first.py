@@ -354,6 +354,19 @@ def _generator_h(name):
     return restore
 
 
+def _fit_by_generator(name, estimator, X):
+    """``estimator`` fitted to X with the split generator ``name``, and the seconds it took."""
+    restore = _generator_h(name)
+    try:
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            estimator.fit(X)
+        return estimator, time.perf_counter() - start
+    finally:
+        restore()
+
+
 def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes", "sides"),
            log_z_sizes=(), log_z_budget=20.0):
     """Ginkgo past the trellis: what the search's budget buys, by each split generator.
@@ -409,36 +422,18 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
     for n_points in auto_sizes:
         X = make_jets(n_leaves=n_points, random_state=0)[0].momenta
         for name in generators:
-            restore = _generator_h(name)
-            try:
-                start = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    model = BestFirstHierarchicalClustering(energy).fit(X)
-                print(f"{n_points} particles, defaults, {name}: "
-                      f"{time.perf_counter() - start:.1f} s, "
-                      f"{model.stop_reason_} by the {model.solver_}, gap "
-                      f"{model.optimality_gap_:.3g}, MAP {model.map_log_potential_:.4f}",
-                      flush=True)
-            finally:
-                restore()
+            model, seconds = _fit_by_generator(name, BestFirstHierarchicalClustering(energy), X)
+            print(f"{n_points} particles, defaults, {name}: {seconds:.1f} s, "
+                  f"{model.stop_reason_} by the {model.solver_}, gap "
+                  f"{model.optimality_gap_:.3g}, MAP {model.map_log_potential_:.4f}", flush=True)
     for n_points in log_z_sizes:
         X = make_jets(n_leaves=n_points, random_state=n_points)[0].momenta
         for name in generators:
-            restore = _generator_h(name)
-            try:
-                start = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    model = BestFirstHierarchicalClustering(
-                        energy, objective="log_partition", algorithm="search",
-                        max_time=log_z_budget).fit(X)
-                low, high = model.log_partition_bounds_
-                print(f"{n_points} particles, log Z, {name}: [{low:.3f}, {high:.3f}], width "
-                      f"{high - low:.2f}, {time.perf_counter() - start:.1f} s, "
-                      f"{model.stop_reason_}", flush=True)
-            finally:
-                restore()
+            model, seconds = _fit_by_generator(name, BestFirstHierarchicalClustering(
+                energy, objective="log_partition", algorithm="search", max_time=log_z_budget), X)
+            low, high = model.log_partition_bounds_
+            print(f"{n_points} particles, log Z, {name}: [{low:.3f}, {high:.3f}], width "
+                  f"{high - low:.2f}, {seconds:.1f} s, {model.stop_reason_}", flush=True)
 
 
 def main():
