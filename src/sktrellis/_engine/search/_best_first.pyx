@@ -30,7 +30,6 @@ Python driver can report progress, check its budget and let Ctrl-C in.
 from libc.math cimport INFINITY, isfinite
 from libc.stdint cimport int64_t, uint64_t
 from libcpp.vector cimport vector
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 import numpy as np
 
@@ -40,7 +39,7 @@ from ._graph cimport (
 from ._log_partition cimport cluster_bracket, z_refresh_all, z_step
 from ._map_search cimport revise, step
 from ._search_bounds cimport MAX_EXACT_POINTS, MAX_SEARCH_POINTS, SearchBound
-from ._search_common cimport members_of, side_a_mask
+from ._search_common cimport members_of, now_seconds, side_a_mask
 from ._split_generator cimport Generator, next_key, pop_split, start_generator
 
 from ..tree.conversion import masks_from_merges
@@ -61,12 +60,6 @@ cdef enum:
     SOLVED = 0
     SLICE_OVER = 1
     STATE_CAP = 2
-
-
-cdef inline double now_seconds() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return ts.tv_sec + 1e-9 * ts.tv_nsec
 
 
 cdef int run_walks(SearchGraph* g, SearchBound bound, double seconds,

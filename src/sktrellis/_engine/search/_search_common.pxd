@@ -1,10 +1,12 @@
 # Small helpers shared by the units of the best-first search
 # (_split_generator, _graph, _map_search, _log_partition): float slack, log
-# differences and the mask <-> members conventions of _search_bounds.pxd.
+# differences, the mask <-> members conventions of _search_bounds.pxd and
+# the clock of the kernels' deadlines.
 # Inline, so each unit compiles them into its own loops.
 
 from libc.math cimport INFINITY, exp, fabs, isfinite, log1p
 from libc.stdint cimport uint64_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 
 cdef inline double tolerance(double value) noexcept nogil:
@@ -43,3 +45,10 @@ cdef inline uint64_t side_a_mask(const int* members, int m, uint64_t sides) noex
             mask |= (<uint64_t>1) << members[k]
     return mask
 
+
+
+cdef inline double now_seconds() noexcept nogil:
+    """A monotonic clock in seconds, for deadlines checked without the GIL."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + 1e-9 * ts.tv_nsec
