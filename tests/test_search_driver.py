@@ -7,6 +7,7 @@ import pytest
 from sktrellis import ExactHierarchicalClustering
 from sktrellis._engine.agglomerative.builders import beam_search
 from sktrellis._engine.search import driver
+from sktrellis._engine.search._best_first import BestFirstSearch
 from sktrellis._engine.search.driver import TrellisFallback, run_search
 from sktrellis._engine.trellis.levels import DeadlinePassed
 from sktrellis.energies import Dasgupta
@@ -177,3 +178,22 @@ def test_the_default_state_cap_is_a_share_of_the_memory_found(available, capsys,
     out = capsys.readouterr().out
     assert f"[Owner] budget: max_time=60 s (the default); at most {result.max_states:,}" in out
     assert ("no memory limit readable" in out) == (available is None)
+
+
+def test_the_log_z_walk_keeps_the_state_cap_within_one_split():
+    """A walk that generates a batch of the root's splits stops the batch at the state cap.
+
+    The batch is a quarter of the splits the cluster has: on a flat landscape
+    (a low beta) the root's ungenerated rest stays the widest part of the
+    bracket, and before the batch stopped at the cap one walk overshot it by
+    hundreds of states. One split adds at most its generator, the net growth
+    of the generator's heap (one per point, once more when the incumbent's
+    split is skipped), the split and its two clusters (none solved exactly
+    at ``exact_size=0``).
+    """
+    n_points = 16
+    bound = Dasgupta(beta=0.1).search_bound(points(n_points))
+    for cap in [500, 1000, 2000, 4000, 8000]:
+        search = BestFirstSearch(bound, n_points, objective="log_partition", exact_size=0)
+        assert search.run(max_states=cap) == "max_states"
+        assert search.n_states - cap <= 2 * n_points + 4

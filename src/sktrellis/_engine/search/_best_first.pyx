@@ -79,7 +79,7 @@ cdef int run_walks(SearchGraph* g, SearchBound bound, double seconds,
         if by_map:
             step(g, bound)
         else:
-            z_step(g, bound)
+            z_step(g, bound, deadline, max_states)
 
 
 ###############################################################################

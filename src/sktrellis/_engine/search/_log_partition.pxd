@@ -2,13 +2,14 @@
 # (_log_partition.pyx): brackets on log Z of every cluster and on the log
 # probability of a cluster, and the walk that narrows the root's bracket.
 
-from libc.stdint cimport uint64_t
+from libc.stdint cimport int64_t, uint64_t
 
 from ._graph cimport SearchGraph
 from ._search_bounds cimport SearchBound
 
 
 cdef int z_refresh_all(SearchGraph* g) except -1 nogil
-cdef int z_step(SearchGraph* g, SearchBound bound) except -1 nogil
+cdef int z_step(SearchGraph* g, SearchBound bound, double deadline,
+                int64_t max_states) except -1 nogil
 cdef int cluster_bracket(SearchGraph* g, SearchBound bound, uint64_t target, double* low,
                          double* high) except -1 nogil
