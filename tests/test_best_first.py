@@ -1376,3 +1376,74 @@ def test_partial_keys_need_a_partial_assignment():
         with pytest.raises(ValueError, match="first point to side A and leave one free"):
             bound.partial_key(np.arange(6), sides)
     assert Dasgupta().search_bound(X).partial_key(np.arange(6), [0, 1]) == -np.inf
+
+
+@pytest.mark.parametrize("kind, beta", [("dasgupta", 1.0), ("hcc", 2.0), ("ginkgo", None)])
+@pytest.mark.parametrize("objective", ["map", "log_partition"])
+@pytest.mark.parametrize("max_revisions", [0, 1, 5, 20, 100])
+def test_a_refresh_cut_short_anywhere_keeps_the_brackets_certified(
+        kind, beta, objective, max_revisions, global_random_seed):
+    """The revision of the brackets stopped after any number of clusters, against the trellis.
+
+    Ginkgo jets have splits of zero potential (-inf log potential).
+    """
+    n_points = 8
+    energy, X, trellis, rng_state = _exact_problem_at(kind, n_points, beta, global_random_seed)
+    rng = np.random.default_rng()
+    rng.bit_generator.state = rng_state
+    search = BestFirstSearch(energy.search_bound(X), n_points, objective=objective,
+                             exact_size=0)
+    search.run(max_states=60)
+    lower, upper = search.log_partition_bounds(max_revisions=max_revisions)
+    assert search.n_revised == min(max_revisions, search.n_clusters)
+    assert search.log_partition_refreshed == (max_revisions >= search.n_clusters)
+    log_z = trellis.log_partition
+    assert lower <= log_z + _close(lower, log_z)
+    assert log_z <= upper + _close(upper, log_z)
+    for mask in {int(m) for m in rng.integers(1, (1 << n_points) - 1, size=8)}:
+        if mask.bit_count() < 2:
+            continue
+        exact = trellis.cluster_log_marginal(_members(mask, n_points))
+        low, high = search.cluster_log_probability_bounds(mask, seconds=0.0)
+        assert low <= exact + 1e-9 and exact <= high + 1e-9 and high <= 0.0
+
+
+def _searched_by_map(kind, seed):
+    energy, X, _, _ = _exact_problem_at(kind, 8, 1.0 if kind != "ginkgo" else None, seed)
+    search = BestFirstSearch(energy.search_bound(X), 8, exact_size=0)
+    search.run(max_states=60)
+    return search
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_refresh_with_no_time_left_revises_nothing(kind, global_random_seed):
+    """seconds=0 returns the root's bracket as the walks left it; a full one narrows it.
+
+    The MAP walks never revise the log Z brackets: all the narrowing is the
+    refresh's.
+    """
+    search = _searched_by_map(kind, global_random_seed)
+    walked = search.root_log_partition_bracket
+    assert search.log_partition_bounds(seconds=0.0) == walked
+    assert search.n_revised == 0 and not search.log_partition_refreshed
+    same = _searched_by_map(kind, global_random_seed)
+    assert same.root_log_partition_bracket == walked
+    refreshed = same.log_partition_bounds()
+    assert same.log_partition_refreshed and same.n_revised == same.n_clusters
+    assert refreshed != walked
+    assert walked[0] <= refreshed[0] and refreshed[1] <= walked[1]
+    # A complete refresh is a fixed point: the next one has nothing to do
+    # until the search changes.
+    assert same.log_partition_bounds() == refreshed and same.n_revised == 0
+    same.run(max_states=same.n_states + 1)
+    assert not same.log_partition_refreshed
+
+
+@pytest.mark.parametrize("seconds", [-1.0, np.nan])
+def test_a_refresh_refuses_a_negative_time(seconds):
+    energy, X = _problem("dasgupta", 4, np.random.default_rng(0))
+    search = BestFirstSearch(energy.search_bound(X), 4)
+    with pytest.raises(ValueError, match="seconds must be at least 0"):
+        search.log_partition_bounds(seconds=seconds)
+    with pytest.raises(ValueError, match="seconds must be at least 0"):
+        search.cluster_log_probability_bounds(3, seconds=seconds)

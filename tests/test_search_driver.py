@@ -197,3 +197,51 @@ def test_the_log_z_walk_keeps_the_state_cap_within_one_split():
         search = BestFirstSearch(bound, n_points, objective="log_partition", exact_size=0)
         assert search.run(max_states=cap) == "max_states"
         assert search.n_states - cap <= 2 * n_points + 4
+
+
+@pytest.mark.parametrize("objective", ["map", "log_partition"])
+def test_the_last_bracket_is_revised_within_the_budget(objective, monkeypatch):
+    """The final revision of the brackets gets what is left of max_time, and at least a slice.
+
+    With nothing left and no least slice it revises nothing: the root's
+    bracket as the walks left it, still certified.
+    """
+    n_points = 9
+    X = points(n_points)
+    exact = ExactHierarchicalClustering(ENERGY).fit(X).log_partition_
+    run = dict(objective=objective, exact_size=0, max_states=10**6,
+               bracket_log_partition=True)
+    unbudgeted = run_search(ENERGY.search_bound(X), n_points, beam_incumbent(X),
+                            max_time=None, **run)
+    assert unbudgeted.search.log_partition_refreshed
+    with_a_slice = run_search(ENERGY.search_bound(X), n_points, beam_incumbent(X),
+                              max_time=1e-9, **run)
+    assert with_a_slice.stop_reason == "max_time"
+    assert with_a_slice.search.log_partition_refreshed
+    monkeypatch.setattr(driver, "_LEAST_REFRESH_SECONDS", 0.0)
+    result = run_search(ENERGY.search_bound(X), n_points, beam_incumbent(X), max_time=1e-9,
+                        **run)
+    assert result.search.n_revised == 0 and not result.search.log_partition_refreshed
+    assert result.log_partition_bounds == result.search.root_log_partition_bracket
+    for bounds in (unbudgeted.log_partition_bounds, with_a_slice.log_partition_bounds,
+                   result.log_partition_bounds):
+        assert bounds[0] <= exact + 1e-9 * abs(exact) and exact <= bounds[1] + 1e-9 * abs(exact)
+
+
+def test_the_bracket_is_revised_only_when_asked():
+    X = points(9)
+    result = run_search(ENERGY.search_bound(X), 9, beam_incumbent(X), max_states=10**6,
+                        exact_size=0)
+    assert result.log_partition_bounds == (-np.inf, np.inf)
+    assert result.search.n_revised == 0
+
+
+def test_ctrl_c_in_the_last_revision_keeps_the_brackets(monkeypatch):
+    def interrupted(search, deadline):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(driver, "final_log_partition_bounds", interrupted)
+    X = points(40)
+    result = run_search(ENERGY.search_bound(X), 40, beam_incumbent(X), max_time=1e-9,
+                        max_states=10**6, bracket_log_partition=True)
+    assert result.stop_reason == "interrupted"
+    assert result.log_partition_bounds == result.search.root_log_partition_bracket

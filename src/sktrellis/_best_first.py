@@ -304,12 +304,12 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             objective=self.objective, exact_size=self.exact_size, tol=self.tol,
             max_time=self.max_time, max_states=self.max_states,
             trellis=self._trellis_fallback(X, energy), verbose=self.verbose,
-            owner=type(self).__name__)
+            owner=type(self).__name__, bracket_log_partition=True)
         self._set_run_record(result)
         if result.trellis is not None:
             self._set_trellis_results(result.trellis, energy)
         else:
-            self._set_search_results(result.search, energy)
+            self._set_search_results(result, energy)
         return self
 
     def _check_mask_width(self, n_points):
@@ -379,8 +379,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         self.optimality_gap_ = self.relative_optimality_gap_ = 0.0
         self.log_partition_bounds_ = (trellis.log_partition, trellis.log_partition)
 
-    def _set_search_results(self, search, energy):
+    def _set_search_results(self, result, energy):
         """The fitted attributes from the search graph: its best tree and bounds."""
+        search = result.search
         n_points = search.n_points
         if not np.isfinite(search.upper):
             if self.stop_reason_ == "optimal":
@@ -399,7 +400,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             0.0, self.log_potential_upper_bound_ - self.map_log_potential_)
         self.relative_optimality_gap_ = _relative_gap(self.optimality_gap_,
                                                       self.map_log_potential_)
-        self.log_partition_bounds_ = search.log_partition_bounds()
+        self.log_partition_bounds_ = result.log_partition_bounds
 
     def __getstate__(self):
         # The search graph is C++ state: it is not pickled.
@@ -477,7 +478,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
             trellis_note += (" (an allocation failed before the state cap: less memory was "
                              "left than found at the start; the best tree so far is kept)")
         if self.objective == "log_partition":
-            lower, upper = search.log_partition_bounds()
+            # As the driver's last revision left it, within the budget.
+            lower, upper = search.root_log_partition_bracket
             warnings.warn(
                 f"{type(self).__name__} stopped ({self.stop_reason_}) before the log Z "
                 f"bracket was {self.tol:g} wide{trellis_note}: {lower:.6g} <= log Z <= "

@@ -13,7 +13,7 @@ from ._estimator import (
 )
 from ._engine.trellis.hierarchical_trellis import double_factorial_trees
 from ._engine.search._best_first import MAX_POINTS as MAX_SEARCH_POINTS, BestFirstSearch
-from ._engine.search.driver import _LOG_PARTITION_EXACT_SIZE
+from ._engine.search.driver import _LOG_PARTITION_EXACT_SIZE, final_log_partition_bounds
 from ._engine.sparse.sparse_trellis import BaggedTrellis, SparseTrellis
 from ._engine.tree.conversion import merges_from_tree
 from ._engine.agglomerative.builders import beam_search, greedy_tree, gumbel_noise, replay_tree
@@ -398,7 +398,7 @@ class SparseTrellisClustering(
             if remaining <= 0 or search.run(seconds=min(remaining, 0.1),
                                             max_states=_MASS_BOUND_STATES) == "max_states":
                 break
-        log_upper = search.log_partition_bounds()[1]
+        log_upper = final_log_partition_bounds(search, start + self.mass_bound_time)[1]
         # A bagged posterior's probabilities are means over its families,
         # each relative to its own spanned trees: the smallest share bounds them all.
         trellis = self._trellis

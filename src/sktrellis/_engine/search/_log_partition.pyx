@@ -79,17 +79,60 @@ cdef int z_revise(SearchGraph* g, int node) except -1 nogil:
     return 0
 
 
-cdef int z_refresh_all(SearchGraph* g) except -1 nogil:
-    """Revise every cluster's bracket, parts before the clusters they split."""
-    cdef vector[vector[int]] by_size
+# The refresh reads the clock once per this many split terms revised (a
+# clock read costs tens of nanoseconds, a split term a few): a cut comes
+# within about a microsecond of the deadline, or one cluster's revision.
+cdef enum:
+    CLOCK_TERMS = 1024
+
+
+cdef int refresh_order(SearchGraph* g, vector[int]* order) except -1 nogil:
+    """Every cluster id, smallest clusters first (parts before the clusters they split)."""
+    cdef vector[size_t] start
     cdef int node, k
-    by_size.resize(g.n_points + 1)
+    start.assign(g.n_points + 2, 0)
     for node in range(<int>g.mask.size()):
-        by_size[g.size[node]].push_back(node)
+        start[g.size[node] + 1] += 1
     for k in range(g.n_points + 1):
-        for node in by_size[k]:
-            z_revise(g, node)
+        start[k + 1] += start[k]
+    order.resize(g.mask.size())
+    for node in range(<int>g.mask.size()):
+        deref(order)[start[g.size[node]]] = node
+        start[g.size[node]] += 1
     return 0
+
+
+cdef int z_refresh(SearchGraph* g, const vector[int]* order, size_t* position,
+                   double deadline, int64_t* revisions_left) except -1 nogil:
+    """Revise the brackets of ``order[position:]`` in turn; 1 once all are, 0 if cut short.
+
+    Cut short at ``deadline`` (``now_seconds``, read before the first
+    revision and then every ``CLOCK_TERMS`` split terms) or when
+    ``revisions_left`` reaches 0 (negative: no cap); ``position`` and
+    ``revisions_left`` are advanced, so the next call goes on from there.
+    Every revision keeps every bracket valid, whatever was revised before
+    it and in whatever order (``z_revise`` bounds a cluster by its parts'
+    brackets, valid by induction, and intersects with its own), so a
+    refresh cut anywhere leaves certified brackets; the order, parts
+    before the clusters they split, is what lets one complete pass carry
+    every part's narrowing up to the root.
+    """
+    cdef int64_t terms = CLOCK_TERMS
+    cdef int node
+    while position[0] < order.size():
+        if revisions_left[0] == 0:
+            return 0
+        if terms >= CLOCK_TERMS:
+            if now_seconds() >= deadline:
+                return 0
+            terms = 0
+        node = deref(order)[position[0]]
+        z_revise(g, node)
+        terms += 1 + <int64_t>g.splits[node].size()
+        position[0] += 1
+        if revisions_left[0] > 0:
+            revisions_left[0] -= 1
+    return 1
 
 
 cdef int z_step(SearchGraph* g, SearchBound bound, double deadline,
