@@ -86,7 +86,12 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         Stop after this many seconds (checked about every 0.1 s), keeping
         the best tree and its certified gap; None means no limit. The
         default is announced at ``verbose >= 1``; the incumbent's fit (a
-        sparse trellis or beam search) comes before it.
+        sparse trellis or beam search) counts in it. The search ends
+        within a split of it, and the last revision of the log Z brackets
+        gets what is left and at least 0.1 s (cut there, the bracket is
+        still certified): measured on 20-30 particle Ginkgo jets and 48
+        Dasgupta points, both objectives, fits end 0.02-0.09 s past
+        ``max_time``.
     max_states : int, default=None
         Stop when this many search states are stored (clusters plus open
         partial splits of the lazy generators): the memory cap. None means
@@ -188,7 +193,10 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         Number of walks from the root.
     log_partition_bounds_ : tuple of float
         ``(lower, upper)`` with ``lower <= log Z <= upper`` (certified; see
-        ``cluster_probability_bounds`` for clusters).
+        ``cluster_probability_bounds`` for clusters), the clusters'
+        brackets revised from their parts within ``max_time`` (a revision
+        cut short still gives a certified bracket, at worst the root's as
+        the search left it).
     stop_reason_ : str
         "optimal" (MAP proven, or for "log_partition" the bracket at most
         ``tol`` wide), "max_time", "max_states" (the state cap, or an

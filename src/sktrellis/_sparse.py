@@ -173,7 +173,9 @@ class SparseTrellisClustering(
         from above for ``log_spanned_mass_lower_bound_`` (15 to 64 points;
         it stops sooner once it has summed every tree, or at 100,000
         states; up to 14 points it sums every tree at once, whatever the
-        budget); 0 skips it.
+        budget); 0 skips it. The last revision of the search's brackets
+        gets what is left and at least 0.1 s (cut there, the bound is still
+        certified): the bound ends within about 0.1 s of this.
     random_state : int, RandomState instance or None, default=None
         Seed of the "sampled" builder, of a callable builder and of
         :meth:`sample` when it is called without one.
@@ -371,7 +373,8 @@ class SparseTrellisClustering(
         ``log(Z_spanned / Z_upper)``, with ``Z_upper`` the best-first search's
         upper bound on the full partition function (E. Dechter and R.
         Dechter, "A note on bounding the partition function by search")
-        after at most ``mass_bound_time`` seconds: certified at any time,
+        after at most ``mass_bound_time`` seconds (its last revision of the
+        brackets at least 0.1 s, ``final_log_partition_bounds``): certified at any time,
         and the share itself once the search has summed every tree, as it
         does at once up to 14 points, whatever the budget. NaN
         (unknown) past the search's ``MAX_SEARCH_POINTS`` points, for an

@@ -27,10 +27,9 @@ Costs are ``-log psi``; everything runs without the GIL, and a call of
 ``BestFirstSearch.run`` returns within about ``seconds`` so that the
 Python driver can report progress, check its budget and let Ctrl-C in;
 ``log_partition_bounds`` revises the brackets within its ``seconds`` in
-slices of at most 0.1 s, checking Ctrl-C between them.
+slices of at most 0.1 s, checking Ctrl-C between them (``z_refresh_within``).
 """
 from libc.math cimport INFINITY, isfinite
-from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t, uint64_t
 from libcpp.vector cimport vector
 
@@ -39,7 +38,7 @@ import numpy as np
 from ._graph cimport (
     LOG_PARTITION_OBJECTIVE, MAP_OBJECTIVE, SearchGraph, Split, add_split, cluster,
     release_open_states, start_graph)
-from ._log_partition cimport cluster_bracket, refresh_order, z_refresh, z_step
+from ._log_partition cimport cluster_bracket, z_refresh_within, z_step
 from ._map_search cimport revise, step
 from ._search_bounds cimport MAX_EXACT_POINTS, MAX_SEARCH_POINTS, SearchBound
 from ._search_common cimport members_of, now_seconds, side_a_mask
@@ -53,9 +52,6 @@ MAX_POINTS = MAX_SEARCH_POINTS
 
 # Largest cluster solved exactly on creation (3**20 / 2 splits).
 MAX_EXACT_SIZE = MAX_EXACT_POINTS
-
-# Longest the revision of the log Z brackets runs without checking Ctrl-C.
-cdef double REFRESH_SLICE_SECONDS = 0.1
 
 
 ###############################################################################
@@ -175,10 +171,9 @@ cdef class BestFirstSearch:
         memory cap counts.
     n_clusters, n_expanded, n_splits, n_iterations : int
     log_partition_refreshed : bool
-        Whether every cluster's log Z bracket has been revised from its
-        parts since the search last changed (``run``, ``add_tree``).
+        Whether every log Z bracket was revised since the last change.
     n_revised : int
-        Clusters whose bracket the last refresh revised.
+        Clusters whose bracket the last revision revised.
     """
 
     cdef SearchBound bound
@@ -193,9 +188,7 @@ cdef class BestFirstSearch:
     # runs again nor revises its brackets; the root's bounds, from earlier
     # walks, still hold.
     cdef readonly bint out_of_memory
-    # Set by a refresh that revised every cluster, cleared by anything that
-    # changes the graph: a complete refresh is a fixed point (each cluster
-    # is revised after its parts), so another one would change nothing.
+    # Cleared by what changes the graph: a complete revision is a fixed point.
     cdef readonly bint log_partition_refreshed
     cdef readonly int64_t n_revised
 
@@ -279,72 +272,38 @@ cdef class BestFirstSearch:
         return ("optimal", "slice", "max_states")[reason]
 
     cdef int refresh(self, double seconds, int64_t max_revisions) except -1:
-        """Revise the brackets, smallest clusters first, for ``seconds`` and ``max_revisions``.
-
-        Without the GIL, in slices of at most ``REFRESH_SLICE_SECONDS``
-        with Ctrl-C checked between them (KeyboardInterrupt leaves every
-        bracket valid).
-        """
-        cdef vector[int] order
-        cdef size_t position = 0, before
-        cdef int64_t left = max_revisions
-        cdef double deadline = now_seconds() + seconds
-        cdef int done = 0
+        if not seconds >= 0:
+            raise ValueError(f"seconds must be at least 0, got seconds={seconds}")
         self.n_revised = 0
-        if self.out_of_memory or self.log_partition_refreshed:
-            return 0
-        with nogil:
-            refresh_order(self.g, &order)
-        while True:
-            before = position
-            with nogil:
-                done = z_refresh(self.g, &order, &position,
-                                 min(deadline, now_seconds() + REFRESH_SLICE_SECONDS), &left)
-            self.n_revised += <int64_t>(position - before)
-            if done:
-                self.log_partition_refreshed = True
-                return 0
-            if left == 0 or now_seconds() >= deadline:
-                return 0
-            PyErr_CheckSignals()
+        if not (self.out_of_memory or self.log_partition_refreshed):
+            self.log_partition_refreshed = z_refresh_within(self.g, seconds, max_revisions,
+                                                            &self.n_revised)
+        return 0
 
     def log_partition_bounds(self, double seconds=INFINITY, int64_t max_revisions=-1):
         """(lower, upper) bounds on log Z, the log sum over every tree of its potential.
 
         Certified at any time (E. Dechter and R. Dechter, "A note on
         bounding the partition function by search"; the proof is in
-        ``_log_partition.pyx``). The clusters' brackets are first revised
-        from their parts, smallest clusters first, for at most ``seconds``:
-        a revision cut short anywhere still leaves every bracket certified
-        (brackets only narrow), only maybe wider than a full revision's,
-        and one cut before the root returns the root's bracket as the
-        walks left it (``root_log_partition_bracket``).
-        ``log_partition_refreshed`` says whether every cluster was revised.
+        ``_log_partition.pyx``). The brackets are first revised from their
+        parts, smallest clusters first (``z_refresh_within``): cut short
+        anywhere (the clock, Ctrl-C every 0.1 s), every bracket is still
+        certified, at worst the root's as the walks left it.
 
         Parameters
         ----------
         seconds : float, default=inf
-            Longest the revision may take: it is checked about every
-            thousand split terms, so the call returns within about this
-            plus one cluster's revision. 0 revises nothing.
+            Longest the revision may take (within about one cluster's
+            revision); 0 revises nothing.
         max_revisions : int, default=-1
-            Revise at most this many clusters (-1: all), exact ones
-            included.
+            Revise at most this many clusters (-1: all).
 
         Returns
         -------
         lower, upper : float
             ``lower <= log Z <= upper``; equal when the search has summed
             every tree (``log_partition_solved``).
-
-        Raises
-        ------
-        KeyboardInterrupt
-            On Ctrl-C, checked about every 0.1 s; the
-            brackets revised so far are kept, all of them certified.
         """
-        if not seconds >= 0:
-            raise ValueError(f"seconds must be at least 0, got seconds={seconds}")
         self.refresh(seconds, max_revisions)
         return self.g.z_low[self.g.root], self.g.z_high[self.g.root]
 
@@ -353,11 +312,9 @@ cdef class BestFirstSearch:
 
         ``W_low / Z_high <= P(C) <= W_high / Z_low`` (capped at 1), with
         ``W(S)`` the sum over the trees over S that hold C, bracketed by
-        induction like Z (the proof is in ``_log_partition.pyx``). The
-        clusters' log Z brackets are first revised as by
-        ``log_partition_bounds`` for at most ``seconds`` (certified
-        however short); the bracket on W then takes one pass over the
-        clusters that hold the target, not limited by ``seconds``.
+        induction like Z (the proof is in ``_log_partition.pyx``), after
+        the log Z brackets are revised for at most ``seconds`` as by
+        ``log_partition_bounds``; the pass for W is not limited by it.
 
         Parameters
         ----------
@@ -374,23 +331,19 @@ cdef class BestFirstSearch:
         """
         cdef double low, high
         cdef SearchBound bound = self.bound
-        if not seconds >= 0:
-            raise ValueError(f"seconds must be at least 0, got seconds={seconds}")
+        self.refresh(seconds, -1)
         if self.out_of_memory:
             # Nothing can be walked safely: the bounds every cluster has.
             return -INFINITY, 0.0
-        self.refresh(seconds, -1)
         with nogil:
             cluster_bracket(self.g, bound, target, &low, &high)
         return low - self.g.z_high[self.g.root], min(0.0, high - self.g.z_low[self.g.root])
 
     @property
     def root_log_partition_bracket(self):
-        """The root's (lower, upper) as last revised: valid, cheap, maybe a little wide.
+        """The root's (lower, upper) as last revised: valid, cheap, maybe wide.
 
-        ``log_partition_bounds`` first revises the clusters; this reads the
-        root's bracket as the walks (and the last revision) left it:
-        brackets only narrow, so a stale one still holds.
+        Brackets only narrow, so a stale one still holds.
         """
         return self.g.z_low[self.g.root], self.g.z_high[self.g.root]
 

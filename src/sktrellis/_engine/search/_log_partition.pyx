@@ -24,6 +24,7 @@ Z(S)``. Then ``W_low / Z_high <= P(C) <= W_high / Z_low`` (capped at 1).
 With ``objective="log_partition"`` the walks (``z_step``) go where the
 root's bracket is widest instead of along the best split.
 """
+from cpython.exc cimport PyErr_CheckSignals
 from cython.operator cimport dereference as deref
 from libc.math cimport INFINITY, isfinite
 from libc.stdint cimport int64_t, uint64_t
@@ -84,6 +85,8 @@ cdef int z_revise(SearchGraph* g, int node) except -1 nogil:
 # within about a microsecond of the deadline, or one cluster's revision.
 cdef enum:
     CLOCK_TERMS = 1024
+# Longest the revision runs without the GIL, between two checks of Ctrl-C.
+cdef double REFRESH_SLICE_SECONDS = 0.1
 
 
 cdef int refresh_order(SearchGraph* g, vector[int]* order) except -1 nogil:
@@ -133,6 +136,32 @@ cdef int z_refresh(SearchGraph* g, const vector[int]* order, size_t* position,
         if revisions_left[0] > 0:
             revisions_left[0] -= 1
     return 1
+
+
+cdef bint z_refresh_within(SearchGraph* g, double seconds, int64_t max_revisions,
+                           int64_t* n_revised) except -1:
+    """Revise every bracket, smallest clusters first, for ``seconds`` and ``max_revisions``.
+
+    Whether every cluster was revised; ``n_revised`` counts them. Without
+    the GIL in slices of at most ``REFRESH_SLICE_SECONDS``, Ctrl-C checked
+    between them (KeyboardInterrupt leaves every bracket certified).
+    """
+    cdef vector[int] order
+    cdef size_t position = 0
+    cdef int64_t left = max_revisions
+    cdef double deadline = now_seconds() + seconds
+    cdef int done
+    n_revised[0] = 0
+    with nogil:
+        refresh_order(g, &order)
+    while True:
+        with nogil:
+            done = z_refresh(g, &order, &position,
+                             min(deadline, now_seconds() + REFRESH_SLICE_SECONDS), &left)
+        n_revised[0] = <int64_t>position
+        if done or left == 0 or now_seconds() >= deadline:
+            return done
+        PyErr_CheckSignals()
 
 
 cdef int z_step(SearchGraph* g, SearchBound bound, double deadline,
