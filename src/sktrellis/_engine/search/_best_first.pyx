@@ -84,6 +84,37 @@ cdef int run_walks(SearchGraph* g, SearchBound bound, double seconds,
             z_step(g, bound, deadline, max_states)
 
 
+cdef int seed_tree(SearchGraph* g, SearchBound bound, masks, merges) except -1:
+    """Store the splits of a tree (``add_tree``), ``masks`` its nodes' masks."""
+    cdef uint64_t a, b, low
+    cdef int members[MAX_SEARCH_POINTS]
+    cdef int node, m, k
+    cdef uint64_t sides
+    cdef Split split
+    masks_a = [masks[a] for a, _ in merges]
+    masks_b = [masks[b] for _, b in merges]
+    for a_int, b_int in zip(masks_a, masks_b):
+        a, b = a_int, b_int
+        low = (a | b) & (~(a | b) + 1)
+        if not a & low:
+            a, b = b, a
+        split.a = cluster(g, bound, a)
+        split.b = cluster(g, bound, b)
+        node = cluster(g, bound, a | b)
+        if g.solved_flag[node]:
+            continue
+        m = members_of(a | b, members)
+        sides = 0
+        for k in range(m):
+            if b >> members[k] & 1:
+                sides |= (<uint64_t>1) << k
+        split.cost = bound.split_cost_(members, m, sides)
+        add_split(g, node, split)
+        g.seed[node] = a
+        revise(g, node, -1, NULL, NULL)
+    return 0
+
+
 ###############################################################################
 # Python access
 
@@ -218,34 +249,8 @@ cdef class BestFirstSearch:
         ``merges[k]`` into node ``n_points + k`` (points are nodes 0..N-1),
         as the agglomerative searches and ``merges_from_tree`` give them.
         """
-        cdef uint64_t a, b, low
-        cdef int members[MAX_SEARCH_POINTS]
-        cdef int node, m, k
-        cdef uint64_t sides
-        cdef Split split
-        masks = masks_from_merges(merges, self.g.n_points)
         self.log_partition_refreshed = False
-        masks_a = [masks[a] for a, _ in merges]
-        masks_b = [masks[b] for _, b in merges]
-        for a_int, b_int in zip(masks_a, masks_b):
-            a, b = a_int, b_int
-            low = (a | b) & (~(a | b) + 1)
-            if not a & low:
-                a, b = b, a
-            split.a = cluster(self.g, self.bound, a)
-            split.b = cluster(self.g, self.bound, b)
-            node = cluster(self.g, self.bound, a | b)
-            if self.g.solved_flag[node]:
-                continue
-            m = members_of(a | b, members)
-            sides = 0
-            for k in range(m):
-                if b >> members[k] & 1:
-                    sides |= (<uint64_t>1) << k
-            split.cost = self.bound.split_cost_(members, m, sides)
-            add_split(self.g, node, split)
-            self.g.seed[node] = a
-            revise(self.g, node, -1, NULL, NULL)
+        seed_tree(self.g, self.bound, masks_from_merges(merges, self.g.n_points), merges)
 
     def run(self, double seconds=INFINITY, int64_t max_states=-1):
         """Iterate until the objective is reached, for about ``seconds``, or to the state cap.
