@@ -81,8 +81,9 @@ cdef int z_revise(SearchGraph* g, int node) except -1 nogil:
 
 
 # The refresh reads the clock once per this many split terms revised (a
-# clock read costs tens of nanoseconds, a split term a few): a cut comes
-# within about a microsecond of the deadline, or one cluster's revision.
+# clock read costs tens of nanoseconds, a split term a few): the clock
+# adds about a percent, and a cut comes within a few microseconds of the
+# deadline, or one cluster's revision.
 cdef enum:
     CLOCK_TERMS = 1024
 # Longest the revision runs without the GIL, between two checks of Ctrl-C.
