@@ -1408,35 +1408,60 @@ def test_a_refresh_cut_short_anywhere_keeps_the_brackets_certified(
         assert low <= exact + 1e-9 and exact <= high + 1e-9 and high <= 0.0
 
 
-def _searched_by_map(kind, seed):
+def _searched_by_map(kind, seed, seeded=False):
     energy, X, _, _ = _exact_problem_at(kind, 8, 1.0 if kind != "ginkgo" else None, seed)
     search = BestFirstSearch(energy.search_bound(X), 8, exact_size=0)
+    if seeded:
+        search.add_tree(_seed_tree(energy, X))
     search.run(max_states=60)
     return search
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_refresh_with_no_time_left_revises_nothing(kind, global_random_seed):
-    """seconds=0 returns the root's bracket as the walks left it; a full one narrows it.
+def test_a_refresh_with_no_time_left_revises_only_the_root(kind, global_random_seed):
+    """seconds=0 revises no cluster but the root; a full revision narrows the bracket further.
 
-    The MAP walks never revise the log Z brackets: all the narrowing is the
-    refresh's.
+    The MAP walks never revise the log Z brackets: the root's lower bound
+    is -inf until the root is revised, which a revision cut short ends
+    with (from its parts' brackets as they are; its best tree alone gives
+    ``-upper``).
     """
     search = _searched_by_map(kind, global_random_seed)
     walked = search.root_log_partition_bracket
-    assert search.log_partition_bounds(seconds=0.0) == walked
+    assert walked[0] == -np.inf
+    cut = search.log_partition_bounds(seconds=0.0)
     assert search.n_revised == 0 and not search.log_partition_refreshed
+    assert cut == search.root_log_partition_bracket
+    assert -search.upper <= cut[0] and cut[1] <= walked[1]
     same = _searched_by_map(kind, global_random_seed)
     assert same.root_log_partition_bracket == walked
     refreshed = same.log_partition_bounds()
     assert same.log_partition_refreshed and same.n_revised == same.n_clusters
     assert refreshed != walked
-    assert walked[0] <= refreshed[0] and refreshed[1] <= walked[1]
+    assert cut[0] <= refreshed[0] and refreshed[1] <= cut[1]
     # A complete refresh is a fixed point: the next one has nothing to do
     # until the search changes.
     assert same.log_partition_bounds() == refreshed and same.n_revised == 0
     same.run(max_states=same.n_states + 1)
     assert not same.log_partition_refreshed
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("cut", ["no time", "one cluster", "all but one"])
+def test_a_map_search_cut_short_keeps_its_best_tree_as_a_lower_bound(kind, cut,
+                                                                    global_random_seed):
+    """Smallest clusters first puts the root last: a cut revision still revises it.
+
+    Without that, the bracket of a MAP search (whose walks never touch the
+    lower bounds) stayed at -inf below whenever the revision was cut.
+    """
+    search = _searched_by_map(kind, global_random_seed, seeded=True)
+    assert np.isfinite(search.upper)
+    limit = {"no time": dict(seconds=0.0), "one cluster": dict(max_revisions=1),
+             "all but one": dict(max_revisions=search.n_clusters - 1)}[cut]
+    lower, _ = search.log_partition_bounds(**limit)
+    assert not search.log_partition_refreshed
+    assert lower >= -search.upper
 
 
 @pytest.mark.parametrize("seconds", [-1.0, np.nan])

@@ -195,8 +195,9 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         ``(lower, upper)`` with ``lower <= log Z <= upper`` (certified; see
         ``cluster_probability_bounds`` for clusters), the clusters'
         brackets revised from their parts within ``max_time`` (a revision
-        cut short still gives a certified bracket, at worst the root's as
-        the search left it).
+        cut short still gives a certified bracket, with the root revised
+        from its parts as they are: ``lower`` is at least
+        ``map_log_potential_``).
     stop_reason_ : str
         "optimal" (MAP proven, or for "log_partition" the bracket at most
         ``tol`` wide), "max_time", "max_states" (the state cap, or an

@@ -204,7 +204,8 @@ cdef class BestFirstSearch:
     log_partition_refreshed : bool
         Whether every log Z bracket was revised since the last change.
     n_revised : int
-        Clusters whose bracket the last revision revised.
+        Clusters whose bracket the last revision's pass revised (a pass
+        cut short then revises the root too, not counted here).
     """
 
     cdef SearchBound bound
@@ -292,16 +293,20 @@ cdef class BestFirstSearch:
         bounding the partition function by search"; the proof is in
         ``_log_partition.pyx``). The brackets are first revised from their
         parts, smallest clusters first (``z_refresh_within``): cut short
-        anywhere (the clock, Ctrl-C every 0.1 s), every bracket is still
-        certified, at worst the root's as the walks left it.
+        anywhere (the clock, ``max_revisions``, Ctrl-C every 0.1 s), every
+        bracket is still certified, and the root, last in that order, is
+        then revised from its parts as they are (its splits only): the
+        lower bound is at least ``-upper``, the best known tree's log
+        potential (the MAP walks never revise the lower bounds).
 
         Parameters
         ----------
         seconds : float, default=inf
             Longest the revision may take (within about one cluster's
-            revision); 0 revises nothing.
+            revision, plus the root's); 0 revises only the root.
         max_revisions : int, default=-1
-            Revise at most this many clusters (-1: all).
+            Revise at most this many clusters (-1: all) before the root's
+            revision that ends a cut pass.
 
         Returns
         -------

@@ -145,24 +145,35 @@ cdef bint z_refresh_within(SearchGraph* g, double seconds, int64_t max_revisions
 
     Whether every cluster was revised; ``n_revised`` counts them. Without
     the GIL in slices of at most ``REFRESH_SLICE_SECONDS``, Ctrl-C checked
-    between them (KeyboardInterrupt leaves every bracket certified).
+    between them (KeyboardInterrupt leaves every bracket certified). A
+    pass cut short (by either limit, Ctrl-C or an allocation failure) ends
+    by revising the root from its parts' brackets as they are, past the
+    limits (its splits only, not counted in ``n_revised``): the root comes
+    last in the pass, and the MAP walks never revise the lower brackets,
+    so without it a cut left the root's lower bound at -inf, where its
+    revision gives at least the best known tree's log potential.
     """
     cdef vector[int] order
     cdef size_t position = 0
     cdef int64_t left = max_revisions
     cdef double deadline = now_seconds() + seconds
-    cdef int done
+    cdef int done = 0
     n_revised[0] = 0
-    with nogil:
-        refresh_order(g, &order)
-    while True:
+    try:
         with nogil:
-            done = z_refresh(g, &order, &position,
-                             min(deadline, now_seconds() + REFRESH_SLICE_SECONDS), &left)
-        n_revised[0] = <int64_t>position
-        if done or left == 0 or now_seconds() >= deadline:
-            return done
-        PyErr_CheckSignals()
+            refresh_order(g, &order)
+        while True:
+            with nogil:
+                done = z_refresh(g, &order, &position,
+                                 min(deadline, now_seconds() + REFRESH_SLICE_SECONDS), &left)
+            n_revised[0] = <int64_t>position
+            if done or left == 0 or now_seconds() >= deadline:
+                return done
+            PyErr_CheckSignals()
+    finally:
+        if not done:
+            with nogil:
+                z_revise(g, g.root)
 
 
 cdef int z_step(SearchGraph* g, SearchBound bound, double deadline,
