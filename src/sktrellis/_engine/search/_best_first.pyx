@@ -302,8 +302,9 @@ cdef class BestFirstSearch:
         Parameters
         ----------
         seconds : float, default=inf
-            Longest the revision may take (within about one cluster's
-            revision, plus the root's); 0 revises only the root.
+            Longest the revision may take, the ordering of the clusters
+            (a counting sort over all of them) included (within about one
+            cluster's revision, plus the root's); 0 revises only the root.
         max_revisions : int, default=-1
             Revise at most this many clusters (-1: all) before the root's
             revision that ends a cut pass.

@@ -143,7 +143,9 @@ cdef bint z_refresh_within(SearchGraph* g, double seconds, int64_t max_revisions
                            int64_t* n_revised) except -1:
     """Revise every bracket, smallest clusters first, for ``seconds`` and ``max_revisions``.
 
-    Whether every cluster was revised; ``n_revised`` counts them. Without
+    Whether every cluster was revised; ``n_revised`` counts them. The
+    ``seconds`` include the ordering of the clusters (``refresh_order``, a
+    counting sort over all of them, skipped when either limit is 0). Without
     the GIL in slices of at most ``REFRESH_SLICE_SECONDS``, Ctrl-C checked
     between them (KeyboardInterrupt leaves every bracket certified). A
     pass cut short (by either limit, Ctrl-C or an allocation failure) ends
@@ -160,6 +162,8 @@ cdef bint z_refresh_within(SearchGraph* g, double seconds, int64_t max_revisions
     cdef int done = 0
     n_revised[0] = 0
     try:
+        if seconds == 0 or max_revisions == 0:
+            return 0
         with nogil:
             refresh_order(g, &order)
         while True:
