@@ -245,3 +245,29 @@ def test_ctrl_c_in_the_last_revision_keeps_the_brackets(monkeypatch):
                         max_states=10**6, bracket_log_partition=True)
     assert result.stop_reason == "interrupted"
     assert result.log_partition_bounds == result.search.root_log_partition_bracket
+
+
+class _RecordedRevision(BestFirstSearch):
+    """The search, recording the time each revision of the brackets is given."""
+
+    given = []
+
+    def log_partition_bounds(self, seconds=np.inf, max_revisions=-1):
+        self.given.append(seconds)
+        return super().log_partition_bounds(seconds, max_revisions)
+
+
+@pytest.mark.parametrize("max_time", [None, 60.0])
+def test_a_cancelled_search_revises_its_brackets_for_the_least_slice(max_time, monkeypatch):
+    """After Ctrl-C or a cancel the caller wants out: not the rest of the budget."""
+    monkeypatch.setattr(driver, "BestFirstSearch", _RecordedRevision)
+    monkeypatch.setattr(_RecordedRevision, "given", [])
+    cancelled = threading.Event()
+    cancelled.set()
+    X = points(12)
+    result = run_search(ENERGY.search_bound(X), 12, beam_incumbent(X), max_time=max_time,
+                        max_states=10**6, cancelled=cancelled, bracket_log_partition=True)
+    assert result.stop_reason == "interrupted"
+    assert _RecordedRevision.given == [driver._LEAST_REFRESH_SECONDS]
+    assert np.isfinite(result.log_partition_bounds).all()
+

@@ -175,8 +175,8 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
         Name in the printed lines.
     bracket_log_partition : bool, default=False
         End by revising the log Z brackets within what is left of the
-        budget (``final_log_partition_bounds``), for
-        ``SearchResult.log_partition_bounds``.
+        budget (``final_log_partition_bounds``; after Ctrl-C or a cancel,
+        its least slice), for ``SearchResult.log_partition_bounds``.
 
     Returns
     -------
@@ -224,8 +224,11 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
             stop_reason = reason
     log_partition_bounds = (-np.inf, np.inf)
     if solved is None and bracket_log_partition:
+        # After Ctrl-C or a cancel the caller wants out: the revision gets
+        # its least slice, not the rest of the budget.
+        end = time.perf_counter() if stop_reason == "interrupted" else deadline
         try:
-            log_partition_bounds = final_log_partition_bounds(search, deadline)
+            log_partition_bounds = final_log_partition_bounds(search, end)
         except KeyboardInterrupt:
             # The brackets revised so far are kept, every one certified.
             log_partition_bounds = search.root_log_partition_bracket
