@@ -271,3 +271,25 @@ def test_a_cancelled_search_revises_its_brackets_for_the_least_slice(max_time, m
     assert _RecordedRevision.given == [driver._LEAST_REFRESH_SECONDS]
     assert np.isfinite(result.log_partition_bounds).all()
 
+
+
+class _FailingRevision(BestFirstSearch):
+    """The search, with no memory left for the revision of the brackets."""
+
+    def log_partition_bounds(self, seconds=np.inf, max_revisions=-1):
+        raise MemoryError
+
+
+@pytest.mark.parametrize("objective", ["map", "log_partition"])
+def test_no_memory_for_the_last_revision_keeps_the_search(objective, monkeypatch):
+    """The revision allocates its order of the clusters at the end of a run that may have
+    filled the memory: failing, it leaves the root's bracket as it is, still certified."""
+    monkeypatch.setattr(driver, "BestFirstSearch", _FailingRevision)
+    X = points(9)
+    exact = ExactHierarchicalClustering(ENERGY).fit(X).log_partition_
+    result = run_search(ENERGY.search_bound(X), 9, beam_incumbent(X), objective=objective,
+                        max_states=10**6, exact_size=0, bracket_log_partition=True)
+    assert result.search is not None
+    lower, upper = result.log_partition_bounds
+    assert (lower, upper) == result.search.root_log_partition_bracket
+    assert lower <= exact + 1e-9 * abs(exact) and exact <= upper + 1e-9 * abs(exact)

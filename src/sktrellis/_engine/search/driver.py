@@ -258,6 +258,8 @@ def final_log_partition_bounds(search, deadline):
     The revision (``BestFirstSearch.log_partition_bounds``) runs until
     ``deadline`` (``time.perf_counter()``; inf: to the end) and at least
     ``_LEAST_REFRESH_SECONDS``; cut short, the bracket is still certified.
+    It allocates (its order of the clusters) at the end of a run that may
+    have filled the memory: failing, it gives the root's bracket as it is.
 
     Parameters
     ----------
@@ -270,8 +272,11 @@ def final_log_partition_bounds(search, deadline):
     lower, upper : float
         ``lower <= log Z <= upper``.
     """
-    return search.log_partition_bounds(
-        seconds=max(deadline - time.perf_counter(), _LEAST_REFRESH_SECONDS))
+    try:
+        return search.log_partition_bounds(
+            seconds=max(deadline - time.perf_counter(), _LEAST_REFRESH_SECONDS))
+    except MemoryError:
+        return search.root_log_partition_bracket
 
 
 def _state_cap(bound, n_points, max_states, max_time, verbose, owner):
