@@ -169,8 +169,10 @@ cdef class SplitGenerator:
 cdef class BestFirstSearch:
     """AO*-style best-first search for the minimum-cost tree over N <= 64 points.
 
-    Not thread-safe: ``run`` changes the search without the GIL, so one
-    object must not be run from two threads at once.
+    Not thread-safe: ``run`` changes the search, and the revision of the
+    brackets (``log_partition_bounds``, ``cluster_log_probability_bounds``)
+    writes them, without the GIL, so one search is used by one thread at
+    a time.
 
     Every cluster also carries a bracket ``z_low <= log Z(S) <= z_high`` on
     its partition function ``Z(S)``, the sum over the trees over S of the
