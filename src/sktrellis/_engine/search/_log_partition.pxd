@@ -3,15 +3,11 @@
 # probability of a cluster, and the walk that narrows the root's bracket.
 
 from libc.stdint cimport int64_t, uint64_t
-from libcpp.vector cimport vector
 
 from ._graph cimport SearchGraph
 from ._search_bounds cimport SearchBound
 
 
-cdef int refresh_order(SearchGraph* g, vector[int]* order) except -1 nogil
-cdef int z_refresh(SearchGraph* g, const vector[int]* order, size_t* position,
-                   double deadline, int64_t* revisions_left) except -1 nogil
 cdef bint z_refresh_within(SearchGraph* g, double seconds, int64_t max_revisions,
                            int64_t* n_revised) except -1
 cdef int z_step(SearchGraph* g, SearchBound bound, double deadline,
