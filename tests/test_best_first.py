@@ -1472,3 +1472,44 @@ def test_a_refresh_refuses_a_negative_time(seconds):
         search.log_partition_bounds(seconds=seconds)
     with pytest.raises(ValueError, match="seconds must be at least 0"):
         search.cluster_log_probability_bounds(3, seconds=seconds)
+
+
+def test_a_refresh_cut_by_the_clock_mid_pass_keeps_the_brackets_certified(global_random_seed):
+    """Budgets from 0.1 us up: the clock (read every 1024 split terms) stops passes after some
+    of the clusters until one completes; every bracket on the way holds log Z, and each
+    pass only narrows it."""
+    n_points = 10
+    energy = Dasgupta(beta=0.5)
+    X = np.random.default_rng(global_random_seed).normal(size=(n_points, 2))
+    log_z = ExactHierarchicalClustering(energy).fit(X).log_partition_
+    search = BestFirstSearch(energy.search_bound(X), n_points, objective="log_partition",
+                             exact_size=0)
+    search.run(max_states=6000)
+    previous = search.root_log_partition_bracket
+    cut_mid_pass = 0
+    for seconds in np.geomspace(1e-7, 1.0, 60):
+        lower, upper = search.log_partition_bounds(seconds=seconds)
+        assert lower <= log_z + _close(lower, log_z) and log_z <= upper + _close(upper, log_z)
+        assert previous[0] <= lower and upper <= previous[1]
+        previous = lower, upper
+        if search.log_partition_refreshed:
+            break
+        cut_mid_pass += 0 < search.n_revised < search.n_clusters
+    assert search.log_partition_refreshed and search.n_revised == search.n_clusters
+    assert cut_mid_pass > 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_new_tree_calls_for_a_new_revision(kind, global_random_seed):
+    """add_tree changes the graph: a complete revision before it is no longer current."""
+    energy, X, _, _ = _exact_problem_at(kind, 8, 1.0 if kind != "ginkgo" else None,
+                                        global_random_seed)
+    search = BestFirstSearch(energy.search_bound(X), 8, exact_size=0)
+    search.run(max_states=60)
+    search.log_partition_bounds()
+    assert search.log_partition_refreshed
+    search.add_tree(_seed_tree(energy, X))
+    assert not search.log_partition_refreshed
+    lower, _ = search.log_partition_bounds()
+    assert search.log_partition_refreshed and search.n_revised == search.n_clusters
+    assert lower >= -search.upper
