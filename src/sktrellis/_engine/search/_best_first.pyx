@@ -280,6 +280,13 @@ cdef class BestFirstSearch:
         return ("optimal", "slice", "max_states")[reason]
 
     cdef int refresh(self, double seconds, int64_t max_revisions) except -1:
+        """Revise the log Z brackets within the limits, unless a complete revision is current.
+
+        The bounds' methods share it: ``seconds`` is validated here,
+        ``n_revised`` and ``log_partition_refreshed`` are set from
+        ``z_refresh_within``, and nothing is revised after an allocation
+        failure (the graph may be half made; the root's bracket holds).
+        """
         if not seconds >= 0:
             raise ValueError(f"seconds must be at least 0, got seconds={seconds}")
         self.n_revised = 0
