@@ -21,7 +21,7 @@ _SLICE_SECONDS = 0.1
 # The revision of every cluster's log Z bracket at the end of a run
 # (``final_log_partition_bounds``) gets what is left of the budget, and at
 # least this long: it takes milliseconds on the graphs a minute's search
-# stores (4 ms for 420,000 clusters of a 20-particle jet, measured in
+# stores (11 ms for 484,399 clusters of a 20-particle jet, measured in
 # benchmarks/README.md), so a run at its deadline still ends with the
 # narrowest bracket its graph gives, and late by at most this.
 _LEAST_REFRESH_SECONDS = _SLICE_SECONDS
