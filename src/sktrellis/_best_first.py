@@ -197,7 +197,8 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         brackets revised from their parts within ``max_time`` (a revision
         cut short still gives a certified bracket, with the root revised
         from its parts as they are: ``lower`` is at least
-        ``map_log_potential_``).
+        ``map_log_potential_``, unless an allocation failed in the search,
+        which then revises nothing).
     stop_reason_ : str
         "optimal" (MAP proven, or for "log_partition" the bracket at most
         ``tol`` wide), "max_time", "max_states" (the state cap, or an
