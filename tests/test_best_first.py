@@ -1513,3 +1513,17 @@ def test_a_new_tree_calls_for_a_new_revision(kind, global_random_seed):
     lower, _ = search.log_partition_bounds()
     assert search.log_partition_refreshed and search.n_revised == search.n_clusters
     assert lower >= -search.upper
+
+
+def test_a_map_fit_with_no_time_left_for_the_revision_keeps_its_tree_below_log_z(monkeypatch):
+    """The fit's last revision cut at once still revises the root: its lower bound is the
+    best tree's log potential at worst, not the -inf the MAP walks leave there."""
+    monkeypatch.setattr(driver, "_LEAST_REFRESH_SECONDS", 0.0)
+    X = np.random.default_rng(0).normal(size=(24, 2))
+    model = BestFirstHierarchicalClustering(Dasgupta(beta=2.0), max_time=1e-6,
+                                            algorithm="search")
+    with pytest.warns(UserWarning, match=r"stopped \(max_time\)"):
+        model.fit(X)
+    assert not model._search.log_partition_refreshed
+    lower, upper = model.log_partition_bounds_
+    assert model.map_log_potential_ <= lower <= upper < np.inf
