@@ -169,10 +169,8 @@ cdef class SplitGenerator:
 cdef class BestFirstSearch:
     """AO*-style best-first search for the minimum-cost tree over N <= 64 points.
 
-    Not thread-safe: ``run`` changes the search, and the revision of the
-    brackets (``log_partition_bounds``, ``cluster_log_probability_bounds``)
-    writes them, without the GIL, so one search is used by one thread at
-    a time.
+    Not thread-safe: ``run`` and the bounds' revision of the brackets
+    change the search without the GIL, so one search has one thread.
 
     Every cluster also carries a bracket ``z_low <= log Z(S) <= z_high`` on
     its partition function ``Z(S)``, the sum over the trees over S of the
@@ -280,13 +278,8 @@ cdef class BestFirstSearch:
         return ("optimal", "slice", "max_states")[reason]
 
     cdef int refresh(self, double seconds, int64_t max_revisions) except -1:
-        """Revise the log Z brackets within the limits, unless a complete revision is current.
-
-        The bounds' methods share it: ``seconds`` is validated here,
-        ``n_revised`` and ``log_partition_refreshed`` are set from
-        ``z_refresh_within``, and nothing is revised after an allocation
-        failure (the graph may be half made; the root's bracket holds).
-        """
+        """The bounds' revision of the brackets, within the limits, unless a complete one is
+        current or an allocation failed (the graph may be half made; the root's still holds)."""
         if not seconds >= 0:
             raise ValueError(f"seconds must be at least 0, got seconds={seconds}")
         self.n_revised = 0
@@ -302,21 +295,17 @@ cdef class BestFirstSearch:
         bounding the partition function by search"; the proof is in
         ``_log_partition.pyx``). The brackets are first revised from their
         parts, smallest clusters first (``z_refresh_within``): cut short
-        anywhere (the clock, ``max_revisions``, Ctrl-C every 0.1 s), every
-        bracket is still certified, and the root, last in that order, is
-        then revised from its parts as they are (its splits only): the
-        lower bound is at least ``-upper``, the best known tree's log
-        potential (the MAP walks never revise the lower bounds).
+        (the clock, ``max_revisions``, Ctrl-C every 0.1 s), every bracket
+        still holds, and the root, last in that order, is revised from its
+        parts as they are: at least ``-upper``, the best tree's log potential.
 
         Parameters
         ----------
         seconds : float, default=inf
-            Longest the revision may take, the ordering of the clusters
-            (a counting sort over all of them) included (within about one
-            cluster's revision, plus the root's); 0 revises only the root.
+            Longest the revision may take, its ordering of the clusters
+            included (within one cluster's revision); 0 revises the root only.
         max_revisions : int, default=-1
-            Revise at most this many clusters (-1: all) before the root's
-            revision that ends a cut pass.
+            Revise at most this many clusters (-1: all), then the root.
 
         Returns
         -------
@@ -361,10 +350,7 @@ cdef class BestFirstSearch:
 
     @property
     def root_log_partition_bracket(self):
-        """The root's (lower, upper) as last revised: valid, cheap, maybe wide.
-
-        Brackets only narrow, so a stale one still holds.
-        """
+        """The root's (lower, upper) as last revised: valid (brackets only narrow), maybe wide."""
         return self.g.z_low[self.g.root], self.g.z_high[self.g.root]
 
     @property
