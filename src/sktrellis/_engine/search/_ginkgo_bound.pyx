@@ -160,13 +160,13 @@ cdef double split_cost(const GinkgoJet* jet, const int* members, int m,
                               t_right, sqrt(max(t_right, 0.0)))
 
 
-cdef inline double inner_max(const GinkgoJet* jet, double tau_low, double t_low,
-                             double log_t_low) noexcept nogil:
-    """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T)."""
+cdef inline double inner_max(const GinkgoJet* jet, double tau_low, double log_tau_low,
+                             double t_low, double log_t_low) noexcept nogil:
+    """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T) (logs given)."""
     cdef double c = jet.lam if jet.lam > 1.0 else 1.0
     if c * t_low >= tau_low:
         return jet.kappa - log_t_low
-    return jet.log_lam - log(tau_low) - jet.lam * t_low / tau_low - jet.log_norm
+    return jet.log_lam - log_tau_low - jet.lam * t_low / tau_low - jet.log_norm
 
 
 cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* low,
@@ -315,9 +315,13 @@ cdef bint subtree_tables(const GinkgoJet* jet, const int* members, int m, double
             value = heavy + with_term[l] - log_4pi
             if value > top_in:
                 top_in = value
-            value += jet.kappa - log(split_mass(low, single, negative[0], k, h, l))
-            if value > top_with:
-                top_with = value
+            # ell(k, h, l) >= L_k: the node's own term is at most kappa -
+            # log L_k, so only a split that could still win takes a log.
+            if value + (jet.kappa - log_low[k]) > top_with:
+                heavy = split_mass(low, single, negative[0], k, h, l)
+                value += jet.kappa - (log_low[k] if heavy == low[k] else log(heavy))
+                if value > top_with:
+                    top_with = value
         inside[k] = top_in
         with_term[k] = top_with
     return True
@@ -325,9 +329,9 @@ cdef bint subtree_tables(const GinkgoJet* jet, const int* members, int m, double
 
 cdef double root_value(const GinkgoJet* jet, const double* low, const double* log_low,
                        const double* single, double negative, const double* inside,
-                       const double* with_term, int m, double tau_low, double tau_high,
+                       const double* with_term, int m, double t_root,
                        double* by_heavy) noexcept nogil:
-    """The root's value of a tree over m >= 3 points whose t lies in [tau_low, tau_high].
+    """The root's value of a tree over m >= 3 points whose t is ``t_root``.
 
     The tables are ``subtree_tables``' over the root's points or a superset
     of them. With ``by_heavy`` (not NULL), ``by_heavy[h]`` for h = 2..m - 1
@@ -336,18 +340,18 @@ cdef double root_value(const GinkgoJet* jet, const double* low, const double* lo
     # The root: its heavier child c (h points) has tau = t_S, and t_c >=
     # max(ell of c's split, L_l).
     cdef double value, heavy, top = -INFINITY
-    cdef double log_4pi = log(4 * M_PI)
+    cdef double log_4pi = log(4 * M_PI), log_root = log(t_root)
     cdef int h, l, h1
     for h in range(2, m):
         l = m - h
         if h == 2:
-            heavy = root_heavy_within(jet, tau_low, tau_high, max(low[2], low[l])) + inside[2]
+            heavy = root_heavy(jet, t_root, log_root, max(low[2], low[l])) + inside[2]
         else:
             heavy = -INFINITY
             for h1 in range(2, h):
-                value = (root_heavy_within(jet, tau_low, tau_high,
-                                           max(split_mass(low, single, negative, h, h1, h - h1),
-                                               low[l]))
+                value = (root_heavy(jet, t_root, log_root,
+                                    max(split_mass(low, single, negative, h, h1, h - h1),
+                                        low[l]))
                          + heavy_child(jet, low, log_low, with_term, inside, h, h1, h - h1)
                          + with_term[h - h1] - log_4pi)
                 if value > heavy:
@@ -360,23 +364,35 @@ cdef double root_value(const GinkgoJet* jet, const double* low, const double* lo
     return top
 
 
-cdef double loose_root_value(const GinkgoJet* jet, const double* low, const double* inside,
-                             const double* with_term, int m, double tau_low,
-                             double tau_high) noexcept nogil:
+cdef double loose_root_value(const GinkgoJet* jet, const double* low, const double* log_low,
+                             const double* inside, const double* with_term, int m,
+                             double tau_low, double tau_high) noexcept nogil:
     """``root_value`` with the heavier child's t at least max(L_h, L_l) alone (m >= 3).
 
     ell(h, h1, h2) >= L_h, so the heavier child's term is at most its value
     there whatever its split, and the root's value is at most the largest
     over h of that term + inside(h) (the heavier child's subtree, a node of
-    h points) + with(l) - log(4 pi): O(m) logs where ``root_value`` takes
-    O(m**2), for the sides' keys of many sizes.
+    h points) + with(l) - log(4 pi): O(m) steps where ``root_value`` takes
+    O(m**2), for the sides' keys of many sizes. It takes two logs (the
+    range's ends): a peak inside the range, ``-log(L) - 1 - n``, comes from
+    ``log_low``.
     """
-    cdef double value, top = -INFINITY, log_4pi = log(4 * M_PI)
-    cdef int h, l
+    cdef double value, top = -INFINITY, log_4pi = log(4 * M_PI), tau, t
+    cdef double log_tau_low = log(tau_low), log_tau_high = log(tau_high)
+    cdef int h, l, big
     for h in range(2, m):
         l = m - h
-        value = (root_heavy_within(jet, tau_low, tau_high, max(low[h], low[l])) + inside[h]
-                 + with_term[l] - log_4pi)
+        big = h if low[h] >= low[l] else l
+        # g(tau, t) at its peak over the range (``root_heavy_within``).
+        t = low[big]
+        tau = jet.lam * t
+        if tau <= tau_low:
+            value = jet.log_lam - log_tau_low - jet.lam * t / tau_low
+        elif tau >= tau_high:
+            value = jet.log_lam - log_tau_high - jet.lam * t / tau_high
+        else:
+            value = -log_low[big] - 1.0
+        value += inside[h] + with_term[l] - log_4pi - jet.log_norm
         if value > top:
             top = value
     return top
@@ -411,8 +427,7 @@ cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
         return INFINITY
     if not subtree_tables(jet, members, m, low, log_low, single, &negative, inside, with_term):
         return INFINITY
-    return -root_value(jet, low, log_low, single, negative, inside, with_term, m, t, t,
-                       by_heavy)
+    return -root_value(jet, low, log_low, single, negative, inside, with_term, m, t, by_heavy)
 
 
 cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcept nogil:
@@ -422,7 +437,7 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
     # log Zin(k), log Zwith(k): sums over the subtrees of any k points.
     cdef double z_with[MAX_SEARCH_POINTS + 1]
     cdef double z_in[MAX_SEARCH_POINTS + 1]
-    cdef double t, negative = 0.0, count, best_in, best_with, value, heavy, total
+    cdef double t, log_t, negative = 0.0, count, best_in, best_with, value, heavy, total
     cdef double total_in, total_with, cherry, log_4pi = log(4 * M_PI)
     cdef int k, p, q, h, l, turn, big, x
     if m == 1:
@@ -432,6 +447,7 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
     t = mass2(jet, members, m, 0, 0)
     if t < jet.t_cut:
         return -INFINITY
+    log_t = log(t)
     for x in range(m):
         if jet.self_t[members[x]] < 0.0:
             negative += jet.self_t[members[x]]
@@ -459,9 +475,9 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
                     continue
                 big = h if low[h] >= low[l] else l
                 if k < m:
-                    heavy = inner_max(jet, low[k], low[big], log_low[big]) + z_in[h]
+                    heavy = inner_max(jet, low[k], log_low[k], low[big], log_low[big]) + z_in[h]
                 else:
-                    heavy = root_heavy(jet, t, low[big]) + z_in[h]
+                    heavy = root_heavy(jet, t, log_t, low[big]) + z_in[h]
                 heavy = min(heavy, z_with[h])
                 value = heavy + z_with[l] - log_4pi
                 best_in = max(best_in, value)
@@ -475,9 +491,10 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
     return z_in[m]
 
 
-cdef inline double root_heavy(const GinkgoJet* jet, double t_root, double t_low) noexcept nogil:
-    """g(t_S, t) at its largest over t >= t_low."""
-    return jet.log_lam - log(t_root) - jet.lam * t_low / t_root - jet.log_norm
+cdef inline double root_heavy(const GinkgoJet* jet, double t_root, double log_t_root,
+                              double t_low) noexcept nogil:
+    """g(t_S, t) at its largest over t >= t_low (``log_t_root``: log t_S)."""
+    return jet.log_lam - log_t_root - jet.lam * t_low / t_root - jet.log_norm
 
 
 cdef inline double root_heavy_within(const GinkgoJet* jet, double tau_low, double tau_high,
@@ -485,15 +502,14 @@ cdef inline double root_heavy_within(const GinkgoJet* jet, double tau_low, doubl
     """g(tau, t) at its largest over t >= t_low and tau_low <= tau <= tau_high.
 
     For a fixed tau g decreases in t; ``log(lam / tau) - lam t / tau``
-    rises in tau up to ``tau = lam t`` and falls after it. With
-    ``tau_low == tau_high`` this is ``root_heavy`` at that tau, bit for bit.
+    rises in tau up to ``tau = lam t`` and falls after it.
     """
     cdef double tau = jet.lam * t_low
     if tau < tau_low:
         tau = tau_low
     if tau > tau_high:
         tau = tau_high
-    return root_heavy(jet, tau, t_low)
+    return root_heavy(jet, tau, log(tau), t_low)
 
 
 cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* size,
@@ -521,7 +537,7 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* siz
         if size[c] < 2 or (size[o] >= 2 and t_high[c] < low[o]):
             continue
         t_heavy = max(low[c], low[o])
-        heavy = root_heavy(jet, t_root, t_heavy)
+        heavy = root_heavy(jet, t_root, log(t_root), t_heavy)
         if size[o] == 1:
             scale = root - sqrt(min(max(t_high[c], 0.0), t_root))
             scale *= scale
@@ -541,7 +557,7 @@ cdef inline double heavy_child(const GinkgoJet* jet, const double* low, const do
     """Bound on term + subtree of the heavier child (h points) of a node of k = h + l."""
     # t_c >= L_h and >= t of the lighter child >= L_l; tau = t_v >= L_k.
     cdef int big = h if low[h] >= low[l] else l
-    cdef double value = inner_max(jet, low[k], low[big], log_low[big]) + inside[h]
+    cdef double value = inner_max(jet, low[k], log_low[k], low[big], log_low[big]) + inside[h]
     return value if value < with_term[h] else with_term[h]
 
 
@@ -740,7 +756,9 @@ cdef class GinkgoBound(SearchBound):
     induction every tree's log potential is at most the root's value
     (each bound holds for the tree's own sizes); ``lower(S)`` is minus it,
     +inf when ``t_S < t_cut``, exact for one and two points. It costs
-    O(|S|**2) logs and O(|S|**3) comparisons (small sorts).
+    O(|S|**2) steps and O(|S|**3) comparisons (small sorts); a node's own
+    term takes a log only where its split could still give ``with(k)``
+    (``ell >= L_k``).
 
     The bound knows the sizes of the nodes, not which points they hold: it
     lets disjoint nodes of one size share the lightest points and pays each
@@ -1034,7 +1052,7 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                 elif tables and t_widest >= bound.jet.t_cut:
                     # lower(W_X), from the tables at hand (as size_programme).
                     sub[side][a] = -root_value(&bound.jet, low, log_low, single, negative,
-                                               inside, with_term, a, t_widest, t_widest, NULL)
+                                               inside, with_term, a, t_widest, NULL)
                 else:
                     sub[side][a] = INFINITY
                 continue
@@ -1053,8 +1071,8 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                     log1p(-exp(-bound.jet.lam * bound.jet.t_cut / t_low[side][a]))
                     - bound.jet.log_norm)
             else:
-                sub[side][a] = -loose_root_value(&bound.jet, low, inside, with_term, a,
-                                                 t_low[side][a], t_high[side][a])
+                sub[side][a] = -loose_root_value(&bound.jet, low, log_low, inside, with_term,
+                                                 a, t_low[side][a], t_high[side][a])
     for a in range(max(n_fixed[0], 1), min(n_widest[0], m - 1) + 1):
         b = m - a
         if b < max(n_fixed[1], 1) or b > n_widest[1]:
