@@ -336,20 +336,24 @@ def part_g(sizes, budget, n_jets=1):
                   f"{new.n_clusters_stored_:,} | {new.n_splits_:,} |", flush=True)
 
 
-# The split generators part h compares: (use_size_classes, use_sides_bound).
-GENERATORS_H = {"partial": (False, False), "classes": (True, False), "sides": (True, True)}
+# The split generators part h compares: (use_size_classes, use_sides_bound,
+# reuse_side_tables).
+GENERATORS_H = {"partial": (False, False, False), "classes": (True, False, False),
+                "sides-fresh": (True, True, False), "sides": (True, True, True)}
 
 
 def _generator_h(name):
     """Set the split generator of the Ginkgo bounds made next; returns a restorer."""
     from sktrellis._engine.search import _ginkgo_bound, _split_generator
 
-    classes, sides = GENERATORS_H[name]
-    previous = (_split_generator.use_size_classes(classes), _ginkgo_bound.use_sides_bound(sides))
+    classes, sides, reuse = GENERATORS_H[name]
+    previous = (_split_generator.use_size_classes(classes), _ginkgo_bound.use_sides_bound(sides),
+                _ginkgo_bound.reuse_side_tables(reuse))
 
     def restore():
         _split_generator.use_size_classes(previous[0])
         _ginkgo_bound.use_sides_bound(previous[1])
+        _ginkgo_bound.reuse_side_tables(previous[2])
 
     return restore
 
@@ -386,8 +390,8 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
 
     print(f"(h) Ginkgo search progress, checkpoints {checkpoints} s, generators {generators}")
     print("| N | jet | generator | s | gap | bound | expanded | split bounds | states "
-          "| longest slice s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| sides' keys / s | longest slice s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     energy = GinkgoLikelihood()
     for n_points in sizes:
         for seed in seeds:
@@ -401,7 +405,8 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
                 # so the setting holds until the run is over.
                 restore = _generator_h(name)
                 try:
-                    search = BestFirstSearch(energy.search_bound(X), n_points)
+                    bound = energy.search_bound(X)
+                    search = BestFirstSearch(bound, n_points)
                     search.add_tree(merges)
                     start, longest = time.perf_counter(), 0.0
                     for checkpoint in checkpoints:
@@ -409,14 +414,16 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
                             before = time.perf_counter()
                             search.run(seconds=0.1)
                             longest = max(longest, time.perf_counter() - before)
+                        seconds = time.perf_counter() - start
                         print(f"| {n_points} | seed {seed} | {name} "
-                              f"| {time.perf_counter() - start:.0f} | {search.gap:.3f} | "
+                              f"| {seconds:.0f} | {search.gap:.3f} | "
                               f"{-search.lower:.3f} | {search.n_expanded:,} | "
                               f"{search.n_split_keys:,} | {search.n_states:,} | "
+                              f"{getattr(bound, 'n_partial_keys', 0) / seconds:,.0f} | "
                               f"{longest:.2f} |", flush=True)
                 finally:
                     restore()
-                del search
+                del search, bound
     # The estimator at its defaults (the search, then the trellis where
     # the budget holds it): the time to proof.
     for n_points in auto_sizes:

@@ -1376,3 +1376,31 @@ def test_partial_keys_need_a_partial_assignment():
         with pytest.raises(ValueError, match="first point to side A and leave one free"):
             bound.partial_key(np.arange(6), sides)
     assert Dasgupta().search_bound(X).partial_key(np.arange(6), [0, 1]) == -np.inf
+
+
+def test_ginkgo_partial_keys_are_the_same_with_the_sides_tables_kept(global_random_seed):
+    """The sides' tables kept by widest set give every key bit for bit as computed afresh:
+    along assignments (a child shares a widest set with its parent), in random order, and
+    after more widest sets than the bound keeps."""
+    from sktrellis._engine.search import _ginkgo_bound
+
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _ginkgo_at(24, global_random_seed)
+    previous = _ginkgo_bound.reuse_side_tables(True)
+    try:
+        kept = energy.search_bound(X)
+        _ginkgo_bound.reuse_side_tables(False)
+        fresh = energy.search_bound(X)
+    finally:
+        _ginkgo_bound.reuse_side_tables(previous)
+    states = []
+    for _ in range(40):
+        members = rng.permutation(24)[:rng.integers(3, 25)]
+        sides = rng.integers(0, 2, size=len(members) - 1)
+        sides[0] = 0
+        # Each prefix of an assignment, as the generator pushes them.
+        states += [(members, sides[:n_assigned]) for n_assigned in range(1, len(members))]
+    order = np.concatenate([np.arange(len(states)), rng.permutation(len(states))])
+    for k in order:
+        members, sides = states[k]
+        assert kept.partial_key(members, sides) == fresh.partial_key(members, sides)

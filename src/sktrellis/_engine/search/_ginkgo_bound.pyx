@@ -7,7 +7,7 @@ jet's tables sit in a ``GinkgoJet`` record read by the kernels below, module
 functions without the GIL; the class owns the arrays they point into and a
 memo of ``lower(S)`` by cluster mask.
 """
-from libc.math cimport INFINITY, exp, lgamma, log, log1p, M_PI, M_LN2, sqrt
+from libc.math cimport INFINITY, NAN, exp, isnan, lgamma, log, log1p, M_PI, M_LN2, sqrt
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport calloc, free, malloc
 
@@ -26,6 +26,8 @@ from ..potential._ginkgo import ginkgo_params
 
 # Whether new GinkgoBounds key partial splits by their sides (``use_sides_bound``).
 cdef bint sides_bound_enabled = True
+# Whether their sides' keys keep the widest sets' tables (``reuse_side_tables``).
+cdef bint side_tables_reused = True
 
 
 def use_sides_bound(bint enabled):
@@ -37,6 +39,19 @@ def use_sides_bound(bint enabled):
     global sides_bound_enabled
     previous = sides_bound_enabled
     sides_bound_enabled = enabled
+    return previous
+
+
+def reuse_side_tables(bint enabled):
+    """Let the Ginkgo bounds made next keep the sides' tables by widest set (the default) or not.
+
+    Returns the previous setting. Either way a key is the same, bit for
+    bit; off, each key computes its widest sets' tables afresh (kept for
+    the benchmark and the tests that compare both).
+    """
+    global side_tables_reused
+    previous = side_tables_reused
+    side_tables_reused = enabled
     return previous
 
 
@@ -512,12 +527,14 @@ cdef inline double root_heavy_within(const GinkgoJet* jet, double tau_low, doubl
     return root_heavy(jet, tau, log(tau), t_low)
 
 
-cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* size,
-                             const double* t_low, const double* t_high) noexcept nogil:
+cdef double split_term_upper(const GinkgoJet* jet, double t_root, double log_t_root,
+                             const int* size, const double* t_low,
+                             const double* t_high) noexcept nogil:
     """The largest log psi of a split of S into parts of ``size[0]`` and ``size[1]`` points.
 
     Over every split whose parts' t lie in [t_low, t_high] (a single point:
-    0, a leaf), with ``t_root`` = t_S (the sides' docstring): either part
+    0, a leaf), with ``t_root`` = t_S (``log_t_root`` its log; the sides'
+    docstring): either part
     of two or more points may be the heavier, c, if it can outweigh the
     other, o; then ``g(t_S, t_c) <= g(t_S, max(t_low))``; a leaf o has
     ``tau = (sqrt t_S - sqrt t_c)**2`` at least its value at ``t_high[c]``
@@ -537,7 +554,7 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* siz
         if size[c] < 2 or (size[o] >= 2 and t_high[c] < low[o]):
             continue
         t_heavy = max(low[c], low[o])
-        heavy = root_heavy(jet, t_root, log(t_root), t_heavy)
+        heavy = root_heavy(jet, t_root, log_t_root, t_heavy)
         if size[o] == 1:
             scale = root - sqrt(min(max(t_high[c], 0.0), t_root))
             scale *= scale
@@ -675,6 +692,38 @@ cdef void memo_store(MaskMemo* memo, uint64_t mask, double value) noexcept nogil
     memo.keys[slot] = mask
     memo.values[slot] = value
     memo.used += 1
+
+
+###############################################################################
+# The sides' tables remembered by widest set
+
+cdef enum:
+    # GinkgoBound keeps the tables of the last widest sets its sides' keys
+    # saw in this many slots (2**10, about 2.7 KB each), by mask.
+    SIDE_TABLES_LOG2 = 10
+
+
+cdef struct SideTables:
+    # The widest set (0: an empty slot) and ``subtree_tables``' answer over it.
+    uint64_t mask
+    bint feasible
+    double negative
+    # lower(W), from the tables (``root_value`` at t_W); NaN until asked.
+    double lower
+    double low[MAX_SEARCH_POINTS + 1]
+    double log_low[MAX_SEARCH_POINTS + 1]
+    double single[MAX_SEARCH_POINTS + 1]
+    double inside[MAX_SEARCH_POINTS + 1]
+    double with_term[MAX_SEARCH_POINTS + 1]
+
+
+cdef void side_tables(const GinkgoJet* jet, SideTables* tables, const int* widest, int m,
+                      uint64_t mask) noexcept nogil:
+    """Fill ``tables`` with those of the widest set ``widest`` (m >= 3 points, ``mask``)."""
+    tables.mask = mask
+    tables.lower = NAN
+    tables.feasible = subtree_tables(jet, widest, m, tables.low, tables.log_low, tables.single,
+                                     &tables.negative, tables.inside, tables.with_term)
 
 
 ###############################################################################
@@ -850,6 +899,11 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly list small_nodes
     cdef GinkgoJet jet
     cdef MaskMemo memo
+    # The sides' keys' tables by widest set (SIDE_TABLES_LOG2 slots), NULL
+    # where each key computes them afresh (``reuse_side_tables``).
+    cdef SideTables* side_cache
+    # Sides' keys computed (``partial_key_``), for the benchmarks' rates.
+    cdef readonly long long n_partial_keys
     # Scratch of the exact solves by the trellis kernel, SUBSET_SCRATCH
     # doubles per subset of the largest cluster solved so far (NULL before).
     cdef double* subset_scratch
@@ -863,6 +917,7 @@ cdef class GinkgoBound(SearchBound):
     def __dealloc__(self):
         memo_free(&self.memo)
         free(self.subset_scratch)
+        free(self.side_cache)
 
     def __init__(self, momenta, double lam, double t_cut, int exact_size=12):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
@@ -901,6 +956,11 @@ cdef class GinkgoBound(SearchBound):
         self.refine = True
         self.bounds_log_z = True
         self.sees_sides = sides_bound_enabled
+        if self.sees_sides and side_tables_reused:
+            self.side_cache = <SideTables*>calloc((<size_t>1) << SIDE_TABLES_LOG2,
+                                                  sizeof(SideTables))
+            if self.side_cache == NULL:
+                raise MemoryError("GinkgoBound: no memory for the sides' tables")
         if not 0 <= exact_size <= MAX_EXACT_POINTS:
             raise ValueError(
                 f"exact_size must be 0 to {MAX_EXACT_POINTS} (3**k / 2 splits per cluster), "
@@ -954,6 +1014,7 @@ cdef class GinkgoBound(SearchBound):
 
     cdef double partial_key_(self, const int* members, int m, uint64_t sides,
                              int n_assigned) noexcept nogil:
+        self.n_partial_keys += 1
         return sides_key(self, members, m, sides, n_assigned)
 
     cdef bint size_classes_(self, const int* members, int m, double* keys) noexcept nogil:
@@ -999,15 +1060,14 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     cdef double sub[2][MAX_SEARCH_POINTS + 1]
     cdef double t_low[2][MAX_SEARCH_POINTS + 1]
     cdef double t_high[2][MAX_SEARCH_POINTS + 1]
-    cdef double low[MAX_SEARCH_POINTS + 1]
-    cdef double log_low[MAX_SEARCH_POINTS + 1]
-    cdef double single[MAX_SEARCH_POINTS + 1]
-    cdef double with_term[MAX_SEARCH_POINTS + 1]
-    cdef double inside[MAX_SEARCH_POINTS + 1]
+    # The widest set's tables: kept by the bound, or these.
+    cdef SideTables fresh
+    cdef SideTables* tab
     cdef double pair_low[2]
     cdef double pair_high[2]
-    cdef double t_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
-    cdef double log_4pi = log(4 * M_PI), negative = 0.0
+    cdef double t_root, log_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
+    cdef double log_4pi = log(4 * M_PI)
+    cdef uint64_t widest_mask
     cdef bint tables
     cdef int x, side, a, b, n0, top
     fixed_mask[0] = fixed_mask[1] = free_mask = 0
@@ -1025,6 +1085,7 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     t_root = mass2(&bound.jet, whole, m, 0, 0)
     if t_root < bound.jet.t_cut:
         return INFINITY
+    log_root = log(t_root)
     # Rounding (and points up to 1e-9 spacelike, as the energy accepts)
     # moves a sum's t by far less than this: the t ranges are widened by it.
     margin = 1e-8 * energy * energy
@@ -1034,9 +1095,19 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
         t_widest = mass2(&bound.jet, widest[side], n_widest[side], 0, 0)
         tables = False
         if n_widest[side] >= 3 and max(n0 + 1, 2) <= top:
-            # Sizes above the fixed points': the tables of the widest set.
-            tables = subtree_tables(&bound.jet, widest[side], n_widest[side], low, log_low,
-                                    single, &negative, inside, with_term)
+            # Sizes above the fixed points': the tables of the widest set,
+            # shared by every state whose other side has the same fixed
+            # points (a child with its parent).
+            widest_mask = fixed_mask[side] | free_mask
+            if bound.side_cache != NULL:
+                tab = &bound.side_cache[mix_bits(widest_mask)
+                                        & (((<uint64_t>1) << SIDE_TABLES_LOG2) - 1)]
+                if tab.mask != widest_mask:
+                    side_tables(&bound.jet, tab, widest[side], n_widest[side], widest_mask)
+            else:
+                tab = &fresh
+                side_tables(&bound.jet, tab, widest[side], n_widest[side], widest_mask)
+            tables = tab.feasible
         for a in range(max(n0, 1), top + 1):
             if a == 1:
                 sub[side][a] = t_low[side][a] = t_high[side][a] = 0.0
@@ -1051,8 +1122,11 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                     sub[side][a] = bound.lower_(widest[side], a)
                 elif tables and t_widest >= bound.jet.t_cut:
                     # lower(W_X), from the tables at hand (as size_programme).
-                    sub[side][a] = -root_value(&bound.jet, low, log_low, single, negative,
-                                               inside, with_term, a, t_widest, NULL)
+                    if isnan(tab.lower):
+                        tab.lower = -root_value(&bound.jet, tab.low, tab.log_low, tab.single,
+                                                tab.negative, tab.inside, tab.with_term, a,
+                                                t_widest, NULL)
+                    sub[side][a] = tab.lower
                 else:
                     sub[side][a] = INFINITY
                 continue
@@ -1062,7 +1136,7 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                 sub[side][a] = INFINITY
                 continue
             # node_masses' least k-node mass has no margin of its own.
-            t_low[side][a] = max(t_low[side][a], low[a] - margin)
+            t_low[side][a] = max(t_low[side][a], tab.low[a] - margin)
             if t_low[side][a] > t_high[side][a]:
                 sub[side][a] = INFINITY
             elif a == 2:
@@ -1071,8 +1145,9 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                     log1p(-exp(-bound.jet.lam * bound.jet.t_cut / t_low[side][a]))
                     - bound.jet.log_norm)
             else:
-                sub[side][a] = -loose_root_value(&bound.jet, low, log_low, inside, with_term,
-                                                 a, t_low[side][a], t_high[side][a])
+                sub[side][a] = -loose_root_value(&bound.jet, tab.low, tab.log_low, tab.inside,
+                                                 tab.with_term, a, t_low[side][a],
+                                                 t_high[side][a])
     for a in range(max(n_fixed[0], 1), min(n_widest[0], m - 1) + 1):
         b = m - a
         if b < max(n_fixed[1], 1) or b > n_widest[1]:
@@ -1083,7 +1158,7 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
         size[0], size[1] = a, b
         pair_low[0], pair_low[1] = t_low[0][a], t_low[1][b]
         pair_high[0], pair_high[1] = t_high[0][a], t_high[1][b]
-        value -= split_term_upper(&bound.jet, t_root, size, pair_low, pair_high)
+        value -= split_term_upper(&bound.jet, t_root, log_root, size, pair_low, pair_high)
         if value < key:
             key = value
     return key
