@@ -36,8 +36,10 @@
     (gap, bound, clusters expanded, split bounds evaluated at 10 and 60 s,
     the longest 0.1 s slice), with the split generators by size classes
     and by partial assignments keyed by the sides (and the old search over
-    blind partial assignments, ``--generators-h partial``), in one run; and
-    the estimator's time to proof at its defaults on a 20-particle jet.
+    blind partial assignments, ``--generators-h partial``; the sides' keys
+    computing their tables afresh, ``--generators-h sides-fresh``), in one
+    run, with the sides' keys computed per second; and the estimator's time
+    to proof at its defaults on a 20-particle jet.
 
     python benchmarks/bench_best_first.py                      # all parts
     python benchmarks/bench_best_first.py --part b --sizes 32 40 --budget 600
@@ -381,8 +383,9 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
     evaluated, with the split generators side by side in one run (``partial``:
     a search over partial assignments whose keys are all equal; ``classes``:
     by size classes; ``sides``: over partial assignments keyed by the
-    bound's ``partial_key``), and the longest slice (how late a Ctrl-C or the
-    budget is seen). Then the estimator's time to proof at its defaults
+    bound's ``partial_key``; ``sides-fresh``: the same keys, each computing
+    its widest sets' tables afresh), the sides' keys computed per second,
+    and the longest slice (how late a Ctrl-C or the budget is seen). Then the estimator's time to proof at its defaults
     (``auto_sizes``), and the width of the log Z bracket the search alone
     reaches in ``log_z_budget`` seconds on the jet of seed N (``log_z_sizes``).
     """
@@ -419,7 +422,7 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
                               f"| {seconds:.0f} | {search.gap:.3f} | "
                               f"{-search.lower:.3f} | {search.n_expanded:,} | "
                               f"{search.n_split_keys:,} | {search.n_states:,} | "
-                              f"{getattr(bound, 'n_partial_keys', 0) / seconds:,.0f} | "
+                              f"{bound.n_partial_keys / seconds:,.0f} | "
                               f"{longest:.2f} |", flush=True)
                 finally:
                     restore()
