@@ -550,9 +550,10 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, double log_t_r
     of two or more points may be the heavier, c, if it can outweigh the
     other, o; then ``g(t_S, t_c) <= g(t_S, max(t_low))``; a leaf o has
     ``tau = (sqrt t_S - sqrt t_c)**2`` at least its value at ``t_high[c]``
-    (its term falls with tau), an inner o at most its value at
-    ``max(t_low)``, and ``g(tau, t_o) <= g(tau, t_low[o])`` at its peak
-    over tau up to that (``root_heavy_within``).
+    (its term falls with tau), an inner o the same tau between that and
+    its value at ``max(t_low)`` (``t_c <= t_S``), and ``g(tau, t_o) <=
+    g(tau, t_low[o])`` at its peak over tau in that range
+    (``root_heavy_within``).
     """
     cdef double best = -INFINITY, heavy, light, t_heavy, scale, root = sqrt(t_root)
     cdef double low[2]
@@ -575,7 +576,9 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, double log_t_r
                 light += log1p(-exp(-jet.lam * jet.t_cut / scale))
         else:
             scale = root - sqrt(min(max(t_heavy, 0.0), t_root))
-            light = root_heavy_within(jet, 0.0, max(scale * scale, low[o]), low[o])
+            # tau at least its value with c at its heaviest, as for a leaf.
+            least = root - sqrt(min(max(t_high[c], 0.0), t_root))
+            light = root_heavy_within(jet, least * least, max(scale * scale, low[o]), low[o])
         best = max(best, heavy + light - log(4 * M_PI))
     return best
 
@@ -856,8 +859,9 @@ cdef class GinkgoBound(SearchBound):
     heavier part c (two or more points, able to outweigh the other, o) has
     ``g(t_S, t_c) <= g(t_S, max(t_low))``; a leaf o has ``tau >= (sqrt t_S
     - sqrt t_high(c))**2``, and its term falls with tau; an inner o has
-    ``t_o >= t_low(o)`` and ``tau <= (sqrt t_S - sqrt max(t_low))**2``, so
-    its term is at most g's peak over tau up to that. The key, the least over a of both sides'
+    ``t_o >= t_low(o)`` and ``(sqrt t_S - sqrt t_high(c))**2 <= tau <=
+    (sqrt t_S - sqrt max(t_low))**2``, so its term is at most g's peak over
+    tau in that range. The key, the least over a of both sides'
     bounds less the split's, is at most the cost of every tree over S whose
     root split completes the partial one (not always at most ``split_cost
     + lower(A) + lower(B)``: a side's t range excludes masses no tree over
