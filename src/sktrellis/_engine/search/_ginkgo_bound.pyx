@@ -114,6 +114,8 @@ cdef struct GinkgoJet:
     double lam, t_cut
     double params[N_PARAMS]
     double log_lam, log_norm, kappa
+    # The least t_ij = 2 p_i.p_j of the jet, or 0 if none is negative.
+    double pair_floor
     # The jet's k-nodes, k = 2..SMALL_NODE_SIZE: masks and t (less a
     # rounding margin), lightest first.
     const uint64_t* node_mask[SMALL_NODE_SIZE + 1]
@@ -849,9 +851,15 @@ cdef class GinkgoBound(SearchBound):
     L_k, R_q, neg, inside(k) and with(k) bound them (each holds for any
     node of k points of W_X; the programme's values only rise with the L_k,
     so a subset's own are no smaller), and the root's heavier child has
-    ``tau = t_X`` with ``max(t_cut, L_a, t_{F_X}) <= t_X <= t_{W_X}`` (a
-    point added to a set only raises its t, ``t_{Y+x} = t_Y + t_x + 2
-    p_Y.p_x`` with causal future-directed momenta): its term is at most g
+    ``tau = t_X`` within a range: X is F_X and q = a - |F_X| of the r free
+    points, so by bilinearity ``t_X = t_{F_X} + sum over x in Q of d_x +
+    sum over pairs of Q of t_xy``, with the gain ``d_x = t_x + 2
+    p_{F_X}.p_x``, and likewise ``t_{W_X} = t_X + sum over the other free
+    y of d_y + their t_yz with each other and with Q``. With ``D(j)`` the
+    sum of the j least gains and ``f = min(0, least t_ij of the jet)``
+    (``t_ij >= 0`` for causal future-directed momenta; f only sees
+    rounding), ``max(t_cut, L_a, t_{F_X} + D(q) + C(q, 2) f) <= t_X <=
+    t_{W_X} - D(r - q) - (C(r - q, 2) + q (r - q)) f``: its term is at most g
     at its peak over that range of tau (``root_heavy_within``), with the
     heavier child's t at least ``max(L_h, L_l)`` (``loose_root_value``:
     ``ell >= L_h``); a pair: both leaves' terms fall with its t. This is at
@@ -951,6 +959,7 @@ cdef class GinkgoBound(SearchBound):
         cdef const float64_t[:, ::1] pair_view = pair_mass
         cdef const float64_t[::1] point_view = point_mass
         self.pair_mass, self.point_mass = pair_mass, point_mass
+        self.jet.pair_floor = min(float(pair_mass.min()), 0.0) if self.jet.n else 0.0
         self.jet.pair_t = &pair_view[0, 0] if self.jet.n else NULL
         self.jet.self_t = &point_view[0] if self.jet.n else NULL
         # A cluster's rows of pair masses in order are these, less the points
@@ -1060,6 +1069,37 @@ cdef class GinkgoBound(SearchBound):
         return solve_subsets(self, members, m, log_z, log_map, best_left)
 
 
+cdef void free_gains(const GinkgoJet* jet, const int* fixed, int n_fixed, const int* free,
+                     int n_free, double* prefix) noexcept nogil:
+    """``prefix[q]``: the sum of the q least gains ``t_x + 2 p_F.p_x`` of the free points.
+
+    F is the side's fixed points; a free point x added to a set holding F
+    raises its t by its gain and its t_xy with the other points added.
+    """
+    cdef double p_fixed[4]
+    cdef double gains[MAX_SEARCH_POINTS]
+    cdef double value
+    cdef int x, y, z, c
+    for c in range(4):
+        p_fixed[c] = 0.0
+    for x in range(n_fixed):
+        for c in range(4):
+            p_fixed[c] += jet.p4[4 * fixed[x] + c]
+    for x in range(n_free):
+        y = free[x]
+        value = jet.self_t[y] + 2 * (p_fixed[0] * jet.p4[4 * y] - p_fixed[1] * jet.p4[4 * y + 1]
+                                     - p_fixed[2] * jet.p4[4 * y + 2]
+                                     - p_fixed[3] * jet.p4[4 * y + 3])
+        z = x
+        while z > 0 and gains[z - 1] > value:
+            gains[z] = gains[z - 1]
+            z -= 1
+        gains[z] = value
+    prefix[0] = 0.0
+    for x in range(n_free):
+        prefix[x + 1] = prefix[x] + gains[x]
+
+
 cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sides,
                       int n_assigned) noexcept nogil:
     """``partial_key_``: the sides' bound of the class docstring.
@@ -1070,6 +1110,8 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     cdef int fixed[2][MAX_SEARCH_POINTS]
     cdef int widest[2][MAX_SEARCH_POINTS]
     cdef int whole[MAX_SEARCH_POINTS]
+    cdef int free[MAX_SEARCH_POINTS]
+    cdef double prefix[MAX_SEARCH_POINTS + 1]
     cdef uint64_t fixed_mask[2]
     cdef uint64_t free_mask
     cdef int n_fixed[2]
@@ -1087,7 +1129,8 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     cdef double log_4pi = log(4 * M_PI)
     cdef uint64_t widest_mask
     cdef bint tables
-    cdef int x, side, a, b, n0, top
+    cdef double floor = bound.jet.pair_floor
+    cdef int x, side, a, b, n0, top, n_free, q, rest
     fixed_mask[0] = fixed_mask[1] = free_mask = 0
     for x in range(m):
         energy += bound.jet.p4[4 * members[x]]
@@ -1100,6 +1143,7 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
         n_fixed[side] = members_of(fixed_mask[side], fixed[side])
         n_widest[side] = members_of(fixed_mask[side] | free_mask, widest[side])
     members_of(fixed_mask[0] | fixed_mask[1] | free_mask, whole)
+    n_free = members_of(free_mask, free)
     t_root = mass2(&bound.jet, whole, m, 0, 0)
     if t_root < bound.jet.t_cut:
         return INFINITY
@@ -1126,6 +1170,8 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                 tab = &fresh
                 side_tables(&bound.jet, tab, widest[side], n_widest[side], widest_mask)
             tables = tab.feasible
+        if max(n0 + 1, 2) <= top:
+            free_gains(&bound.jet, fixed[side], n0, free, n_free, prefix)
         for a in range(max(n0, 1), top + 1):
             if a == 1:
                 sub[side][a] = t_low[side][a] = t_high[side][a] = 0.0
@@ -1148,8 +1194,14 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                 else:
                     sub[side][a] = INFINITY
                 continue
-            t_low[side][a] = max(t_fixed - margin, bound.jet.t_cut)
-            t_high[side][a] = t_widest + margin
+            # The side adds q of the free points to F and leaves the rest:
+            # its t is t_F plus their gains and their t_xy, and t_W less the
+            # others' gains and their t_xy with the rest of W.
+            q, rest = a - n0, n_free - (a - n0)
+            t_low[side][a] = max(t_fixed + prefix[q] + 0.5 * q * (q - 1) * floor - margin,
+                                 bound.jet.t_cut)
+            t_high[side][a] = (t_widest - prefix[rest]
+                               - (0.5 * rest * (rest - 1) + q * rest) * floor + margin)
             if not tables or t_high[side][a] < bound.jet.t_cut:
                 sub[side][a] = INFINITY
                 continue
