@@ -40,6 +40,9 @@
     computing their tables afresh, ``--generators-h sides-fresh``), in one
     run, with the sides' keys computed per second; and the estimator's time
     to proof at its defaults on a 20-particle jet.
+(i) The Ginkgo sides' keys on a 14-particle jet: best completion less key
+    by depth of assignment (the trellis gives every subset's best tree), and
+    the CPU microseconds per key at 25 and 30 particles.
 
     python benchmarks/bench_best_first.py                      # all parts
     python benchmarks/bench_best_first.py --part b --sizes 32 40 --budget 600
@@ -306,6 +309,61 @@ def part_f(n_points=20, sizes=range(10, 17), per_size=3):
               f"| {np.median(slack[:, 2]):.0f} |", flush=True)
 
 
+def part_i(n_points=14, seeds=(0,), per_depth=200, key_sizes=(25, 30), n_keys=2000):
+    """The sides' keys: their slack by depth of assignment, and their cost.
+
+    On a jet of ``n_points`` particles the trellis gives the best tree over
+    every subset, so each partial split of the whole jet (in the
+    generator's order, softest first) has its best completion; up to
+    ``per_depth`` random ones per depth, the median and least of best
+    completion less key (nats). Then the CPU microseconds per key through
+    ``partial_key`` on ``n_keys`` random partial splits of jets of
+    ``key_sizes`` particles (fresh tables: random states rarely share a
+    widest set).
+    """
+    print(f"(i) Ginkgo sides' keys: slack by depth on {n_points}-particle jets {seeds}")
+    print("| jet | depth | states | median slack | least slack |")
+    print("|---|---|---|---|---|")
+    energy = GinkgoLikelihood()
+    for seed in seeds:
+        X = make_jets(n_leaves=n_points, random_state=seed)[0].momenta
+        bound = energy.search_bound(X)
+        best = -ExactHierarchicalClustering(energy).fit(X)._trellis.log_map
+        members = np.argsort(X[:, 0], kind="stable")
+        # Code c puts members[k] on side B iff bit k is set (bit 0 clear).
+        codes = np.arange(1, 1 << (n_points - 1)) << 1
+        in_b = (codes[:, None] >> np.arange(n_points)) & 1 == 1
+        bits = np.left_shift(1, members)
+        costs = np.array([bound.split_cost(members, ~row) + best[bits[~row].sum()]
+                          + best[bits[row].sum()] for row in in_b])
+        rng = np.random.default_rng(seed)
+        for depth in range(1, n_points):
+            chosen = rng.choice(np.arange(0, 1 << depth, 2), replace=False,
+                                size=min(per_depth, 1 << (depth - 1)))
+            slack = []
+            for code in chosen:
+                key = bound.partial_key(members, (code >> np.arange(depth)) & 1)
+                truth = costs[(codes & ((1 << depth) - 1)) == code].min()
+                if np.isfinite(truth):
+                    slack.append(truth - key)
+            print(f"| seed {seed} | {depth} | {len(slack)} | {np.median(slack):.2f} "
+                  f"| {np.min(slack):.2f} |", flush=True)
+    for n in key_sizes:
+        X = make_jets(n_leaves=n, random_state=0)[0].momenta
+        bound = energy.search_bound(X)
+        rng = np.random.default_rng(0)
+        states = []
+        for depth in rng.integers(1, n, size=n_keys):
+            sides = rng.integers(0, 2, size=depth)
+            sides[0] = 0
+            states.append(sides)
+        start = time.process_time()
+        for sides in states:
+            bound.partial_key(np.arange(n), sides)
+        micros = 1e6 * (time.process_time() - start) / n_keys
+        print(f"{n} particles: {micros:.1f} CPU us per key through partial_key", flush=True)
+
+
 def part_g(sizes, budget, n_jets=1):
     from sktrellis._engine.search import _graph
 
@@ -448,7 +506,7 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["a", "b", "c", "d", "e", "f", "g", "h", "all"],
+    parser.add_argument("--part", choices=["a", "b", "c", "d", "e", "f", "g", "h", "i", "all"],
                         default="all")
     parser.add_argument("--sizes-a", type=int, nargs="+", default=[8, 12, 16, 20])
     parser.add_argument("--sizes", type=int, nargs="+", default=[24, 32, 40, 48])
@@ -482,6 +540,8 @@ def main():
     parser.add_argument("--log-z-h", type=int, nargs="*", default=[],
                         help="sizes whose log Z bracket part h compares (jet seed N)")
     parser.add_argument("--log-z-budget-h", type=float, default=20.0)
+    parser.add_argument("--seeds-i", type=int, nargs="+", default=[0],
+                        help="the jets of part i (make_jets seeds)")
     parser.add_argument("--generators-h", nargs="+", choices=list(GENERATORS_H),
                         default=["classes", "sides"],
                         help="split generators part h compares, in one run")
@@ -503,6 +563,8 @@ def main():
     if args.part in ("h", "all"):
         part_h(args.sizes_h, args.checkpoints_h, args.seeds_h, args.auto_h, args.generators_h,
                args.log_z_h, args.log_z_budget_h)
+    if args.part in ("i", "all"):
+        part_i(seeds=args.seeds_i)
 
 
 if __name__ == "__main__":
