@@ -884,7 +884,11 @@ cdef class GinkgoBound(SearchBound):
     (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
     computes again): a split generator asks for the bound of both parts of
     each of a cluster's 2**(|S| - 1) splits, and every subset is a part of
-    a split of each of its supersets. So a bound must not be shared by
+    a split of each of its supersets. The sides' keys keep the tables of
+    the widest sets they saw last (by mask, 2**12 slots, 11 MB;
+    ``reuse_side_tables``): a child shares one widest set with its parent
+    (the point just assigned leaves the other side's), and the same values
+    come back bit for bit. So a bound must not be shared by
     searches running in different threads.
 
     **The partition function** (``log_z_upper``). Every bound above holds
