@@ -443,8 +443,8 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
     by size classes; ``sides``: over partial assignments keyed by the
     bound's ``partial_key``; ``sides-fresh``: the same keys, each computing
     its widest sets' tables afresh), the sides' keys computed per second,
-    and the longest slice (how late a Ctrl-C or the budget is seen). Then the estimator's time to proof at its defaults
-    (``auto_sizes``), and the width of the log Z bracket the search alone
+    and the longest slice (how late a Ctrl-C or the budget is seen). Then
+    the estimator's time to proof at its defaults (``auto_sizes``), and the width of the log Z bracket the search alone
     reaches in ``log_z_budget`` seconds on the jet of seed N (``log_z_sizes``).
     """
     from sktrellis._engine.search._best_first import BestFirstSearch

@@ -649,6 +649,11 @@ cdef inline uint64_t mix_bits(uint64_t x) noexcept nogil:
 
 
 cdef struct MaskMemo:
+    # ``lower`` remembers its value for every cluster of at least
+    # MEMO_MIN_SIZE points here (past the largest table it computes again):
+    # a split generator asks for the bound of both parts of each of a
+    # cluster's 2**(|S| - 1) splits, and every subset is a part of a split
+    # of each of its supersets.
     # Open addressing, linear probing, key 0 empty; at most half full.
     uint64_t* keys
     double* values
@@ -723,6 +728,10 @@ cdef enum:
 
 
 cdef struct SideTables:
+    # The sides' keys keep the tables of the widest sets they saw last
+    # (``reuse_side_tables``): a child shares one widest set with its parent
+    # (the point just assigned leaves the other side's), and the same values
+    # come back bit for bit.
     # The widest set (0: an empty slot) and ``subtree_tables``' answer over it.
     uint64_t mask
     bint feasible
@@ -851,15 +860,9 @@ cdef class GinkgoBound(SearchBound):
     L_k, R_q, neg, inside(k) and with(k) bound them (each holds for any
     node of k points of W_X; the programme's values only rise with the L_k,
     so a subset's own are no smaller), and the root's heavier child has
-    ``tau = t_X`` within a range: X is F_X and q = a - |F_X| of the r free
-    points, so by bilinearity ``t_X = t_{F_X} + sum over x in Q of d_x +
-    sum over pairs of Q of t_xy``, with the gain ``d_x = t_x + 2
-    p_{F_X}.p_x``, and likewise ``t_{W_X} = t_X + sum over the other free
-    y of d_y + their t_yz with each other and with Q``. With ``D(j)`` the
-    sum of the j least gains and ``f = min(0, least t_ij of the jet)``
-    (``t_ij >= 0`` for causal future-directed momenta; f only sees
-    rounding), ``max(t_cut, L_a, t_{F_X} + D(q) + C(q, 2) f) <= t_X <=
-    t_{W_X} - D(r - q) - (C(r - q, 2) + q (r - q)) f``: its term is at most g
+    ``tau = t_X``, at least t_cut and L_a and within the range of t over
+    F_X and q = a - |F_X| free points (``free_gains``: t_{F_X} plus the q
+    least gains, t_{W_X} less the r - q least): its term is at most g
     at its peak over that range of tau (``root_heavy_within``), with the
     heavier child's t at least ``max(L_h, L_l)`` (``loose_root_value``:
     ``ell >= L_h``); a pair: both leaves' terms fall with its t. This is at
@@ -880,16 +883,9 @@ cdef class GinkgoBound(SearchBound):
     all the same) and keys each partial state by the larger of this and its
     parent's key, best first.
 
-    ``lower`` remembers its value for every cluster of at least 5 points
-    (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
-    computes again): a split generator asks for the bound of both parts of
-    each of a cluster's 2**(|S| - 1) splits, and every subset is a part of
-    a split of each of its supersets. The sides' keys keep the tables of
-    the widest sets they saw last (by mask, 2**12 slots, 11 MB;
-    ``reuse_side_tables``): a child shares one widest set with its parent
-    (the point just assigned leaves the other side's), and the same values
-    come back bit for bit. So a bound must not be shared by
-    searches running in different threads.
+    A bound remembers what it computed (``lower`` by cluster, the sides'
+    tables by widest set: ``MaskMemo``, ``SideTables``), so it must not be
+    shared by searches running in different threads.
 
     **The partition function** (``log_z_upper``). Every bound above holds
     for any node of the given sizes, whatever its points, so the same
@@ -1049,24 +1045,7 @@ cdef class GinkgoBound(SearchBound):
         return sides_key(self, members, m, sides, n_assigned)
 
     cdef bint size_classes_(self, const int* members, int m, double* keys) noexcept nogil:
-        # The root's value by the size h of its heavier child: a split
-        # whose smaller side has p points has its heavier child of p or
-        # m - p points (only an inner child can be the heavier, p >= 2).
-        cdef double by_heavy[MAX_SEARCH_POINTS + 1]
-        cdef double value
-        cdef int p
-        if m < 3:
-            return False
-        if not size_programme(&self.jet, members, m, by_heavy) < INFINITY:
-            for p in range(1, m // 2 + 1):
-                keys[p] = INFINITY
-            return True
-        for p in range(1, m // 2 + 1):
-            value = by_heavy[m - p]
-            if p >= 2 and by_heavy[p] > value:
-                value = by_heavy[p]
-            keys[p] = -value
-        return True
+        return size_class_keys(&self.jet, members, m, keys)
 
     cdef int solve_subsets_(self, const int* members, int m, double* log_z, double* log_map,
                             mask_t* best_left) except -1 nogil:
@@ -1075,10 +1054,16 @@ cdef class GinkgoBound(SearchBound):
 
 cdef void free_gains(const GinkgoJet* jet, const int* fixed, int n_fixed, const int* free,
                      int n_free, double* prefix) noexcept nogil:
-    """``prefix[q]``: the sum of the q least gains ``t_x + 2 p_F.p_x`` of the free points.
+    """``prefix[q]``: the sum of the q least gains ``d_x = t_x + 2 p_F.p_x`` of the free points.
 
-    F is the side's fixed points; a free point x added to a set holding F
-    raises its t by its gain and its t_xy with the other points added.
+    F is side X's fixed points, R the r free ones, and X = F + Q with Q q
+    of them. By bilinearity ``t_X = t_F + sum over x in Q of d_x + sum over
+    pairs of Q of t_xy``, and ``t_W = t_X + sum over y in R - Q of d_y +
+    the t_yz of those y with each other and with Q`` (W = F + R). With
+    ``f = min(0, least t_ij of the jet)`` (``t_ij >= 0`` for causal
+    future-directed momenta: f only sees rounding), ``t_F + prefix[q] +
+    C(q, 2) f <= t_X <= t_W - prefix[r - q] - (C(r - q, 2) + q (r - q)) f``
+    (``sides_key`` widens both by its rounding margin).
     """
     cdef double p_fixed[4]
     cdef double gains[MAX_SEARCH_POINTS]
@@ -1102,6 +1087,30 @@ cdef void free_gains(const GinkgoJet* jet, const int* fixed, int n_fixed, const 
     prefix[0] = 0.0
     for x in range(n_free):
         prefix[x + 1] = prefix[x] + gains[x]
+
+
+cdef bint size_class_keys(const GinkgoJet* jet, const int* members, int m,
+                          double* keys) noexcept nogil:
+    """``size_classes_``: the root's value by the size h of its heavier child.
+
+    A split whose smaller side has p points has its heavier child of p or
+    m - p points (only an inner child can be the heavier, p >= 2).
+    """
+    cdef double by_heavy[MAX_SEARCH_POINTS + 1]
+    cdef double value
+    cdef int p
+    if m < 3:
+        return False
+    if not size_programme(jet, members, m, by_heavy) < INFINITY:
+        for p in range(1, m // 2 + 1):
+            keys[p] = INFINITY
+        return True
+    for p in range(1, m // 2 + 1):
+        value = by_heavy[m - p]
+        if p >= 2 and by_heavy[p] > value:
+            value = by_heavy[p]
+        keys[p] = -value
+    return True
 
 
 cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sides,
