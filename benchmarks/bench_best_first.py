@@ -36,8 +36,13 @@
     (gap, bound, clusters expanded, split bounds evaluated at 10 and 60 s,
     the longest 0.1 s slice), with the split generators by size classes
     and by partial assignments keyed by the sides (and the old search over
-    blind partial assignments, ``--generators-h partial``), in one run; and
-    the estimator's time to proof at its defaults on a 20-particle jet.
+    blind partial assignments, ``--generators-h partial``; the sides' keys
+    computing their tables afresh, ``--generators-h sides-fresh``), in one
+    run, with the sides' keys computed per second; and the estimator's time
+    to proof at its defaults on a 20-particle jet.
+(i) The Ginkgo sides' keys on a 14-particle jet: best completion less key
+    by depth of assignment (the trellis gives every subset's best tree), and
+    the CPU microseconds per key at 25 and 30 particles.
 
     python benchmarks/bench_best_first.py                      # all parts
     python benchmarks/bench_best_first.py --part b --sizes 32 40 --budget 600
@@ -304,6 +309,61 @@ def part_f(n_points=20, sizes=range(10, 17), per_size=3):
               f"| {np.median(slack[:, 2]):.0f} |", flush=True)
 
 
+def part_i(n_points=14, seeds=(0,), per_depth=200, key_sizes=(25, 30), n_keys=2000):
+    """The sides' keys: their slack by depth of assignment, and their cost.
+
+    On a jet of ``n_points`` particles the trellis gives the best tree over
+    every subset, so each partial split of the whole jet (in the
+    generator's order, softest first) has its best completion; up to
+    ``per_depth`` random ones per depth, the median and least of best
+    completion less key (nats). Then the CPU microseconds per key through
+    ``partial_key`` on ``n_keys`` random partial splits of jets of
+    ``key_sizes`` particles (fresh tables: random states rarely share a
+    widest set).
+    """
+    print(f"(i) Ginkgo sides' keys: slack by depth on {n_points}-particle jets {seeds}")
+    print("| jet | depth | states | median slack | least slack |")
+    print("|---|---|---|---|---|")
+    energy = GinkgoLikelihood()
+    for seed in seeds:
+        X = make_jets(n_leaves=n_points, random_state=seed)[0].momenta
+        bound = energy.search_bound(X)
+        best = -ExactHierarchicalClustering(energy).fit(X)._trellis.log_map
+        members = np.argsort(X[:, 0], kind="stable")
+        # Code c puts members[k] on side B iff bit k is set (bit 0 clear).
+        codes = np.arange(1, 1 << (n_points - 1)) << 1
+        in_b = (codes[:, None] >> np.arange(n_points)) & 1 == 1
+        bits = np.left_shift(1, members)
+        costs = np.array([bound.split_cost(members, ~row) + best[bits[~row].sum()]
+                          + best[bits[row].sum()] for row in in_b])
+        rng = np.random.default_rng(seed)
+        for depth in range(1, n_points):
+            chosen = rng.choice(np.arange(0, 1 << depth, 2), replace=False,
+                                size=min(per_depth, 1 << (depth - 1)))
+            slack = []
+            for code in chosen:
+                key = bound.partial_key(members, (code >> np.arange(depth)) & 1)
+                truth = costs[(codes & ((1 << depth) - 1)) == code].min()
+                if np.isfinite(truth):
+                    slack.append(truth - key)
+            print(f"| seed {seed} | {depth} | {len(slack)} | {np.median(slack):.2f} "
+                  f"| {np.min(slack):.2f} |", flush=True)
+    for n in key_sizes:
+        X = make_jets(n_leaves=n, random_state=0)[0].momenta
+        bound = energy.search_bound(X)
+        rng = np.random.default_rng(0)
+        states = []
+        for depth in rng.integers(1, n, size=n_keys):
+            sides = rng.integers(0, 2, size=depth)
+            sides[0] = 0
+            states.append(sides)
+        start = time.process_time()
+        for sides in states:
+            bound.partial_key(np.arange(n), sides)
+        micros = 1e6 * (time.process_time() - start) / n_keys
+        print(f"{n} particles: {micros:.1f} CPU us per key through partial_key", flush=True)
+
+
 def part_g(sizes, budget, n_jets=1):
     from sktrellis._engine.search import _graph
 
@@ -336,20 +396,24 @@ def part_g(sizes, budget, n_jets=1):
                   f"{new.n_clusters_stored_:,} | {new.n_splits_:,} |", flush=True)
 
 
-# The split generators part h compares: (use_size_classes, use_sides_bound).
-GENERATORS_H = {"partial": (False, False), "classes": (True, False), "sides": (True, True)}
+# The split generators part h compares: (use_size_classes, use_sides_bound,
+# reuse_side_tables).
+GENERATORS_H = {"partial": (False, False, False), "classes": (True, False, False),
+                "sides-fresh": (True, True, False), "sides": (True, True, True)}
 
 
 def _generator_h(name):
     """Set the split generator of the Ginkgo bounds made next; returns a restorer."""
     from sktrellis._engine.search import _ginkgo_bound, _split_generator
 
-    classes, sides = GENERATORS_H[name]
-    previous = (_split_generator.use_size_classes(classes), _ginkgo_bound.use_sides_bound(sides))
+    classes, sides, reuse = GENERATORS_H[name]
+    previous = (_split_generator.use_size_classes(classes), _ginkgo_bound.use_sides_bound(sides),
+                _ginkgo_bound.reuse_side_tables(reuse))
 
     def restore():
         _split_generator.use_size_classes(previous[0])
         _ginkgo_bound.use_sides_bound(previous[1])
+        _ginkgo_bound.reuse_side_tables(previous[2])
 
     return restore
 
@@ -377,17 +441,18 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
     evaluated, with the split generators side by side in one run (``partial``:
     a search over partial assignments whose keys are all equal; ``classes``:
     by size classes; ``sides``: over partial assignments keyed by the
-    bound's ``partial_key``), and the longest slice (how late a Ctrl-C or the
-    budget is seen). Then the estimator's time to proof at its defaults
-    (``auto_sizes``), and the width of the log Z bracket the search alone
+    bound's ``partial_key``; ``sides-fresh``: the same keys, each computing
+    its widest sets' tables afresh), the sides' keys computed per second,
+    and the longest slice (how late a Ctrl-C or the budget is seen). Then
+    the estimator's time to proof at its defaults (``auto_sizes``), and the width of the log Z bracket the search alone
     reaches in ``log_z_budget`` seconds on the jet of seed N (``log_z_sizes``).
     """
     from sktrellis._engine.search._best_first import BestFirstSearch
 
     print(f"(h) Ginkgo search progress, checkpoints {checkpoints} s, generators {generators}")
     print("| N | jet | generator | s | gap | bound | expanded | split bounds | states "
-          "| longest slice s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| sides' keys / s | longest slice s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     energy = GinkgoLikelihood()
     for n_points in sizes:
         for seed in seeds:
@@ -401,7 +466,8 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
                 # so the setting holds until the run is over.
                 restore = _generator_h(name)
                 try:
-                    search = BestFirstSearch(energy.search_bound(X), n_points)
+                    bound = energy.search_bound(X)
+                    search = BestFirstSearch(bound, n_points)
                     search.add_tree(merges)
                     start, longest = time.perf_counter(), 0.0
                     for checkpoint in checkpoints:
@@ -409,14 +475,16 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
                             before = time.perf_counter()
                             search.run(seconds=0.1)
                             longest = max(longest, time.perf_counter() - before)
+                        seconds = time.perf_counter() - start
                         print(f"| {n_points} | seed {seed} | {name} "
-                              f"| {time.perf_counter() - start:.0f} | {search.gap:.3f} | "
+                              f"| {seconds:.0f} | {search.gap:.3f} | "
                               f"{-search.lower:.3f} | {search.n_expanded:,} | "
                               f"{search.n_split_keys:,} | {search.n_states:,} | "
+                              f"{bound.n_partial_keys / seconds:,.0f} | "
                               f"{longest:.2f} |", flush=True)
                 finally:
                     restore()
-                del search
+                del search, bound
     # The estimator at its defaults (the search, then the trellis where
     # the budget holds it): the time to proof.
     for n_points in auto_sizes:
@@ -438,7 +506,7 @@ def part_h(sizes, checkpoints, seeds=(0,), auto_sizes=(), generators=("classes",
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["a", "b", "c", "d", "e", "f", "g", "h", "all"],
+    parser.add_argument("--part", choices=["a", "b", "c", "d", "e", "f", "g", "h", "i", "all"],
                         default="all")
     parser.add_argument("--sizes-a", type=int, nargs="+", default=[8, 12, 16, 20])
     parser.add_argument("--sizes", type=int, nargs="+", default=[24, 32, 40, 48])
@@ -472,6 +540,8 @@ def main():
     parser.add_argument("--log-z-h", type=int, nargs="*", default=[],
                         help="sizes whose log Z bracket part h compares (jet seed N)")
     parser.add_argument("--log-z-budget-h", type=float, default=20.0)
+    parser.add_argument("--seeds-i", type=int, nargs="+", default=[0],
+                        help="the jets of part i (make_jets seeds)")
     parser.add_argument("--generators-h", nargs="+", choices=list(GENERATORS_H),
                         default=["classes", "sides"],
                         help="split generators part h compares, in one run")
@@ -493,6 +563,8 @@ def main():
     if args.part in ("h", "all"):
         part_h(args.sizes_h, args.checkpoints_h, args.seeds_h, args.auto_h, args.generators_h,
                args.log_z_h, args.log_z_budget_h)
+    if args.part in ("i", "all"):
+        part_i(seeds=args.seeds_i)
 
 
 if __name__ == "__main__":

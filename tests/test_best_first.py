@@ -1313,13 +1313,22 @@ GINKGO_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", [*GINKGO_CASES, "off the shower", "energies far above the cut"])
+@pytest.mark.parametrize("case", [*GINKGO_CASES, "off the shower", "collinear off the shower",
+                                  "energies far above the cut"])
 def test_ginkgo_partial_keys_bound_their_splits_on_every_cluster(case, global_random_seed):
     """On every cluster of 3 or more of 7 points, for other parameters and cuts (down to
-    1e-3), for massless momenta in random directions a rounding below light speed, and with
-    energies so high that the rounding margin of t passes the cut."""
+    1e-3), for massless momenta in random directions a rounding below light speed (and three
+    of them so collinear that their pair masses are negative: the free points' t_xy
+    floor), and with energies so high that the rounding margin of t passes the cut."""
     rng = np.random.default_rng(global_random_seed)
-    if case == "off the shower":
+    if case == "collinear off the shower":
+        spread = np.array([1e-5] * 3 + [1e-2] * 4)[:, None]
+        p = np.array([0.0, 0.0, 1.0]) + rng.normal(size=(7, 3)) * spread
+        p *= rng.uniform(1, 20, size=(7, 1)) / np.linalg.norm(p, axis=1, keepdims=True)
+        X = np.column_stack([np.linalg.norm(p, axis=1) * (1 - 5e-10), p])
+        energy = GinkgoLikelihood(t_cut=1e-3)
+        assert energy.search_bound(X).pair_mass.min() < 0
+    elif case == "off the shower":
         p = rng.normal(size=(7, 3)) * rng.uniform(1, 20, size=(7, 1))
         X = np.column_stack([np.linalg.norm(p, axis=1) * (1 - 5e-10), p])
         energy = GinkgoLikelihood()
@@ -1527,3 +1536,29 @@ def test_a_map_fit_with_no_time_left_for_the_revision_keeps_its_tree_below_log_z
     assert not model._search.log_partition_refreshed
     lower, upper = model.log_partition_bounds_
     assert model.map_log_potential_ <= lower <= upper < np.inf
+def test_ginkgo_partial_keys_are_the_same_with_the_sides_tables_kept(global_random_seed):
+    """The sides' tables kept by widest set give every key bit for bit as computed afresh:
+    along assignments (a child shares a widest set with its parent), in random order, and
+    after more widest sets than the bound keeps."""
+    from sktrellis._engine.search import _ginkgo_bound
+
+    rng = np.random.default_rng(global_random_seed)
+    energy, X = _ginkgo_at(24, global_random_seed)
+    previous = _ginkgo_bound.reuse_side_tables(True)
+    try:
+        kept = energy.search_bound(X)
+        _ginkgo_bound.reuse_side_tables(False)
+        fresh = energy.search_bound(X)
+    finally:
+        _ginkgo_bound.reuse_side_tables(previous)
+    states = []
+    for _ in range(40):
+        members = rng.permutation(24)[:rng.integers(3, 25)]
+        sides = rng.integers(0, 2, size=len(members) - 1)
+        sides[0] = 0
+        # Each prefix of an assignment, as the generator pushes them.
+        states += [(members, sides[:n_assigned]) for n_assigned in range(1, len(members))]
+    order = np.concatenate([np.arange(len(states)), rng.permutation(len(states))])
+    for k in order:
+        members, sides = states[k]
+        assert kept.partial_key(members, sides) == fresh.partial_key(members, sides)

@@ -7,7 +7,7 @@ jet's tables sit in a ``GinkgoJet`` record read by the kernels below, module
 functions without the GIL; the class owns the arrays they point into and a
 memo of ``lower(S)`` by cluster mask.
 """
-from libc.math cimport INFINITY, exp, lgamma, log, log1p, M_PI, M_LN2, sqrt
+from libc.math cimport INFINITY, NAN, exp, isnan, lgamma, log, log1p, M_PI, M_LN2, sqrt
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport calloc, free, malloc
 
@@ -26,6 +26,8 @@ from ..potential._ginkgo import ginkgo_params
 
 # Whether new GinkgoBounds key partial splits by their sides (``use_sides_bound``).
 cdef bint sides_bound_enabled = True
+# Whether their sides' keys keep the widest sets' tables (``reuse_side_tables``).
+cdef bint side_tables_reused = True
 
 
 def use_sides_bound(bint enabled):
@@ -37,6 +39,19 @@ def use_sides_bound(bint enabled):
     global sides_bound_enabled
     previous = sides_bound_enabled
     sides_bound_enabled = enabled
+    return previous
+
+
+def reuse_side_tables(bint enabled):
+    """Let the Ginkgo bounds made next keep the sides' tables by widest set (the default) or not.
+
+    Returns the previous setting. Either way a key is the same, bit for
+    bit; off, each key computes its widest sets' tables afresh (kept for
+    the benchmark and the tests that compare both).
+    """
+    global side_tables_reused
+    previous = side_tables_reused
+    side_tables_reused = enabled
     return previous
 
 
@@ -99,6 +114,8 @@ cdef struct GinkgoJet:
     double lam, t_cut
     double params[N_PARAMS]
     double log_lam, log_norm, kappa
+    # The least t_ij = 2 p_i.p_j of the jet, or 0 if none is negative.
+    double pair_floor
     # The jet's k-nodes, k = 2..SMALL_NODE_SIZE: masks and t (less a
     # rounding margin), lightest first.
     const uint64_t* node_mask[SMALL_NODE_SIZE + 1]
@@ -160,13 +177,13 @@ cdef double split_cost(const GinkgoJet* jet, const int* members, int m,
                               t_right, sqrt(max(t_right, 0.0)))
 
 
-cdef inline double inner_max(const GinkgoJet* jet, double tau_low, double t_low,
-                             double log_t_low) noexcept nogil:
-    """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T)."""
+cdef inline double inner_max(const GinkgoJet* jet, double tau_low, double log_tau_low,
+                             double t_low, double log_t_low) noexcept nogil:
+    """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T) (logs given)."""
     cdef double c = jet.lam if jet.lam > 1.0 else 1.0
     if c * t_low >= tau_low:
         return jet.kappa - log_t_low
-    return jet.log_lam - log(tau_low) - jet.lam * t_low / tau_low - jet.log_norm
+    return jet.log_lam - log_tau_low - jet.lam * t_low / tau_low - jet.log_norm
 
 
 cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* low,
@@ -176,7 +193,11 @@ cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* l
     Returns False when no two points of S make a node (no pair reaches
     t_cut): then no tree over S has a non-zero likelihood.
     """
-    cdef double rows[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
+    # by_size[j][x] = r_x(j + 1), the sum of the j + 1 smallest t_xy of x's
+    # row (the sort below reads one j at a time).
+    cdef double by_size[MAX_SEARCH_POINTS][MAX_SEARCH_POINTS]
+    cdef double row_values[MAX_SEARCH_POINTS + 1]
+    cdef double root_low[MAX_SEARCH_POINTS + 1]
     cdef double column[MAX_SEARCH_POINTS]
     cdef int by_column[MAX_SEARCH_POINTS]
     cdef double negative = 0.0, value, total, smallest
@@ -189,17 +210,20 @@ cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* l
         row = members[x] * jet.n
         if jet.self_t[members[x]] < 0.0:
             negative += jet.self_t[members[x]]
-        # The row's m - 1 pair masses in order: the jet's row in order,
-        # less the points outside S.
+        # The row's m - 2 smallest pair masses in order: the jet's row in
+        # order, less the points outside S (and x itself), without a
+        # branch on which points those are.
         q = 0
         for y in range(jet.n):
             z = jet.pair_order[row + y]
-            if z != members[x] and (mask >> z) & 1:
-                rows[x][q] = jet.pair_t[row + z]
-                q += 1
-        # rows[x][j] becomes r_x(j + 1), the sum of its j + 1 smallest.
-        for y in range(1, m - 1):
-            rows[x][y] += rows[x][y - 1]
+            row_values[q] = jet.pair_t[row + z]
+            q += ((mask & ~((<uint64_t>1) << members[x])) >> z) & 1
+            if q == m - 2:
+                break
+        value = 0.0
+        for y in range(m - 2):
+            value += row_values[y]
+            by_size[y][x] = value
         by_column[x] = x
     low[0] = low[1] = 0.0
     for k in range(2, m):
@@ -207,7 +231,7 @@ cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* l
         # sort from the order of the k before (nearly sorted already).
         for x in range(m):
             moving = by_column[x]
-            value = rows[moving][k - 2]
+            value = by_size[k - 2][moving]
             z = x
             while z > 0 and column[z - 1] > value:
                 column[z] = column[z - 1]
@@ -222,14 +246,19 @@ cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* l
         low[k] = max(0.5 * total + negative, jet.t_cut)
     if not raise_to_small_nodes(jet, members, m, low):
         return False
-    # A node of k points splits into children of h + l points.
+    # A node of k points splits into children of h + l points
+    # (``split_mass``, with the roots of the L_h taken once).
+    root_low[2] = sqrt(low[2])
     for k in range(3, m):
-        smallest = INFINITY
-        for l in range(1, k // 2 + 1):
-            value = split_mass(low, single, negative, k, k - l, l)
+        # A leaf and k - 1 points.
+        smallest = low[k - 1] + single[k - 1] + negative
+        for l in range(2, k // 2 + 1):
+            value = root_low[k - l] + root_low[l]
+            value *= value
             if value < smallest:
                 smallest = value
         low[k] = max(low[k], smallest)
+        root_low[k] = sqrt(low[k])
     return True
 
 
@@ -315,9 +344,13 @@ cdef bint subtree_tables(const GinkgoJet* jet, const int* members, int m, double
             value = heavy + with_term[l] - log_4pi
             if value > top_in:
                 top_in = value
-            value += jet.kappa - log(split_mass(low, single, negative[0], k, h, l))
-            if value > top_with:
-                top_with = value
+            # ell(k, h, l) >= L_k: the node's own term is at most kappa -
+            # log L_k, so only a split that could still win takes a log.
+            if value + (jet.kappa - log_low[k]) > top_with:
+                heavy = split_mass(low, single, negative[0], k, h, l)
+                value += jet.kappa - (log_low[k] if heavy == low[k] else log(heavy))
+                if value > top_with:
+                    top_with = value
         inside[k] = top_in
         with_term[k] = top_with
     return True
@@ -325,9 +358,9 @@ cdef bint subtree_tables(const GinkgoJet* jet, const int* members, int m, double
 
 cdef double root_value(const GinkgoJet* jet, const double* low, const double* log_low,
                        const double* single, double negative, const double* inside,
-                       const double* with_term, int m, double tau_low, double tau_high,
+                       const double* with_term, int m, double t_root,
                        double* by_heavy) noexcept nogil:
-    """The root's value of a tree over m >= 3 points whose t lies in [tau_low, tau_high].
+    """The root's value of a tree over m >= 3 points whose t is ``t_root``.
 
     The tables are ``subtree_tables``' over the root's points or a superset
     of them. With ``by_heavy`` (not NULL), ``by_heavy[h]`` for h = 2..m - 1
@@ -336,18 +369,18 @@ cdef double root_value(const GinkgoJet* jet, const double* low, const double* lo
     # The root: its heavier child c (h points) has tau = t_S, and t_c >=
     # max(ell of c's split, L_l).
     cdef double value, heavy, top = -INFINITY
-    cdef double log_4pi = log(4 * M_PI)
+    cdef double log_4pi = log(4 * M_PI), log_root = log(t_root)
     cdef int h, l, h1
     for h in range(2, m):
         l = m - h
         if h == 2:
-            heavy = root_heavy_within(jet, tau_low, tau_high, max(low[2], low[l])) + inside[2]
+            heavy = root_heavy(jet, t_root, log_root, max(low[2], low[l])) + inside[2]
         else:
             heavy = -INFINITY
             for h1 in range(2, h):
-                value = (root_heavy_within(jet, tau_low, tau_high,
-                                           max(split_mass(low, single, negative, h, h1, h - h1),
-                                               low[l]))
+                value = (root_heavy(jet, t_root, log_root,
+                                    max(split_mass(low, single, negative, h, h1, h - h1),
+                                        low[l]))
                          + heavy_child(jet, low, log_low, with_term, inside, h, h1, h - h1)
                          + with_term[h - h1] - log_4pi)
                 if value > heavy:
@@ -360,23 +393,35 @@ cdef double root_value(const GinkgoJet* jet, const double* low, const double* lo
     return top
 
 
-cdef double loose_root_value(const GinkgoJet* jet, const double* low, const double* inside,
-                             const double* with_term, int m, double tau_low,
-                             double tau_high) noexcept nogil:
+cdef double loose_root_value(const GinkgoJet* jet, const double* low, const double* log_low,
+                             const double* inside, const double* with_term, int m,
+                             double tau_low, double tau_high) noexcept nogil:
     """``root_value`` with the heavier child's t at least max(L_h, L_l) alone (m >= 3).
 
     ell(h, h1, h2) >= L_h, so the heavier child's term is at most its value
     there whatever its split, and the root's value is at most the largest
     over h of that term + inside(h) (the heavier child's subtree, a node of
-    h points) + with(l) - log(4 pi): O(m) logs where ``root_value`` takes
-    O(m**2), for the sides' keys of many sizes.
+    h points) + with(l) - log(4 pi): O(m) steps where ``root_value`` takes
+    O(m**2), for the sides' keys of many sizes. It takes two logs (the
+    range's ends): a peak inside the range, ``-log(L) - 1 - n``, comes from
+    ``log_low``.
     """
-    cdef double value, top = -INFINITY, log_4pi = log(4 * M_PI)
-    cdef int h, l
+    cdef double value, top = -INFINITY, log_4pi = log(4 * M_PI), tau, t
+    cdef double log_tau_low = log(tau_low), log_tau_high = log(tau_high)
+    cdef int h, l, big
     for h in range(2, m):
         l = m - h
-        value = (root_heavy_within(jet, tau_low, tau_high, max(low[h], low[l])) + inside[h]
-                 + with_term[l] - log_4pi)
+        big = h if low[h] >= low[l] else l
+        # g(tau, t) at its peak over the range (``root_heavy_within``).
+        t = low[big]
+        tau = jet.lam * t
+        if tau <= tau_low:
+            value = jet.log_lam - log_tau_low - jet.lam * t / tau_low
+        elif tau >= tau_high:
+            value = jet.log_lam - log_tau_high - jet.lam * t / tau_high
+        else:
+            value = -log_low[big] - 1.0
+        value += inside[h] + with_term[l] - log_4pi - jet.log_norm
         if value > top:
             top = value
     return top
@@ -411,8 +456,7 @@ cdef double size_programme(const GinkgoJet* jet, const int* members, int m,
         return INFINITY
     if not subtree_tables(jet, members, m, low, log_low, single, &negative, inside, with_term):
         return INFINITY
-    return -root_value(jet, low, log_low, single, negative, inside, with_term, m, t, t,
-                       by_heavy)
+    return -root_value(jet, low, log_low, single, negative, inside, with_term, m, t, by_heavy)
 
 
 cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcept nogil:
@@ -422,7 +466,7 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
     # log Zin(k), log Zwith(k): sums over the subtrees of any k points.
     cdef double z_with[MAX_SEARCH_POINTS + 1]
     cdef double z_in[MAX_SEARCH_POINTS + 1]
-    cdef double t, negative = 0.0, count, best_in, best_with, value, heavy, total
+    cdef double t, log_t, negative = 0.0, count, best_in, best_with, value, heavy, total
     cdef double total_in, total_with, cherry, log_4pi = log(4 * M_PI)
     cdef int k, p, q, h, l, turn, big, x
     if m == 1:
@@ -432,6 +476,7 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
     t = mass2(jet, members, m, 0, 0)
     if t < jet.t_cut:
         return -INFINITY
+    log_t = log(t)
     for x in range(m):
         if jet.self_t[members[x]] < 0.0:
             negative += jet.self_t[members[x]]
@@ -459,9 +504,9 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
                     continue
                 big = h if low[h] >= low[l] else l
                 if k < m:
-                    heavy = inner_max(jet, low[k], low[big], log_low[big]) + z_in[h]
+                    heavy = inner_max(jet, low[k], log_low[k], low[big], log_low[big]) + z_in[h]
                 else:
-                    heavy = root_heavy(jet, t, low[big]) + z_in[h]
+                    heavy = root_heavy(jet, t, log_t, low[big]) + z_in[h]
                 heavy = min(heavy, z_with[h])
                 value = heavy + z_with[l] - log_4pi
                 best_in = max(best_in, value)
@@ -475,9 +520,10 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
     return z_in[m]
 
 
-cdef inline double root_heavy(const GinkgoJet* jet, double t_root, double t_low) noexcept nogil:
-    """g(t_S, t) at its largest over t >= t_low."""
-    return jet.log_lam - log(t_root) - jet.lam * t_low / t_root - jet.log_norm
+cdef inline double root_heavy(const GinkgoJet* jet, double t_root, double log_t_root,
+                              double t_low) noexcept nogil:
+    """g(t_S, t) at its largest over t >= t_low (``log_t_root``: log t_S)."""
+    return jet.log_lam - log_t_root - jet.lam * t_low / t_root - jet.log_norm
 
 
 cdef inline double root_heavy_within(const GinkgoJet* jet, double tau_low, double tau_high,
@@ -485,29 +531,31 @@ cdef inline double root_heavy_within(const GinkgoJet* jet, double tau_low, doubl
     """g(tau, t) at its largest over t >= t_low and tau_low <= tau <= tau_high.
 
     For a fixed tau g decreases in t; ``log(lam / tau) - lam t / tau``
-    rises in tau up to ``tau = lam t`` and falls after it. With
-    ``tau_low == tau_high`` this is ``root_heavy`` at that tau, bit for bit.
+    rises in tau up to ``tau = lam t`` and falls after it.
     """
     cdef double tau = jet.lam * t_low
     if tau < tau_low:
         tau = tau_low
     if tau > tau_high:
         tau = tau_high
-    return root_heavy(jet, tau, t_low)
+    return root_heavy(jet, tau, log(tau), t_low)
 
 
-cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* size,
-                             const double* t_low, const double* t_high) noexcept nogil:
+cdef double split_term_upper(const GinkgoJet* jet, double t_root, double log_t_root,
+                             const int* size, const double* t_low,
+                             const double* t_high) noexcept nogil:
     """The largest log psi of a split of S into parts of ``size[0]`` and ``size[1]`` points.
 
     Over every split whose parts' t lie in [t_low, t_high] (a single point:
-    0, a leaf), with ``t_root`` = t_S (the sides' docstring): either part
+    0, a leaf), with ``t_root`` = t_S (``log_t_root`` its log; the sides'
+    docstring): either part
     of two or more points may be the heavier, c, if it can outweigh the
     other, o; then ``g(t_S, t_c) <= g(t_S, max(t_low))``; a leaf o has
     ``tau = (sqrt t_S - sqrt t_c)**2`` at least its value at ``t_high[c]``
-    (its term falls with tau), an inner o at most its value at
-    ``max(t_low)``, and ``g(tau, t_o) <= g(tau, t_low[o])`` at its peak
-    over tau up to that (``root_heavy_within``).
+    (its term falls with tau), an inner o the same tau between that and
+    its value at ``max(t_low)`` (``t_c <= t_S``), and ``g(tau, t_o) <=
+    g(tau, t_low[o])`` at its peak over tau in that range
+    (``root_heavy_within``).
     """
     cdef double best = -INFINITY, heavy, light, t_heavy, scale, root = sqrt(t_root)
     cdef double low[2]
@@ -521,7 +569,7 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* siz
         if size[c] < 2 or (size[o] >= 2 and t_high[c] < low[o]):
             continue
         t_heavy = max(low[c], low[o])
-        heavy = root_heavy(jet, t_root, t_heavy)
+        heavy = root_heavy(jet, t_root, log_t_root, t_heavy)
         if size[o] == 1:
             scale = root - sqrt(min(max(t_high[c], 0.0), t_root))
             scale *= scale
@@ -530,7 +578,9 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, const int* siz
                 light += log1p(-exp(-jet.lam * jet.t_cut / scale))
         else:
             scale = root - sqrt(min(max(t_heavy, 0.0), t_root))
-            light = root_heavy_within(jet, 0.0, max(scale * scale, low[o]), low[o])
+            # tau at least its value with c at its heaviest, as for a leaf.
+            least = root - sqrt(min(max(t_high[c], 0.0), t_root))
+            light = root_heavy_within(jet, least * least, max(scale * scale, low[o]), low[o])
         best = max(best, heavy + light - log(4 * M_PI))
     return best
 
@@ -541,7 +591,7 @@ cdef inline double heavy_child(const GinkgoJet* jet, const double* low, const do
     """Bound on term + subtree of the heavier child (h points) of a node of k = h + l."""
     # t_c >= L_h and >= t of the lighter child >= L_l; tau = t_v >= L_k.
     cdef int big = h if low[h] >= low[l] else l
-    cdef double value = inner_max(jet, low[k], low[big], log_low[big]) + inside[h]
+    cdef double value = inner_max(jet, low[k], log_low[k], low[big], log_low[big]) + inside[h]
     return value if value < with_term[h] else with_term[h]
 
 
@@ -599,6 +649,11 @@ cdef inline uint64_t mix_bits(uint64_t x) noexcept nogil:
 
 
 cdef struct MaskMemo:
+    # ``lower`` remembers its value for every cluster of at least
+    # MEMO_MIN_SIZE points here (past the largest table it computes again):
+    # a split generator asks for the bound of both parts of each of a
+    # cluster's 2**(|S| - 1) splits, and every subset is a part of a split
+    # of each of its supersets.
     # Open addressing, linear probing, key 0 empty; at most half full.
     uint64_t* keys
     double* values
@@ -659,6 +714,44 @@ cdef void memo_store(MaskMemo* memo, uint64_t mask, double value) noexcept nogil
     memo.keys[slot] = mask
     memo.values[slot] = value
     memo.used += 1
+
+
+###############################################################################
+# The sides' tables remembered by widest set
+
+cdef enum:
+    # GinkgoBound keeps the tables of the last widest sets its sides' keys
+    # saw in this many slots (2**12, about 2.6 KB each: 11 MB), by mask. At
+    # 25 particles 45 % of the look-ups find their tables (37 % with 2**10
+    # slots, 51 % with 2**14).
+    SIDE_TABLES_LOG2 = 12
+
+
+cdef struct SideTables:
+    # The sides' keys keep the tables of the widest sets they saw last
+    # (``reuse_side_tables``): a child shares one widest set with its parent
+    # (the point just assigned leaves the other side's), and the same values
+    # come back bit for bit.
+    # The widest set (0: an empty slot) and ``subtree_tables``' answer over it.
+    uint64_t mask
+    bint feasible
+    double negative
+    # lower(W), from the tables (``root_value`` at t_W); NaN until asked.
+    double lower
+    double low[MAX_SEARCH_POINTS + 1]
+    double log_low[MAX_SEARCH_POINTS + 1]
+    double single[MAX_SEARCH_POINTS + 1]
+    double inside[MAX_SEARCH_POINTS + 1]
+    double with_term[MAX_SEARCH_POINTS + 1]
+
+
+cdef void side_tables(const GinkgoJet* jet, SideTables* tables, const int* widest, int m,
+                      uint64_t mask) noexcept nogil:
+    """Fill ``tables`` with those of the widest set ``widest`` (m >= 3 points, ``mask``)."""
+    tables.mask = mask
+    tables.lower = NAN
+    tables.feasible = subtree_tables(jet, widest, m, tables.low, tables.log_low, tables.single,
+                                     &tables.negative, tables.inside, tables.with_term)
 
 
 ###############################################################################
@@ -740,7 +833,9 @@ cdef class GinkgoBound(SearchBound):
     induction every tree's log potential is at most the root's value
     (each bound holds for the tree's own sizes); ``lower(S)`` is minus it,
     +inf when ``t_S < t_cut``, exact for one and two points. It costs
-    O(|S|**2) logs and O(|S|**3) comparisons (small sorts).
+    O(|S|**2) steps and O(|S|**3) comparisons (small sorts); a node's own
+    term takes a log only where its split could still give ``with(k)``
+    (``ell >= L_k``).
 
     The bound knows the sizes of the nodes, not which points they hold: it
     lets disjoint nodes of one size share the lightest points and pays each
@@ -765,9 +860,9 @@ cdef class GinkgoBound(SearchBound):
     L_k, R_q, neg, inside(k) and with(k) bound them (each holds for any
     node of k points of W_X; the programme's values only rise with the L_k,
     so a subset's own are no smaller), and the root's heavier child has
-    ``tau = t_X`` with ``max(t_cut, L_a, t_{F_X}) <= t_X <= t_{W_X}`` (a
-    point added to a set only raises its t, ``t_{Y+x} = t_Y + t_x + 2
-    p_Y.p_x`` with causal future-directed momenta): its term is at most g
+    ``tau = t_X``, at least t_cut and L_a and within the range of t over
+    F_X and q = a - |F_X| free points (``free_gains``: t_{F_X} plus the q
+    least gains, t_{W_X} less the r - q least): its term is at most g
     at its peak over that range of tau (``root_heavy_within``), with the
     heavier child's t at least ``max(L_h, L_l)`` (``loose_root_value``:
     ``ell >= L_h``); a pair: both leaves' terms fall with its t. This is at
@@ -775,8 +870,9 @@ cdef class GinkgoBound(SearchBound):
     heavier part c (two or more points, able to outweigh the other, o) has
     ``g(t_S, t_c) <= g(t_S, max(t_low))``; a leaf o has ``tau >= (sqrt t_S
     - sqrt t_high(c))**2``, and its term falls with tau; an inner o has
-    ``t_o >= t_low(o)`` and ``tau <= (sqrt t_S - sqrt max(t_low))**2``, so
-    its term is at most g's peak over tau up to that. The key, the least over a of both sides'
+    ``t_o >= t_low(o)`` and ``(sqrt t_S - sqrt t_high(c))**2 <= tau <=
+    (sqrt t_S - sqrt max(t_low))**2``, so its term is at most g's peak over
+    tau in that range. The key, the least over a of both sides'
     bounds less the split's, is at most the cost of every tree over S whose
     root split completes the partial one (not always at most ``split_cost
     + lower(A) + lower(B)``: a side's t range excludes masses no tree over
@@ -787,12 +883,9 @@ cdef class GinkgoBound(SearchBound):
     all the same) and keys each partial state by the larger of this and its
     parent's key, best first.
 
-    ``lower`` remembers its value for every cluster of at least 5 points
-    (by mask, in a table of up to 2**24 slots, 256 MiB; past that it
-    computes again): a split generator asks for the bound of both parts of
-    each of a cluster's 2**(|S| - 1) splits, and every subset is a part of
-    a split of each of its supersets. So a bound must not be shared by
-    searches running in different threads.
+    A bound remembers what it computed (``lower`` by cluster, the sides'
+    tables by widest set: ``MaskMemo``, ``SideTables``), so it must not be
+    shared by searches running in different threads.
 
     **The partition function** (``log_z_upper``). Every bound above holds
     for any node of the given sizes, whatever its points, so the same
@@ -832,6 +925,11 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly list small_nodes
     cdef GinkgoJet jet
     cdef MaskMemo memo
+    # The sides' keys' tables by widest set (SIDE_TABLES_LOG2 slots), NULL
+    # where each key computes them afresh (``reuse_side_tables``).
+    cdef SideTables* side_cache
+    # Sides' keys computed (``partial_key_``), for the benchmarks' rates.
+    cdef readonly long long n_partial_keys
     # Scratch of the exact solves by the trellis kernel, SUBSET_SCRATCH
     # doubles per subset of the largest cluster solved so far (NULL before).
     cdef double* subset_scratch
@@ -845,6 +943,7 @@ cdef class GinkgoBound(SearchBound):
     def __dealloc__(self):
         memo_free(&self.memo)
         free(self.subset_scratch)
+        free(self.side_cache)
 
     def __init__(self, momenta, double lam, double t_cut, int exact_size=12):
         momenta = np.ascontiguousarray(momenta, dtype=np.float64)
@@ -860,6 +959,7 @@ cdef class GinkgoBound(SearchBound):
         cdef const float64_t[:, ::1] pair_view = pair_mass
         cdef const float64_t[::1] point_view = point_mass
         self.pair_mass, self.point_mass = pair_mass, point_mass
+        self.jet.pair_floor = min(float(pair_mass.min()), 0.0) if self.jet.n else 0.0
         self.jet.pair_t = &pair_view[0, 0] if self.jet.n else NULL
         self.jet.self_t = &point_view[0] if self.jet.n else NULL
         # A cluster's rows of pair masses in order are these, less the points
@@ -883,6 +983,11 @@ cdef class GinkgoBound(SearchBound):
         self.refine = True
         self.bounds_log_z = True
         self.sees_sides = sides_bound_enabled
+        if self.sees_sides and side_tables_reused:
+            self.side_cache = <SideTables*>calloc((<size_t>1) << SIDE_TABLES_LOG2,
+                                                  sizeof(SideTables))
+            if self.side_cache == NULL:
+                raise MemoryError("GinkgoBound: no memory for the sides' tables")
         if not 0 <= exact_size <= MAX_EXACT_POINTS:
             raise ValueError(
                 f"exact_size must be 0 to {MAX_EXACT_POINTS} (3**k / 2 splits per cluster), "
@@ -936,31 +1041,76 @@ cdef class GinkgoBound(SearchBound):
 
     cdef double partial_key_(self, const int* members, int m, uint64_t sides,
                              int n_assigned) noexcept nogil:
+        self.n_partial_keys += 1
         return sides_key(self, members, m, sides, n_assigned)
 
     cdef bint size_classes_(self, const int* members, int m, double* keys) noexcept nogil:
-        # The root's value by the size h of its heavier child: a split
-        # whose smaller side has p points has its heavier child of p or
-        # m - p points (only an inner child can be the heavier, p >= 2).
-        cdef double by_heavy[MAX_SEARCH_POINTS + 1]
-        cdef double value
-        cdef int p
-        if m < 3:
-            return False
-        if not size_programme(&self.jet, members, m, by_heavy) < INFINITY:
-            for p in range(1, m // 2 + 1):
-                keys[p] = INFINITY
-            return True
-        for p in range(1, m // 2 + 1):
-            value = by_heavy[m - p]
-            if p >= 2 and by_heavy[p] > value:
-                value = by_heavy[p]
-            keys[p] = -value
-        return True
+        return size_class_keys(&self.jet, members, m, keys)
 
     cdef int solve_subsets_(self, const int* members, int m, double* log_z, double* log_map,
                             mask_t* best_left) except -1 nogil:
         return solve_subsets(self, members, m, log_z, log_map, best_left)
+
+
+cdef void free_gains(const GinkgoJet* jet, const int* fixed, int n_fixed, const int* free,
+                     int n_free, double* prefix) noexcept nogil:
+    """``prefix[q]``: the sum of the q least gains ``d_x = t_x + 2 p_F.p_x`` of the free points.
+
+    F is side X's fixed points, R the r free ones, and X = F + Q with Q q
+    of them. By bilinearity ``t_X = t_F + sum over x in Q of d_x + sum over
+    pairs of Q of t_xy``, and ``t_W = t_X + sum over y in R - Q of d_y +
+    the t_yz of those y with each other and with Q`` (W = F + R). With
+    ``f = min(0, least t_ij of the jet)`` (``t_ij >= 0`` for causal
+    future-directed momenta: f only sees rounding), ``t_F + prefix[q] +
+    C(q, 2) f <= t_X <= t_W - prefix[r - q] - (C(r - q, 2) + q (r - q)) f``
+    (``sides_key`` widens both by its rounding margin).
+    """
+    cdef double p_fixed[4]
+    cdef double gains[MAX_SEARCH_POINTS]
+    cdef double value
+    cdef int x, y, z, c
+    for c in range(4):
+        p_fixed[c] = 0.0
+    for x in range(n_fixed):
+        for c in range(4):
+            p_fixed[c] += jet.p4[4 * fixed[x] + c]
+    for x in range(n_free):
+        y = free[x]
+        value = jet.self_t[y] + 2 * (p_fixed[0] * jet.p4[4 * y] - p_fixed[1] * jet.p4[4 * y + 1]
+                                     - p_fixed[2] * jet.p4[4 * y + 2]
+                                     - p_fixed[3] * jet.p4[4 * y + 3])
+        z = x
+        while z > 0 and gains[z - 1] > value:
+            gains[z] = gains[z - 1]
+            z -= 1
+        gains[z] = value
+    prefix[0] = 0.0
+    for x in range(n_free):
+        prefix[x + 1] = prefix[x] + gains[x]
+
+
+cdef bint size_class_keys(const GinkgoJet* jet, const int* members, int m,
+                          double* keys) noexcept nogil:
+    """``size_classes_``: the root's value by the size h of its heavier child.
+
+    A split whose smaller side has p points has its heavier child of p or
+    m - p points (only an inner child can be the heavier, p >= 2).
+    """
+    cdef double by_heavy[MAX_SEARCH_POINTS + 1]
+    cdef double value
+    cdef int p
+    if m < 3:
+        return False
+    if not size_programme(jet, members, m, by_heavy) < INFINITY:
+        for p in range(1, m // 2 + 1):
+            keys[p] = INFINITY
+        return True
+    for p in range(1, m // 2 + 1):
+        value = by_heavy[m - p]
+        if p >= 2 and by_heavy[p] > value:
+            value = by_heavy[p]
+        keys[p] = -value
+    return True
 
 
 cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sides,
@@ -973,6 +1123,8 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     cdef int fixed[2][MAX_SEARCH_POINTS]
     cdef int widest[2][MAX_SEARCH_POINTS]
     cdef int whole[MAX_SEARCH_POINTS]
+    cdef int free[MAX_SEARCH_POINTS]
+    cdef double prefix[MAX_SEARCH_POINTS + 1]
     cdef uint64_t fixed_mask[2]
     cdef uint64_t free_mask
     cdef int n_fixed[2]
@@ -981,17 +1133,17 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     cdef double sub[2][MAX_SEARCH_POINTS + 1]
     cdef double t_low[2][MAX_SEARCH_POINTS + 1]
     cdef double t_high[2][MAX_SEARCH_POINTS + 1]
-    cdef double low[MAX_SEARCH_POINTS + 1]
-    cdef double log_low[MAX_SEARCH_POINTS + 1]
-    cdef double single[MAX_SEARCH_POINTS + 1]
-    cdef double with_term[MAX_SEARCH_POINTS + 1]
-    cdef double inside[MAX_SEARCH_POINTS + 1]
+    # The widest set's tables: kept by the bound, or these.
+    cdef SideTables fresh
+    cdef SideTables* tab
     cdef double pair_low[2]
     cdef double pair_high[2]
-    cdef double t_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
-    cdef double log_4pi = log(4 * M_PI), negative = 0.0
+    cdef double t_root, log_root, energy = 0.0, margin, t_fixed, t_widest, value, key = INFINITY
+    cdef double log_4pi = log(4 * M_PI)
+    cdef uint64_t widest_mask
     cdef bint tables
-    cdef int x, side, a, b, n0, top
+    cdef double floor = bound.jet.pair_floor
+    cdef int x, side, a, b, n0, top, n_free, q, rest
     fixed_mask[0] = fixed_mask[1] = free_mask = 0
     for x in range(m):
         energy += bound.jet.p4[4 * members[x]]
@@ -1004,9 +1156,11 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
         n_fixed[side] = members_of(fixed_mask[side], fixed[side])
         n_widest[side] = members_of(fixed_mask[side] | free_mask, widest[side])
     members_of(fixed_mask[0] | fixed_mask[1] | free_mask, whole)
+    n_free = members_of(free_mask, free)
     t_root = mass2(&bound.jet, whole, m, 0, 0)
     if t_root < bound.jet.t_cut:
         return INFINITY
+    log_root = log(t_root)
     # Rounding (and points up to 1e-9 spacelike, as the energy accepts)
     # moves a sum's t by far less than this: the t ranges are widened by it.
     margin = 1e-8 * energy * energy
@@ -1016,9 +1170,21 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
         t_widest = mass2(&bound.jet, widest[side], n_widest[side], 0, 0)
         tables = False
         if n_widest[side] >= 3 and max(n0 + 1, 2) <= top:
-            # Sizes above the fixed points': the tables of the widest set.
-            tables = subtree_tables(&bound.jet, widest[side], n_widest[side], low, log_low,
-                                    single, &negative, inside, with_term)
+            # Sizes above the fixed points': the tables of the widest set,
+            # shared by every state whose other side has the same fixed
+            # points (a child with its parent).
+            widest_mask = fixed_mask[side] | free_mask
+            if bound.side_cache != NULL:
+                tab = &bound.side_cache[mix_bits(widest_mask)
+                                        & (((<uint64_t>1) << SIDE_TABLES_LOG2) - 1)]
+                if tab.mask != widest_mask:
+                    side_tables(&bound.jet, tab, widest[side], n_widest[side], widest_mask)
+            else:
+                tab = &fresh
+                side_tables(&bound.jet, tab, widest[side], n_widest[side], widest_mask)
+            tables = tab.feasible
+        if max(n0 + 1, 2) <= top:
+            free_gains(&bound.jet, fixed[side], n0, free, n_free, prefix)
         for a in range(max(n0, 1), top + 1):
             if a == 1:
                 sub[side][a] = t_low[side][a] = t_high[side][a] = 0.0
@@ -1033,18 +1199,27 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                     sub[side][a] = bound.lower_(widest[side], a)
                 elif tables and t_widest >= bound.jet.t_cut:
                     # lower(W_X), from the tables at hand (as size_programme).
-                    sub[side][a] = -root_value(&bound.jet, low, log_low, single, negative,
-                                               inside, with_term, a, t_widest, t_widest, NULL)
+                    if isnan(tab.lower):
+                        tab.lower = -root_value(&bound.jet, tab.low, tab.log_low, tab.single,
+                                                tab.negative, tab.inside, tab.with_term, a,
+                                                t_widest, NULL)
+                    sub[side][a] = tab.lower
                 else:
                     sub[side][a] = INFINITY
                 continue
-            t_low[side][a] = max(t_fixed - margin, bound.jet.t_cut)
-            t_high[side][a] = t_widest + margin
+            # The side adds q of the free points to F and leaves the rest:
+            # its t is t_F plus their gains and their t_xy, and t_W less the
+            # others' gains and their t_xy with the rest of W.
+            q, rest = a - n0, n_free - (a - n0)
+            t_low[side][a] = max(t_fixed + prefix[q] + 0.5 * q * (q - 1) * floor - margin,
+                                 bound.jet.t_cut)
+            t_high[side][a] = (t_widest - prefix[rest]
+                               - (0.5 * rest * (rest - 1) + q * rest) * floor + margin)
             if not tables or t_high[side][a] < bound.jet.t_cut:
                 sub[side][a] = INFINITY
                 continue
             # node_masses' least k-node mass has no margin of its own.
-            t_low[side][a] = max(t_low[side][a], low[a] - margin)
+            t_low[side][a] = max(t_low[side][a], tab.low[a] - margin)
             if t_low[side][a] > t_high[side][a]:
                 sub[side][a] = INFINITY
             elif a == 2:
@@ -1053,8 +1228,9 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                     log1p(-exp(-bound.jet.lam * bound.jet.t_cut / t_low[side][a]))
                     - bound.jet.log_norm)
             else:
-                sub[side][a] = -loose_root_value(&bound.jet, low, inside, with_term, a,
-                                                 t_low[side][a], t_high[side][a])
+                sub[side][a] = -loose_root_value(&bound.jet, tab.low, tab.log_low, tab.inside,
+                                                 tab.with_term, a, t_low[side][a],
+                                                 t_high[side][a])
     for a in range(max(n_fixed[0], 1), min(n_widest[0], m - 1) + 1):
         b = m - a
         if b < max(n_fixed[1], 1) or b > n_widest[1]:
@@ -1065,7 +1241,7 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
         size[0], size[1] = a, b
         pair_low[0], pair_low[1] = t_low[0][a], t_low[1][b]
         pair_high[0], pair_high[1] = t_high[0][a], t_high[1][b]
-        value -= split_term_upper(&bound.jet, t_root, size, pair_low, pair_high)
+        value -= split_term_upper(&bound.jet, t_root, log_root, size, pair_low, pair_high)
         if value < key:
             key = value
     return key
@@ -1105,3 +1281,4 @@ cdef int solve_subsets(GinkgoBound bound, const int* members, int m, double* log
     ginkgo_subset_tables(bound.jet.params, m, t, root, log_z, log_map, best_left,
                          root + n_subsets)
     return SUBSETS_SOLVED
+
