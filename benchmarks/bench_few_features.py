@@ -110,6 +110,14 @@ temperature:
   unchanged, or the test over k = 2, 3, 4 at once (``max over k``,
   ``max_over_k_pvalue``) (``--null-partitions`` picks some, ``--verbose``
   per seed);
+- ``setosa-bounds``: trees, iris (``--per-class`` 4 or 6 flowers a
+  species): what the data allow the few-feature calibration -- the
+  default test beside two oracle tests (the species' labels given: the
+  setosa split's own index; iris's population given: the most powerful
+  test against it), the beta setosa needs to reach 0.9, and the
+  Gaussian-null references' humble betas with the default's partition
+  and with the species' own (their 2nd smallest, the default's rank, and
+  their largest);
 - ``weak-regimes``: where that default is weak, its failures by branch,
   the test's p-values and references, and the failures with the
   Gaussian-null branch forced (is it the test or the beta?);
@@ -157,6 +165,7 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 10 --first-seed 10 --only iris-trees
     python benchmarks/bench_few_features.py --seeds 30 --only mixture-trees --regimes "groups of 4"
     python benchmarks/bench_few_features.py --seeds 30 --only null-partition-trees --regimes noise
+    python benchmarks/bench_few_features.py --seeds 30 --only setosa-bounds [--per-class 6]
 """
 import argparse
 import itertools
@@ -2102,6 +2111,143 @@ def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, fir
               + f" {time.process_time() - start:>6.0f}", flush=True)
 
 
+def _humble_betas(data, gamma, labels, rng, n_references=calibration.N_GAUSSIAN_REFERENCES):
+    """Every Gaussian-null reference's largest humble beta, sorted (the default ranks them).
+
+    The references of ``calibration.gaussian_null_beta`` (the pooled within-cluster
+    covariance of ``labels``, clustered at X's kernel width, level
+    ``GAUSSIAN_NULL_LEVEL``), each searched over the whole beta range rather
+    than up to the rank's bound, so that every rank can be read off; with the
+    default's stream the 2nd smallest is the default's beta within the
+    search's tolerance (``CAP_TOLERANCE``).
+    """
+    covariance = calibration.within_covariance(data, labels)
+    caps = []
+    for _ in range(n_references):
+        reference = calibration.gaussian_reference(covariance, len(data), rng)
+        found, _ = calibration._largest_humble_beta(
+            lambda beta: humility(reference, beta, gamma, False), 1.0,
+            calibration.BETA_RANGE[1], calibration.GAUSSIAN_NULL_LEVEL)
+        caps.append(calibration.BETA_RANGE[0] if found is None else found)
+    return np.sort(caps)
+
+
+def needed_beta(data, members, gamma, target=0.9, betas=2.0 ** np.arange(-4.0, 8.5, 0.5)):
+    """The smallest beta of a grid (steps of sqrt 2) at which ``members`` reach ``target``."""
+    support = {}
+
+    def at(index):
+        if index not in support:
+            support[index] = ExactHierarchicalClustering(
+                Dasgupta(beta=float(betas[index]), gamma=gamma), verbose=0).fit(
+                    data).cluster_probability(members)
+        return support[index]
+    # Steps of 2 up to the first beta that reaches it, then the sqrt-2 step below.
+    index = next((i for i in range(0, len(betas), 2) if at(i) >= target), None)
+    if index is None:
+        return np.inf
+    return float(betas[index - 1] if index > 0 and at(index - 1) >= target else betas[index])
+
+
+def _iris_population_log_density(points):
+    """Log density of iris's own population: its three species' Gaussians (all 150 flowers)."""
+    from scipy.special import logsumexp
+    from scipy.stats import multivariate_normal
+    X, y = load_iris(return_X_y=True)
+    return logsumexp([multivariate_normal(X[y == k].mean(0), np.cov(X[y == k].T)).logpdf(points)
+                      for k in range(3)], axis=0) - np.log(3.0)
+
+
+def population_ratio_pvalue(X, rng, n_references=999):
+    """p-value of the most powerful test of iris's own population against one Gaussian.
+
+    The log likelihood ratio of X under the iris population's three-species
+    Gaussian mixture (labels summed out) over the best single Gaussian
+    (Neyman-Pearson against that known alternative), referred to Gaussian
+    data sets with X's mean and covariance (a parametric bootstrap): no
+    unsupervised test that does not know iris's population can be more
+    powerful against it.
+    """
+    from scipy.stats import multivariate_normal
+
+    def ratio(points):
+        single = multivariate_normal(points.mean(0), np.cov(points.T, bias=True),
+                                     allow_singular=True)
+        return float(np.sum(_iris_population_log_density(points)) - np.sum(single.logpdf(points)))
+
+    observed = ratio(X)
+    null = [ratio(rng.multivariate_normal(X.mean(0), np.cov(X.T), size=len(X)))
+            for _ in range(n_references)]
+    return (1 + int(np.sum(np.array(null) >= observed))) / (1 + n_references)
+
+
+def split_given_pvalue(X, members, rng, n_references=999):
+    """p-value of the labels-given split's own 2-means index against the same split of references.
+
+    SigClust's statistic and references (Gaussian with X's covariance), but
+    evaluated at the one split the labels give instead of the best of all
+    2**(N-1) - 1: what the test would find if it knew where to look.
+    """
+    side = np.zeros(len(X), dtype=bool)
+    side[members] = True
+
+    def index(data):
+        centred = data - data.mean(axis=1, keepdims=True)
+        between = (centred[:, side].sum(axis=1) ** 2).sum(axis=1) * len(X) / (
+            side.sum() * (len(X) - side.sum()))
+        return 1.0 - between / (centred ** 2).sum(axis=(1, 2))
+
+    covariance = np.atleast_2d(np.cov(X.T))
+    null = index(np.stack([calibration.gaussian_reference(covariance, len(X), rng)
+                           for _ in range(n_references)]))
+    return (1 + int(np.sum(null <= index(X[None])[0]))) / (1 + n_references)
+
+
+def setosa_bounds_table(seeds, n_per_class):
+    """Trees, iris: what the data allow the few-feature calibration (oracles beside the default).
+
+    Per subsample (``n_per_class`` flowers a species): the default test's
+    p-value and k; two oracle tests -- the species' labels given (SigClust's
+    index of the setosa split alone, ``split_given_pvalue``) and iris's own
+    population given (``population_ratio_pvalue``); the beta setosa needs
+    to reach 0.9 (``needed_beta``); and the 7 Gaussian-null references'
+    humble betas (``_humble_betas``, default stream) with the null's
+    within covariance from the default's partition (``tied_mixture_partition``)
+    and from the species themselves (an oracle): their 2nd smallest (the
+    default's rule) with setosa's support there, and their largest (no rank
+    of 7 can give more).
+    """
+    print(f"\ntrees, iris ({3 * n_per_class} flowers): what the data allow, seeds "
+          f"{seeds[0]}..{seeds[-1]}")
+    print(f"{'seed':>4} {'p':>6} {'k':>2} {'p split':>7} {'p pop.':>6} {'need':>5} "
+          f"{'tied: 2nd setosa max':>21} {'species: 2nd setosa max':>24} {'CPU s':>6}")
+    for seed in seeds:
+        start = time.process_time()
+        X, y = iris_flowers(seed, per_class=n_per_class)
+        energy = Dasgupta()
+        data = calibration._near_unit_scale(energy, X)
+        gamma = calibration._at_kernel_width(energy, data).gamma
+        setosa = np.flatnonzero(y == 0)
+        test_rng, _, _ = calibration._rngs(None)
+        labels = calibration.correlation_map_labels(data)
+        p_value, k, _ = calibration.structure_pvalue(data, test_rng, labels)
+        partitions = (calibration.tied_mixture_partition(data, k, test_rng), y)
+        oracle_rng = np.random.RandomState(seed)
+        p_split = split_given_pvalue(data, setosa, oracle_rng)
+        p_population = population_ratio_pvalue(X, oracle_rng)
+        need = needed_beta(data, setosa, gamma)
+        cells = []
+        for partition in partitions:
+            betas = _humble_betas(data, gamma, partition, calibration._rngs(None)[2])
+            beta = betas[calibration.GAUSSIAN_NULL_RANK - 1]
+            support = ExactHierarchicalClustering(Dasgupta(beta=beta, gamma=gamma),
+                                                  verbose=0).fit(data).cluster_probability(setosa)
+            cells.append(f"{beta:>5.2g} {support:>5.2f} {betas[-1]:>5.2g}")
+        print(f"{seed:>4} {p_value:>6.3f} {k:>2} {p_split:>7.3f} {p_population:>6.3f} "
+              f"{need:>5.2g} {cells[0]:>21} {cells[1]:>24} "
+              f"{time.process_time() - start:>6.1f}", flush=True)
+
+
 class _Known(Exception):
     """A rule's partition was already fitted on this data set: its (statistic, beta_)."""
 
@@ -2128,6 +2274,8 @@ def main():
                         help="flat-energies: only these candidates (default all)")
     parser.add_argument("--null-partitions", nargs="*", default=list(NULL_PARTITIONS),
                         help="rules of null-partition-trees (NULL_PARTITIONS)")
+    parser.add_argument("--per-class", type=int, default=4,
+                        help="setosa-bounds: iris flowers a species (4: 12 flowers, 6: 18)")
     parser.add_argument("--verbose", action="store_true", help="null-partition-trees: per seed")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
@@ -2188,6 +2336,8 @@ def main():
                                      or any(part in regime for part in args.regimes)])
     if "iris-trees" in args.only:
         iris_trees_table(args.seeds, first_seed=args.first_seed)
+    if "setosa-bounds" in args.only:
+        setosa_bounds_table(iris_seeds, args.per_class)
     if "null-partition-trees" in args.only:
         null_partition_trees_table(args.seeds, args.null_partitions,
                                    [regime for regime in MIXTURE_TREE_REGIMES
