@@ -946,7 +946,7 @@ def _sphered(data):
     whitened = []
     for points in data:
         left, values, _ = np.linalg.svd(points - points.mean(axis=0), full_matrices=False)
-        whitened.append(left[:, values > values[0] * 1e-9])
+        whitened.append(left[:, values > values[0] * 1e-6])
     return np.stack(whitened)
 
 
