@@ -929,7 +929,7 @@ def unequal_variance_ratio(data, min_size=3):
 
 
 def _test_k(X):
-    """The test's own k: the clusters of ``correlation_map_labels(X)`` (2 up to X's distinct rows)."""
+    """The test's own k: the clusters of ``correlation_map_labels(X)``, 2 to X's distinct rows."""
     labels = calibration.correlation_map_labels(X)
     return int(min(max(2, len(np.unique(labels))), len(np.unique(X, axis=0))))
 
@@ -958,7 +958,7 @@ def _standardised(data):
 
 
 def _own_within_covariance(X):
-    """The pooled within covariance of the test's own best k-partition of X (``index_partition``)."""
+    """The pooled within covariance of the test's best k-partition of X (``index_partition``)."""
     return calibration.within_covariance(
         X, calibration.index_partition(X, _test_k(X), np.random.RandomState(0)))
 
