@@ -167,11 +167,12 @@ and 7). Those failures are what the data allow this rule
 labels the test would be significant in 30 of 30, but no general
 statistic measured finds more without calling iris-shaped Gaussian
 noise clustered; and at 18 flowers setosa reaches 0.9 only at betas at
-which most Gaussian references with X's within-cluster noise show a
-cluster above 0.5 (the 4th-7th smallest of the 7), while the species'
-own partition lowers the null's beta. The partitions' rule behind the test -- beta matched to the
-clade frequencies of the MAP trees of data redrawn from X's mixture --
-was measured against it and lost on clear groups (three groups of 4: 7
+which half to nearly all Gaussian references with X's within-cluster
+noise show a cluster above 0.5 (the 4th-7th smallest of the 7), while
+the species' own partition lowers the null's beta. The partitions' rule
+behind the test -- beta matched to the clade frequencies of the MAP
+trees of data redrawn from X's mixture -- was measured against it and
+lost on clear groups (three groups of 4: 7
 and 5 of 30 below 0.9 instead of 1 and 1; setosa, 18 flowers: 13 of 30
 instead of 7), so the fit warns and
 ``calibration_`` records the p-value and
@@ -1331,7 +1332,7 @@ def structure_pvalue(X, rng, labels=None, batch=N_STRUCTURE_REFERENCES,
     The references keep X's covariance, between-cluster variance included
     (SigClust's conservative choice): with the pooled within covariance of
     X's own best k-partition instead, the test found setosa in 29 of 30
-    subsamples of 12 iris flowers (22 now) but also called 41 of 60
+    subsamples of 12 iris flowers (22 with X's) but also called 41 of 60
     Gaussian noise sets clustered whose covariance is shaped as iris's
     (``bench_few_features.py --only test-power``).
 
