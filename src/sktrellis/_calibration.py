@@ -165,8 +165,8 @@ setosa; with the null's partition from ``tied_mixture_partition``: 11
 and 7). Those failures are what the data allow this rule
 (``bench_few_features.py --only setosa-bounds``): told the species'
 labels the test would be significant in 30 of 30, but no general
-statistic measured finds more without calling iris-shaped Gaussian
-noise clustered; and at 18 flowers setosa reaches 0.9 only at betas at
+statistic measured finds more without losing clear groups or calling
+iris-shaped Gaussian noise clustered; and at 18 flowers setosa reaches 0.9 only at betas at
 which half to nearly all Gaussian references with X's within-cluster
 noise show a cluster above 0.5 (the 4th-7th smallest of the 7), while
 the species' own partition lowers the null's beta. The partitions' rule
