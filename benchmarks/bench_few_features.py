@@ -49,7 +49,11 @@ temperature:
   from its scores' MAD), a single-linkage gap statistic, and the best
   2-split's likelihood ratio of two isotropic Gaussians with variances of
   their own against one (``unequal_variance_ratio``: power for a tight
-  group beside spread points);
+  group beside spread points), k = 3, the index of sphered data (the
+  tied-covariance mixture's likelihood ratio, Friedman & Rubin's
+  det W / det T), of standardised columns, and references with the
+  within covariance of X's own best k-partition; also on Gaussian noise
+  shaped as iris (``IRIS_SHAPED_NOISE``);
 - ``cost``: that default's fit time over a plain fit at its beta_;
 - ``flat-tested``: partitions, ``ExactFlatClustering()``'s own
   ``beta="auto"`` with 2-9 distinct columns ("test, then temper" to the
@@ -110,6 +114,14 @@ temperature:
   unchanged, or the test over k = 2, 3, 4 at once (``max over k``,
   ``max_over_k_pvalue``) (``--null-partitions`` picks some, ``--verbose``
   per seed);
+- ``setosa-bounds``: trees, iris (``--per-class`` 4 or 6 flowers a
+  species): what the data allow the few-feature calibration -- the
+  default test beside two oracle tests (the species' labels given: the
+  setosa split's own index; iris's population given: the most powerful
+  test against it), the beta setosa needs to reach 0.9, and the
+  Gaussian-null references' humble betas with the default's partition
+  and with the species' own (their 2nd smallest, the default's rank, and
+  their largest);
 - ``weak-regimes``: where that default is weak, its failures by branch,
   the test's p-values and references, and the failures with the
   Gaussian-null branch forced (is it the test or the beta?);
@@ -152,11 +164,13 @@ temperature:
     python benchmarks/bench_few_features.py --only iris-split-evidence
     python benchmarks/bench_few_features.py --seeds 30 --only weak-regimes
     python benchmarks/bench_few_features.py --seeds 30 --only null-rank [--regimes iris]
-    python benchmarks/bench_few_features.py --seeds 30 --only test-power [--regimes iris]
+    python benchmarks/bench_few_features.py --seeds 30 --only test-power [--regimes iris] \
+        [--test-variants "sample (default)" "own within cov."]
     python benchmarks/bench_few_features.py --seeds 30 --only iris-diagnosis
     python benchmarks/bench_few_features.py --seeds 10 --first-seed 10 --only iris-trees
     python benchmarks/bench_few_features.py --seeds 30 --only mixture-trees --regimes "groups of 4"
     python benchmarks/bench_few_features.py --seeds 30 --only null-partition-trees --regimes noise
+    python benchmarks/bench_few_features.py --seeds 30 --only setosa-bounds [--per-class 6]
 """
 import argparse
 import itertools
@@ -787,6 +801,11 @@ def null_rank_data(regime, seed):
     """(X, labels or None) of ``null-rank``'s regimes: the sweep's shapes, iris and copies."""
     if regime == "noise, one column x 12":
         return regime_or_copies("copies", seed)
+    if regime == IRIS_SHAPED_NOISE:
+        # Gaussian noise shaped as the iris subsamples are: nearly one-dimensional.
+        X, y = load_iris(return_X_y=True)
+        return np.random.default_rng(seed).multivariate_normal(
+            np.zeros(4), np.cov(X[y > 0].T), size=12), None
     if regime.startswith("noise"):
         return np.random.default_rng(seed).normal(size=(12, int(regime[-1]))), None
     if regime.startswith("iris"):
@@ -798,6 +817,9 @@ def null_rank_data(regime, seed):
             + SHIFT * np.eye(n_features)[y]), y
 
 
+#: Gaussian noise, 12 x 4, with the covariance of iris's 100 versicolor and virginica
+#: flowers (eigenvalues 1.18, 0.12, 0.08, 0.03): the level of a test on iris-shaped noise.
+IRIS_SHAPED_NOISE = "noise, versic.+virg. cov"
 NULL_RANK_REGIMES = ("2 groups of 5, 2 f", "2 groups of 5, 3 f", "2 groups of 5, 4 f",
                      "3 groups of 4, 3 f", "3 groups of 4, 4 f", "iris setosa (12)",
                      "noise 12 x 2", "noise 12 x 3", "noise 12 x 4", "noise, one column x 12")
@@ -906,25 +928,66 @@ def unequal_variance_ratio(data, min_size=3):
     return ratio.min(axis=1) - n_points * np.log(total / n_points)
 
 
+def _test_k(X):
+    """The test's own k: the clusters of ``correlation_map_labels(X)``, 2 to X's distinct rows."""
+    labels = calibration.correlation_map_labels(X)
+    return int(min(max(2, len(np.unique(labels))), len(np.unique(X, axis=0))))
+
+
+def _sphered(data):
+    """Each data set (R, N, p) whitened by its own covariance, in its span.
+
+    The 2-means index of sphered data is the determinant criterion of
+    Friedman & Rubin (1967), ``det W / det T`` at its best split: the
+    classification likelihood ratio of a two-cluster tied-covariance
+    Gaussian mixture against one Gaussian, affine invariant, so its null
+    needs no covariance at all.
+    """
+    whitened = []
+    for points in data:
+        left, values, _ = np.linalg.svd(points - points.mean(axis=0), full_matrices=False)
+        whitened.append(left[:, values > values[0] * 1e-6])
+    return np.stack(whitened)
+
+
+def _standardised(data):
+    """Each data set's columns (R, N, p) brought to unit variance (constant columns left)."""
+    centred = data - data.mean(axis=1, keepdims=True)
+    scale = centred.std(axis=1, keepdims=True)
+    return centred / np.where(scale > 0, scale, 1.0)
+
+
+def _own_within_covariance(X):
+    """The pooled within covariance of the test's best k-partition of X (``index_partition``)."""
+    return calibration.within_covariance(
+        X, calibration.index_partition(X, _test_k(X), np.random.RandomState(0)))
+
+
 #: The test's variants compared by ``test-power``: (covariance of the
-#: Gaussian references, statistic, k); k None is the test's own
-#: (``correlation_map_labels``).
+#: Gaussian references, statistic, k, map applied to X and to every
+#: reference before the index); k None is the test's own (``_test_k``).
 TEST_VARIANTS = {
-    "sample (default)": (lambda X: np.atleast_2d(np.cov(X.T)), "index", None),
-    "sample, k = 2": (lambda X: np.atleast_2d(np.cov(X.T)), "index", 2),
-    "MCD covariance": (_mcd_covariance, "index", None),
-    "PC MAD eigenvalues": (_pc_mad_covariance, "index", None),
-    "single-link gap": (lambda X: np.atleast_2d(np.cov(X.T)), "gap", None),
-    "unequal-var. LR": (lambda X: np.atleast_2d(np.cov(X.T)), "ratio", None),
+    "sample (default)": (lambda X: np.atleast_2d(np.cov(X.T)), "index", None, None),
+    "sample, k = 2": (lambda X: np.atleast_2d(np.cov(X.T)), "index", 2, None),
+    "sample, k = 3": (lambda X: np.atleast_2d(np.cov(X.T)), "index", 3, None),
+    "MCD covariance": (_mcd_covariance, "index", None, None),
+    "PC MAD eigenvalues": (_pc_mad_covariance, "index", None, None),
+    "single-link gap": (lambda X: np.atleast_2d(np.cov(X.T)), "gap", None, None),
+    "unequal-var. LR": (lambda X: np.atleast_2d(np.cov(X.T)), "ratio", None, None),
+    "sphered (tied LR)": (lambda X: np.atleast_2d(np.cov(X.T)), "index", 2, _sphered),
+    "standardised": (lambda X: np.atleast_2d(np.cov(X.T)), "index", None, _standardised),
+    "own within cov.": (_own_within_covariance, "index", None, None),
 }
 
 
 def test_variant_pvalue(X, variant, rng, n_references):
     """The p-value of one ``TEST_VARIANTS`` entry with a fixed number of references."""
-    covariance_of, name, k = TEST_VARIANTS[variant]
+    covariance_of, name, k, transform = TEST_VARIANTS[variant]
     covariance = covariance_of(X)
     references = np.stack([calibration.gaussian_reference(covariance, len(X), rng)
                            for _ in range(n_references)])
+    if transform is not None:
+        X, references = transform(X[None])[0], transform(references)
     if name == "gap":
         observed = single_linkage_gap(X)
         exceed = sum(single_linkage_gap(reference) >= observed for reference in references)
@@ -933,35 +996,36 @@ def test_variant_pvalue(X, variant, rng, n_references):
         exceed = int(np.sum(unequal_variance_ratio(references) <= observed))
     else:
         if k is None:
-            labels = calibration.correlation_map_labels(X)
-            k = int(min(max(2, len(np.unique(labels))), len(np.unique(X, axis=0))))
+            k = _test_k(X)
         observed = calibration.cluster_indices(X[None], k, rng)[0]
         exceed = int(np.sum(calibration.cluster_indices(references, k, rng) <= observed))
     return (1 + exceed) / (1 + n_references)
 
 
-def test_power_table(n_seeds, regimes=NULL_RANK_REGIMES, n_references=199):
+def test_power_table(n_seeds, regimes=NULL_RANK_REGIMES, n_references=199,
+                     variants=tuple(TEST_VARIANTS)):
     """Trees' test: its variants' share significant at ``STRUCTURE_ALPHA`` (fixed references).
 
     On groups and iris the power (higher is better), on noise the size
     (false positives; at most about the level). Each data set is brought
     near unit scale as the estimator does; references per seed from
-    RandomState(seed), ``n_references`` each.
+    RandomState(seed), ``n_references`` each; ``variants`` (``--test-variants``)
+    of ``TEST_VARIANTS``.
     """
     print(f"\ntrees' test variants, significant at {calibration.STRUCTURE_ALPHA:g} "
           f"({n_references} references), seeds 0..{n_seeds - 1} (noise: 0..{2 * n_seeds - 1})")
-    print(f"{'regime':>22} " + " ".join(f"{name:>18}" for name in TEST_VARIANTS))
+    print(f"{'regime':>22} " + " ".join(f"{name:>18}" for name in variants))
     for regime in regimes:
         seeds = range(2 * n_seeds if regime.startswith("noise") else n_seeds)
-        counts = dict.fromkeys(TEST_VARIANTS, 0)
+        counts = dict.fromkeys(variants, 0)
         for seed in seeds:
             X = calibration._near_unit_scale(Dasgupta(), null_rank_data(regime, seed)[0])
-            for variant in TEST_VARIANTS:
+            for variant in variants:
                 counts[variant] += test_variant_pvalue(
                     X, variant, np.random.RandomState(seed),
                     n_references) <= calibration.STRUCTURE_ALPHA
         print(f"{regime:>22} " + " ".join(f"{f'{counts[name]}/{len(seeds)}':>18}"
-                                          for name in TEST_VARIANTS), flush=True)
+                                          for name in variants), flush=True)
 
 
 def iris_diagnosis_table(n_seeds, betas=(0.3, 1.0, 3.0, 10.0)):
@@ -2102,6 +2166,146 @@ def null_partition_trees_table(n_seeds, rules, regimes=MIXTURE_TREE_REGIMES, fir
               + f" {time.process_time() - start:>6.0f}", flush=True)
 
 
+def _humble_betas(data, gamma, labels, rng, n_references=calibration.N_GAUSSIAN_REFERENCES):
+    """Every Gaussian-null reference's largest humble beta, sorted (the default ranks them).
+
+    The references of ``calibration.gaussian_null_beta`` (the pooled within-cluster
+    covariance of ``labels``, clustered at X's kernel width, level
+    ``GAUSSIAN_NULL_LEVEL``), each searched over the whole beta range rather
+    than up to the rank's bound, so that every rank can be read off; with the
+    default's stream the 2nd smallest is the default's beta within the
+    search's tolerance (``CAP_TOLERANCE``).
+    """
+    covariance = calibration.within_covariance(data, labels)
+    caps = []
+    for _ in range(n_references):
+        reference = calibration.gaussian_reference(covariance, len(data), rng)
+        found, _ = calibration._largest_humble_beta(
+            lambda beta: humility(reference, beta, gamma, False), 1.0,
+            calibration.BETA_RANGE[1], calibration.GAUSSIAN_NULL_LEVEL)
+        caps.append(calibration.BETA_RANGE[0] if found is None else found)
+    return np.sort(caps)
+
+
+def needed_beta(data, members, gamma, target=0.9, betas=2.0 ** np.arange(-4.0, 8.5, 0.5)):
+    """The smallest beta of a grid (steps of sqrt 2) at which ``members`` reach ``target``."""
+    support = {}
+
+    def at(index):
+        if index not in support:
+            support[index] = ExactHierarchicalClustering(
+                Dasgupta(beta=float(betas[index]), gamma=gamma), verbose=0).fit(
+                    data).cluster_probability(members)
+        return support[index]
+    # Steps of 2 up to the first beta that reaches it, then the sqrt-2 step below.
+    index = next((i for i in range(0, len(betas), 2) if at(i) >= target), None)
+    if index is None:
+        return np.inf
+    return float(betas[index - 1] if index > 0 and at(index - 1) >= target else betas[index])
+
+
+def _iris_population_log_density(points):
+    """Log density of iris's own population: its three species' Gaussians (all 150 flowers)."""
+    from scipy.special import logsumexp
+    from scipy.stats import multivariate_normal
+    X, y = load_iris(return_X_y=True)
+    return logsumexp([multivariate_normal(X[y == k].mean(0), np.cov(X[y == k].T)).logpdf(points)
+                      for k in range(3)], axis=0) - np.log(3.0)
+
+
+def population_ratio_pvalue(X, rng, n_references=999):
+    """p-value of the most powerful test of iris's own population against one Gaussian.
+
+    The log likelihood ratio of X under the iris population's three-species
+    Gaussian mixture (labels summed out) over the best single Gaussian
+    (Neyman-Pearson against that known alternative), referred to Gaussian
+    data sets with X's mean and covariance (a parametric bootstrap): no
+    unsupervised test that does not know iris's population can be more
+    powerful against it.
+    """
+    from scipy.stats import multivariate_normal
+
+    def ratio(points):
+        single = multivariate_normal(points.mean(0), np.cov(points.T, bias=True),
+                                     allow_singular=True)
+        return float(np.sum(_iris_population_log_density(points)) - np.sum(single.logpdf(points)))
+
+    observed = ratio(X)
+    null = [ratio(rng.multivariate_normal(X.mean(0), np.cov(X.T), size=len(X)))
+            for _ in range(n_references)]
+    return (1 + int(np.sum(np.array(null) >= observed))) / (1 + n_references)
+
+
+def split_given_pvalue(X, members, rng, n_references=999):
+    """p-value of the labels-given split's own 2-means index against the same split of references.
+
+    SigClust's statistic and references (Gaussian with X's covariance), but
+    evaluated at the one split the labels give instead of the best of all
+    2**(N-1) - 1: what the test would find if it knew where to look.
+    """
+    side = np.zeros(len(X), dtype=bool)
+    side[members] = True
+
+    def index(data):
+        centred = data - data.mean(axis=1, keepdims=True)
+        between = (centred[:, side].sum(axis=1) ** 2).sum(axis=1) * len(X) / (
+            side.sum() * (len(X) - side.sum()))
+        return 1.0 - between / (centred ** 2).sum(axis=(1, 2))
+
+    covariance = np.atleast_2d(np.cov(X.T))
+    null = index(np.stack([calibration.gaussian_reference(covariance, len(X), rng)
+                           for _ in range(n_references)]))
+    return (1 + int(np.sum(null <= index(X[None])[0]))) / (1 + n_references)
+
+
+def setosa_bounds_table(seeds, n_per_class):
+    """Trees, iris: what the data allow the few-feature calibration (oracles beside the default).
+
+    Per subsample (``n_per_class`` flowers a species): the default test's
+    p-value and k; two oracle tests -- the species' labels given (SigClust's
+    index of the setosa split alone, ``split_given_pvalue``) and iris's own
+    population given (``population_ratio_pvalue``); the beta setosa needs
+    to reach 0.9 (``needed_beta``); and the 7 Gaussian-null references'
+    humble betas (``_humble_betas``, default stream) with the null's
+    within covariance from the default's partition (``tied_mixture_partition``)
+    and from the species themselves (an oracle): their 2nd smallest (the
+    default's rule) with setosa's support there, their largest (no rank of 7
+    can give more) and the least rank that reaches setosa's need (r).
+    """
+    print(f"\ntrees, iris ({3 * n_per_class} flowers): what the data allow, seeds "
+          f"{seeds[0]}..{seeds[-1]}")
+    print(f"{'seed':>4} {'p':>6} {'k':>2} {'p split':>7} {'p pop.':>6} {'need':>5} "
+          f"{'tied: 2nd setosa max r':>23} {'species: 2nd setosa max r':>26} {'CPU s':>6}")
+    for seed in seeds:
+        start = time.process_time()
+        X, y = iris_flowers(seed, per_class=n_per_class)
+        energy = Dasgupta()
+        data = calibration._near_unit_scale(energy, X)
+        gamma = calibration._at_kernel_width(energy, data).gamma
+        setosa = np.flatnonzero(y == 0)
+        test_rng, _, _ = calibration._rngs(None)
+        labels = calibration.correlation_map_labels(data)
+        p_value, k, _ = calibration.structure_pvalue(data, test_rng, labels)
+        partitions = (calibration.tied_mixture_partition(data, k, test_rng), y)
+        oracle_rng = np.random.RandomState(seed)
+        p_split = split_given_pvalue(data, setosa, oracle_rng)
+        p_population = population_ratio_pvalue(X, oracle_rng)
+        need = needed_beta(data, setosa, gamma)
+        cells = []
+        for partition in partitions:
+            betas = _humble_betas(data, gamma, partition, calibration._rngs(None)[2])
+            beta = betas[calibration.GAUSSIAN_NULL_RANK - 1]
+            support = ExactHierarchicalClustering(Dasgupta(beta=beta, gamma=gamma),
+                                                  verbose=0).fit(data).cluster_probability(setosa)
+            # The least rank of the references' humble betas that reaches setosa's need.
+            reaching = np.flatnonzero(betas >= need)
+            rank = str(reaching[0] + 1) if len(reaching) else "-"
+            cells.append(f"{beta:>5.2g} {support:>5.2f} {betas[-1]:>5.2g} {rank:>1}")
+        print(f"{seed:>4} {p_value:>6.3f} {k:>2} {p_split:>7.3f} {p_population:>6.3f} "
+              f"{need:>5.2g} {cells[0]:>23} {cells[1]:>26} "
+              f"{time.process_time() - start:>6.1f}", flush=True)
+
+
 class _Known(Exception):
     """A rule's partition was already fitted on this data set: its (statistic, beta_)."""
 
@@ -2128,6 +2332,10 @@ def main():
                         help="flat-energies: only these candidates (default all)")
     parser.add_argument("--null-partitions", nargs="*", default=list(NULL_PARTITIONS),
                         help="rules of null-partition-trees (NULL_PARTITIONS)")
+    parser.add_argument("--test-variants", nargs="*", default=list(TEST_VARIANTS),
+                        help="test-power: the variants (TEST_VARIANTS)")
+    parser.add_argument("--per-class", type=int, default=4,
+                        help="setosa-bounds: iris flowers a species (4: 12 flowers, 6: 18)")
     parser.add_argument("--verbose", action="store_true", help="null-partition-trees: per seed")
     parser.add_argument("--tested-level", type=float,
                         default=calibration.GAUSSIAN_NULL_LEVEL,
@@ -2179,15 +2387,18 @@ def main():
     if "iris-diagnosis" in args.only:
         iris_diagnosis_table(args.seeds)
     if "test-power" in args.only:
-        test_power_table(args.seeds, [regime for regime in NULL_RANK_REGIMES
+        test_power_table(args.seeds, [regime for regime in NULL_RANK_REGIMES + (IRIS_SHAPED_NOISE,)
                                       if not args.regimes
-                                      or any(part in regime for part in args.regimes)])
+                                      or any(part in regime for part in args.regimes)],
+                         variants=args.test_variants)
     if "null-rank" in args.only:
         null_rank_table(args.seeds, [regime for regime in NULL_RANK_REGIMES
                                      if not args.regimes
                                      or any(part in regime for part in args.regimes)])
     if "iris-trees" in args.only:
         iris_trees_table(args.seeds, first_seed=args.first_seed)
+    if "setosa-bounds" in args.only:
+        setosa_bounds_table(iris_seeds, args.per_class)
     if "null-partition-trees" in args.only:
         null_partition_trees_table(args.seeds, args.null_partitions,
                                    [regime for regime in MIXTURE_TREE_REGIMES
