@@ -18,14 +18,29 @@ For each size this prints, in one run:
 (mass) ``SparseTrellisClustering``'s certified share of the spanned trees
     (``mass_bound_time=--mass-time``): the time of the bound past its
     budget, and the bound.
+(tol) The "log_partition" search's ``tol`` stop, on ``--tol-problems``
+    for each of ``--tols``, the clock started before the beam search's
+    tree (width 5) that seeds every run: the time at which the root's
+    bracket as the walks leave it is first within ``tol`` (the kernel in
+    slices of 0.1 s, as the driver ran it before it revised the brackets),
+    the time at which it is when every cluster's bracket is revised after
+    every slice (and the revisions' share of that time, and the most the
+    revision narrowed the walked bracket by), and the time ``run_search``
+    (the driver, ``bracket_log_partition=True``) takes to stop, with the
+    bracket it reports. A problem whose walked bracket reaches no ``tol``
+    within ``--tol-budget`` is a time-bound run: then the clusters stored
+    and the width at the end, the walked loop's after the final revision.
 
 Ginkgo jets of ``--sizes`` particles (``make_jets(n_leaves=N,
 random_state=N)``) and Dasgupta (beta 2) on ``--dasgupta-sizes`` random
 Gaussian points in 5 dimensions (seed N).
 
     python benchmarks/bench_search_budget.py --sizes 20 25 30 --budget 20
+    python benchmarks/bench_search_budget.py --parts tol --tol-problems jet:14 planted:40:2
 """
 import argparse
+import pathlib
+import sys
 import time
 import warnings
 
@@ -33,9 +48,13 @@ import numpy as np
 
 from sktrellis import BestFirstHierarchicalClustering, SparseTrellisClustering
 from sktrellis._engine.agglomerative.builders import beam_search
+from sktrellis._engine.search import driver
 from sktrellis._engine.search._best_first import BestFirstSearch
 from sktrellis.datasets import make_jets
 from sktrellis.energies import Dasgupta, GinkgoLikelihood
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from bench_best_first import problem  # noqa: E402  (its blobs and planted hierarchy)
 
 
 def problems(sizes, dasgupta_sizes):
@@ -102,6 +121,92 @@ def part_mass(name, energy, X, mass_time):
           f"mass_bound_time={mass_time:g}; log spanned mass >= {bound:.4f}", flush=True)
 
 
+def tol_problem(spec):
+    """``jet:N``, or ``random:N:beta`` (Dasgupta on 5-d Gaussian points), ``blobs:N:beta`` or
+    ``planted:N:beta`` (bench_best_first's data, seed N)."""
+    kind, n_points, *beta = spec.split(":")
+    n_points = int(n_points)
+    if kind == "jet":
+        return (f"jet N = {n_points}", GinkgoLikelihood(),
+                make_jets(n_leaves=n_points, random_state=n_points)[0].momenta)
+    beta = float(beta[0])
+    if kind == "random":
+        energy = Dasgupta(beta=beta)
+        X = np.random.default_rng(n_points).normal(size=(n_points, 5))
+    else:
+        energy, X = problem("dasgupta", kind, n_points, seed=n_points)
+        energy.set_params(beta=beta)
+    return f"Dasgupta {kind} beta {beta:g} N = {n_points}", energy, X
+
+
+def beam_incumbent(energy, X):
+    def incumbent():
+        tree = beam_search(energy.merge_model(X), 5)[0]
+        return tree.merges, tree.log_potential
+    return incumbent
+
+
+def tol_loop(energy, X, tols, budget, revise):
+    """The kernel in the driver's slices; when each tol is first reached, the revisions' seconds.
+
+    Returns ``(reached, seconds, revising, narrowed, search)``: the time each
+    tol was reached at (the walked bracket, or with ``revise`` the revised
+    one), the loop's time, the revisions' time, and the most a revision
+    narrowed the walked bracket by.
+    """
+    bound = energy.search_bound(X)
+    exact_size = -1 if bound.exact_size > 2 else driver._LOG_PARTITION_EXACT_SIZE
+    start = time.perf_counter()
+    search = BestFirstSearch(bound, len(X), objective="log_partition", exact_size=exact_size)
+    search.add_tree(beam_incumbent(energy, X)()[0])
+    reached, revising, narrowed = {}, 0.0, 0.0
+    while (len(reached) < len(tols) and not search.finished
+           and time.perf_counter() - start < budget):
+        if search.run(seconds=driver._SLICE_SECONDS) == "max_states":
+            break
+        if revise:
+            walked = width(search.root_log_partition_bracket)
+            _, seconds = timed(search.log_partition_bounds)
+            revising += seconds
+            narrowed = max(narrowed, walked - width(search.root_log_partition_bracket))
+        now = time.perf_counter() - start
+        for tol in tols:
+            if tol not in reached and width(search.root_log_partition_bracket) <= tol:
+                reached[tol] = now
+    if search.finished:
+        reached = {tol: reached.get(tol, time.perf_counter() - start) for tol in tols}
+    return reached, time.perf_counter() - start, revising, narrowed, search
+
+
+def part_tol(spec, tols, budget):
+    name, energy, X = tol_problem(spec)
+    walked, walked_seconds, _, _, walked_search = tol_loop(energy, X, tols, budget, False)
+    if not walked:
+        # Time-bound: what the driver's revisions cost the walks in a run that never stops.
+        clusters = walked_search.n_clusters
+        final = width(walked_search.log_partition_bounds())
+        result, seconds = timed(lambda: driver.run_search(
+            energy.search_bound(X), len(X), beam_incumbent(energy, X),
+            objective="log_partition", tol=min(tols), max_time=budget,
+            bracket_log_partition=True))
+        print(f"| {name} | {min(tols):g} | time-bound {walked_seconds:.1f} s: {clusters:,} "
+              f"clusters, width {final:.4f} | | driver {seconds:.1f} s "
+              f"({result.stop_reason}): {result.n_clusters_stored:,} clusters, width "
+              f"{width(result.log_partition_bounds):.4f} |", flush=True)
+        return
+    revised, revised_seconds, revising, narrowed, _ = tol_loop(energy, X, tols, budget, True)
+    for tol in tols:
+        result, seconds = timed(lambda: driver.run_search(
+            energy.search_bound(X), len(X), beam_incumbent(energy, X),
+            objective="log_partition", tol=tol, max_time=budget, bracket_log_partition=True))
+        def at(reached):
+            return f"{reached[tol]:.2f} s" if tol in reached else f"> {budget:g} s"
+        print(f"| {name} | {tol:g} | {at(walked)} | {at(revised)} (revisions "
+              f"{revising / revised_seconds:.1%} of {revised_seconds:.1f} s, narrowed by at most "
+              f"{narrowed:.3g}) | {seconds:.2f} s ({result.stop_reason}), width "
+              f"{width(result.log_partition_bounds):.3g} |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 25, 30])
@@ -115,9 +220,23 @@ def main():
                         help="seconds of search before the revisions of part cut")
     parser.add_argument("--cut-seconds", type=float, default=0.001,
                         help="the budget of the cut revision of part cut")
-    parser.add_argument("--parts", nargs="+", choices=("fit", "cut", "mass"),
+    parser.add_argument("--parts", nargs="+", choices=("fit", "cut", "mass", "tol"),
                         default=["fit", "cut", "mass"])
+    parser.add_argument("--tol-problems", nargs="+",
+                        default=["jet:14", "jet:15", "random:16:1", "planted:32:2",
+                                 "planted:40:2", "blobs:40:2"],
+                        help="part tol: jet:N, random:N:beta, blobs:N:beta or planted:N:beta")
+    parser.add_argument("--tols", type=float, nargs="+", default=[1.0, 0.1, 0.01])
+    parser.add_argument("--tol-budget", type=float, default=20.0,
+                        help="the longest run of part tol")
     args = parser.parse_args()
+    if "tol" in args.parts:
+        print("| problem | tol | walked bracket within tol | revised after every slice "
+              "| driver |")
+        print("|---|---|---|---|---|")
+        for spec in args.tol_problems:
+            part_tol(spec, args.tols, args.tol_budget)
+        args.sizes = args.dasgupta_sizes = []
     for name, energy, X in problems(args.sizes, args.dasgupta_sizes):
         for objective in args.objectives:
             if "fit" in args.parts:
