@@ -293,3 +293,89 @@ def test_no_memory_for_the_last_revision_keeps_the_search(objective, monkeypatch
     lower, upper = result.log_partition_bounds
     assert (lower, upper) == result.search.root_log_partition_bracket
     assert lower <= exact + 1e-9 * abs(exact) and exact <= upper + 1e-9 * abs(exact)
+
+
+class _SteppedSearch(BestFirstSearch):
+    """The search in slices of ``step`` states instead of seconds, so that two runs take the
+    same walks; each revision of the brackets recorded as (walked, revised) root brackets."""
+
+    step = 200
+    revisions = []
+
+    def run(self, seconds=np.inf, max_states=-1):
+        cap = self.n_states + self.step
+        reason = super().run(max_states=cap if max_states < 0 else min(cap, max_states))
+        return "slice" if reason == "max_states" and self.n_states < max_states else reason
+
+    def log_partition_bounds(self, seconds=np.inf, max_revisions=-1):
+        walked = self.root_log_partition_bracket
+        revised = super().log_partition_bounds(seconds, max_revisions)
+        self.revisions.append((walked, revised))
+        return revised
+
+
+def width(bracket):
+    return bracket[1] - bracket[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_tol_stop_reads_the_revised_bracket(seed, monkeypatch):
+    """A log Z search stops after the first slice whose revised bracket is within tol, though
+    the walks left the root's bracket wider: a walk revises only its own path.
+
+    Revised after every slice (no limit on the share), in slices of a fixed count of states:
+    a first run (tol=0) records every revision; the second, with tol between the walked and
+    the revised width of the first revision that narrowed the root, stops right there
+    (earlier slices' brackets were wider than the walked one there) and reports that bracket.
+    """
+    monkeypatch.setattr(driver, "BestFirstSearch", _SteppedSearch)
+    monkeypatch.setattr(driver, "_REVISION_SHARE", np.inf)
+    monkeypatch.setattr(_SteppedSearch, "revisions", [])
+    n_points = 8
+    X = points(n_points, seed)
+    exact = ExactHierarchicalClustering(ENERGY).fit(X).log_partition_
+    run = dict(objective="log_partition", exact_size=0, max_states=10**6,
+               bracket_log_partition=True)
+    run_search(ENERGY.search_bound(X), n_points, beam_incumbent(X), tol=0.0, **run)
+    widths = [(width(walked), width(revised)) for walked, revised in _SteppedSearch.revisions]
+    narrowed = [k for k, (walked, revised) in enumerate(widths) if walked > revised]
+    assert narrowed
+    k = narrowed[0]
+    tol = sum(widths[k]) / 2
+    monkeypatch.setattr(_SteppedSearch, "revisions", [])
+    result = run_search(ENERGY.search_bound(X), n_points, beam_incumbent(X), tol=tol, **run)
+    assert result.stop_reason == "optimal"
+    # The stop's revision, then the final one, which finds nothing changed.
+    assert len(_SteppedSearch.revisions) == k + 2
+    walked, revised = _SteppedSearch.revisions[k]
+    assert width(walked) > tol >= width(revised)
+    assert result.log_partition_bounds == revised
+    lower, upper = result.log_partition_bounds
+    assert lower <= exact + 1e-9 * abs(exact) and exact <= upper + 1e-9 * abs(exact)
+
+
+def test_the_revisions_between_slices_keep_their_share(monkeypatch):
+    """After a revision of c seconds the walks run c / share before the next: with a share
+    too small for any second one, the run revises once between its slices, then at its end."""
+    monkeypatch.setattr(driver, "BestFirstSearch", _SteppedSearch)
+    monkeypatch.setattr(driver, "_REVISION_SHARE", 1e-12)
+    monkeypatch.setattr(_SteppedSearch, "revisions", [])
+    X = points(8)
+    result = run_search(ENERGY.search_bound(X), 8, beam_incumbent(X), objective="log_partition",
+                        exact_size=0, max_states=10**6, bracket_log_partition=True)
+    assert result.stop_reason == "optimal" and result.n_iterations > 1
+    assert len(_SteppedSearch.revisions) == 2
+
+
+@pytest.mark.parametrize("bracket_log_partition, revisions", [(False, 0), (True, 1)])
+def test_a_map_search_revises_its_brackets_only_when_asked_at_its_end(
+        bracket_log_partition, revisions, monkeypatch):
+    monkeypatch.setattr(driver, "BestFirstSearch", _SteppedSearch)
+    monkeypatch.setattr(driver, "_REVISION_SHARE", np.inf)
+    monkeypatch.setattr(_SteppedSearch, "revisions", [])
+    X = points(8)
+    result = run_search(ENERGY.search_bound(X), 8, beam_incumbent(X), objective="map",
+                        exact_size=0, max_states=10**6, tol=np.inf,
+                        bracket_log_partition=bracket_log_partition)
+    assert result.stop_reason == "optimal" and result.n_iterations > 1
+    assert len(_SteppedSearch.revisions) == revisions
