@@ -20,16 +20,17 @@ For each size this prints, in one run:
     budget, and the bound.
 (tol) The "log_partition" search's ``tol`` stop, on ``--tol-problems``
     for each of ``--tols``, the clock started before the beam search's
-    tree (width 5) that seeds every run: the time at which the root's
-    bracket as the walks leave it is first within ``tol`` (the kernel in
-    slices of 0.1 s, as the driver ran it before it revised the brackets),
-    the time at which it is when every cluster's bracket is revised after
-    every slice (and the revisions' share of that time, and the most the
-    revision narrowed the walked bracket by), and the time ``run_search``
-    (the driver, ``bracket_log_partition=True``) takes to stop, with the
-    bracket it reports. A problem whose walked bracket reaches no ``tol``
-    within ``--tol-budget`` is a time-bound run: then the clusters stored
-    and the width at the end, the walked loop's after the final revision.
+    tree (width 5) that seeds every run, in CPU seconds and walks: when the
+    root's bracket as the walks leave it is first within ``tol`` (the
+    kernel in slices of 0.1 s, as the driver ran it before it revised the
+    brackets between slices), when it is with every cluster's bracket
+    revised after every slice (and the revisions' share of the CPU time,
+    and the most a revision narrowed the walked bracket by), and when
+    ``run_search`` (the driver, ``bracket_log_partition=True``) stops, with
+    the bracket it reports. A problem whose walked bracket reaches no
+    ``tol`` within ``--tol-budget`` is a time-bound run: then the clusters
+    stored and the width at the end (the walked loop's after the final
+    revision) of the walked loop and of the driver.
 
 Ginkgo jets of ``--sizes`` particles (``make_jets(n_leaves=N,
 random_state=N)``) and Dasgupta (beta 2) on ``--dasgupta-sizes`` random
@@ -147,16 +148,17 @@ def beam_incumbent(energy, X):
 
 
 def tol_loop(energy, X, tols, budget, revise):
-    """The kernel in the driver's slices; when each tol is first reached, the revisions' seconds.
+    """The kernel in the driver's slices; when each tol is first reached, the revisions' share.
 
-    Returns ``(reached, seconds, revising, narrowed, search)``: the time each
-    tol was reached at (the walked bracket, or with ``revise`` the revised
-    one), the loop's time, the revisions' time, and the most a revision
-    narrowed the walked bracket by.
+    Returns ``(reached, cpu, revising, narrowed, search)``: the CPU seconds and
+    walks at which each tol was reached (the walked bracket, or with ``revise``
+    the one revised after every slice), the loop's CPU seconds, the revisions'
+    CPU seconds, and the most a revision narrowed the walked bracket by. CPU
+    time: the search runs on one thread, and the machine is shared.
     """
     bound = energy.search_bound(X)
     exact_size = -1 if bound.exact_size > 2 else driver._LOG_PARTITION_EXACT_SIZE
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     search = BestFirstSearch(bound, len(X), objective="log_partition", exact_size=exact_size)
     search.add_tree(beam_incumbent(energy, X)()[0])
     reached, revising, narrowed = {}, 0.0, 0.0
@@ -166,44 +168,49 @@ def tol_loop(energy, X, tols, budget, revise):
             break
         if revise:
             walked = width(search.root_log_partition_bracket)
-            _, seconds = timed(search.log_partition_bounds)
-            revising += seconds
+            revision = time.process_time()
+            search.log_partition_bounds()
+            revising += time.process_time() - revision
             narrowed = max(narrowed, walked - width(search.root_log_partition_bracket))
-        now = time.perf_counter() - start
         for tol in tols:
-            if tol not in reached and width(search.root_log_partition_bracket) <= tol:
-                reached[tol] = now
-    if search.finished:
-        reached = {tol: reached.get(tol, time.perf_counter() - start) for tol in tols}
-    return reached, time.perf_counter() - start, revising, narrowed, search
+            if tol not in reached and (search.finished or
+                                       width(search.root_log_partition_bracket) <= tol):
+                reached[tol] = (time.process_time() - cpu, search.n_iterations)
+    return reached, time.process_time() - cpu, revising, narrowed, search
+
+
+def driven(energy, X, tol, budget):
+    """``run_search`` as the estimator calls it: (result, CPU seconds)."""
+    cpu = time.process_time()
+    result = driver.run_search(
+        energy.search_bound(X), len(X), beam_incumbent(energy, X), objective="log_partition",
+        tol=tol, max_time=budget, bracket_log_partition=True)
+    return result, time.process_time() - cpu
 
 
 def part_tol(spec, tols, budget):
     name, energy, X = tol_problem(spec)
-    walked, walked_seconds, _, _, walked_search = tol_loop(energy, X, tols, budget, False)
+    walked, walked_cpu, _, _, walked_search = tol_loop(energy, X, tols, budget, False)
     if not walked:
         # Time-bound: what the driver's revisions cost the walks in a run that never stops.
         clusters = walked_search.n_clusters
         final = width(walked_search.log_partition_bounds())
-        result, seconds = timed(lambda: driver.run_search(
-            energy.search_bound(X), len(X), beam_incumbent(energy, X),
-            objective="log_partition", tol=min(tols), max_time=budget,
-            bracket_log_partition=True))
-        print(f"| {name} | {min(tols):g} | time-bound {walked_seconds:.1f} s: {clusters:,} "
-              f"clusters, width {final:.4f} | | driver {seconds:.1f} s "
-              f"({result.stop_reason}): {result.n_clusters_stored:,} clusters, width "
+        result, cpu = driven(energy, X, min(tols), budget)
+        print(f"| {name} | {min(tols):g} | time-bound, {walked_cpu:.1f} CPU s: {clusters:,} "
+              f"clusters, width {final:.4f} | | {cpu:.1f} CPU s ({result.stop_reason}): "
+              f"{result.n_clusters_stored:,} clusters, width "
               f"{width(result.log_partition_bounds):.4f} |", flush=True)
         return
-    revised, revised_seconds, revising, narrowed, _ = tol_loop(energy, X, tols, budget, True)
+    revised, revised_cpu, revising, narrowed, _ = tol_loop(energy, X, tols, budget, True)
     for tol in tols:
-        result, seconds = timed(lambda: driver.run_search(
-            energy.search_bound(X), len(X), beam_incumbent(energy, X),
-            objective="log_partition", tol=tol, max_time=budget, bracket_log_partition=True))
+        result, cpu = driven(energy, X, tol, budget)
+
         def at(reached):
-            return f"{reached[tol]:.2f} s" if tol in reached else f"> {budget:g} s"
+            return (f"{reached[tol][0]:.2f} s, {reached[tol][1]:,} walks" if tol in reached
+                    else f"> {budget:g} s")
         print(f"| {name} | {tol:g} | {at(walked)} | {at(revised)} (revisions "
-              f"{revising / revised_seconds:.1%} of {revised_seconds:.1f} s, narrowed by at most "
-              f"{narrowed:.3g}) | {seconds:.2f} s ({result.stop_reason}), width "
+              f"{revising / revised_cpu:.1%}, narrowed by at most {narrowed:.3g}) | "
+              f"{cpu:.2f} s, {result.n_iterations:,} walks ({result.stop_reason}), width "
               f"{width(result.log_partition_bounds):.3g} |", flush=True)
 
 
@@ -231,8 +238,8 @@ def main():
                         help="the longest run of part tol")
     args = parser.parse_args()
     if "tol" in args.parts:
-        print("| problem | tol | walked bracket within tol | revised after every slice "
-              "| driver |")
+        print("| problem | tol | walked bracket within tol (CPU) | revised after every slice "
+              "| driver (CPU) |")
         print("|---|---|---|---|---|")
         for spec in args.tol_problems:
             part_tol(spec, args.tols, args.tol_budget)
