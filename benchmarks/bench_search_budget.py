@@ -179,13 +179,33 @@ def tol_loop(energy, X, tols, budget, revise):
     return reached, time.process_time() - cpu, revising, narrowed, search
 
 
+class TimedRevisions(BestFirstSearch):
+    """The search, counting its revisions of the brackets and their CPU seconds."""
+
+    revisions = []
+
+    def log_partition_bounds(self, seconds=np.inf, max_revisions=-1):
+        cpu = time.process_time()
+        bounds = super().log_partition_bounds(seconds, max_revisions)
+        self.revisions.append(time.process_time() - cpu)
+        return bounds
+
+
 def driven(energy, X, tol, budget):
-    """``run_search`` as the estimator calls it: (result, CPU seconds)."""
-    cpu = time.process_time()
-    result = driver.run_search(
-        energy.search_bound(X), len(X), beam_incumbent(energy, X), objective="log_partition",
-        tol=tol, max_time=budget, bracket_log_partition=True)
-    return result, time.process_time() - cpu
+    """``run_search`` as the estimator calls it: (result, CPU seconds, revisions' note)."""
+    TimedRevisions.revisions = []
+    driver.BestFirstSearch = TimedRevisions
+    try:
+        cpu = time.process_time()
+        result = driver.run_search(
+            energy.search_bound(X), len(X), beam_incumbent(energy, X),
+            objective="log_partition", tol=tol, max_time=budget, bracket_log_partition=True)
+        cpu = time.process_time() - cpu
+    finally:
+        driver.BestFirstSearch = BestFirstSearch
+    revisions = TimedRevisions.revisions
+    return result, cpu, (f"{len(revisions)} revisions, {sum(revisions) / cpu:.1%} of the CPU "
+                         "time")
 
 
 def part_tol(spec, tols, budget):
@@ -195,15 +215,15 @@ def part_tol(spec, tols, budget):
         # Time-bound: what the driver's revisions cost the walks in a run that never stops.
         clusters = walked_search.n_clusters
         final = width(walked_search.log_partition_bounds())
-        result, cpu = driven(energy, X, min(tols), budget)
+        result, cpu, note = driven(energy, X, min(tols), budget)
         print(f"| {name} | {min(tols):g} | time-bound, {walked_cpu:.1f} CPU s: {clusters:,} "
               f"clusters, width {final:.4f} | | {cpu:.1f} CPU s ({result.stop_reason}): "
               f"{result.n_clusters_stored:,} clusters, width "
-              f"{width(result.log_partition_bounds):.4f} |", flush=True)
+              f"{width(result.log_partition_bounds):.4f}; {note} |", flush=True)
         return
     revised, revised_cpu, revising, narrowed, _ = tol_loop(energy, X, tols, budget, True)
     for tol in tols:
-        result, cpu = driven(energy, X, tol, budget)
+        result, cpu, note = driven(energy, X, tol, budget)
 
         def at(reached):
             return (f"{reached[tol][0]:.2f} s, {reached[tol][1]:,} walks" if tol in reached
@@ -211,7 +231,7 @@ def part_tol(spec, tols, budget):
         print(f"| {name} | {tol:g} | {at(walked)} | {at(revised)} (revisions "
               f"{revising / revised_cpu:.1%}, narrowed by at most {narrowed:.3g}) | "
               f"{cpu:.2f} s, {result.n_iterations:,} walks ({result.stop_reason}), width "
-              f"{width(result.log_partition_bounds):.3g} |", flush=True)
+              f"{width(result.log_partition_bounds):.3g}; {note} |", flush=True)
 
 
 def main():
