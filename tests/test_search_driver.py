@@ -379,3 +379,29 @@ def test_a_map_search_revises_its_brackets_only_when_asked_at_its_end(
                         bracket_log_partition=bracket_log_partition)
     assert result.stop_reason == "optimal" and result.n_iterations > 1
     assert len(_SteppedSearch.revisions) == revisions
+
+
+class _InterruptedRevision(_SteppedSearch):
+    """The search, with Ctrl-C in its first revision of the brackets."""
+
+    def log_partition_bounds(self, seconds=np.inf, max_revisions=-1):
+        if not self.revisions:
+            self.revisions.append(None)
+            raise KeyboardInterrupt
+        return super().log_partition_bounds(seconds, max_revisions)
+
+
+def test_ctrl_c_in_a_revision_between_slices_interrupts_the_search(monkeypatch):
+    """Ctrl-C in a revision between slices ends the run as in a slice: the final revision gets
+    its least slice, and the bracket still holds log Z."""
+    monkeypatch.setattr(driver, "BestFirstSearch", _InterruptedRevision)
+    monkeypatch.setattr(_InterruptedRevision, "revisions", [])
+    X = points(8)
+    exact = ExactHierarchicalClustering(ENERGY).fit(X).log_partition_
+    result = run_search(ENERGY.search_bound(X), 8, beam_incumbent(X), objective="log_partition",
+                        exact_size=0, max_states=10**6, max_time=60.0,
+                        bracket_log_partition=True)
+    assert result.stop_reason == "interrupted"
+    assert len(_InterruptedRevision.revisions) == 2
+    lower, upper = result.log_partition_bounds
+    assert lower <= exact + 1e-9 * abs(exact) and exact <= upper + 1e-9 * abs(exact)
