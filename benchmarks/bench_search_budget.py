@@ -217,8 +217,9 @@ def part_tol(spec, tols, budget):
         final = width(walked_search.log_partition_bounds())
         result, cpu, note = driven(energy, X, min(tols), budget)
         print(f"| {name} | {min(tols):g} | time-bound, {walked_cpu:.1f} CPU s: {clusters:,} "
-              f"clusters, width {final:.4f} | | {cpu:.1f} CPU s ({result.stop_reason}): "
-              f"{result.n_clusters_stored:,} clusters, width "
+              f"clusters ({clusters / walked_cpu:,.0f} a CPU s), width {final:.4f} | | "
+              f"{cpu:.1f} CPU s ({result.stop_reason}): {result.n_clusters_stored:,} clusters "
+              f"({result.n_clusters_stored / cpu:,.0f} a CPU s), width "
               f"{width(result.log_partition_bounds):.4f}; {note} |", flush=True)
         return
     revised, revised_cpu, revising, narrowed, _ = tol_loop(energy, X, tols, budget, True)

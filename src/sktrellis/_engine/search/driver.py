@@ -28,13 +28,16 @@ _LEAST_REFRESH_SECONDS = _SLICE_SECONDS
 # The log Z search's stop reads the root's bracket after a revision of
 # every cluster's bracket from its parts (``BestFirstSearch.
 # log_partition_bounds``): a walk revises only its own path, so a part it
-# narrowed leaves its other parents as wide as before, and the root's
-# bracket as the walks left it was measured 15-21 nats wider than revised
-# on jets of 25 and 30 particles. The revisions between slices take at
-# most this share of the time: after one of c seconds, the walks run for
-# c / share before the next (one every slice on small graphs, where a
-# revision takes well under a millisecond; measured in benchmarks/README.md).
-_REVISION_SHARE = 0.05
+# narrowed leaves its other parents as wide as before. The revisions
+# between slices take at most this share of the time: after one of c
+# seconds the walks run for c / share before the next, so the stop comes
+# at most a slice or 100 c after the revised bracket is within tol (c is
+# under a millisecond on small graphs, 7 ms for 420,000 clusters of a
+# 20-particle jet). Measured (benchmarks/README.md): where tol can be
+# reached, the walked bracket was within 0.3 nats of the revised one near
+# the end and reached tol in the same slice; at a share of 5 % the
+# revisions took 3-4 % of a time-bound run's CPU time.
+_REVISION_SHARE = 0.01
 # Share of the memory this process can still allocate (the tightest of
 # host, RLIMIT_AS and cgroup, as the exact estimators' guard finds it) that
 # the search's states may take by default, leaving the rest to the process
