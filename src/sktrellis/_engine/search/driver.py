@@ -32,11 +32,11 @@ _LEAST_REFRESH_SECONDS = _SLICE_SECONDS
 # between slices take at most this share of the time: after one of c
 # seconds the walks run for c / share before the next, so the stop comes
 # at most a slice or 100 c after the revised bracket is within tol (c is
-# under a millisecond on small graphs, 7 ms for 420,000 clusters of a
-# 20-particle jet). Measured (benchmarks/README.md): where tol can be
-# reached, the walked bracket was within 0.3 nats of the revised one near
-# the end and reached tol in the same slice; at a share of 5 % the
-# revisions took 3-4 % of a time-bound run's CPU time.
+# under a millisecond on small graphs, 8-11 ms for 300,000-500,000
+# clusters of a 20-particle jet). Measured (benchmarks/README.md): where
+# tol could be reached, near the end the walked bracket was within 0.3
+# nats of the revised one and reached tol after as many walks; at a share
+# of 5 % the revisions took 3-4 % of a time-bound run's CPU time.
 _REVISION_SHARE = 0.01
 # Share of the memory this process can still allocate (the tightest of
 # host, RLIMIT_AS and cgroup, as the exact estimators' guard finds it) that
