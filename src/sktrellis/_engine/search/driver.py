@@ -367,7 +367,7 @@ class _Revisions:
         self.out_of_memory = False
 
     def bracket(self, tol, deadline):
-        """The root's bracket, revised first when a revision is due and would decide the stop.
+        """The root's bracket, every cluster's revised first if it is wider than tol and one is due.
 
         No revision when the bracket is within ``tol`` already, before it is
         due, at or past ``deadline`` (the final revision follows), or once
