@@ -1503,3 +1503,19 @@ def test_ginkgo_partial_keys_are_the_same_with_the_sides_tables_kept(global_rand
     for k in order:
         members, sides = states[k]
         assert kept.partial_key(members, sides) == fresh.partial_key(members, sides)
+
+
+def test_ginkgo_bound_makes_its_sides_tables_at_its_first_partial_key():
+    """A search whose clusters are all solved exactly asks for no partial key, and its
+    bound holds no sides' tables (a fitted estimator keeps its search); the first key makes
+    them, in no more slots than the jet has subsets."""
+    energy, X = _ginkgo_at(10, 0)
+    bound = energy.search_bound(X)
+    assert BestFirstSearch(bound, 10).run() == "optimal"
+    assert bound.n_partial_keys == 0 and bound.side_slots == 0
+    bound.partial_key(np.arange(10), [0, 1])
+    assert bound.side_slots == 2 ** 10
+    energy, X = _ginkgo_at(14, 0)
+    bound = energy.search_bound(X)
+    bound.partial_key(np.arange(14), [0, 1])
+    assert bound.side_slots == 2 ** 12
