@@ -438,7 +438,8 @@ cdef double loose_root_value(const GinkgoJet* jet, const double* low, const doub
     for h in range(2, m):
         l = m - h
         big = h if low[h] >= low[l] else l
-        # g(tau, t) at its peak over the range (``root_heavy_within``).
+        # g(tau, t) at its peak over the range: ``root_heavy_within``'s clamp
+        # of tau = lam t to [tau_low, tau_high], its logs taken once.
         t = low[big]
         tau = jet.lam * t
         if tau <= tau_low:
@@ -581,7 +582,7 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, double log_t_r
     g(tau, t_low[o])`` at its peak over tau in that range
     (``root_heavy_within``).
     """
-    cdef double best = -INFINITY, heavy, light, t_heavy, scale, root = sqrt(t_root)
+    cdef double best = -INFINITY, heavy, light, t_heavy, scale, least, root = sqrt(t_root)
     cdef double low[2]
     cdef int c, o
     # A part of two or more points of a tree of non-zero likelihood is a
