@@ -897,7 +897,7 @@ cdef class GinkgoBound(SearchBound):
     so a subset's own are no smaller), and the root's heavier child has
     ``tau = t_X``, at least t_cut and L_a and within the range of t over
     F_X and q = a - |F_X| free points (``free_gains``: t_{F_X} plus the q
-    least gains, t_{W_X} less the r - q least): its term is at most g
+    least gains, t_{W_X} less the r - q least, if >= 0): its term is at most g
     at its peak over that range of tau (``root_heavy_within``), with the
     heavier child's t at least ``max(L_h, L_l)`` (``loose_root_value``:
     ``ell >= L_h``); a pair: both leaves' terms fall with its t. This is at
