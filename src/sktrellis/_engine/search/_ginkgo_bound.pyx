@@ -105,11 +105,12 @@ def _small_nodes(momenta, double t_cut, int largest):
 def _leaf_slack(momenta, pair_mass, point_mass):
     """s: how far a node with a leaf child x can be lighter than its other child c.
 
-    ``t_v - t_c = t_x + sum over j in c of t_xj`` (bilinearity): at least
-    the most negative over x of its own t and row's negative parts (0 for
-    causal momenta; about ``-4e-9 E**2`` at the 1e-9 spacelike deficit the
-    energy accepts), less 1e-12 of the jet's squared energy for the
-    rounding of the likelihood's sums (as ``_small_nodes``).
+    ``t_v - t_c = t_x + sum over j in c of t_xj`` (bilinearity) is at
+    least the most negative, over x, of the negative parts of its own t and
+    row (0 for causal momenta; about ``-4e-9 E**2`` at the 1e-9 spacelike
+    deficit the energy accepts): s is minus that, plus 1e-12 of the jet's
+    squared energy for the rounding of the likelihood's sums (as
+    ``_small_nodes``).
     """
     if not len(momenta):
         return 0.0
