@@ -102,6 +102,22 @@ def _small_nodes(momenta, double t_cut, int largest):
     return nodes
 
 
+def _leaf_slack(momenta, pair_mass, point_mass):
+    """s: how far a node with a leaf child x can be lighter than its other child c.
+
+    ``t_v - t_c = t_x + sum over j in c of t_xj`` (bilinearity) is at
+    least the most negative, over x, of the negative parts of its own t and
+    row (0 for causal momenta; about ``-4e-9 E**2`` at the 1e-9 spacelike
+    deficit the energy accepts): s is minus that, plus 1e-12 of the jet's
+    squared energy for the rounding of the likelihood's sums (as
+    ``_small_nodes``).
+    """
+    if not len(momenta):
+        return 0.0
+    own = np.minimum(point_mass, 0.0) + np.minimum(pair_mass, 0.0).sum(axis=1)
+    return float(-own.min() + 1e-12 * momenta[:, 0].sum() ** 2)
+
+
 ###############################################################################
 # The jet, as the kernels read it
 
@@ -114,8 +130,9 @@ cdef struct GinkgoJet:
     double lam, t_cut
     double params[N_PARAMS]
     double log_lam, log_norm, kappa
-    # The least t_ij = 2 p_i.p_j of the jet, or 0 if none is negative.
-    double pair_floor
+    # c = max(lam, c0): over tau >= c0 t, a child's g(tau, t) peaks at
+    # tau = c t (the class docstring).
+    double peak
     # The jet's k-nodes, k = 2..SMALL_NODE_SIZE: masks and t (less a
     # rounding margin), lightest first.
     const uint64_t* node_mask[SMALL_NODE_SIZE + 1]
@@ -179,11 +196,25 @@ cdef double split_cost(const GinkgoJet* jet, const int* members, int m,
 
 cdef inline double inner_max(const GinkgoJet* jet, double tau_low, double log_tau_low,
                              double t_low, double log_t_low) noexcept nogil:
-    """I(T, L): the largest g(tau, t) over t >= L, tau >= max(t, T) (logs given)."""
-    cdef double c = jet.lam if jet.lam > 1.0 else 1.0
-    if c * t_low >= tau_low:
+    """I(T, L): the largest g(tau, t) over t >= L, tau >= max(c0 t, T) (logs given)."""
+    if jet.peak * t_low >= tau_low:
         return jet.kappa - log_t_low
     return jet.log_lam - log_tau_low - jet.lam * t_low / tau_low - jet.log_norm
+
+
+cdef double negative_part(const GinkgoJet* jet, const int* members, int m) noexcept nogil:
+    """neg: the sum of the negative t_i over S, less 1e-12 E_S**2.
+
+    The margin is for rounding (as ``_small_nodes``'): the likelihood sums
+    a node's four-momenta, the L_k sum the t_ij and t_i.
+    """
+    cdef double negative = 0.0, energy = 0.0
+    cdef int x
+    for x in range(m):
+        energy += jet.p4[4 * members[x]]
+        if jet.self_t[members[x]] < 0.0:
+            negative += jet.self_t[members[x]]
+    return negative - 1e-12 * energy * energy
 
 
 cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* low,
@@ -200,16 +231,15 @@ cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* l
     cdef double root_low[MAX_SEARCH_POINTS + 1]
     cdef double column[MAX_SEARCH_POINTS]
     cdef int by_column[MAX_SEARCH_POINTS]
-    cdef double negative = 0.0, value, total, smallest
+    cdef double negative, value, total, smallest
     cdef int x, y, z, k, q, l, moving
     cdef Py_ssize_t row
     cdef uint64_t mask = 0
     for x in range(m):
         mask |= (<uint64_t>1) << members[x]
+    negative = negative_part(jet, members, m)
     for x in range(m):
         row = members[x] * jet.n
-        if jet.self_t[members[x]] < 0.0:
-            negative += jet.self_t[members[x]]
         # The row's m - 2 smallest pair masses in order: the jet's row in
         # order, less the points outside S (and x itself), without a
         # branch on which points those are.
@@ -254,7 +284,7 @@ cdef bint node_masses(const GinkgoJet* jet, const int* members, int m, double* l
         smallest = low[k - 1] + single[k - 1] + negative
         for l in range(2, k // 2 + 1):
             value = root_low[k - l] + root_low[l]
-            value *= value
+            value = value * value + negative
             if value < smallest:
                 smallest = value
         low[k] = max(low[k], smallest)
@@ -307,7 +337,7 @@ cdef inline double split_mass(const double* low, const double* single, double ne
         value = low[k - 1] + single[k - 1] + negative
     else:
         value = sqrt(low[h]) + sqrt(low[l])
-        value *= value
+        value = value * value + negative
     return value if value > low[k] else low[k]
 
 
@@ -323,10 +353,7 @@ cdef bint subtree_tables(const GinkgoJet* jet, const int* members, int m, double
     cdef double value, heavy, top_in, top_with, cherry
     cdef double log_4pi = log(4 * M_PI)
     cdef int k, h, l, x
-    negative[0] = 0.0
-    for x in range(m):
-        if jet.self_t[members[x]] < 0.0:
-            negative[0] += jet.self_t[members[x]]
+    negative[0] = negative_part(jet, members, m)
     if not node_masses(jet, members, m, low, single):
         return False
     for k in range(2, m):
@@ -412,7 +439,8 @@ cdef double loose_root_value(const GinkgoJet* jet, const double* low, const doub
     for h in range(2, m):
         l = m - h
         big = h if low[h] >= low[l] else l
-        # g(tau, t) at its peak over the range (``root_heavy_within``).
+        # g(tau, t) at its peak over the range: ``root_heavy_within``'s clamp
+        # of tau = lam t to [tau_low, tau_high], its logs taken once.
         t = low[big]
         tau = jet.lam * t
         if tau <= tau_low:
@@ -477,9 +505,7 @@ cdef double log_z_upper(const GinkgoJet* jet, const int* members, int m) noexcep
     if t < jet.t_cut:
         return -INFINITY
     log_t = log(t)
-    for x in range(m):
-        if jet.self_t[members[x]] < 0.0:
-            negative += jet.self_t[members[x]]
+    negative = negative_part(jet, members, m)
     if not node_masses(jet, members, m, low, single):
         return -INFINITY
     for k in range(2, m):
@@ -557,7 +583,7 @@ cdef double split_term_upper(const GinkgoJet* jet, double t_root, double log_t_r
     g(tau, t_low[o])`` at its peak over tau in that range
     (``root_heavy_within``).
     """
-    cdef double best = -INFINITY, heavy, light, t_heavy, scale, root = sqrt(t_root)
+    cdef double best = -INFINITY, heavy, light, t_heavy, scale, least, root = sqrt(t_root)
     cdef double low[2]
     cdef int c, o
     # A part of two or more points of a tree of non-zero likelihood is a
@@ -721,7 +747,8 @@ cdef void memo_store(MaskMemo* memo, uint64_t mask, double value) noexcept nogil
 
 cdef enum:
     # GinkgoBound keeps the tables of the last widest sets its sides' keys
-    # saw in this many slots (2**12, about 2.6 KB each: 11 MB), by mask. At
+    # saw in at most this many slots (2**12, about 2.6 KB each: 11 MB), by
+    # mask, made at its first sides' key (``kept_side_tables``). At
     # 25 particles 45 % of the look-ups find their tables (37 % with 2**10
     # slots, 51 % with 2**14).
     SIDE_TABLES_LOG2 = 12
@@ -766,11 +793,17 @@ cdef class GinkgoBound(SearchBound):
     of a set C of points and
     ``t_ij = 2 p_i.p_j = t_{ij} - t_i - t_j``, so that ``t_C = sum over i in
     C of t_i + sum over pairs i < j in C of t_ij`` (bilinearity; the points'
-    own ``t_i`` are 0 up to rounding, and only their negative part, summed
-    over S as ``neg <= 0``, is kept below). Inner nodes are future-directed
-    and timelike, so ``sqrt t_v >= sqrt t_a + sqrt t_b`` (reverse
-    Cauchy-Schwarz, ``p_a.p_b >= sqrt(t_a t_b)``): the lighter child's scale
-    ``t_v' = (sqrt t_v - sqrt t_a)**2 >= t_b``.
+    own ``t_i`` are 0 up to rounding; only their negative part, summed over
+    S less ``1e-12 E_S**2`` for rounding (``negative_part``), is kept, as
+    ``neg <= 0``). Inner nodes are future-directed and timelike: two inner
+    children have ``sqrt t_v >= sqrt t_a + sqrt t_b`` (reverse
+    Cauchy-Schwarz), so ``t_v >= t_a`` and the lighter's scale ``t_v' =
+    (sqrt t_v - sqrt t_a)**2 >= t_b``. A leaf x may be 1e-9 spacelike (as
+    the energy accepts): beside a child c, ``t_v - t_c = t_x + sum over j in
+    c of t_xj >= -s`` (``_leaf_slack``, with a margin for rounding that also
+    covers two inner children), so a nearly collinear x can make v lighter
+    than c. A child's tau (t_v for the heavier) is at least ``t_c - s >= c0
+    t_c``, ``c0 = 1 - s / t_cut`` (inner ``t_c >= t_cut``).
 
     **Least mass of a node of k points, L_k** (a tree of non-zero
     likelihood over S, every inner node v has ``t_v >= t_cut``):
@@ -784,7 +817,8 @@ cdef class GinkgoBound(SearchBound):
       x), ``t_v = t_a + t_x + sum over j in a of t_xj >= L_{k-1} + neg +
       R_{k-1}`` (``t_x >= neg``), ``R_q = min over x in S of r_x(q)``;
       with h, l >= 2 (two inner children),
-      ``t_v >= (sqrt L_h + sqrt L_l)**2``. Call this ``ell(k, h, l)``;
+      ``t_v >= (sqrt L_h + sqrt L_l)**2 + neg`` (neg for rounding). Call
+      this ``ell(k, h, l)``;
     - by the cut, for k = 2, 3, 4: a node is a set whose own t reaches
       t_cut and that splits into parts that are nodes or single points
       (its subtree has non-zero likelihood), so L_k is at least the least t
@@ -803,9 +837,11 @@ cdef class GinkgoBound(SearchBound):
 
     **The terms by sizes.** A child c with ``t_c >= L``: ``g(tau, t_c) =
     log(lam / tau) - lam t_c / tau - n`` decreases in ``t_c`` and, over
-    ``tau >= max(t_c, T)``, peaks at ``tau = max(lam t_c, t_c, T)``: ``g <=
-    I(T, L)``, its value at ``t_c = L`` and that tau; ``I(0, L) = kappa -
-    log L``, ``kappa = log(lam / c) - lam / c - n``, ``c = max(lam, 1)``.
+    ``tau >= max(c0 t_c, T)``, peaks at ``tau = max(c t_c, T)``, ``c =
+    max(lam, c0)`` (lam for lam >= 1, whatever s; for lam < 1 near 1 where
+    the cut is far above s, and down to g's own peak, lam, where it is not):
+    ``g <= I(T, L)``, its value at ``t_c = L`` and that tau; ``I(0, L) =
+    kappa - log L``, ``kappa = log(lam / c) - lam / c - n``.
     A leaf child: ``g = log(1 - exp(-lam t_cut / tau)) - n <= -n``; in a
     cherry both leaves have ``tau = t_v`` (``t_v' = t_v`` as ``t_a = 0``),
     and g decreases in tau: ``<= log(1 - exp(-lam t_cut / L_2)) - n``.
@@ -862,7 +898,7 @@ cdef class GinkgoBound(SearchBound):
     so a subset's own are no smaller), and the root's heavier child has
     ``tau = t_X``, at least t_cut and L_a and within the range of t over
     F_X and q = a - |F_X| free points (``free_gains``: t_{F_X} plus the q
-    least gains, t_{W_X} less the r - q least): its term is at most g
+    least gains, t_{W_X} less the r - q least, if >= 0): its term is at most g
     at its peak over that range of tau (``root_heavy_within``), with the
     heavier child's t at least ``max(L_h, L_l)`` (``loose_root_value``:
     ``ell >= L_h``); a pair: both leaves' terms fall with its t. This is at
@@ -925,9 +961,11 @@ cdef class GinkgoBound(SearchBound):
     cdef readonly list small_nodes
     cdef GinkgoJet jet
     cdef MaskMemo memo
-    # The sides' keys' tables by widest set (SIDE_TABLES_LOG2 slots), NULL
-    # where each key computes them afresh (``reuse_side_tables``).
+    # The sides' keys' tables by widest set (``kept_side_tables``) in
+    # side_slots slots, NULL (0) until the first key or if not kept.
     cdef SideTables* side_cache
+    cdef bint keeps_side_tables
+    cdef readonly size_t side_slots
     # Sides' keys computed (``partial_key_``), for the benchmarks' rates.
     cdef readonly long long n_partial_keys
     # Scratch of the exact solves by the trellis kernel, SUBSET_SCRATCH
@@ -959,7 +997,6 @@ cdef class GinkgoBound(SearchBound):
         cdef const float64_t[:, ::1] pair_view = pair_mass
         cdef const float64_t[::1] point_view = point_mass
         self.pair_mass, self.point_mass = pair_mass, point_mass
-        self.jet.pair_floor = min(float(pair_mass.min()), 0.0) if self.jet.n else 0.0
         self.jet.pair_t = &pair_view[0, 0] if self.jet.n else NULL
         self.jet.self_t = &point_view[0] if self.jet.n else NULL
         # A cluster's rows of pair masses in order are these, less the points
@@ -975,19 +1012,16 @@ cdef class GinkgoBound(SearchBound):
             self.jet.params[k] = value
         self.jet.log_lam = self.jet.params[LOG_LAM]
         self.jet.log_norm = self.jet.params[LOG_NORM]
-        # I(0, L) = kappa - log L: g(tau, L) at tau = max(lam, 1) L.
-        cdef double c = max(lam, 1.0)
+        # I(0, L) = kappa - log L: g(tau, L) at tau = c L (the class docstring).
+        cdef double c = max(lam, 1.0 - _leaf_slack(momenta, pair_mass, point_mass) / t_cut)
+        self.jet.peak = c
         self.jet.kappa = self.jet.log_lam - log(c) - lam / c - self.jet.log_norm
         self.scale = 0.0
         # The split order comes from the complete split's own bound.
         self.refine = True
         self.bounds_log_z = True
         self.sees_sides = sides_bound_enabled
-        if self.sees_sides and side_tables_reused:
-            self.side_cache = <SideTables*>calloc((<size_t>1) << SIDE_TABLES_LOG2,
-                                                  sizeof(SideTables))
-            if self.side_cache == NULL:
-                raise MemoryError("GinkgoBound: no memory for the sides' tables")
+        self.keeps_side_tables = self.sees_sides and side_tables_reused
         if not 0 <= exact_size <= MAX_EXACT_POINTS:
             raise ValueError(
                 f"exact_size must be 0 to {MAX_EXACT_POINTS} (3**k / 2 splits per cluster), "
@@ -1059,11 +1093,12 @@ cdef void free_gains(const GinkgoJet* jet, const int* fixed, int n_fixed, const 
     F is side X's fixed points, R the r free ones, and X = F + Q with Q q
     of them. By bilinearity ``t_X = t_F + sum over x in Q of d_x + sum over
     pairs of Q of t_xy``, and ``t_W = t_X + sum over y in R - Q of d_y +
-    the t_yz of those y with each other and with Q`` (W = F + R). With
-    ``f = min(0, least t_ij of the jet)`` (``t_ij >= 0`` for causal
-    future-directed momenta: f only sees rounding), ``t_F + prefix[q] +
-    C(q, 2) f <= t_X <= t_W - prefix[r - q] - (C(r - q, 2) + q (r - q)) f``
-    (``sides_key`` widens both by its rounding margin).
+    the t_yz of those y with each other and with Q`` (W = F + R). Every
+    ``t_x`` and ``t_xy`` is at least 0 for causal momenta, so ``t_F +
+    max(prefix[q], 0) <= t_X <= t_W - max(prefix[r - q], 0)``; the energy
+    accepts points up to 1e-9 spacelike, and their negative parts, all
+    together at most about ``4e-9 E_S**2``, with rounding, are what
+    ``sides_key``'s margin of ``1e-8 E_S**2`` on both ends covers.
     """
     cdef double p_fixed[4]
     cdef double gains[MAX_SEARCH_POINTS]
@@ -1142,7 +1177,6 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
     cdef double log_4pi = log(4 * M_PI)
     cdef uint64_t widest_mask
     cdef bint tables
-    cdef double floor = bound.jet.pair_floor
     cdef int x, side, a, b, n0, top, n_free, q, rest
     fixed_mask[0] = fixed_mask[1] = free_mask = 0
     for x in range(m):
@@ -1174,9 +1208,8 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
             # shared by every state whose other side has the same fixed
             # points (a child with its parent).
             widest_mask = fixed_mask[side] | free_mask
-            if bound.side_cache != NULL:
-                tab = &bound.side_cache[mix_bits(widest_mask)
-                                        & (((<uint64_t>1) << SIDE_TABLES_LOG2) - 1)]
+            tab = kept_side_tables(bound, widest_mask)
+            if tab != NULL:
                 if tab.mask != widest_mask:
                     side_tables(&bound.jet, tab, widest[side], n_widest[side], widest_mask)
             else:
@@ -1209,12 +1242,10 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
                 continue
             # The side adds q of the free points to F and leaves the rest:
             # its t is t_F plus their gains and their t_xy, and t_W less the
-            # others' gains and their t_xy with the rest of W.
+            # others' gains and their t_xy with the rest of W (free_gains).
             q, rest = a - n0, n_free - (a - n0)
-            t_low[side][a] = max(t_fixed + prefix[q] + 0.5 * q * (q - 1) * floor - margin,
-                                 bound.jet.t_cut)
-            t_high[side][a] = (t_widest - prefix[rest]
-                               - (0.5 * rest * (rest - 1) + q * rest) * floor + margin)
+            t_low[side][a] = max(t_fixed + max(prefix[q], 0.0) - margin, bound.jet.t_cut)
+            t_high[side][a] = t_widest - max(prefix[rest], 0.0) + margin
             if not tables or t_high[side][a] < bound.jet.t_cut:
                 sub[side][a] = INFINITY
                 continue
@@ -1245,6 +1276,27 @@ cdef double sides_key(GinkgoBound bound, const int* members, int m, uint64_t sid
         if value < key:
             key = value
     return key
+
+
+cdef SideTables* kept_side_tables(GinkgoBound bound, uint64_t mask) noexcept nogil:
+    """The slot of the bound's sides' tables for the widest set ``mask``; NULL if it keeps none.
+
+    The table is made at the first sides' key, so a bound never asked for
+    one (its clusters solved exactly, or the sides not seen) holds none:
+    2**min(SIDE_TABLES_LOG2, n) slots (a jet of n points has fewer widest
+    sets than 2**n). Out of memory, the keys compute their tables afresh.
+    """
+    cdef size_t slots
+    if bound.side_cache == NULL:
+        if not bound.keeps_side_tables:
+            return NULL
+        slots = (<size_t>1) << min(<Py_ssize_t>SIDE_TABLES_LOG2, bound.jet.n)
+        bound.side_cache = <SideTables*>calloc(slots, sizeof(SideTables))
+        if bound.side_cache == NULL:
+            bound.keeps_side_tables = False
+            return NULL
+        bound.side_slots = slots
+    return &bound.side_cache[mix_bits(mask) & (bound.side_slots - 1)]
 
 
 cdef int solve_subsets(GinkgoBound bound, const int* members, int m, double* log_z,
