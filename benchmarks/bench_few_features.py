@@ -92,6 +92,18 @@ temperature:
   pooled within covariance of the default's MAP partition); on
   iris also SigClust's test on versicolor and virginica alone and the
   posterior of a DPM told the species' own covariance;
+- ``flat-redraws``: partitions, what the default's beta is matched to after
+  a significant test (``REDRAWS``): the mixture bootstrap of X's MAP
+  partition (the default), of the tied-covariance Gaussian mixture BIC
+  prefers (``tied mixture``, ``calibration.tied_mixture_partition``), the
+  points drawn with replacement (``rows``), the same plus N(0, S / 2)
+  noise (``smoothed rows``, S the MAP partition's pooled within
+  covariance), and the MAP partition's mixture with its means and
+  covariance redrawn too (``posterior mixture``, a Bayesian parametric
+  bootstrap); on iris also the oracle floor (the coldest beta keeping
+  setosa's weakest pair at 0.9: the least confidence across versicolor
+  and virginica any matched beta could give) (``--redraws`` picks some,
+  ``--per-seed FILE`` appends per-seed lines);
 - ``iris-split-evidence``: whether versicolor and virginica are two groups
   by evidence without labels: SigClust's test on the two species alone
   (6-50 flowers each) and a full-covariance Gaussian mixture's BIC on all
@@ -162,6 +174,8 @@ temperature:
     python benchmarks/bench_few_features.py --seeds 10 --only flat-energies --energies DPM \
         "DPM, MAP within"
     python benchmarks/bench_few_features.py --only iris-split-evidence
+    python benchmarks/bench_few_features.py --seeds 30 --only flat-redraws --regimes groups \
+        "iris raw"
     python benchmarks/bench_few_features.py --seeds 30 --only weak-regimes
     python benchmarks/bench_few_features.py --seeds 30 --only null-rank [--regimes iris]
     python benchmarks/bench_few_features.py --seeds 30 --only test-power [--regimes iris] \
@@ -1758,6 +1772,177 @@ def flat_energies_table(seeds, regimes, names=tuple(FLAT_ENERGIES) + tuple(LIKEL
                   f"{oracle[:, 2].min():.2f}-{oracle[:, 2].max():.2f}", flush=True)
 
 
+def posterior_mixture_redraw(X, labels, rng):
+    """X redrawn from a Gaussian mixture whose parameters are themselves redrawn: each cluster's
+    mean from N(its sample mean, S / n_k) and the shared covariance from the sample covariance of
+    N - K draws of N(0, S), S the pooled within covariance of ``labels`` (a Bayesian parametric
+    bootstrap: the fitted partition's parameters are not taken as the truth)."""
+    _, inverse = np.unique(labels, return_inverse=True)
+    inverse = np.ravel(inverse)
+    point_means, n_clusters = calibration._cluster_means(X, labels)
+    covariance = calibration.within_covariance(X, labels)
+    sizes = np.bincount(inverse)
+    shifts = calibration.gaussian_reference(covariance, n_clusters, rng) / np.sqrt(sizes)[:, None]
+    dof = max(len(X) - n_clusters, 1)
+    draws = calibration.gaussian_reference(covariance, dof, rng)
+    redrawn_covariance = draws.T @ draws / dof
+    return point_means + shifts[inverse] + calibration.gaussian_reference(
+        redrawn_covariance, len(X), rng)
+
+
+def redraw_frequencies(name, map_labels_of, unit, data, labels, k, rng):
+    """The co-clustering frequencies a redraw candidate of ``flat-redraws`` matches beta to."""
+    n_resamples = calibration.N_MIXTURE_RESAMPLES
+    if name == "default":
+        return calibration.mixture_bootstrap_frequencies(map_labels_of, data, labels, rng)
+    if name == "tied mixture":
+        return calibration.mixture_bootstrap_frequencies(
+            map_labels_of, data, calibration.tied_mixture_partition(data, k, rng), rng)
+    if name == "rows":
+        return row_bootstrap_frequencies(unit, data, rng, n_resamples)
+    if name == "smoothed rows":
+        # Rows drawn with replacement plus N(0, S / 2) noise, S the pooled within covariance of
+        # X's MAP partition (a smoothed bootstrap), each row kept as the point it copies.
+        covariance = calibration.within_covariance(data, labels) / 2.0
+        together, drawn = np.zeros((len(data), len(data))), np.zeros((len(data), len(data)))
+        for _ in range(n_resamples):
+            ids = rng.randint(len(data), size=len(data))
+            points = data[ids] + calibration.gaussian_reference(covariance, len(data), rng)
+            same = calibration.co_clustering(map_labels_of(points))
+            pairs = np.zeros_like(together)
+            np.maximum.at(pairs, (np.repeat(ids, len(ids)), np.tile(ids, len(ids))),
+                          same.ravel())
+            seen = np.zeros(len(data), dtype=bool)
+            seen[ids] = True
+            together += pairs
+            drawn += np.outer(seen, seen)
+        return together / np.maximum(drawn, 1)
+    if name == "posterior mixture":
+        together = np.zeros((len(data), len(data)))
+        for _ in range(n_resamples):
+            together += calibration.co_clustering(
+                map_labels_of(posterior_mixture_redraw(data, labels, rng)))
+        return together / n_resamples
+    raise ValueError(name)
+
+
+#: Redraws ``flat-redraws`` matches the few-feature flat beta to after a significant test.
+REDRAWS = ("default", "tied mixture", "rows", "smoothed rows", "posterior mixture")
+
+
+def flat_redraws_table(seeds, regimes, names=REDRAWS, out=None):
+    """Partitions, few features: the redraw behind the matched beta, two-sided, per seed.
+
+    The default calibration's test and streams (``tested_mixture_beta``); where
+    the test is significant each candidate's frequencies (fresh copies of the
+    default's bootstrap stream) are matched by least squares
+    (``matched_co_clustering_beta``). Where it is not, every candidate is the
+    default's own-posterior beta: noise then puts no three points together
+    above ``NULL_LEVEL`` by construction (not refitted here), groups and iris
+    are fitted. Per regime: failures per candidate (noise: three points above
+    0.5; groups: a pair within below 0.9; iris: setosa's pair below 0.9), and
+    on iris the versicolor-virginica mean pair and largest pair.
+    """
+    print(f"\npartitions, few features: the redraw behind the matched beta; seeds "
+          f"{seeds[0]}..{seeds[-1]}", flush=True)
+    for regime in regimes:
+        iris = regime.startswith("iris")
+        rows = {name: [] for name in names}
+        n_significant, floor = 0, []
+        for seed in seeds:
+            X, y = (iris_flowers(seed, regime.endswith("std")) if iris
+                    else flat_regime_data(regime, seed))
+            data = calibration._near_unit_scale(CorrelationClustering(), X)
+            unit = calibration._unit_loss(
+                calibration._at_kernel_width(CorrelationClustering(), data))
+            table = unit.cluster_potential(data)
+            fitted = {}
+
+            def pairwise_at(beta):
+                if beta not in fitted:
+                    fitted[beta] = FlatTrellis(beta * table).pairwise_probability()
+                return fitted[beta]
+
+            def map_labels_of(points):
+                return np.asarray(map_partition(unit.cluster_potential(points))[0])
+
+            labels = map_labels_of(data)
+            test_rng = calibration._rngs(None)[0]
+            p_value, k, _ = calibration.structure_pvalue(data, test_rng, labels)
+            significant = p_value <= calibration.STRUCTURE_ALPHA
+            n_significant += significant
+            if not significant:
+                if y is None:
+                    value = (np.nan,)
+                else:
+                    beta, _ = calibration.own_humble_beta(
+                        lambda beta, _, level: calibration.largest_together(pairwise_at(beta)),
+                        data)
+                    pairwise = pairwise_at(beta)
+                    value = (species_supports(pairwise, y) if iris
+                             else (within_group(pairwise, y),))
+                for name in names:
+                    rows[name].append(value)
+                continue
+            line = []
+            for name in names:
+                frequencies = redraw_frequencies(name, map_labels_of, unit, data, labels, k,
+                                                 calibration._rngs(None)[1])
+                beta, _ = calibration.matched_co_clustering_beta(pairwise_at, frequencies)
+                pairwise = pairwise_at(beta)
+                if y is None:
+                    value = (calibration.largest_together(pairwise),)
+                elif iris:
+                    value = species_supports(pairwise, y)
+                else:
+                    value = (within_group(pairwise, y),)
+                rows[name].append(value)
+                line.append(f"{name} {beta:.3g}: " + " ".join(f"{v:.2f}" for v in value))
+            if iris:
+                # The oracle floor: the coldest beta keeping setosa's weakest pair at 0.9 (the
+                # pairs rise with beta), whatever redraw picked it; told the labels.
+                low, high = np.log(calibration.BETA_RANGE[0]), np.log(calibration.BETA_RANGE[1])
+                while high - low > np.log(calibration.CAP_TOLERANCE):
+                    middle = (low + high) / 2
+                    if within_group(pairwise_at(float(np.exp(middle))), y, [0]) >= 0.9:
+                        high = middle
+                    else:
+                        low = middle
+                floor.append(species_supports(pairwise_at(float(np.exp(high))), y))
+                line.append(f"setosa floor {np.exp(high):.3g}: "
+                            + " ".join(f"{v:.2f}" for v in floor[-1]))
+            if out is not None:
+                print(f"{regime} seed {seed} p {p_value:.3f} k {k}: " + "; ".join(line),
+                      file=out, flush=True)
+        if floor:
+            floor = np.array(floor)
+            print(f"{regime:>28} setosa at 0.9 (oracle), {len(floor)} significant: v~v mean "
+                  f"median {np.median(floor[:, 4]):.2f} (range {floor[:, 4].min():.2f}-"
+                  f"{floor[:, 4].max():.2f}), v~v pair > 0.75 {np.sum(floor[:, 3] > 0.75)}",
+                  flush=True)
+        for name in names:
+            values = np.array(rows[name])
+            head = f"{regime:>28} {name:>17} significant {n_significant:>2}/{len(seeds)}"
+            if iris:
+                print(f"{head}: setosa < 0.9 {np.sum(values[:, 0] < 0.9):>2} (worst "
+                      f"{values[:, 0].min():.2f}), v~v pair > 0.75 "
+                      f"{np.sum(values[:, 3] > 0.75):>2}, "
+                      f"v~v mean median {np.median(values[:, 4]):.2f} (by half "
+                      f"{np.median(values[:len(values) // 2, 4]):.2f}, "
+                      f"{np.median(values[len(values) // 2:, 4]):.2f}; range "
+                      f"{values[:, 4].min():.2f}-{values[:, 4].max():.2f}), versicolor / "
+                      f"virginica >= 0.5 {np.sum(values[:, 1] >= 0.5):>2} / "
+                      f"{np.sum(values[:, 2] >= 0.5):>2}", flush=True)
+            elif y is None:
+                significant = values[~np.isnan(values[:, 0]), 0]
+                print(f"{head}: fail {np.sum(significant > 0.5):>2} (worst where significant "
+                      f"{significant.max() if len(significant) else float('nan'):.2f})",
+                      flush=True)
+            else:
+                print(f"{head}: fail {np.sum(values[:, 0] < 0.9):>2} (worst "
+                      f"{values[:, 0].min():.2f})", flush=True)
+
+
 def iris_split_evidence(per_class=(6, 10, 15, 25, 50), n_subsamples=10):
     """Whether iris' versicolor and virginica are two groups by evidence a method without
     labels sees: SigClust's test (the calibration's, k = 2) on the two species alone at
@@ -2330,6 +2515,10 @@ def main():
                              "flat-iris-betas and flat-energies (to split a run)")
     parser.add_argument("--energies", nargs="*", default=None,
                         help="flat-energies: only these candidates (default all)")
+    parser.add_argument("--redraws", nargs="*", default=list(REDRAWS),
+                        help="flat-redraws: the candidates (REDRAWS)")
+    parser.add_argument("--per-seed", default=None,
+                        help="flat-redraws: append per-seed lines to this file")
     parser.add_argument("--null-partitions", nargs="*", default=list(NULL_PARTITIONS),
                         help="rules of null-partition-trees (NULL_PARTITIONS)")
     parser.add_argument("--test-variants", nargs="*", default=list(TEST_VARIANTS),
@@ -2380,6 +2569,11 @@ def main():
             "iris raw", "iris std") if regime not in FLAT_EXTRA_REGIMES and (
                 not args.regimes or any(part in regime for part in args.regimes))],
             *([tuple(args.energies)] if args.energies else []))
+    if "flat-redraws" in args.only:
+        flat_redraws_table(iris_seeds, [regime for regime in FLAT_REGIMES + (
+            "iris raw", "iris std") if regime not in FLAT_EXTRA_REGIMES and (
+                not args.regimes or any(part in regime for part in args.regimes))],
+            tuple(args.redraws), open(args.per_seed, "a") if args.per_seed else None)
     if "iris-split-evidence" in args.only:
         iris_split_evidence()
     if "weak-regimes" in args.only:
