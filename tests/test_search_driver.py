@@ -274,9 +274,12 @@ def test_a_cancelled_search_revises_its_brackets_for_the_least_slice(max_time, m
 
 
 class _FailingRevision(BestFirstSearch):
-    """The search, with no memory left for the revision of the brackets."""
+    """The search, with no memory left for the revision of the brackets; tries counted."""
+
+    tries = 0
 
     def log_partition_bounds(self, seconds=np.inf, max_revisions=-1):
+        type(self).tries += 1
         raise MemoryError
 
 
@@ -375,7 +378,7 @@ def test_a_map_search_revises_its_brackets_only_when_asked_at_its_end(
     monkeypatch.setattr(_SteppedSearch, "revisions", [])
     X = points(8)
     result = run_search(ENERGY.search_bound(X), 8, beam_incumbent(X), objective="map",
-                        exact_size=0, max_states=10**6, tol=np.inf,
+                        exact_size=0, max_states=10**6,
                         bracket_log_partition=bracket_log_partition)
     assert result.stop_reason == "optimal" and result.n_iterations > 1
     assert len(_SteppedSearch.revisions) == revisions
@@ -405,3 +408,63 @@ def test_ctrl_c_in_a_revision_between_slices_interrupts_the_search(monkeypatch):
     assert len(_InterruptedRevision.revisions) == 2
     lower, upper = result.log_partition_bounds
     assert lower <= exact + 1e-9 * abs(exact) and exact <= upper + 1e-9 * abs(exact)
+
+
+def test_no_memory_for_a_revision_between_slices_turns_them_off(monkeypatch):
+    """After a revision between slices found no memory, the run goes on with the walked
+    brackets and tries no more until its last revision."""
+
+    class Failing(_SteppedSearch, _FailingRevision):
+        pass
+
+    monkeypatch.setattr(driver, "BestFirstSearch", Failing)
+    monkeypatch.setattr(driver, "_REVISION_SHARE", np.inf)
+    monkeypatch.setattr(Failing, "tries", 0)
+    X = points(9)
+    result = run_search(ENERGY.search_bound(X), 9, beam_incumbent(X), objective="log_partition",
+                        max_states=10**6, exact_size=0, bracket_log_partition=True)
+    assert result.n_iterations > 1 and result.search.n_states > 2 * Failing.step
+    assert Failing.tries == 2   # the first between slices, and the last
+
+
+def test_a_bracket_the_last_revision_brings_within_tol_is_optimal(monkeypatch):
+    """Stopped by the state cap (or the clock) before its slices' revisions saw it, the run's
+    last revision can bring the bracket within tol: the stop's own rule then calls it
+    optimal, not a stop short of tol."""
+    monkeypatch.setattr(driver, "BestFirstSearch", _SteppedSearch)
+    monkeypatch.setattr(driver, "_REVISION_SHARE", np.inf)
+    X = points(10, 1)
+    for cap in (3000, 6000, 12000, 24000):
+        monkeypatch.setattr(_SteppedSearch, "revisions", [])
+        first = run_search(ENERGY.search_bound(X), 10, beam_incumbent(X),
+                           objective="log_partition", exact_size=0, max_states=cap,
+                           bracket_log_partition=True)
+        walked, revised = _SteppedSearch.revisions[-1]
+        if first.stop_reason == "max_states" and width(revised) < width(walked):
+            break
+    else:
+        pytest.fail("no state cap left the last revision narrower than the walked bracket")
+    tol = (width(revised) + width(walked)) / 2
+    monkeypatch.setattr(_SteppedSearch, "revisions", [])
+    result = run_search(ENERGY.search_bound(X), 10, beam_incumbent(X), objective="log_partition",
+                        exact_size=0, max_states=cap, tol=tol, bracket_log_partition=True)
+    assert width(result.log_partition_bounds) <= tol
+    assert result.stop_reason == "optimal"
+
+
+def test_no_trellis_when_a_revision_brings_the_bracket_within_tol(monkeypatch):
+    """Before the trellis takes over a log Z search, a revision of milliseconds may already
+    bring the bracket within tol: then the trellis, seconds or minutes, is not started."""
+    monkeypatch.setattr(driver, "inside_pass_seconds", lambda *args: 0.0)
+    X = points(10)
+    exact = ExactHierarchicalClustering(ENERGY).fit(X).log_partition_
+    wide = run_search(ENERGY.search_bound(X), 10, beam_incumbent(X), objective="log_partition",
+                      max_time=600, max_states=10**6, exact_size=0, bracket_log_partition=True,
+                      trellis=fallback(X))
+    assert wide.solver == "trellis"   # a tol of 0: the trellis proves log Z
+    result = run_search(ENERGY.search_bound(X), 10, beam_incumbent(X), objective="log_partition",
+                        max_time=600, max_states=10**6, exact_size=0, bracket_log_partition=True, tol=1e3,
+                        trellis=fallback(X))
+    assert (result.stop_reason, result.solver) == ("optimal", "search")
+    lower, upper = result.log_partition_bounds
+    assert upper - lower <= 1e3 and lower <= exact <= upper

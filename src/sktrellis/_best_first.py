@@ -137,7 +137,7 @@ class BestFirstHierarchicalClustering(EnergyEstimatorMixin, ClusterMixin, BaseEs
         bracket is at most this wide (nats); ignored for "map". The stop
         reads the root's bracket after each slice of the search (about
         0.1 s), every cluster's bracket revised from its parts first when
-        a revision is due (at most 1 % of the time: a walk revises only
+        a revision is due (about 1 % of the time: a walk revises only
         its own path, and the root's bracket as the walks leave it can be
         tens of nats wider); ``log_partition_bounds_`` is that bracket, or
         narrower.

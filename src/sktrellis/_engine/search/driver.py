@@ -29,9 +29,10 @@ _LEAST_REFRESH_SECONDS = _SLICE_SECONDS
 # every cluster's bracket from its parts (``BestFirstSearch.
 # log_partition_bounds``): a walk revises only its own path, so a part it
 # narrowed leaves its other parents as wide as before. The revisions
-# between slices take at most this share of the time: after one of c
-# seconds the walks run for c / share before the next, so the stop comes
-# at most a slice or 100 c after the revised bracket is within tol (c is
+# between slices take about this share of the time: after one of c
+# seconds the walks run for c / share before the next (the graph, and so
+# the next revision's cost, grows meanwhile), so the stop comes at most a
+# slice plus 100 c after the revised bracket is within tol (c is
 # under a millisecond on small graphs, 8-11 ms for 300,000-500,000
 # clusters of a 20-particle jet). Measured (benchmarks/README.md): where
 # a tol of 0.01-1 nats could be reached, near the end the walked bracket
@@ -176,7 +177,7 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
         Width of the log Z bracket that ends a "log_partition" search. The
         stop reads the root's bracket after each slice of the walks, every
         cluster's bracket revised from its parts first when a revision is
-        due (``_REVISION_SHARE`` of the time at most); the search is
+        due (about ``_REVISION_SHARE`` of the time); the search is
         "optimal" once that certified bracket is within ``tol`` (with 0,
         once log Z is exact).
     max_time : float or None, default=None
@@ -229,6 +230,18 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
     search.add_tree(merges)
     run = partial(_run, search, max_states, start, objective, tol, cancelled, verbose, owner)
     stop_reason = run(search_deadline)
+    if stop_reason in ("max_time", "max_states") and objective == "log_partition" \
+            and trellis_seconds is not None:
+        # The last revision between slices can be up to 1 / _REVISION_SHARE
+        # of its own cost old: one more, of milliseconds, may already
+        # bring the bracket within tol, where the trellis takes seconds.
+        try:
+            lower, upper = final_log_partition_bounds(search, search_deadline)
+        except KeyboardInterrupt:
+            stop_reason = "interrupted"
+        else:
+            if upper - lower <= tol:
+                stop_reason = "optimal"
     solved, trellis_note = None, ""
     if stop_reason in ("max_time", "max_states") and trellis_seconds is not None:
         reason, solved = _solve_by_trellis(trellis, n_points, deadline, verbose, owner)
@@ -254,6 +267,11 @@ def run_search(bound, n_points, incumbent, *, objective="map", exact_size=None, 
             log_partition_bounds = search.root_log_partition_bracket
             if stop_reason != "optimal":
                 stop_reason = "interrupted"
+        if objective == "log_partition" and stop_reason in ("max_time", "max_states") \
+                and log_partition_bounds[1] - log_partition_bounds[0] <= tol:
+            # The stop's own rule: the certified bracket within tol, found
+            # by the revision after the budget's last slice.
+            stop_reason = "optimal"
     return SearchResult(
         stop_reason=stop_reason,
         # Once the trellis has solved the set, its states (up to the
@@ -354,7 +372,7 @@ def _run(search, max_states, start, objective, tol, cancelled, verbose, owner, d
 
 
 class _Revisions:
-    """The log Z brackets revised between slices, within ``_REVISION_SHARE`` of the time.
+    """The log Z brackets revised between slices, in about ``_REVISION_SHARE`` of the time.
 
     Parameters
     ----------
