@@ -1656,6 +1656,21 @@ def map_within_dpm(X):
 LIKELIHOOD_MODELS = {"DPM": lambda X: DirichletProcessMixture(), "DPM, MAP within": map_within_dpm}
 
 
+def pairwise_by_beta(table):
+    """The flat posterior's co-clustering as a function of beta, each beta's computed once.
+
+    ``table`` is the cluster potential at beta = 1 (one entry per subset).
+    """
+    fitted = {}
+
+    def pairwise_at(beta):
+        if beta not in fitted:
+            fitted[beta] = FlatTrellis(beta * table).pairwise_probability()
+        return fitted[beta]
+
+    return pairwise_at
+
+
 def candidate_energy_posterior(X, y, name):
     """The default calibration ("test, then temper", its streams) with a candidate's weights.
 
@@ -1663,13 +1678,7 @@ def candidate_energy_posterior(X, y, name):
     """
     data = calibration._near_unit_scale(CorrelationClustering(), X)
     weights_of = FLAT_ENERGIES[name](data, y)
-    table = subset_pair_sums(weights_of(data))
-    fitted = {}
-
-    def pairwise_at(beta):
-        if beta not in fitted:
-            fitted[beta] = FlatTrellis(beta * table).pairwise_probability()
-        return fitted[beta]
+    pairwise_at = pairwise_by_beta(subset_pair_sums(weights_of(data)))
 
     def map_labels_of(points):
         return _map_of_weights(weights_of(points))
@@ -1855,13 +1864,7 @@ def flat_redraws_table(seeds, regimes, names=REDRAWS, out=None):
             data = calibration._near_unit_scale(CorrelationClustering(), X)
             unit = calibration._unit_loss(
                 calibration._at_kernel_width(CorrelationClustering(), data))
-            table = unit.cluster_potential(data)
-            fitted = {}
-
-            def pairwise_at(beta):
-                if beta not in fitted:
-                    fitted[beta] = FlatTrellis(beta * table).pairwise_probability()
-                return fitted[beta]
+            pairwise_at = pairwise_by_beta(unit.cluster_potential(data))
 
             def map_labels_of(points):
                 return np.asarray(map_partition(unit.cluster_potential(points))[0])
